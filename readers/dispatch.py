@@ -1,0 +1,109 @@
+"""The reader registry and the one function that runs a reader on a document.
+
+Readers are declared as data (:class:`readers.base.Reader`) in :data:`REGISTRY`, read top to
+bottom: the first that accepts the MIME type wins, then the first that accepts the extension.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import delimited, mail, markup, ocr, odf, ooxml, pdf, plaintext, rtf
+from .base import Context, Document, Reader, ReadResult, TextSink, cap_note, normalize_text
+from .errors import CapReached, ReaderError, Unsupported
+
+REGISTRY: tuple[Reader, ...] = (
+    pdf.READER,
+    ooxml.READER,
+    odf.READER,
+    rtf.READER,
+    markup.READER,
+    mail.READER,
+    delimited.READER,
+    ocr.READER,
+    plaintext.READER,  # last: it also takes any text/* the others did not claim
+)
+
+MAX_NESTING = 3  # e-mail attachments inside attachments
+
+
+def select(mime: str, name: str = "") -> Reader | None:
+    """The reader for a MIME type (then the file name's extension), or None."""
+    for reader in REGISTRY:
+        if mime in reader.mimes:
+            return reader
+    for reader in REGISTRY:
+        if reader.accepts(mime, name):
+            return reader
+    if mime.startswith("text/"):
+        return plaintext.READER
+    return None
+
+
+def reader_versions() -> dict[str, int]:
+    return {r.name: r.version for r in REGISTRY}
+
+
+@dataclass
+class Outcome:
+    """The result of reading one document, before it reaches the store."""
+
+    status: str  # ok | empty | unsupported | error
+    text: str = ""
+    extractor: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    limit: str | None = None  # the cap reached, when the text was cut short
+    meta: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_document(doc: Document, ctx: Context) -> Outcome:
+    """Select a reader and run it; every way a reader can fail becomes an Outcome."""
+    reader = select(doc.mime, doc.name)
+    if reader is None:
+        return Outcome("unsupported", extractor=None, error=f"no reader for {doc.mime}")
+    sink = TextSink(ctx.limits.max_chars)
+    limit = None
+    result: ReadResult | None = None
+    try:
+        result = reader.read(doc, sink, ctx)
+    except CapReached as cap:
+        limit = cap.cap
+        sink_text = sink.getvalue()
+        note = cap_note(cap.cap, cap.detail)
+        text = (sink_text if sink_text.endswith("\n") or not sink_text else sink_text + "\n")
+        text += note + "\n"
+        extractor = getattr(cap, "extractor", None) or reader.name
+        meta = getattr(cap, "meta", None) or {}
+        return Outcome("ok", normalize_text(text), extractor, limit=limit, meta=meta)
+    except Unsupported as u:
+        return Outcome("unsupported", extractor=reader.name, error=u.message)
+    except ReaderError as e:
+        return Outcome("error", extractor=getattr(e, "extractor", None) or reader.name,
+                       error=e.message, error_kind=e.kind)
+    text = normalize_text(sink.getvalue())
+    status = "ok" if text.strip() else "empty"
+    error = result.meta.pop("empty_reason", None) if status == "empty" else None
+    return Outcome(status, text if status == "ok" else "", result.extractor, error=error,
+                   meta=result.meta, warnings=result.warnings)
+
+
+def read_nested(ctx: Context, data: bytes, name: str, sink: TextSink) -> str:
+    """Read an embedded document into ``sink`` (used by the e-mail reader for attachments)."""
+    from .detect import detect_bytes
+
+    depth = getattr(ctx, "depth", 0)
+    if depth >= MAX_NESTING:
+        raise Unsupported("attachment nested too deep")
+    mime = detect_bytes(data, name)
+    reader = select(mime, name)
+    if reader is None:
+        raise Unsupported(f"no reader for {mime}")
+    ctx.depth = depth + 1  # type: ignore[attr-defined]
+    try:
+        result = reader.read(Document(data, name, mime), sink, ctx)
+    finally:
+        ctx.depth = depth  # type: ignore[attr-defined]
+    return result.extractor

@@ -1,0 +1,11 @@
+"""Placeholder until the rtf reader lands (being written now)."""
+
+from .base import Reader
+from .errors import Unsupported
+
+
+def read(doc, sink, ctx):
+    raise Unsupported("reader not built yet")
+
+
+READER = Reader(name="rtf", version=0, mimes=(), read=read)
