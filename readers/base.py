@@ -151,6 +151,7 @@ class Reader:
     extensions: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()  # external tools it may use (sensors, not dependencies)
     uses_tool_deadline: bool = False  # deadline is Limits.tool_deadline_s when a tool is present
+    settings: tuple[str, ...] = ()  # Limits fields that change this reader's text (task key)
 
     def accepts(self, mime: str, name: str = "") -> bool:
         if mime in self.mimes:

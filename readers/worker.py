@@ -1,0 +1,179 @@
+"""A worker: the child process that reads documents, many in a row.
+
+Started by :class:`readers.runtime.WorkerPool` as ``python -I -c …`` with one JSON argument
+(its private directory and the limits).  It enters the sandbox first, then loads the readers
+once and answers one JSON line per job line::
+
+    job    {"id": 7, "path": "/root/a.pdf", "name": "a.pdf", "mime": "application/pdf",
+            "sha256": "…", "size": 1234, "tools": {"pdftotext": "/usr/bin/pdftotext"},
+            "deadline": 300}
+    result {"id": 7, "status": "ok", "extractor": "pdftotext", "chars": 99, "text": "t7.txt",
+            "error": null, "error_kind": null, "limit": null, "meta": {…}, "warnings": [],
+            "rss": 51234816, "fatal": false}
+
+``text`` names a file in the worker's directory holding the normalised UTF-8 text (written and
+fsynced here, moved into the store by the parent).  ``fatal`` asks the parent to replace this
+worker (after a MemoryError the interpreter's state is suspect).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+READ_CHUNK = 1 << 20
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _read_checked(path: str, size: int, sha256: str) -> bytes:
+    """The file's bytes, or ChangedSinceWalk when they are not what the walk hashed."""
+    from .errors import ChangedSinceWalk
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ChangedSinceWalk("file disappeared since the walk") from None
+    except OSError as e:
+        raise ChangedSinceWalk(f"cannot open: {e.strerror}") from None
+    try:
+        import stat
+
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ChangedSinceWalk("no longer a regular file")
+        if st.st_size != size:
+            raise ChangedSinceWalk(f"size changed since the walk ({size} -> {st.st_size} bytes)")
+        buf = bytearray(size + 1)
+        view = memoryview(buf)
+        got = 0
+        while got <= size:
+            n = os.readv(fd, [view[got:]])
+            if n == 0:
+                break
+            got += n
+        if got != size:
+            raise ChangedSinceWalk("size changed while reading")
+        del view
+        data = bytes(buf[:size])
+        del buf
+    finally:
+        os.close(fd)
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise ChangedSinceWalk("content changed since the walk (sha256 mismatch)")
+    return data
+
+
+def handle(job: dict[str, Any], workdir: Path, limits, seq: int) -> dict[str, Any]:
+    from .base import Document
+    from .dispatch import Outcome, read_document
+    from .errors import ReaderError
+    from .runtime import LocalContext
+
+    result: dict[str, Any] = {"id": job["id"], "fatal": False, "text": None}
+    scratch = workdir / f"job{seq}"
+    scratch.mkdir()
+    try:
+        try:
+            data = _read_checked(os.fsencode(job["path"]), job["size"], job["sha256"])
+        except ReaderError as e:
+            outcome = Outcome("error", extractor=None, error=e.message, error_kind=e.kind)
+        else:
+            ctx = LocalContext(limits, job.get("tools") or {}, scratch,
+                               deadline=time.monotonic() + float(job.get("deadline", 60)))
+            outcome = read_document(Document(data, job["name"], job["mime"]), ctx)
+            del data
+    except MemoryError:
+        outcome = Outcome("error", error="reader ran out of memory (memory cap)",
+                          error_kind="memory")
+        result["fatal"] = True
+    except RecursionError:
+        outcome = Outcome("error", error="reader recursed too deep", error_kind="crash")
+        result["fatal"] = True
+    except Exception as e:  # a reader bug: still exactly one record
+        outcome = Outcome("error", error=f"reader failed: {type(e).__name__}: {e}"[:500],
+                          error_kind="internal")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if outcome.status == "ok":
+        name = f"t{seq}.txt"
+        try:
+            encoded = outcome.text.encode("utf-8", "replace")  # lone surrogates → "?"
+            if len(encoded) > limits.max_output_bytes:
+                raise OSError(27, "File too large")
+            with open(workdir / name, "wb") as f:
+                f.write(encoded)
+                f.flush()
+                os.fsync(f.fileno())
+            result["text"] = name
+        except OSError as e:
+            if e.errno == 27:  # EFBIG: over RLIMIT_FSIZE / the output cap
+                outcome = Outcome("error", extractor=outcome.extractor,
+                                  error=f"text over the {limits.max_output_bytes} byte output "
+                                        "limit", error_kind="output_limit")
+            else:
+                outcome = Outcome("error", extractor=outcome.extractor,
+                                  error=f"cannot write text: {e.strerror}", error_kind="internal")
+            try:
+                os.unlink(workdir / name)
+            except OSError:
+                pass
+    result.update(
+        status=outcome.status, extractor=outcome.extractor, chars=len(outcome.text),
+        error=outcome.error, error_kind=outcome.error_kind, limit=outcome.limit,
+        meta=outcome.meta, warnings=outcome.warnings[:20], rss=_rss(),
+    )
+    return result
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    workdir = Path(config["dir"])
+    from .base import Limits
+    from .runtime import enter_sandbox
+
+    limits = Limits.from_dict(config["limits"])
+    jobs, results, _abi = enter_sandbox(workdir, limits)
+    sys.setrecursionlimit(10_000)
+    import importlib
+
+    from . import dispatch  # load every reader once, before the first job
+
+    extras = tuple(importlib.import_module(m).READER for m in config.get("extra_readers", ()))
+    if extras:  # readers added by the embedding program (the tests' misbehaving readers)
+        dispatch.REGISTRY = extras + dispatch.REGISTRY
+
+    results.write(b'{"ready": true}\n')
+    seq = 0
+    buf = b""
+    while True:
+        chunk = jobs.read(1 << 16)
+        if not chunk:
+            return
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            seq += 1
+            result = handle(json.loads(line), workdir, limits, seq)
+            out = json.dumps(result, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+            view = memoryview(out)
+            while view:
+                view = view[results.write(view):]
+            if result["fatal"]:
+                os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""The ``bastion`` command: the same doit tasks, run in-process, with friendly options.
+
+Exit codes: 0 clean; 1 invalid manifest, signature, stage not in ``stages``, missing
+prerequisite, locked or unwritable output; 2 completed with ``error`` records.
+Errors go to stderr on one line, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .config import DEFAULT_MANIFEST, PrerequisiteError, RunConfig, load
+from .fsio import LockedError, OutputError, OutputLock
+
+EXIT_OK, EXIT_INVALID, EXIT_ERRORS = 0, 1, 2
+
+
+class CliError(Exception):
+    """A one-line error for stderr, exit 1."""
+
+
+def _fail(message: str) -> int:
+    print(f"bastion: error: {message}", file=sys.stderr)
+    return EXIT_INVALID
+
+
+def _stage_parser(sub, name: str, help_: str, *, extract: bool, walk: bool) -> None:
+    p = sub.add_parser(name, help=help_, description=help_)
+    p.add_argument("manifest", nargs="?", type=Path, default=DEFAULT_MANIFEST,
+                   help="the manifest (default: the bundled examples/manifest.yaml)")
+    p.add_argument("--out", type=Path, help="output directory (default with one root: "
+                   "<root>/.agent)")
+    p.add_argument("--require-signed", action="store_true",
+                   help="refuse a manifest without a valid Ed25519 signature (manifest.yaml.sig)")
+    p.add_argument("--trusted-keys", type=Path,
+                   help="trusted public keys (default: $BASTION_TRUSTED_KEYS or "
+                        "/etc/bastion/trusted_keys)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress, no final summary")
+    if walk:
+        p.add_argument("--no-hash", action="store_true",
+                       help="record files without reading them (no sha256: nothing to extract)")
+    if extract:
+        p.add_argument("--no-external", action="store_true",
+                       help="built-in readers only: never run pdftotext, tesseract, … "
+                            "(also BASTION_NO_EXTERNAL=1)")
+        p.add_argument("-j", "--jobs", type=int, default=0,
+                       help="reader worker processes (default: the number of cores)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bastion",
+        description="Turn a tree of untrusted files into clean, searchable plain text.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _stage_parser(sub, "walk", "walk the manifest's roots into walk.jsonl",
+                  extract=False, walk=True)
+    _stage_parser(sub, "extract", "extract text from the walked files into the text store",
+                  extract=True, walk=False)
+    _stage_parser(sub, "sweep", "run the manifest's stages in order (walk, then extract)",
+                  extract=True, walk=True)
+
+    p = sub.add_parser("keygen", help="create an Ed25519 key pair for signing manifests",
+                       description="create an Ed25519 key pair for signing manifests")
+    p.add_argument("private_key", type=Path, help="where to write the private key (PEM, 0600)")
+    p.add_argument("public_key", type=Path,
+                   help="where to write the public key line (for the trusted-keys file)")
+    p.add_argument("--comment", help="comment on the public key line (default user@host)")
+
+    p = sub.add_parser("sign", help="sign a manifest (writes <manifest>.sig)",
+                       description="sign a manifest (writes <manifest>.sig)")
+    p.add_argument("manifest", type=Path)
+    p.add_argument("private_key", type=Path)
+
+    p = sub.add_parser("verify", help="check a manifest's signature against trusted keys",
+                       description="check a manifest's signature against trusted keys")
+    p.add_argument("manifest", type=Path)
+    p.add_argument("--trusted-keys", type=Path)
+
+    p = sub.add_parser("compare", help="compare two output directories byte for byte "
+                       "(records and text store); exit 1 on any difference",
+                       description="compare two output directories byte for byte (walk.jsonl "
+                       "minus stat fields, extract.jsonl minus 'reused', the text store); "
+                       "exit 1 on any difference")
+    p.add_argument("a", type=Path)
+    p.add_argument("b", type=Path)
+
+    p = sub.add_parser("pdftext", help="the PDF child: a PDF on stdin, JSON lines on stdout",
+                       description="read a PDF on stdin; write a meta line then one line per "
+                       "page (exit 0 ok, 3 encrypted, 4 unreadable, 1 other)")
+    p.add_argument("-max-pages", "--max-pages", dest="max_pages", type=int, default=None)
+    p.add_argument("-engine", "--engine", dest="engine", default=None)
+    return parser
+
+
+def _config(args: argparse.Namespace, walk_mode: str) -> RunConfig:
+    return RunConfig(
+        manifest=Path(args.manifest).resolve(),
+        out=Path(args.out).resolve() if args.out else None,
+        no_external=bool(getattr(args, "no_external", False)),
+        require_signed=bool(args.require_signed),
+        trusted_keys=args.trusted_keys,
+        jobs=max(0, getattr(args, "jobs", 0) or 0),
+        quiet=bool(args.quiet),
+        no_hash=bool(getattr(args, "no_hash", False)),
+        walk=walk_mode,
+    )
+
+
+def run_stages(cfg: RunConfig, stages: list[str]) -> int:
+    """Run ``walk`` and/or ``extract`` through doit in-process; returns the exit code."""
+    from doit.cmd_base import ModuleTaskLoader
+    from doit.doit_cmd import DoitMain
+
+    from . import pipeline
+    from .extract import check_walk
+    from .manifest import ManifestError
+    from .signing import SignatureError
+
+    pipeline.reset()
+    try:
+        manifest, out = load(cfg)
+        for stage in stages:
+            if stage not in manifest.stages:
+                raise PrerequisiteError(f"'{stage}' is not in the stages of "
+                                        f"{manifest.path.name} (stages: "
+                                        f"{', '.join(manifest.stages)})")
+        if "walk" not in stages:
+            check_walk(manifest, out)
+        OutputLock.acquire(out)
+    except (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError) as e:
+        return _fail(str(e))
+    tasks = ["extract"] if "extract" in stages else ["walk"]
+    argv = ["run", "--db-file", pipeline.doit_db(cfg), "--backend", "json", *tasks]
+    try:
+        rc = DoitMain(ModuleTaskLoader(pipeline.namespace(cfg))).run(argv)
+    finally:
+        OutputLock.release_all()
+    if rc != 0:
+        return EXIT_INVALID
+    code = EXIT_OK
+    if "extract" in stages:
+        stage = pipeline.stage_for(cfg)
+        summary = stage.summary or {}
+        if summary.get("counts", {}).get("error"):
+            code = EXIT_ERRORS
+        if not cfg.quiet:
+            print(pipeline.describe_extract(summary, out), file=sys.stderr)
+    elif not cfg.quiet:
+        print(pipeline.describe_walk(pipeline.LAST_WALK, out), file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print("bastion: interrupted", file=sys.stderr)
+        return 130
+    except CliError as e:
+        return _fail(str(e))
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    cmd = args.command
+    if cmd == "walk":
+        return run_stages(_config(args, "run"), ["walk"])
+    if cmd == "extract":
+        return run_stages(_config(args, "reuse"), ["extract"])
+    if cmd == "sweep":
+        cfg = _config(args, "run")
+        try:
+            manifest, _ = load(cfg)
+        except Exception as e:  # noqa: BLE001 — every load failure is a one-line refusal
+            return _fail(str(e))
+        return run_stages(cfg, list(manifest.stages))
+    if cmd in ("keygen", "sign", "verify"):
+        return _signing(args)
+    if cmd == "compare":
+        from .compare import compare_outputs
+
+        differences = compare_outputs(args.a, args.b)
+        for line in differences:
+            print(line)
+        if differences:
+            print(f"bastion: {len(differences)} difference(s)", file=sys.stderr)
+            return EXIT_INVALID
+        print("identical", file=sys.stderr)
+        return EXIT_OK
+    if cmd == "pdftext":
+        from readers.pdf import pdftext_main
+
+        child_argv: list[str] = []
+        if args.max_pages is not None:
+            child_argv += ["-max-pages", str(args.max_pages)]
+        if args.engine:
+            child_argv += ["-engine", args.engine]
+        return pdftext_main(child_argv, sys.stdin.buffer, sys.stdout)
+    raise CliError(f"unknown command {cmd}")
+
+
+def _signing(args: argparse.Namespace) -> int:
+    from .signing import SignatureError, keygen, sign, verify
+
+    try:
+        if args.command == "keygen":
+            line = keygen(args.private_key, args.public_key, comment=args.comment)
+            print(line)
+        elif args.command == "sign":
+            print(sign(args.manifest, args.private_key))
+        else:
+            print(f"good signature by {verify(args.manifest, args.trusted_keys)}")
+    except (SignatureError, OSError) as e:
+        return _fail(str(e))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""One run's settings, from doit variables (``doit extract manifest=… out=…``) or the CLI.
+
+The CLI turns its options into the same doit variables, so ``bastion extract`` and
+``doit extract`` run the very same tasks with the very same settings.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .manifest import Manifest, load_manifest
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_MANIFEST = REPO / "examples" / "manifest.yaml"
+
+
+class PrerequisiteError(Exception):
+    """A stage cannot run: missing walk, stage not in the manifest, other manifest, no --out."""
+
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    manifest: Path = DEFAULT_MANIFEST
+    out: Path | None = None  # None: <root>/.agent when the manifest has exactly one root
+    no_external: bool = False
+    require_signed: bool = False
+    trusted_keys: Path | None = None
+    jobs: int = 0  # 0: the number of cores
+    quiet: bool = False
+    no_hash: bool = False
+    walk: str = "run"  # "run": walk the tree; "reuse": extract from the existing walk only
+
+    @classmethod
+    def from_vars(cls, get) -> "RunConfig":
+        """Build from a ``get(name, default)`` such as ``doit.get_var``."""
+
+        def flag(name: str) -> bool:
+            return str(get(name, "") or "").strip().lower() in _TRUE
+
+        manifest = get("manifest", None)
+        out = get("out", None)
+        keys = get("trusted_keys", None)
+        jobs = str(get("jobs", "0") or "0")
+        return cls(
+            manifest=Path(manifest).resolve() if manifest else DEFAULT_MANIFEST,
+            out=Path(out).resolve() if out else None,
+            no_external=flag("no_external") or os.environ.get("BASTION_NO_EXTERNAL") == "1",
+            require_signed=flag("require_signed"),
+            trusted_keys=Path(keys) if keys else None,
+            jobs=int(jobs) if jobs.isdigit() else 0,
+            quiet=flag("quiet"),
+            no_hash=flag("no_hash"),
+            walk=str(get("walk", "run") or "run"),
+        )
+
+    @property
+    def workers(self) -> int:
+        return self.jobs if self.jobs > 0 else (os.cpu_count() or 1)
+
+
+@lru_cache(maxsize=8)
+def _load(manifest: Path, require_signed: bool, trusted_keys: Path | None) -> Manifest:
+    if require_signed:
+        from .signing import verify
+
+        verify(manifest, trusted_keys)
+    return load_manifest(manifest)
+
+
+def load(cfg: RunConfig) -> tuple[Manifest, Path]:
+    """The manifest (signature checked when required) and the output directory.
+
+    Raises ManifestError, SignatureError or PrerequisiteError.
+    """
+    manifest = _load(cfg.manifest, cfg.require_signed, cfg.trusted_keys)
+    return manifest, output_dir(cfg, manifest)
+
+
+def output_dir(cfg: RunConfig, manifest: Manifest) -> Path:
+    if cfg.out is not None:
+        return cfg.out
+    if len(manifest.roots) == 1:
+        return manifest.roots[0].path / ".agent"
+    raise PrerequisiteError(
+        f"{manifest.path.name} has {len(manifest.roots)} roots: give the output directory "
+        "(--out DIR, or out=DIR for doit)")

@@ -1,0 +1,357 @@
+"""The extract stage: one doit task per walked file, decided up to date from the store.
+
+Each hashed file becomes ``extract:<root>/<path>``.  Its key is the reader's identity and
+settings (:func:`task_key`); the verdict stored for its sha256 decides whether it is up to date:
+
+* ``ok`` / ``empty``: kept while the sha256 and the key are unchanged (and the text exists);
+* ``unsupported``: kept while, in addition, the tools present for its type are unchanged;
+* ``error``: never kept — retried on every run.
+
+Task actions hand documents to the :class:`readers.runtime.WorkerPool` and return at once;
+verdicts arrive in the pool's callback and are committed to the store one by one.  The finish
+step (the ``_extract_finish`` setup of the ``extract`` group, or the teardown of a single-file
+run) drains the pool and writes ``extract.jsonl`` and ``extract.summary.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from doit.exceptions import TaskFailed
+
+from readers.base import Limits, Reader
+from readers.dispatch import select
+from readers.runtime import Job, JobResult, PoolError, WorkerPool
+from readers.tools import Tool, discover
+
+from .config import PrerequisiteError, RunConfig
+from .fsio import STATE_DIR, OutputError, OutputLock, read_json, remove_stale_temps, write_json
+from .manifest import Manifest
+from .progress import Progress
+from .records import ExtractRecord, WalkRecord, read_jsonl, to_line, write_jsonl
+from .store import Store, Verdict
+
+# Raise when any reader's output changes: every verdict and text is redone on the next run.
+EXTRACT_VERSION = 1
+
+FINISH_TASK = "_extract_finish"
+
+
+def task_key(reader: Reader | None, mime: str, limits: Limits) -> str:
+    """What decides a verdict besides the bytes: version, reader, its settings, the type."""
+    if reader is None:
+        parts: list[Any] = [EXTRACT_VERSION, None, mime]
+    else:
+        settings = {name: getattr(limits, name) for name in reader.settings}
+        parts = [EXTRACT_VERSION, reader.name, reader.version, mime, settings]
+    blob = json.dumps(parts, sort_keys=True, default=list).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def task_name(root: str, path: str) -> str:
+    """The doit name of a file's task (the part after ``extract:``)."""
+    return f"{root}/{path}"
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One hashed file of the walk, planned."""
+
+    root: str
+    path: str
+    sha256: str
+    mime: str
+    size: int
+    reader: Reader | None
+    key: str
+    tools: tuple[str, ...]  # tools present for its type
+    fresh: bool
+
+
+def check_walk(manifest: Manifest, out: Path) -> dict:
+    """The walk's summary, or PrerequisiteError when the extract stage may not run."""
+    if "extract" not in manifest.stages:
+        raise PrerequisiteError(f"'extract' is not in the stages of {manifest.path.name} "
+                                f"(stages: {', '.join(manifest.stages)})")
+    try:
+        summary = read_json(out / "walk.summary.json")
+    except (OSError, ValueError):
+        raise PrerequisiteError(f"no walk in {out}: run the walk stage first "
+                                "(bastion walk / bastion sweep)") from None
+    if not (out / "walk.jsonl").is_file():
+        raise PrerequisiteError(f"no walk.jsonl in {out}: run the walk stage first")
+    if summary.get("manifest_digest") != manifest.digest:
+        raise PrerequisiteError(
+            f"the walk in {out} was made from a different manifest "
+            f"(walk {str(summary.get('manifest_digest'))[:12]}…, this one "
+            f"{manifest.digest[:12]}…): walk again")
+    return summary
+
+
+class ExtractStage:
+    """Everything one extract run shares: settings, store, tools, pool, verdicts, counters."""
+
+    def __init__(self, cfg: RunConfig, manifest: Manifest, out: Path,
+                 extra_readers: tuple[str, ...] = ()) -> None:
+        self.cfg = cfg
+        self.manifest = manifest
+        self.out = out
+        self.limits = manifest.limits
+        self.store = Store(out)
+        self.extra_readers = extra_readers
+        self.refused: str | None = None
+        self.walk_summary: dict = {}
+        self.tools: dict[str, Tool] = {}
+        self.verdicts: dict[str, Verdict] = {}
+        self.items: list[Item] = []
+        self.skipped: list[WalkRecord] = []
+        self.produced: set[str] = set()  # sha256 extracted by this run
+        self.scheduled: set[str] = set()
+        self.jobs: dict[int, Item] = {}
+        self.pool: WorkerPool | None = None
+        self.progress: Progress | None = None
+        self.finished = False
+        self.summary: dict | None = None
+        self.t0 = time.monotonic()
+        self.started = time.time()
+
+    # -- planning (task generation time: pure, writes nothing) ---------------------------------
+
+    def plan(self) -> list[Item]:
+        try:
+            self.walk_summary = check_walk(self.manifest, self.out)
+        except PrerequisiteError as e:
+            self.refused = str(e)
+            return []
+        self.tools = discover(self.cfg.no_external)
+        self.verdicts = self.store.verdicts()
+        limits = self.limits
+        tool_names = set(self.tools)
+        keys: dict[tuple[str, str], tuple[Reader | None, str, tuple[str, ...]]] = {}
+        items: list[Item] = []
+        has_text = self.store.has_text
+        for rec in read_jsonl(self.out / "walk.jsonl", WalkRecord):
+            if rec.kind != "file" or rec.sha256 is None:
+                self.skipped.append(rec)
+                continue
+            mime = rec.mime or "application/octet-stream"
+            name = os.path.basename(rec.path)
+            ext = os.path.splitext(name)[1].lower()
+            cached = keys.get((mime, ext))
+            if cached is None:
+                reader = select(mime, name)
+                present = tuple(sorted(tool_names.intersection(reader.tools))) if reader else ()
+                cached = (reader, task_key(reader, mime, limits), present)
+                keys[(mime, ext)] = cached
+            reader, key, present = cached
+            v = self.verdicts.get(rec.sha256)
+            fresh = v is not None and v.key == key and (
+                (v.status == "ok" and has_text(rec.sha256))
+                or v.status == "empty"
+                or (v.status == "unsupported" and v.tools == present)
+            )
+            items.append(Item(rec.root, rec.path, rec.sha256, mime, rec.size or 0, reader, key,
+                              present, fresh))
+        self.items = items
+        return items
+
+    def tasks(self) -> Iterator[dict]:
+        """The doit task dicts: the group first (so it exists even with nothing walked)."""
+        items = self.plan()
+        yield {
+            "basename": "extract",
+            "name": None,
+            "doc": "extract text from every walked file (one subtask per file)",
+            "setup": [FINISH_TASK],
+        }
+        run = self.run_item
+        teardown = [self.finish_teardown]
+        for item in items:
+            yield {
+                "basename": "extract",
+                "name": task_name(item.root, item.path),
+                "actions": [(run, (item,))],
+                "uptodate": [item.fresh],
+                "teardown": [] if item.fresh else teardown,
+                "verbosity": 0,
+            }
+
+    # -- running --------------------------------------------------------------------------------
+
+    def _start(self) -> WorkerPool:
+        OutputLock.acquire(self.out)
+        tmp_root = self.out / STATE_DIR / "tmp"
+        tmp_root.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(self.out)
+        for stale in tmp_root.iterdir():  # scratch of a killed run
+            import shutil
+
+            shutil.rmtree(stale, ignore_errors=True)
+        todo = sum(1 for i in self.items if not i.fresh)
+        self.progress = Progress("extract", todo, quiet=self.cfg.quiet)
+        self.pool = WorkerPool(self.cfg.workers, self.limits, tmp_root, self.on_result,
+                               extra_readers=self.extra_readers)
+        return self.pool
+
+    def run_item(self, item: Item) -> TaskFailed | None:
+        """doit action of ``extract:<root>/<path>``: hand the document to a worker."""
+        if self.refused:
+            return TaskFailed(self.refused)
+        if item.sha256 in self.scheduled:
+            return None  # same content as a file already extracted in this run
+        self.scheduled.add(item.sha256)
+        try:
+            pool = self.pool or self._start()
+            if item.reader is None:
+                self.record_verdict(item, "unsupported", None, 0, f"no reader for {item.mime}",
+                                    None, None, {})
+                return None
+            job_id = len(self.jobs) + len(self.produced) + 1
+            while job_id in self.jobs:
+                job_id += 1
+            self.jobs[job_id] = item
+            deadline = self.limits.deadline_s
+            if item.reader.uses_tool_deadline and item.tools:
+                deadline = self.limits.tool_deadline_s
+            root = next(r for r in self.manifest.roots if r.name == item.root)
+            pool.submit(Job(
+                id=job_id, path=os.path.join(str(root.path), item.path),
+                name=os.path.basename(item.path), mime=item.mime, sha256=item.sha256,
+                size=item.size, deadline_s=deadline,
+                tools={t: self.tools[t].path for t in item.tools},
+            ))
+        except (OutputError, PoolError) as e:
+            return TaskFailed(str(e))
+        return None
+
+    def on_result(self, result: JobResult) -> None:
+        """Pool callback: commit one verdict (text first, then the verdict)."""
+        item = self.jobs.pop(result.job.id)
+        if result.status == "ok" and result.text_path is not None:
+            self.store.adopt_text(item.sha256, result.text_path)
+        self.record_verdict(item, result.status, result.extractor, result.chars, result.error,
+                            result.error_kind, result.limit, result.meta)
+
+    def record_verdict(self, item: Item, status: str, extractor: str | None, chars: int,
+                       error: str | None, error_kind: str | None, limit: str | None,
+                       meta: dict[str, Any]) -> None:
+        sha = item.sha256
+        if status != "ok":
+            self.store.remove_text(sha)
+            chars = 0
+        if status == "ok" and "outline" in meta:
+            self.store.write_meta(sha, {k: meta.get(k) for k in ("pages", "title", "outline")})
+        pages = meta.get("pages") if isinstance(meta.get("pages"), int) else None
+        title = meta.get("title") if isinstance(meta.get("title"), str) else None
+        verdict = Verdict(sha, item.key, status, extractor, chars, error, error_kind, limit,
+                          item.tools if status == "unsupported" else None, pages, title or None)
+        self.store.put(verdict)
+        self.verdicts[sha] = verdict
+        self.produced.add(sha)
+        if self.progress:
+            self.progress.update(1, errors=1 if status == "error" else 0)
+
+    # -- finishing ------------------------------------------------------------------------------
+
+    def finish(self) -> TaskFailed | None:
+        """Drain the pool, write extract.jsonl and extract.summary.json (once per run)."""
+        if self.finished:
+            return None
+        self.finished = True
+        if self.refused:
+            return TaskFailed(self.refused)
+        try:
+            if self.pool is not None:
+                try:
+                    self.pool.drain()
+                finally:
+                    self.pool.close()
+            OutputLock.acquire(self.out)
+            self.store.sync()
+            records = self.records()
+            write_jsonl(self.out / "extract.jsonl", records)
+            self.summary = self.make_summary(records)
+            write_json(self.out / "extract.summary.json", self.summary)
+        except OutputError as e:
+            return TaskFailed(str(e))
+        finally:
+            self.store.close()
+            if self.progress:
+                self.progress.close()
+        return None
+
+    def finish_teardown(self) -> None:
+        """Teardown of a single-file run (``doit extract:<root>/<path>``)."""
+        failed = self.finish()
+        if failed is not None:
+            raise OutputError(failed.message)
+
+    def records(self) -> list[bytes]:
+        produced = self.produced
+        first_seen: set[str] = set()
+        out: list[tuple[str, str, bytes]] = []
+        v_now = EXTRACT_VERSION
+        for item in self.items:
+            v = self.verdicts.get(item.sha256)
+            if v is None or v.key != item.key:
+                rec = ExtractRecord(item.root, item.path, item.sha256, item.mime, "skipped",
+                                    None, 0, "not extracted yet (run the extract stage)", None,
+                                    None, v_now, False, None)
+            else:
+                reused = item.sha256 not in produced or item.sha256 in first_seen
+                first_seen.add(item.sha256)
+                rec = ExtractRecord(item.root, item.path, item.sha256, item.mime, v.status,
+                                    v.extractor, v.chars, v.error, v.error_kind, v.limit, v_now,
+                                    reused, list(v.tools) if v.tools is not None else None,
+                                    v.pages, v.title)
+            out.append((item.root, item.path, to_line(rec)))
+        for w in self.skipped:
+            reason = w.reason or w.error or "not hashed by the walk"
+            rec = ExtractRecord(w.root, w.path, w.sha256, w.mime, "skipped", None, 0, reason,
+                                None, None, v_now, False, None)
+            out.append((w.root, w.path, to_line(rec)))
+        out.sort(key=lambda t: (t[0], t[1]))
+        return [line for _, _, line in out]
+
+    def make_summary(self, lines: list[bytes]) -> dict:
+        counts = dict.fromkeys(("ok", "empty", "unsupported", "error", "skipped"), 0)
+        error_kinds: dict[str, int] = {}
+        limits_hit: dict[str, int] = {}
+        reused = chars = 0
+        for line in lines:
+            r = json.loads(line)
+            counts[r["status"]] += 1
+            reused += bool(r["reused"])
+            chars += r["chars"]
+            if r["error_kind"]:
+                error_kinds[r["error_kind"]] = error_kinds.get(r["error_kind"], 0) + 1
+            if r["limit"]:
+                limits_hit[r["limit"]] = limits_hit.get(r["limit"], 0) + 1
+        return {
+            "stage": "extract",
+            "extract_version": EXTRACT_VERSION,
+            "manifest": str(self.manifest.path),
+            "manifest_digest": self.manifest.digest,
+            "walk_manifest_digest": self.walk_summary.get("manifest_digest"),
+            "records": len(lines),
+            "counts": counts,
+            "error_kinds": dict(sorted(error_kinds.items())),
+            "limits_hit": dict(sorted(limits_hit.items())),
+            "reused": reused,
+            "extracted": len(self.produced),
+            "chars": chars,
+            "tools": [{"name": t.name, "path": t.path, "version": t.version}
+                      for t in sorted(self.tools.values(), key=lambda t: t.name)],
+            "no_external": self.cfg.no_external,
+            "workers": self.cfg.workers,
+            "workers_started": self.pool.spawned if self.pool else 0,
+            "workers_killed": self.pool.killed if self.pool else 0,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+            "duration_s": round(time.monotonic() - self.t0, 3),
+        }

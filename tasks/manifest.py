@@ -1,0 +1,566 @@
+"""The manifest: which trees to sweep, which stages to run, and the extract budgets.
+
+A manifest is a small YAML file (see docs/manifest.md).  It is validated strictly: an unknown
+key at any level, a value of the wrong type, a missing required key, a duplicate mapping key,
+a root that is not an existing directory, a duplicate or malformed root name, a bad list of
+stages, a YAML tag, anchor or alias, a file over 1 MiB or an empty file is refused with a
+:class:`ManifestError` that names the file, the YAML line and the key path, e.g.::
+
+    manifest.yaml:7: roots[1].path: '/nope' does not exist
+
+The YAML is parsed with PyYAML's safe loader only, composed to a node tree that is walked
+here (for line numbers and duplicate keys); nothing is ever constructed from a tag.
+
+By design the schema has no key that can name an executable, a command, a URL or a network
+address: a manifest can only point at local directories, select files in them by glob, and
+tighten or loosen the numeric budgets of :class:`readers.base.Limits`.
+
+Glob patterns (``include`` / ``exclude``) are matched against a file's POSIX path relative to
+its root, case-sensitively; see :func:`glob_match`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import os
+import re
+import stat
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from readers.base import GiB, KiB, Limits, MiB
+
+MAX_MANIFEST_BYTES = 1 * MiB
+VERSION = 1
+STAGES: tuple[str, ...] = ("walk", "extract")
+PDF_ENGINES: tuple[str, ...] = ("pdfium", "pdfplumber")
+DEFAULT_MAX_FILE_BYTES = 1 * GiB
+MAX_INT = 2**63 - 1  # budgets end up in rlimits and C APIs
+
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_SIZE_RE = re.compile(r"\s*([0-9]{1,30})\s*([A-Za-z]*)\s*")
+_SIZE_UNITS = {"": 1, "B": 1, "KiB": KiB, "MiB": MiB, "GiB": GiB, "TiB": 1024 * GiB}
+
+_TOP_KEYS = ("version", "roots", "stages", "limits")
+_ROOT_KEYS = ("name", "path", "include", "exclude", "follow_symlinks", "one_file_system")
+_SECONDS_KEYS = ("deadline_s", "tool_deadline_s")
+_SIZE_KEYS = ("max_file_bytes", "max_output_bytes", "memory_bytes", "max_member_bytes",
+              "max_xml_bytes")
+_COUNT_KEYS = ("max_chars", "max_parts", "max_pages", "ocr_max_pages", "ocr_dpi")
+_LIMIT_KEYS = ("max_file_bytes",) + tuple(
+    f.name for f in fields(Limits) if f.name != "stderr_bytes"
+)
+
+_STR = "tag:yaml.org,2002:str"
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_BOOL = "tag:yaml.org,2002:bool"
+_NULL = "tag:yaml.org,2002:null"
+_TYPE_NAMES = {
+    _STR: "a string", _INT: "an integer", _FLOAT: "a number", _BOOL: "a boolean",
+    _NULL: "null", "tag:yaml.org,2002:timestamp": "a timestamp",
+    "tag:yaml.org,2002:merge": "a merge key", "tag:yaml.org,2002:binary": "binary data",
+    "tag:yaml.org,2002:map": "a mapping", "tag:yaml.org,2002:seq": "a list",
+}
+
+
+@dataclass(frozen=True)
+class Root:
+    """One tree to sweep."""
+
+    name: str  # short name: ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$
+    path: Path  # absolute, resolved; relative paths resolved against the manifest's directory
+    include: tuple[str, ...] = ()  # glob patterns; empty = everything
+    exclude: tuple[str, ...] = ()
+    follow_symlinks: bool = False
+    one_file_system: bool = False
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A validated manifest."""
+
+    path: Path  # the manifest file, absolute
+    digest: str  # sha256 hex of the manifest file's exact bytes
+    version: int  # always 1
+    roots: tuple[Root, ...]
+    stages: tuple[str, ...]  # non-empty subset of ("walk", "extract"), in that order
+    max_file_bytes: int  # limits.max_file_bytes
+    limits: Limits  # the extract budgets
+
+
+class ManifestError(Exception):
+    """A manifest refused: ``file:line: key: problem`` (line and key omitted when unknown)."""
+
+    def __init__(
+        self, problem: str, *, key: str | None = None, line: int | None = None,
+        file: str = "manifest",
+    ) -> None:
+        self.problem = problem
+        self.key = key
+        self.line = line
+        self.file = file
+        where = file if line is None else f"{file}:{line}"
+        super().__init__(f"{where}: {problem}" if key is None else f"{where}: {key}: {problem}")
+
+
+# -- loading ------------------------------------------------------------------------------
+
+
+def load_manifest(path: str | os.PathLike[str]) -> Manifest:
+    """Read, parse and validate the manifest at ``path``.
+
+    Only a regular file of at most 1 MiB is read.  Raises :class:`ManifestError`.
+    """
+    p = Path(path).absolute()
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise ManifestError(f"cannot read manifest: {e.strerror}", file=p.name) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ManifestError("the manifest is not a regular file", file=p.name)
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(MAX_MANIFEST_BYTES + 1)
+        except OSError as e:
+            raise ManifestError(f"cannot read manifest: {e.strerror}", file=p.name) from None
+    return parse_manifest(data, p)
+
+
+def parse_manifest(data: bytes, path: Path) -> Manifest:
+    """Parse and validate manifest bytes; ``path`` is where the file lives.
+
+    Relative root paths are resolved against ``path``'s directory, and every root must be
+    an existing directory.  Raises :class:`ManifestError`.
+    """
+    path = Path(path).absolute()
+    v = _Validator(path.name)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise v.error(f"the manifest is over the {MAX_MANIFEST_BYTES // MiB} MiB limit")
+    node = v.compose(data)
+    return v.manifest(node, path, hashlib.sha256(data).hexdigest())
+
+
+class _Refused(Exception):
+    """Raised inside the YAML loader; carries a problem and a node mark."""
+
+    def __init__(self, problem: str, mark: yaml.Mark) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.mark = mark
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """The safe loader, refusing tags, anchors and aliases while composing."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise _Refused(f"YAML aliases are not allowed (*{event.anchor})", event.start_mark)
+        if event.anchor is not None:
+            raise _Refused(f"YAML anchors are not allowed (&{event.anchor})", event.start_mark)
+        tag = getattr(event, "tag", None)
+        if tag is not None:
+            raise _Refused(f"YAML tags are not allowed ({tag})", event.start_mark)
+        return super().compose_node(parent, index)
+
+
+class _Validator:
+    """Walks the composed node tree, building the manifest or raising ManifestError."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self._constructor = yaml.constructor.SafeConstructor()
+
+    def error(
+        self, problem: str, key: str | None = None, node: yaml.Node | None = None,
+        line: int | None = None,
+    ) -> ManifestError:
+        if node is not None:
+            line = node.start_mark.line + 1
+        return ManifestError(problem, key=key, line=line, file=self.file)
+
+    # -- YAML ---------------------------------------------------------------------------
+
+    def compose(self, data: bytes) -> yaml.Node:
+        if data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = data[: e.start].count(b"\n") + 1
+            raise self.error("the manifest is not valid UTF-8", line=line) from None
+        try:
+            node = yaml.compose(text, Loader=_StrictLoader)
+        except _Refused as e:
+            raise self.error(e.problem, line=e.mark.line + 1) from None
+        except yaml.MarkedYAMLError as e:
+            mark = e.problem_mark or e.context_mark
+            problem = ", ".join(p for p in (e.context, e.problem) if p) or "malformed YAML"
+            line = mark.line + 1 if mark is not None else None
+            raise self.error(f"YAML syntax error: {problem}", line=line) from None
+        except yaml.reader.ReaderError as e:
+            line = text[: e.position].count("\n") + 1
+            char = chr(e.character) if isinstance(e.character, int) else e.character
+            raise self.error(
+                f"YAML syntax error: character U+{ord(char):04X} is not allowed", line=line
+            ) from None
+        except yaml.YAMLError as e:
+            raise self.error(f"YAML syntax error: {e}") from None
+        if node is None:
+            raise self.error("the manifest is empty", line=1)
+        return node
+
+    def kind(self, node: yaml.Node) -> str:
+        return _TYPE_NAMES.get(node.tag, node.tag)
+
+    def mapping(
+        self, node: yaml.Node, key: str | None, allowed: tuple[str, ...],
+        required: tuple[str, ...] = (),
+    ) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        """A mapping node's entries by key, checked for type, duplicates and unknown keys."""
+        if not isinstance(node, yaml.MappingNode):
+            what = "the top level must be" if key is None else "expected"
+            raise self.error(f"{what} a mapping, got {self.kind(node)}", key, node)
+        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for knode, vnode in node.value:
+            if not isinstance(knode, yaml.ScalarNode) or knode.tag != _STR:
+                raise self.error(f"mapping keys must be strings, got {self.kind(knode)}",
+                                 key, knode)
+            name = knode.value
+            sub = _join(key, name)
+            if name in out:
+                first = out[name][0].start_mark.line + 1
+                raise self.error(f"duplicate key (first at line {first})", sub, knode)
+            if name not in allowed:
+                raise self.error(f"unknown key (allowed: {', '.join(allowed)})", sub, knode)
+            out[name] = (knode, vnode)
+        for name in required:
+            if name not in out:
+                raise self.error(f"missing required key '{name}'", key, node)
+        return out
+
+    def sequence(self, node: yaml.Node, key: str) -> list[yaml.Node]:
+        if not isinstance(node, yaml.SequenceNode):
+            raise self.error(f"expected a list, got {self.kind(node)}", key, node)
+        return list(node.value)
+
+    def scalar(self, node: yaml.Node, key: str, *tags: str) -> Any:
+        if not isinstance(node, yaml.ScalarNode) or node.tag not in tags:
+            want = " or ".join(_TYPE_NAMES[t] for t in tags)
+            raise self.error(f"expected {want}, got {self.kind(node)}", key, node)
+        try:
+            return self._constructor.construct_object(node)
+        except (yaml.YAMLError, ValueError) as e:
+            raise self.error(f"malformed value: {e}", key, node) from None
+
+    def string(self, node: yaml.Node, key: str) -> str:
+        value: str = self.scalar(node, key, _STR)
+        if "\x00" in value:
+            raise self.error("must not contain a NUL character", key, node)
+        return value
+
+    def boolean(self, node: yaml.Node, key: str) -> bool:
+        value: bool = self.scalar(node, key, _BOOL)
+        return value
+
+    def string_list(self, node: yaml.Node, key: str) -> list[tuple[str, yaml.Node]]:
+        return [
+            (self.string(item, f"{key}[{i}]"), item)
+            for i, item in enumerate(self.sequence(node, key))
+        ]
+
+    # -- schema -------------------------------------------------------------------------
+
+    def manifest(self, node: yaml.Node, path: Path, digest: str) -> Manifest:
+        top = self.mapping(node, None, _TOP_KEYS, required=("version", "roots"))
+        vnode = top["version"][1]
+        version: int = self.scalar(vnode, "version", _INT)
+        if version != VERSION:
+            raise self.error(f"unsupported version {version} (supported: {VERSION})",
+                             "version", vnode)
+        roots = self.roots(top["roots"][1], path.parent)
+        stages = self.stages(top["stages"][1]) if "stages" in top else STAGES
+        values = self.limits(top["limits"][1]) if "limits" in top else {}
+        max_file_bytes = values.pop("max_file_bytes", DEFAULT_MAX_FILE_BYTES)
+        return Manifest(
+            path=path, digest=digest, version=version, roots=roots, stages=stages,
+            max_file_bytes=max_file_bytes, limits=Limits(**values),
+        )
+
+    def roots(self, node: yaml.Node, base: Path) -> tuple[Root, ...]:
+        items = self.sequence(node, "roots")
+        if not items:
+            raise self.error("at least one root is required", "roots", node)
+        roots: list[Root] = []
+        seen: dict[str, int] = {}
+        for i, item in enumerate(items):
+            root, name_node = self.root(item, f"roots[{i}]", base)
+            if root.name in seen:
+                raise self.error(
+                    f"duplicate root name {root.name!r} (also roots[{seen[root.name]}])",
+                    f"roots[{i}].name", name_node)
+            seen[root.name] = i
+            roots.append(root)
+        return tuple(roots)
+
+    def root(self, node: yaml.Node, key: str, base: Path) -> tuple[Root, yaml.Node]:
+        """One root, and its name's node (for the duplicate-name message)."""
+        m = self.mapping(node, key, _ROOT_KEYS, required=("name", "path"))
+        nnode = m["name"][1]
+        name = self.string(nnode, f"{key}.name")
+        if not _NAME_RE.fullmatch(name):
+            raise self.error(
+                f"bad name {name!r}: 1-64 characters from A-Z a-z 0-9 . _ -, "
+                "starting with a letter or digit", f"{key}.name", nnode)
+        pnode = m["path"][1]
+        raw = self.string(pnode, f"{key}.path")
+        if not raw:
+            raise self.error("must not be empty", f"{key}.path", pnode)
+        try:
+            resolved = (base / raw).resolve()
+            exists, is_dir = resolved.exists(), resolved.is_dir()
+        except (OSError, RuntimeError) as e:
+            raise self.error(f"{raw!r} cannot be resolved: {e}", f"{key}.path", pnode) from None
+        if not exists:
+            raise self.error(f"{raw!r} does not exist", f"{key}.path", pnode)
+        if not is_dir:
+            raise self.error(f"{raw!r} is not a directory", f"{key}.path", pnode)
+        patterns: dict[str, tuple[str, ...]] = {}
+        for which in ("include", "exclude"):
+            got: list[str] = []
+            if which in m:
+                listed = self.string_list(m[which][1], f"{key}.{which}")
+                for i, (pattern, item) in enumerate(listed):
+                    try:
+                        _compile(pattern)
+                    except ValueError as e:
+                        raise self.error(str(e), f"{key}.{which}[{i}]", item) from None
+                    got.append(pattern)
+            patterns[which] = tuple(got)
+        flags = {
+            which: self.boolean(m[which][1], f"{key}.{which}") if which in m else False
+            for which in ("follow_symlinks", "one_file_system")
+        }
+        root = Root(name=name, path=resolved, include=patterns["include"],
+                    exclude=patterns["exclude"], **flags)
+        return root, nnode
+
+    def stages(self, node: yaml.Node) -> tuple[str, ...]:
+        items = self.string_list(node, "stages")
+        if not items:
+            raise self.error(f"must name at least one stage ({', '.join(STAGES)})",
+                             "stages", node)
+        got: list[str] = []
+        for i, (stage, snode) in enumerate(items):
+            key = f"stages[{i}]"
+            if stage not in STAGES:
+                raise self.error(f"unknown stage {stage!r} (allowed: {', '.join(STAGES)})",
+                                 key, snode)
+            if stage in got:
+                raise self.error(f"duplicate stage {stage!r}", key, snode)
+            if got and STAGES.index(stage) < STAGES.index(got[-1]):
+                raise self.error(f"stages must be in the order {', '.join(STAGES)}", key, snode)
+            got.append(stage)
+        return tuple(got)
+
+    def limits(self, node: yaml.Node) -> dict[str, Any]:
+        m = self.mapping(node, "limits", _LIMIT_KEYS)
+        parsers: dict[str, Callable[[yaml.Node, str], Any]] = {
+            **{k: self.seconds for k in _SECONDS_KEYS},
+            **{k: self.size for k in _SIZE_KEYS},
+            **{k: self.integer for k in _COUNT_KEYS},
+            "pdf_engines": self.engines,
+        }
+        return {name: parsers[name](vnode, f"limits.{name}") for name, (_, vnode) in m.items()}
+
+    def integer(self, node: yaml.Node, key: str) -> int:
+        value: int = self.scalar(node, key, _INT)
+        return self.bounded(value, node, key, str(value))
+
+    def bounded(self, value: int, node: yaml.Node, key: str, shown: str) -> int:
+        if value <= 0:
+            raise self.error(f"must be positive, got {shown}", key, node)
+        if value > MAX_INT:
+            raise self.error(f"must be at most {MAX_INT}, got {shown}", key, node)
+        return value
+
+    def seconds(self, node: yaml.Node, key: str) -> float:
+        value: float = self.scalar(node, key, _INT, _FLOAT)
+        if not (math.isfinite(value) and value > 0):
+            raise self.error(f"must be a positive number of seconds, got {value}", key, node)
+        return float(value)
+
+    def size(self, node: yaml.Node, key: str) -> int:
+        value: int | str = self.scalar(node, key, _INT, _STR)
+        if isinstance(value, int):
+            return self.bounded(value, node, key, str(value))
+        m = _SIZE_RE.fullmatch(value)
+        if m is None or m.group(2) not in _SIZE_UNITS:
+            raise self.error(
+                f"bad size {value!r}: an integer with an optional unit "
+                f"({', '.join(u for u in _SIZE_UNITS if u)}), e.g. '64MiB'", key, node)
+        return self.bounded(int(m.group(1)) * _SIZE_UNITS[m.group(2)], node, key, repr(value))
+
+    def engines(self, node: yaml.Node, key: str) -> tuple[str, ...]:
+        items = self.string_list(node, key)
+        if not items:
+            raise self.error(f"must name at least one engine ({', '.join(PDF_ENGINES)})",
+                             key, node)
+        got: list[str] = []
+        for i, (engine, enode) in enumerate(items):
+            if engine not in PDF_ENGINES:
+                raise self.error(f"unknown engine {engine!r} (allowed: {', '.join(PDF_ENGINES)})",
+                                 f"{key}[{i}]", enode)
+            if engine in got:
+                raise self.error(f"duplicate engine {engine!r}", f"{key}[{i}]", enode)
+            got.append(engine)
+        return tuple(got)
+
+
+def _join(key: str | None, name: str) -> str:
+    return name if key is None else f"{key}.{name}"
+
+
+# -- globs --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Glob:
+    regex: re.Pattern[str]  # matches a file's relative POSIX path
+    subtree: re.Pattern[str] | None  # for "<dir>/**" patterns: matches <dir> itself
+
+
+def glob_match(pattern: str, relpath: str) -> bool:
+    """Whether ``pattern`` matches ``relpath``, a file's POSIX path relative to its root.
+
+    * A pattern without ``/`` matches the base name at any depth (``*.pdf``).
+    * A pattern with ``/`` is anchored at the root (a leading ``/`` is allowed and ignored).
+    * ``*`` matches any run of characters, ``?`` one character, ``[abc]`` / ``[a-z]`` /
+      ``[!abc]`` one character of a set; none of them matches ``/``.  There is no escape
+      character: write ``[*]`` for a literal ``*``.  ``*`` also matches a leading dot.
+    * ``**`` as a whole path segment matches zero or more whole directories
+      (``docs/**/*.md``, ``**/build/**``); elsewhere in a segment it acts like ``*``.
+    * A pattern ending in ``/`` or ``/**`` matches everything under that directory.
+
+    Matching is case-sensitive.  Raises ValueError for a malformed pattern.
+    """
+    return _compile(pattern).regex.fullmatch(relpath) is not None
+
+
+def root_selects(root: Root, relpath: str) -> bool:
+    """Whether the file at ``relpath`` (POSIX, relative to the root) is swept: it matches an
+    include pattern (or there are none) and matches no exclude pattern."""
+    if root.include and not any(glob_match(p, relpath) for p in root.include):
+        return False
+    return not any(glob_match(p, relpath) for p in root.exclude)
+
+
+def dir_excluded(root: Root, reldir: str) -> bool:
+    """Whether every file under the directory ``reldir`` (POSIX, relative to the root) is
+    certainly excluded, so a walker may skip it without listing it.
+
+    Conservative: true only when an exclude pattern of the form ``<dir>/`` or ``<dir>/**``
+    has its ``<dir>`` part match ``reldir`` or one of its ancestors (``build/``,
+    ``**/node_modules/**``).  The root itself (``""`` or ``"."``) is never pruned.
+    """
+    reldir = reldir.strip("/")
+    if reldir in ("", "."):
+        return False
+    parts = reldir.split("/")
+    ancestors = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    for pattern in root.exclude:
+        subtree = _compile(pattern).subtree
+        if subtree is not None and any(subtree.fullmatch(a) for a in ancestors):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile(pattern: str) -> _Glob:
+    """Compile a glob pattern (see :func:`glob_match`), once."""
+    if not pattern:
+        raise ValueError("empty glob pattern")
+    if "\x00" in pattern:
+        raise ValueError("glob pattern contains a NUL character")
+    anchored = "/" in pattern
+    body = pattern[1:] if pattern.startswith("/") else pattern
+    if body.endswith("/"):
+        body += "**"
+    segments = body.split("/")
+    for seg in segments:
+        if seg in ("", ".", ".."):
+            raise ValueError(f"bad glob pattern {pattern!r}: empty, '.' or '..' path segment")
+    if not anchored:
+        segments = ["**", *segments]
+    regex = re.compile(_segments_regex(segments, pattern), re.DOTALL)
+    subtree = None
+    if len(segments) > 1 and segments[-1] == "**":
+        subtree = re.compile(_segments_regex(segments[:-1], pattern), re.DOTALL)
+    return _Glob(regex, subtree)
+
+
+def _segments_regex(segments: list[str], pattern: str) -> str:
+    out: list[str] = []
+    last = len(segments) - 1
+    for i, seg in enumerate(segments):
+        if seg == "**":
+            out.append(".+" if i == last else "(?:[^/]+/)*")
+        else:
+            out.append(_segment_regex(seg, pattern) + ("" if i == last else "/"))
+    return "".join(out)
+
+
+def _segment_regex(seg: str, pattern: str) -> str:
+    """One path segment (no ``/``) of a glob as a regex."""
+    out: list[str] = []
+    i, n = 0, len(seg)
+    while i < n:
+        c = seg[i]
+        i += 1
+        if c == "*":
+            while i < n and seg[i] == "*":
+                i += 1
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = i
+            negate = j < n and seg[j] in "!^"
+            if negate:
+                j += 1
+            start = j
+            if j < n and seg[j] == "]":
+                j += 1  # a leading "]" is a member
+            while j < n and seg[j] != "]":
+                j += 1
+            if j >= n:
+                raise ValueError(f"bad glob pattern {pattern!r}: unterminated '['")
+            out.append(_class_regex(seg[start:j], negate, pattern))
+            i = j + 1
+        else:
+            out.append(re.escape(c))
+    return "".join(out)
+
+
+def _class_regex(members: str, negate: bool, pattern: str) -> str:
+    """A ``[...]`` set (its members, without brackets) as a regex character class."""
+    items: list[str] = []
+    k, n = 0, len(members)
+    while k < n:
+        if k + 2 < n and members[k + 1] == "-":
+            lo, hi = members[k], members[k + 2]
+            if lo > hi:
+                raise ValueError(f"bad glob pattern {pattern!r}: reversed range {lo}-{hi}")
+            items.append(f"{re.escape(lo)}-{re.escape(hi)}")
+            k += 3
+        else:
+            items.append(re.escape(members[k]))
+            k += 1
+    return f"[^/{''.join(items)}]" if negate else f"[{''.join(items)}]"

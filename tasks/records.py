@@ -1,0 +1,70 @@
+"""The records bastion writes, one typed dataclass each, and their JSON Lines form.
+
+Paths are POSIX and relative to their root.  A name that is not valid UTF-8 is decoded with
+``surrogateescape`` and written as a JSON ``\\udcXX`` escape (every record is ASCII JSON), so
+``os.fsencode(record["path"])`` gives back the exact bytes.  docs/records.md has every field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Iterator, TypeVar
+
+from .fsio import atomic_write, dumps
+
+STATUSES = ("ok", "empty", "unsupported", "error", "skipped")
+
+
+@dataclass(frozen=True)
+class WalkRecord:
+    root: str
+    path: str
+    kind: str  # "file" | "symlink" | "other" (FIFO, socket, device: recorded, never opened)
+    size: int | None
+    mtime_ns: int | None
+    inode: int | None
+    sha256: str | None
+    reason: str | None  # why sha256 is null: "over max_file_bytes", "no-hash", "symlink", …
+    mime: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ExtractRecord:
+    root: str
+    path: str
+    sha256: str | None
+    mime: str | None
+    status: str  # ok | empty | unsupported | error | skipped
+    extractor: str | None
+    chars: int
+    error: str | None
+    error_kind: str | None
+    limit: str | None  # the budget reached when the text was cut short (status ok)
+    v: int  # EXTRACT_VERSION
+    reused: bool
+    tools: list[str] | None  # tools present, on unsupported records
+    pages: int | None = None
+    title: str | None = None
+
+
+R = TypeVar("R", WalkRecord, ExtractRecord)
+
+
+def to_line(record: WalkRecord | ExtractRecord) -> bytes:
+    return (dumps(asdict(record)) + "\n").encode("ascii")
+
+
+def write_jsonl(path: Path, records: list[Any]) -> None:
+    """Write records (already sorted by the caller) atomically."""
+    atomic_write(path, (to_line(r) if not isinstance(r, bytes) else r for r in records))
+
+
+def read_jsonl(path: Path, cls: type[R]) -> Iterator[R]:
+    names = {f.name for f in fields(cls)}
+    with open(path, "rb") as f:
+        for line in f:
+            d = json.loads(line)
+            yield cls(**{k: v for k, v in d.items() if k in names})

@@ -1,0 +1,165 @@
+"""The content-addressed text store and its verdicts: the source of truth of the extract stage.
+
+Layout under the output directory::
+
+    extract/<aa>/<sha256>.txt         the text (UTF-8, normalised), status ok only
+    extract/<aa>/<sha256>.meta.json   PDF metadata sidecar (pages, title, outline)
+    .bastion/verdicts.sqlite          one verdict per sha256, keyed by the reader's key
+
+A verdict is committed only after its text is in place, so after a crash or ``kill -9`` a
+verdict always has its text; a text without a verdict is simply redone.  doit's own database is
+only a cache in front of this: deleting it costs one quick pass, never a re-extraction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from .fsio import STATE_DIR, OutputError, atomic_write, fsync_dir
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS verdicts (
+    sha256 TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
+    status TEXT NOT NULL,
+    extractor TEXT,
+    chars INTEGER NOT NULL,
+    error TEXT,
+    error_kind TEXT,
+    cap TEXT,
+    tools TEXT,
+    pages INTEGER,
+    title TEXT
+)
+"""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    sha256: str
+    key: str  # the task key: extractor version, reader, settings (see tasks.extract.task_key)
+    status: str
+    extractor: str | None
+    chars: int
+    error: str | None
+    error_kind: str | None
+    limit: str | None
+    tools: tuple[str, ...] | None
+    pages: int | None = None
+    title: str | None = None
+
+
+class Store:
+    def __init__(self, out: Path) -> None:
+        self.out = Path(out)
+        self.root = self.out / "extract"
+        self.db_path = self.out / STATE_DIR / "verdicts.sqlite"
+        self._db: sqlite3.Connection | None = None
+        self._dirty_dirs: set[Path] = set()
+
+    # -- paths ----------------------------------------------------------------------------------
+
+    def text_path(self, sha256: str) -> Path:
+        return self.root / sha256[:2] / f"{sha256}.txt"
+
+    def meta_path(self, sha256: str) -> Path:
+        return self.root / sha256[:2] / f"{sha256}.meta.json"
+
+    # -- verdicts -------------------------------------------------------------------------------
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            try:
+                self.db_path.parent.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(self.db_path, isolation_level=None)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute(SCHEMA)
+            except (OSError, sqlite3.Error) as e:
+                raise OutputError(f"cannot open the verdict store {self.db_path}: {e}") from None
+            self._db = db
+        return self._db
+
+    def verdicts(self) -> dict[str, Verdict]:
+        """Every stored verdict, by sha256 (one query; used to plan a run)."""
+        if not self.db_path.exists():
+            return {}
+        rows = self.db.execute(
+            "SELECT sha256, key, status, extractor, chars, error, error_kind, cap, tools, pages,"
+            " title FROM verdicts").fetchall()
+        out = {}
+        for r in rows:
+            tools = tuple(json.loads(r[8])) if r[8] is not None else None
+            out[r[0]] = Verdict(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], tools, r[9],
+                                r[10])
+        return out
+
+    def put(self, v: Verdict) -> None:
+        try:
+            self.db.execute(
+                "INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (v.sha256, v.key, v.status, v.extractor, v.chars, v.error, v.error_kind,
+                 v.limit, json.dumps(list(v.tools)) if v.tools is not None else None,
+                 v.pages, v.title))
+        except sqlite3.Error as e:
+            raise OutputError(f"cannot record a verdict in {self.db_path}: {e}") from None
+
+    # -- texts ----------------------------------------------------------------------------------
+
+    def has_text(self, sha256: str) -> bool:
+        return os.path.exists(self.text_path(sha256))
+
+    def adopt_text(self, sha256: str, tmp: Path) -> None:
+        """Move a worker's finished (fsynced) text file into the store, atomically."""
+        dest = self.text_path(sha256)
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, dest)
+        except OSError as e:
+            raise OutputError(f"cannot store text {dest}: {e.strerror}") from None
+        self._dirty_dirs.add(dest.parent)
+
+    def write_meta(self, sha256: str, meta: dict[str, Any]) -> None:
+        dest = self.meta_path(sha256)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        body = json.dumps(meta, sort_keys=True, ensure_ascii=True, indent=1) + "\n"
+        atomic_write(dest, body.encode("ascii"), sync_dir=False)
+        self._dirty_dirs.add(dest.parent)
+
+    def remove_text(self, sha256: str) -> None:
+        for p in (self.text_path(sha256), self.meta_path(sha256)):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise OutputError(f"cannot remove {p}: {e.strerror}") from None
+
+    def texts(self) -> Iterator[Path]:
+        if not self.root.is_dir():
+            return
+        for sub in sorted(self.root.iterdir()):
+            if sub.is_dir():
+                yield from sorted(sub.iterdir())
+
+    def sync(self) -> None:
+        """Make the renames of this run durable (one fsync per touched directory)."""
+        for d in sorted(self._dirty_dirs):
+            fsync_dir(d)
+        self._dirty_dirs.clear()
+
+    def close(self) -> None:
+        self.sync()
+        if self._db is not None:
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
+            self._db.close()
+            self._db = None
