@@ -231,12 +231,14 @@ def looks_like_text(sample: bytes) -> bool:
     text with few control characters."""
     if sample.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
         return True
-    if utf16_guess(sample):
-        return True
     if b"\x00" in sample:
-        return False
-    controls = sum(1 for b in sample[:8192] if b < 32 and b not in (9, 10, 12, 13, 27, 8))
-    return controls * 100 <= len(sample[:8192]) * 2  # ≤ 2 % stray control bytes
+        return utf16_guess(sample) is not None
+    head = sample[:8192]
+    controls = len(head) - len(head.translate(None, _CONTROL_BYTES))
+    return controls * 100 <= len(head) * 2  # ≤ 2 % stray control bytes
+
+
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in (8, 9, 10, 12, 13, 27))
 
 
 def utf16_guess(sample: bytes) -> str | None:
@@ -267,7 +269,7 @@ def _ascii_view(head: bytes) -> bytes:
         kind, head = "utf-16-le", head[2:]
     elif head.startswith(b"\xfe\xff"):
         kind, head = "utf-16-be", head[2:]
-    else:
+    elif b"\x00" in head[:4096]:
         kind = utf16_guess(head)
     if kind == "utf-16-le":
         return head[0::2]

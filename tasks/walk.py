@@ -49,20 +49,33 @@ class WalkStats:
             self.warning_samples.append(message)
 
 
-# (size, mtime_ns, inode, sha256, mime, record line)
-CacheEntry = tuple[int, int, int, str, str, bytes]
+Stat = tuple[int, int, int]  # (size, mtime_ns, inode)
 
 
-def _load_cache(out: Path, settings: list) -> dict[tuple[str, str], CacheEntry]:
+def _load_cache(out: Path, settings: list) -> tuple[dict[str, tuple[Stat, bytes]], bytes]:
+    """The previous walk's hashed files: ``"root\\0path"`` -> (stat, its record line).
+
+    The cache holds only keys and stat triples (compact, quick to load); the lines are the
+    previous ``walk.jsonl`` itself, used only when it is the file the cache was written with.
+    """
     try:
         with open(out / CACHE_NAME, "rb") as f:
             data = marshal.load(f)
-    except (OSError, EOFError, ValueError, TypeError):
-        return {}
-    if not isinstance(data, dict) or data.get("settings") != settings:
-        return {}
-    entries = data.get("entries")
-    return entries if isinstance(entries, dict) else {}
+        if not isinstance(data, dict) or data.get("settings") != settings:
+            return {}, b""
+        st = os.stat(out / "walk.jsonl")
+        if data.get("walk") != [st.st_size, st.st_mtime_ns]:
+            return {}, b""
+        with open(out / "walk.jsonl", "rb") as f:
+            previous = f.read()
+        lines = previous.splitlines(keepends=True)
+        keys, stats = data["keys"], data["stats"]
+        return {
+            key: ((stats[4 * i], stats[4 * i + 1], stats[4 * i + 2]), lines[stats[4 * i + 3]])
+            for i, key in enumerate(keys)
+        }, previous
+    except (OSError, EOFError, ValueError, TypeError, KeyError, IndexError):
+        return {}, b""
 
 
 class Walker:
@@ -76,9 +89,9 @@ class Walker:
         self.progress = progress
         self.stats = WalkStats()
         self.settings = [WALK_VERSION, manifest.max_file_bytes, no_hash]
-        self.cache = _load_cache(self.out, self.settings)
-        self.new_cache: dict[tuple[str, str], CacheEntry] = {}
-        self.lines: list[tuple[str, str, bytes]] = []
+        self.cache, self.previous = _load_cache(self.out, self.settings)
+        # (root, path, record line, stat when the file was hashed: cached for the next walk)
+        self.lines: list[tuple[str, str, bytes, Stat | None]] = []
         self.buf = bytearray(READ_CHUNK)
         try:
             st = os.stat(self.out)
@@ -193,28 +206,24 @@ class Walker:
         stats = self.stats
         stats.files += 1
         stats.bytes += st.st_size
-        key = (root.name, relpath)
-        cached = self.cache.get(key)
-        if (cached is not None and cached[0] == st.st_size and cached[1] == st.st_mtime_ns
-                and cached[2] == st.st_ino):
+        triple = (st.st_size, st.st_mtime_ns, st.st_ino)
+        cached = self.cache.get(f"{root.name}\0{relpath}")
+        if cached is not None and cached[0] == triple:
             stats.reused += 1
-            self.new_cache[key] = cached
-            self.lines.append((root.name, relpath, cached[5]))
+            self.lines.append((root.name, relpath, cached[1], triple))
             if self.progress:
                 self.progress(1)
             return
         sha, reason, mime, error = self._hash(path, relpath, st)
         record = WalkRecord(root.name, relpath, "file", st.st_size, st.st_mtime_ns, st.st_ino,
                             sha, reason, mime, error)
-        line = to_line(record)
         if sha is not None:
             stats.hashed += 1
-            self.new_cache[key] = (st.st_size, st.st_mtime_ns, st.st_ino, sha, mime or "", line)
         else:
             stats.not_hashed += 1
         if error:
             stats.errors += 1
-        self.lines.append((root.name, relpath, line))
+        self.lines.append((root.name, relpath, to_line(record), triple if sha else None))
         if self.progress:
             self.progress(1)
 
@@ -257,16 +266,32 @@ class Walker:
         return h.hexdigest(), None, mime, None
 
     def _emit(self, record: WalkRecord) -> None:
-        self.lines.append((record.root, record.path, to_line(record)))
+        self.lines.append((record.root, record.path, to_line(record), None))
 
     # -- output ---------------------------------------------------------------------------------
 
     def write(self) -> None:
-        self.lines.sort(key=lambda t: (t[0], t[1]))
-        atomic_write(self.out / "walk.jsonl", (line for _, _, line in self.lines))
-        cache = {"settings": self.settings, "entries": self.new_cache}
+        self.lines.sort(key=_order)
+        walk_path = self.out / "walk.jsonl"
+        data = b"".join(t[2] for t in self.lines)
+        if self.previous and data == self.previous:
+            return  # an unchanged tree: walk.jsonl and its cache are already right
+        atomic_write(walk_path, data)
+        keys: list[str] = []
+        stats: list[int] = []
+        for i, (root, path, _, triple) in enumerate(self.lines):
+            if triple is not None:
+                keys.append(f"{root}\0{path}")
+                stats.extend((*triple, i))
+        st = os.stat(walk_path)
+        cache = {"settings": self.settings, "walk": [st.st_size, st.st_mtime_ns],
+                 "keys": keys, "stats": stats}
         (self.out / STATE_DIR).mkdir(exist_ok=True)
         atomic_write(self.out / CACHE_NAME, marshal.dumps(cache))
+
+
+def _order(t: tuple) -> tuple[str, str]:
+    return (t[0], t[1])
 
 
 def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
