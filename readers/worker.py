@@ -11,8 +11,8 @@ once and answers one JSON line per job line::
             "error": null, "error_kind": null, "limit": null, "meta": {…}, "warnings": [],
             "rss": 51234816, "fatal": false}
 
-``text`` names a file in the worker's directory holding the normalised UTF-8 text (written and
-fsynced here, moved into the store by the parent).  ``fatal`` asks the parent to replace this
+``text`` names a file in the worker's directory holding the normalised UTF-8 text (written
+here; the parent moves it into the store and makes it durable with one ``syncfs`` per batch).  ``fatal`` asks the parent to replace this
 worker (after a MemoryError the interpreter's state is suspect).
 """
 
@@ -113,10 +113,8 @@ def handle(job: dict[str, Any], workdir: Path, limits, seq: int) -> dict[str, An
             encoded = outcome.text.encode("utf-8", "replace")  # lone surrogates → "?"
             if len(encoded) > limits.max_output_bytes:
                 raise OSError(27, "File too large")
-            with open(workdir / name, "wb") as f:
+            with open(workdir / name, "wb") as f:  # made durable by the parent (syncfs)
                 f.write(encoded)
-                f.flush()
-                os.fsync(f.fileno())
             result["text"] = name
         except OSError as e:
             if e.errno == 27:  # EFBIG: over RLIMIT_FSIZE / the output cap

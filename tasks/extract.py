@@ -41,6 +41,8 @@ from .store import Store, Verdict
 EXTRACT_VERSION = 1
 
 FINISH_TASK = "_extract_finish"
+COMMIT_EVERY = 500  # verdicts per commit (one syncfs + one transaction)
+COMMIT_SECONDS = 2.0
 
 
 def task_key(reader: Reader | None, mime: str, limits: Limits) -> str:
@@ -118,6 +120,8 @@ class ExtractStage:
         self.progress: Progress | None = None
         self.finished = False
         self.summary: dict | None = None
+        self.pending: list[Verdict] = []  # verdicts whose texts are not yet known durable
+        self.last_commit = time.monotonic()
         self.t0 = time.monotonic()
         self.started = time.time()
 
@@ -251,11 +255,20 @@ class ExtractStage:
         title = meta.get("title") if isinstance(meta.get("title"), str) else None
         verdict = Verdict(sha, item.key, status, extractor, chars, error, error_kind, limit,
                           item.tools if status == "unsupported" else None, pages, title or None)
-        self.store.put(verdict)
+        self.pending.append(verdict)
+        now = time.monotonic()
+        if len(self.pending) >= COMMIT_EVERY or now - self.last_commit >= COMMIT_SECONDS:
+            self.commit()
         self.verdicts[sha] = verdict
         self.produced.add(sha)
         if self.progress:
             self.progress.update(1, errors=1 if status == "error" else 0)
+
+    def commit(self) -> None:
+        """Make the pending verdicts (and their texts) durable."""
+        self.store.put_many(self.pending)
+        self.pending = []
+        self.last_commit = time.monotonic()
 
     # -- finishing ------------------------------------------------------------------------------
 
@@ -273,7 +286,7 @@ class ExtractStage:
                 finally:
                     self.pool.close()
             OutputLock.acquire(self.out)
-            self.store.sync()
+            self.commit()
             records = self.records()
             write_jsonl(self.out / "extract.jsonl", records)
             self.summary = self.make_summary(records)

@@ -6,7 +6,8 @@ Layout under the output directory::
     extract/<aa>/<sha256>.meta.json   PDF metadata sidecar (pages, title, outline)
     .bastion/verdicts.sqlite          one verdict per sha256, keyed by the reader's key
 
-A verdict is committed only after its text is in place, so after a crash or ``kill -9`` a
+A verdict is committed only after its text is in place and durable (texts are flushed with one
+``syncfs`` per batch of verdicts, not one fsync per file), so after a crash or ``kill -9`` a
 verdict always has its text; a text without a verdict is simply redone.  doit's own database is
 only a cache in front of this: deleting it costs one quick pass, never a re-extraction.
 """
@@ -52,6 +53,25 @@ class Verdict:
     tools: tuple[str, ...] | None
     pages: int | None = None
     title: str | None = None
+
+
+def syncfs(path: Path) -> None:
+    """Flush every dirty page of the filesystem holding ``path`` (Linux ``syncfs``)."""
+    import ctypes
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        os.sync()
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syncfs(fd) != 0:
+            os.sync()
+    except (OSError, AttributeError):
+        os.sync()
+    finally:
+        os.close(fd)
 
 
 class Store:
@@ -100,15 +120,21 @@ class Store:
                                 r[10])
         return out
 
-    def put(self, v: Verdict) -> None:
-        try:
-            self.db.execute(
-                "INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (v.sha256, v.key, v.status, v.extractor, v.chars, v.error, v.error_kind,
+    def put_many(self, verdicts: list[Verdict]) -> None:
+        """Commit verdicts in one transaction, after making their texts durable."""
+        if not verdicts:
+            return
+        self.sync()
+        rows = [(v.sha256, v.key, v.status, v.extractor, v.chars, v.error, v.error_kind,
                  v.limit, json.dumps(list(v.tools)) if v.tools is not None else None,
-                 v.pages, v.title))
+                 v.pages, v.title) for v in verdicts]
+        try:
+            with self.db:
+                self.db.execute("BEGIN")
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
         except sqlite3.Error as e:
-            raise OutputError(f"cannot record a verdict in {self.db_path}: {e}") from None
+            raise OutputError(f"cannot record verdicts in {self.db_path}: {e}") from None
 
     # -- texts ----------------------------------------------------------------------------------
 
@@ -149,7 +175,11 @@ class Store:
                 yield from sorted(sub.iterdir())
 
     def sync(self) -> None:
-        """Make the renames of this run durable (one fsync per touched directory)."""
+        """Make the texts and renames so far durable: one ``syncfs`` of the output filesystem
+        (instead of an fsync per file), then the touched directories."""
+        if not self._dirty_dirs:
+            return
+        syncfs(self.root)
         for d in sorted(self._dirty_dirs):
             fsync_dir(d)
         self._dirty_dirs.clear()
