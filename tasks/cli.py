@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .config import DEFAULT_MANIFEST, PrerequisiteError, RunConfig, load
+from .config import DEFAULT_MANIFEST, PrerequisiteError, RunConfig, forget_manifests, load
 from .fsio import LockedError, OutputError, OutputLock
 
 EXIT_OK, EXIT_INVALID, EXIT_ERRORS = 0, 1, 2
@@ -155,6 +155,7 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    forget_manifests()  # each call is a new run: read (and verify) the manifest afresh
     try:
         return _dispatch(args)
     except KeyboardInterrupt:

@@ -73,6 +73,16 @@ def _load(manifest: Path, require_signed: bool, trusted_keys: Path | None) -> Ma
     return load_manifest(manifest)
 
 
+def forget_manifests() -> None:
+    """Drop the loaded manifests: the next :func:`load` reads (and verifies) the file again.
+
+    The cache only spares re-reading within one run; a process that runs several (the CLI's
+    ``main`` called in-process, tests) must not see a manifest edited, re-signed or tampered
+    with between runs as the old one.
+    """
+    _load.cache_clear()
+
+
 def load(cfg: RunConfig) -> tuple[Manifest, Path]:
     """The manifest (signature checked when required) and the output directory.
 

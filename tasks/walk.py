@@ -185,7 +185,8 @@ class Walker:
                         return
                 elif stat.S_ISREG(st.st_mode):
                     if root_selects(root, relpath):
-                        self._file(root, entry.path, relpath, st)
+                        # open the resolved target: _hash opens with O_NOFOLLOW
+                        self._file(root, target, relpath, st)
                     return
                 else:
                     reason = "symlink to a special file (not followed)"
