@@ -7,6 +7,7 @@ The CLI turns its options into the same doit variables, so ``bastion extract`` a
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -35,6 +36,7 @@ class RunConfig:
     quiet: bool = False
     no_hash: bool = False
     walk: str = "run"  # "run": walk the tree; "reuse": extract from the existing walk only
+    all_tasks: bool = False  # generate a subtask even for up-to-date files (see names_tasks)
 
     @classmethod
     def from_vars(cls, get) -> "RunConfig":
@@ -57,11 +59,23 @@ class RunConfig:
             quiet=flag("quiet"),
             no_hash=flag("no_hash"),
             walk=str(get("walk", "run") or "run"),
+            all_tasks=flag("all_tasks") or names_tasks(sys.argv[1:]),
         )
 
     @property
     def workers(self) -> int:
         return self.jobs if self.jobs > 0 else (os.cpu_count() or 1)
+
+
+_LISTING = {"list", "info", "forget", "ignore", "clean", "strace", "dumpdb", "graph"}
+
+
+def names_tasks(argv: list[str]) -> bool:
+    """Whether a doit command line names single ``extract:…`` tasks or lists tasks: only then
+    are up-to-date files given a subtask of their own."""
+    if argv and argv[0] in _LISTING:
+        return True
+    return any(a.startswith("extract:") for a in argv)
 
 
 @lru_cache(maxsize=8)

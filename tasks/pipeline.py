@@ -154,8 +154,7 @@ def doit_db(cfg: RunConfig) -> str:
         _, out = load(cfg)
     except RUN_ERRORS:
         return ".doit.db"
-    (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
-    return str(out / STATE_DIR / "doit.json")
+    return str(out / STATE_DIR / "doit.json")  # the directory is made by the walk
 
 
 def doit_config(cfg: RunConfig) -> dict:

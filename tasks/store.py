@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS verdicts (
 """
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Verdict:
     sha256: str
     key: str  # the task key: extractor version, reader, settings (see tasks.extract.task_key)
@@ -115,9 +115,10 @@ class Store:
             " title FROM verdicts").fetchall()
         out = {}
         for r in rows:
-            tools = tuple(json.loads(r[8])) if r[8] is not None else None
-            out[r[0]] = Verdict(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], tools, r[9],
-                                r[10])
+            v = Verdict(*r)
+            if v.tools is not None:
+                v.tools = tuple(json.loads(v.tools))  # type: ignore[arg-type]
+            out[r[0]] = v
         return out
 
     def put_many(self, verdicts: list[Verdict]) -> None:
@@ -140,6 +141,18 @@ class Store:
 
     def has_text(self, sha256: str) -> bool:
         return os.path.exists(self.text_path(sha256))
+
+    def text_names(self) -> set[str]:
+        """The file names in the store (one ``scandir`` per bucket, not a stat per text)."""
+        names: set[str] = set()
+        try:
+            buckets = [e.path for e in os.scandir(self.root) if e.is_dir()]
+        except OSError:
+            return names
+        for bucket in buckets:
+            with os.scandir(bucket) as it:
+                names.update(e.name for e in it)
+        return names
 
     def adopt_text(self, sha256: str, tmp: Path) -> None:
         """Move a worker's finished (fsynced) text file into the store, atomically."""

@@ -471,10 +471,6 @@ def test_compare_two_copies_of_a_tree(tmp_path: Path, capsys: pytest.CaptureFixt
 # -- known gaps -------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(reason="extract opens <root>/<path> with O_NOFOLLOW (readers/worker.py), so "
-                   "a file reached through a followed symlink (follow_symlinks: true) is "
-                   "walked and hashed but its extraction fails as 'changed' (ELOOP)",
-                   strict=True)
 def test_followed_file_symlink_is_extracted(tmp_path: Path,
                                             capsys: pytest.CaptureFixture) -> None:
     root = tmp_path / "root"
