@@ -1,0 +1,113 @@
+"""The image reader: real tesseract on images drawn with Pillow in every supported format,
+the missing-tool and hostile-image cases, and the OCR helper the PDF reader shares."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+from readers import ocr
+from readers.base import Document, Limits
+from readers.dispatch import read_document, select
+from readers.errors import ToolFailed
+from readers.runtime import LocalContext
+
+TESSERACT = shutil.which("tesseract")
+needs_tesseract = pytest.mark.skipif(TESSERACT is None, reason="tesseract not installed")
+
+FORMATS = [  # (Pillow format, MIME type, file name)
+    ("PNG", "image/png", "scan.png"),
+    ("JPEG", "image/jpeg", "scan.jpg"),
+    ("TIFF", "image/tiff", "scan.tif"),
+    ("BMP", "image/bmp", "scan.bmp"),
+    ("GIF", "image/gif", "scan.gif"),
+    ("WEBP", "image/webp", "scan.webp"),
+]
+
+
+def picture(text: str, fmt: str, size: int = 48) -> bytes:
+    """``text`` in black on white with Pillow's default font, saved as ``fmt``."""
+    font = ImageFont.load_default(size=size)
+    left, top, right, bottom = font.getbbox(text)
+    im = Image.new("RGB", (right - left + 2 * size, bottom - top + 2 * size), "white")
+    ImageDraw.Draw(im).text((size - left, size - top), text, font=font, fill="black")
+    buf = io.BytesIO()
+    im.save(buf, fmt)
+    return buf.getvalue()
+
+
+def ctx(tmp_path: Path, with_tesseract: bool = True) -> LocalContext:
+    tools = {"tesseract": TESSERACT} if with_tesseract and TESSERACT else {}
+    return LocalContext(Limits(), tools, tmpdir=tmp_path)
+
+
+@needs_tesseract
+@pytest.mark.parametrize("fmt, mime, name", FORMATS, ids=[f[0] for f in FORMATS])
+def test_tesseract_reads_every_format(fmt, mime, name, tmp_path):
+    doc = Document(picture("QUOKKA 42 zebra", fmt), name, mime)
+    assert select(mime, name) is ocr.READER
+    out = read_document(doc, ctx(tmp_path))
+    assert out.status == "ok", out.error
+    assert out.extractor == "tesseract"
+    assert "QUOKKA" in out.text
+    assert list(tmp_path.iterdir()) == []  # the scratch copy is gone
+
+
+@pytest.mark.parametrize("fmt, mime, name", FORMATS[:2], ids=["PNG", "JPEG"])
+def test_without_tesseract_is_unsupported(fmt, mime, name, tmp_path):
+    out = read_document(Document(picture("x", fmt), name, mime), ctx(tmp_path, False))
+    assert (out.status, out.error) == ("unsupported", "needs tesseract on this machine")
+
+
+@needs_tesseract
+def test_blank_image_is_empty(tmp_path):
+    buf = io.BytesIO()
+    Image.new("L", (300, 200), 255).save(buf, "PNG")
+    out = read_document(Document(buf.getvalue(), "blank.png", "image/png"), ctx(tmp_path))
+    assert (out.status, out.error) == ("empty", "no text recognised in the image")
+
+
+@needs_tesseract
+@pytest.mark.parametrize("data", [b"", b"\x89PNG\r\n\x1a\n" + b"\x00" * 40, b"not an image"],
+                         ids=["empty", "png-header-only", "text"])
+def test_broken_image_is_corrupt(data, tmp_path):
+    out = read_document(Document(data, "bad.png", "image/png"), ctx(tmp_path))
+    assert (out.status, out.error_kind) == ("error", "corrupt")
+    assert out.error.startswith("unreadable image")
+
+
+@needs_tesseract
+@pytest.mark.parametrize("fmt, name", [("PNG", "big.png"), ("GIF", "big.gif")])
+@pytest.mark.parametrize("share", [3.0, 1.5], ids=["over-2x-error", "over-1x-warning"])
+def test_decompression_bomb_is_refused(fmt, name, share, tmp_path, monkeypatch):
+    """An image over Pillow's pixel limit (lowered here so the test image stays small) never
+    reaches tesseract, whether it would be converted or passed as it is: past twice the limit
+    Pillow raises, past the limit it warns, and both are refused."""
+    data = picture("BOMB", fmt)
+    width, height = Image.open(io.BytesIO(data)).size
+    limit = int(width * height / share)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", limit)
+    out = read_document(Document(data, name, f"image/{fmt.lower()}"), ctx(tmp_path))
+    assert (out.status, out.error_kind) == ("error", "error")
+    assert out.error == f"image too large to OCR (over {limit} pixels)"
+
+
+@needs_tesseract
+def test_ocr_image_file_reports_the_tool_failure(tmp_path):
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n garbage")
+    with pytest.raises(ToolFailed) as e:
+        ocr.ocr_image_file(bad, ctx(tmp_path))
+    assert e.value.message.startswith("tesseract: ")
+    assert e.value.kind == "tool_failed"
+
+
+@needs_tesseract
+def test_ocr_image_file_reads_text(tmp_path):
+    path = tmp_path / "page.png"
+    path.write_bytes(picture("WOMBAT", "PNG"))
+    assert "WOMBAT" in ocr.ocr_image_file(path, ctx(tmp_path))

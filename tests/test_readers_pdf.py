@@ -1,0 +1,504 @@
+"""The PDF reader: every engine (PDFium, pdfplumber, pdftotext) on the same PDFs, built in code
+by ``tests/pdfgen.py`` (plain, Flate, outlines, encryption, hostile files), on real sample PDFs,
+and the ``pdftext`` child mode run as a real child process with its deadline and output cap."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import pdfgen  # noqa: E402
+from readers import pdf as pdfreader  # noqa: E402
+from readers.base import Document, Limits  # noqa: E402
+from readers.dispatch import Outcome, read_document  # noqa: E402
+from readers.errors import CorruptDocument, EncryptedDocument, ReaderError  # noqa: E402
+from readers.runtime import LocalContext, run_tool  # noqa: E402
+
+PDFTOTEXT = shutil.which("pdftotext")
+PDFTOPPM = shutil.which("pdftoppm")
+TESSERACT = shutil.which("tesseract")
+needs_pdftotext = pytest.mark.skipif(PDFTOTEXT is None, reason="pdftotext not installed")
+needs_ocr = pytest.mark.skipif(PDFTOPPM is None or TESSERACT is None,
+                               reason="pdftoppm or tesseract not installed")
+SAMPLES = Path(__file__).parent / "samples" / "pdf"
+
+ENGINES = [
+    "pdfium",
+    "pdfplumber",
+    pytest.param("pdftotext", marks=needs_pdftotext),
+]
+
+
+def ctx_for(engine: str, tmp_path: Path, tools: tuple[str, ...] = (), **limits) -> LocalContext:
+    """A context whose chain is just ``engine`` (pdftotext: the tool is given), plus ``tools``."""
+    names = set(tools) | ({"pdftotext"} if engine == "pdftotext" else set())
+    found = {n: shutil.which(n) for n in names}
+    return LocalContext(Limits(pdf_engines=(engine,), **limits),
+                        {n: p for n, p in found.items() if p}, tmpdir=tmp_path)
+
+
+def read(data: bytes, ctx: LocalContext, name: str = "doc.pdf") -> Outcome:
+    return read_document(Document(data, name, "application/pdf"), ctx)
+
+
+# ------------------------------------------------------------------ text, pages, metadata
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "flate"])
+def test_text_pages_and_title(engine, compress, tmp_path):
+    data = pdfgen.make_text_pdf(["Hello marker alpha\nsecond line", "page two zebra"],
+                                title="My Title", compress=compress)
+    out = read(data, ctx_for(engine, tmp_path))
+    assert out.status == "ok", out.error
+    assert out.extractor == engine
+    pages = out.text.split("\f")
+    assert len(pages) == 2
+    assert "Hello marker alpha" in pages[0] and "second line" in pages[0]
+    assert "page two zebra" in pages[1]
+    assert out.meta == {"pages": 2, "title": "My Title", "outline": []}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_utf16_title(engine, tmp_path):
+    data = pdfgen.make_text_pdf(["body"], title=pdfgen.utf16_text("  Ünïcode 標題 🦘 "))
+    assert read(data, ctx_for(engine, tmp_path)).meta["title"] == "Ünïcode 標題 🦘"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_nested_outline(engine, tmp_path):
+    out = read(pdfgen.make_nested_outline(), ctx_for(engine, tmp_path))
+    assert out.status == "ok"
+    assert out.meta["outline"] == [
+        {"title": "Introduction", "page": 1, "level": 1},
+        {"title": "Part One", "page": 2, "level": 1},  # from a /A GoTo action
+        {"title": "Section 1.1", "page": 2, "level": 2},
+        {"title": "Section 1.2", "page": 3, "level": 2},
+        {"title": "Deep item", "page": 4, "level": 3},
+        {"title": "Appendix é", "page": 4, "level": 1},  # trimmed; "No destination" skipped
+    ]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_looping_outline_ends(engine, tmp_path):
+    out = read(pdfgen.make_looping_outline(), ctx_for(engine, tmp_path))
+    assert out.status == "ok"
+    assert out.meta["outline"] == [
+        {"title": "Loop A", "page": 1, "level": 1},
+        {"title": "Loop child", "page": 2, "level": 2},
+        {"title": "Loop B", "page": 2, "level": 1},
+    ]
+
+
+@pytest.mark.parametrize("engine", ["pdfium", "pdfplumber"])
+def test_outline_stops_at_10000_items(engine, tmp_path):
+    out = read(pdfgen.make_long_outline(10_050), ctx_for(engine, tmp_path))
+    outline = out.meta["outline"]
+    assert len(outline) == pdfreader.MAX_OUTLINE_ITEMS
+    assert outline[-1]["title"] == "item 9999"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_named_destinations(engine, tmp_path):
+    """A named destination resolves through the /Names tree; an unknown name or a reference
+    to a non-page is left out."""
+    out = read(pdfgen.make_named_dests(), ctx_for(engine, tmp_path))
+    assert out.meta["outline"] == [
+        {"title": "By name", "page": 2, "level": 1},
+        {"title": "By array", "page": 3, "level": 1},
+    ]
+
+
+# -------------------------------------------------------------------------------- encryption
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("bits", [40, 128])
+def test_user_password_is_encrypted(engine, bits, tmp_path):
+    data = pdfgen.make_text_pdf(["secret text"], security=pdfgen.RC4Security(user=b"pw",
+                                                                            bits=bits))
+    out = read(data, ctx_for(engine, tmp_path))
+    assert (out.status, out.error_kind, out.error) == (
+        "error", "encrypted", "encrypted PDF (password required)")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("bits", [40, 128])
+def test_owner_password_only_is_readable(engine, bits, tmp_path):
+    security = pdfgen.RC4Security(owner=b"pw", bits=bits, permissions=-3904)  # no copying
+    data = pdfgen.make_text_pdf([f"owner only marker {bits}"], title="Locked title",
+                                compress=True, security=security)
+    out = read(data, ctx_for(engine, tmp_path))
+    assert out.status == "ok", out.error
+    assert f"owner only marker {bits}" in out.text
+    assert out.meta["title"] == "Locked title"
+
+
+# --------------------------------------------------------------------------- hostile files
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_failing_page_does_not_stop_the_others(engine, tmp_path):
+    out = read(pdfgen.make_failing_page(), ctx_for(engine, tmp_path))
+    assert out.status == "ok", out.error
+    assert "First good page" in out.text and "Third good page" in out.text
+    if engine != "pdftotext":  # poppler reports page trouble on stderr only
+        assert any(w.startswith("page ") for w in out.warnings), out.warnings
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_font_without_tounicode_is_not_stored(engine, tmp_path):
+    """Glyph codes that map to control characters: never byte salad in the store."""
+    out = read(pdfgen.make_no_tounicode(), ctx_for(engine, tmp_path))
+    assert out.text == ""
+    if engine == "pdftotext":
+        assert (out.status, out.error_kind) == ("error", "error")
+        assert out.error.startswith("pdf text is not readable")
+    else:
+        assert out.status == "unsupported"
+        assert out.error == "needs pdftotext (poppler) on this machine"
+
+
+@needs_pdftotext
+def test_garbage_from_every_engine_names_each(tmp_path):
+    ctx = LocalContext(Limits(), {"pdftotext": PDFTOTEXT}, tmpdir=tmp_path)
+    out = read(pdfgen.make_no_tounicode(), ctx)
+    assert out.status == "error"
+    for engine in ("pdfium", "pdfplumber", "pdftotext"):
+        assert f"{engine}: garbage text" in out.error
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("cut", [40, 0.66], ids=["head", "two-thirds"])
+def test_truncated_file_is_corrupt(engine, cut, tmp_path):
+    full = pdfgen.make_text_pdf(["truncated marker", "page two"], compress=True)
+    data = full[: cut if isinstance(cut, int) else int(len(full) * cut)]
+    out = read(data, ctx_for(engine, tmp_path))
+    assert (out.status, out.error_kind) == ("error", "corrupt")
+    assert out.error.startswith("unreadable PDF: ")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("data", [b"", b"%PDF-1.7\n" + bytes(range(256)) * 20,
+                                  b"not a pdf at all\n" * 50], ids=["empty", "binary", "text"])
+def test_garbage_bytes_are_corrupt(engine, data, tmp_path):
+    out = read(data, ctx_for(engine, tmp_path))
+    assert (out.status, out.error_kind) == ("error", "corrupt")
+    assert out.error.startswith("unreadable PDF: ")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_zero_pages_is_corrupt(engine, tmp_path):
+    out = read(pdfgen.make_zero_pages(), ctx_for(engine, tmp_path))
+    assert (out.status, out.error_kind) == ("error", "corrupt")
+
+
+def test_an_engine_that_cannot_open_falls_back(tmp_path):
+    """PDFium gives up on a header after 1 KiB of junk; pdfplumber reads it, and says so."""
+    ctx = LocalContext(Limits(pdf_engines=("pdfium", "pdfplumber")), {}, tmpdir=tmp_path)
+    out = read(pdfgen.make_junk_header("junk header marker"), ctx)
+    assert out.status == "ok" and out.extractor == "pdfplumber"
+    assert "junk header marker" in out.text
+    assert out.warnings and out.warnings[0].startswith("skipped pdfium: unreadable PDF")
+
+
+@needs_pdftotext
+def test_pdftotext_is_the_last_resort(tmp_path):
+    ctx = LocalContext(Limits(pdf_engines=("pdfium",)), {"pdftotext": PDFTOTEXT},
+                       tmpdir=tmp_path)
+    out = read(pdfgen.make_junk_header("junk header marker"), ctx)
+    assert out.status == "ok" and out.extractor == "pdftotext"
+    assert "junk header marker" in out.text
+    assert out.meta["pages"] == 1
+
+
+def test_unknown_engine_is_skipped_with_a_warning(tmp_path):
+    ctx = LocalContext(Limits(pdf_engines=("nosuch", "pdfium")), {}, tmpdir=tmp_path)
+    out = read(pdfgen.make_text_pdf(["fallback marker"]), ctx)
+    assert out.status == "ok" and out.extractor == "pdfium"
+    assert "nosuch" in out.warnings[0]
+
+
+# -------------------------------------------------------------------------------- budgets
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_max_pages_cap_keeps_pages_read(engine, tmp_path):
+    out = read(pdfgen.make_many_pages(12), ctx_for(engine, tmp_path, max_pages=5))
+    assert out.status == "ok" and out.limit == "max_pages"
+    assert out.extractor == engine
+    assert out.meta["pages"] == 12
+    assert out.text.rstrip("\n").endswith(
+        "[bastion: text truncated, max_pages reached: 5 of 12 pages]")
+    assert out.text.count("\f") == 4
+    assert "end of page 5" in out.text and "page 6" not in out.text
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_max_chars_cap(engine, tmp_path):
+    out = read(pdfgen.make_many_pages(20), ctx_for(engine, tmp_path, max_chars=1000))
+    assert out.limit == "max_chars" and out.extractor == engine
+    assert out.meta["pages"] == 20
+    assert len(out.text) < 1100
+
+
+RSS_SCRIPT = """
+import resource, sys, time
+sys.path[:0] = [{root!r}, {tests!r}]
+from pdfgen import make_many_pages
+from readers.base import Document, Limits
+from readers.dispatch import read_document
+from readers.runtime import LocalContext
+engine, pages, tools = sys.argv[1], int(sys.argv[2]), dict(a.split("=") for a in sys.argv[3:])
+data = make_many_pages(pages)
+import pdfplumber, pypdfium2  # imported before the baseline
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out = read_document(Document(data, "big.pdf", "application/pdf"),
+                    LocalContext(Limits(pdf_engines=(engine,)), tools))
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(out.status, out.meta.get("pages"), out.text.count(chr(12)), before, after)
+"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_worker_rss_is_bounded_on_1000_pages(engine, tmp_path):
+    """Peak RSS growth of a fresh process reading a 1,000-page PDF.  pdfplumber reads 250 of
+    them here to keep the suite fast (its full figure is in docs/readers/pdf.md)."""
+    pages = 250 if engine == "pdfplumber" else 1000
+    script = RSS_SCRIPT.format(root=str(Path(__file__).parent.parent),
+                               tests=str(Path(__file__).parent))
+    tools = [f"pdftotext={PDFTOTEXT}"] if engine == "pdftotext" else []
+    res = run_tool([sys.executable, "-c", script, engine, str(pages), *tools], timeout=120)
+    assert res.returncode == 0, res.stderr.decode()
+    status, n, feeds, before, after = res.stdout.split()
+    assert (status, int(n), int(feeds)) == (b"ok", pages, pages - 1)
+    growth_mib = (int(after) - int(before)) / 1024
+    assert growth_mib < 64, f"{engine}: RSS grew {growth_mib:.0f} MiB"
+
+
+# ----------------------------------------------------------------------------------- OCR
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_image_only_page_is_empty_without_ocr(engine, tmp_path):
+    out = read(pdfgen.make_image_only("QUOKKA 42"), ctx_for(engine, tmp_path))
+    assert (out.status, out.error) == ("empty", "no text layer (scanned PDF?)")
+    assert out.meta["pages"] == 1
+
+
+@needs_ocr
+@pytest.mark.parametrize("engine", ENGINES)
+def test_image_only_page_is_ocred(engine, tmp_path):
+    ctx = ctx_for(engine, tmp_path, tools=("pdftoppm", "tesseract"), ocr_dpi=150)
+    out = read(pdfgen.make_image_only("QUOKKA 42 zebra"), ctx)
+    assert out.status == "ok", out.error
+    assert out.extractor == "pdftoppm+tesseract"
+    assert "QUOKKA" in out.text
+    assert out.meta["pages"] == 1
+    assert list(tmp_path.iterdir()) == []  # the rendered page and the PDF copy are gone
+
+
+@needs_ocr
+def test_ocr_page_cap(tmp_path):
+    b = pdfgen.PdfBuilder()
+    gray, w, h = pdfgen.render_text_gray("WOMBAT")
+    for _ in range(3):
+        b.add_image_page(gray, w, h)
+    ctx = ctx_for("pdfium", tmp_path, tools=("pdftoppm", "tesseract"), ocr_max_pages=1,
+                  ocr_dpi=100)
+    out = read(b.build(), ctx)
+    assert out.limit == "ocr_max_pages" and out.extractor == "pdftoppm+tesseract"
+    assert "WOMBAT" in out.text and "1 of 3 pages" in out.text
+
+
+# ----------------------------------------------------------------------------- real PDFs
+
+SAMPLE_PHRASES = {
+    "pdflatex-outline.pdf": "the length of words should match the language",
+    "crazyones.pdf": "the round pegs in the square holes",
+    "libreoffice-form.pdf": "Name",
+    "mpich-install.pdf": "MPICH Installer",
+    "glpk-cnfsat.pdf": "CNF-SAT",
+}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("name", sorted(SAMPLE_PHRASES))
+def test_real_samples(engine, name, tmp_path):
+    data = (SAMPLES / name).read_bytes()
+    out = read(data, ctx_for(engine, tmp_path), name)
+    assert out.status == "ok", out.error
+    assert SAMPLE_PHRASES[name].lower() in " ".join(out.text.split()).lower()
+    assert out.meta["pages"] == out.text.count("\f") + 1
+
+
+def test_real_outline_uses_named_destinations(tmp_path):
+    """pdfTeX outlines point at named destinations; both engines resolve them alike."""
+    data = (SAMPLES / "pdflatex-outline.pdf").read_bytes()
+    outlines = [read(data, ctx_for(e, tmp_path)).meta["outline"] for e in ("pdfium", "pdfplumber")]
+    assert outlines[0] and outlines[0] == outlines[1]
+
+
+# ---------------------------------------------------------------------- the pdftext child
+
+def test_iter_pdf_protocol_shape():
+    events = list(pdfreader.iter_pdf(pdfgen.make_many_pages(3), "pdfium", 2))
+    assert events[0] == {"meta": {"pages": 3, "title": None, "outline": []}}
+    assert [e["page"] for e in events[1:]] == [1, 2]
+    assert "page 2 begins here" in events[2]["text"]
+
+
+@pytest.mark.parametrize("engine", ["pdfium", "pdfplumber"])
+def test_pdftext_main_in_process(engine):
+    out = io.StringIO()
+    rc = pdfreader.pdftext_main(["-max-pages", "2", "-engine", engine],
+                                io.BytesIO(pdfgen.make_many_pages(4)), out)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert rc == 0
+    assert lines[0]["meta"]["pages"] == 4
+    assert [line["page"] for line in lines[1:]] == [1, 2]
+
+
+@pytest.mark.parametrize("data, code", [
+    (pdfgen.make_text_pdf(["x"], security=pdfgen.RC4Security(user=b"pw")), 3),
+    (b"garbage", 4),
+    (b"", 4),
+    (pdfgen.make_zero_pages(), 4),
+])
+def test_pdftext_main_exit_codes(data, code):
+    assert pdfreader.pdftext_main([], io.BytesIO(data), io.StringIO()) == code
+
+
+def test_pdftext_main_rejects_bad_flags():
+    assert pdfreader.pdftext_main(["-max-pages"], io.BytesIO(b""), io.StringIO()) == 1
+    assert pdfreader.pdftext_main(["-bogus", "1"], io.BytesIO(b""), io.StringIO()) == 1
+    assert pdfreader.pdftext_main(["-engine", "nosuch"], io.BytesIO(
+        pdfgen.make_text_pdf(["x"])), io.StringIO()) == 1
+
+
+CHILD = ("import sys; from readers.pdf import pdftext_main; "
+         "sys.exit(pdftext_main(sys.argv[1:], sys.stdin.buffer, sys.stdout))")
+# The deadline hook exists only here: a child that records its pid, starts a sleeping
+# grandchild in its process group, sleeps, and only then becomes the real pdftext child.
+SLOW_CHILD = ("import os, subprocess, sys, time; "
+              "kid = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+              "open(sys.argv[1], 'w').write(f'{os.getpid()} {kid.pid}'); time.sleep(60); "
+              "from readers.pdf import pdftext_main; "
+              "sys.exit(pdftext_main(sys.argv[2:], sys.stdin.buffer, sys.stdout))")
+
+
+def child_argv(*flags: str) -> list[str]:
+    return [sys.executable, "-c", CHILD, *flags]
+
+
+@pytest.fixture
+def in_repo(monkeypatch):
+    """Children import ``readers`` from the repository (their cwd is inherited)."""
+    monkeypatch.chdir(Path(__file__).parent.parent)
+
+
+@pytest.mark.parametrize("engine", ["pdfium", "pdfplumber"])
+def test_child_process_round_trip(engine, in_repo):
+    data = pdfgen.make_nested_outline()
+    doc = pdfreader.run_pdftext(child_argv("-max-pages", "3", "-engine", engine), data,
+                                timeout=30, max_output=1 << 20)
+    assert doc.pages == 4 and len(doc.texts) == 3
+    assert "Chapter page 3" in doc.texts[2]
+    assert doc.outline[0] == {"title": "Introduction", "page": 1, "level": 1}
+    assert doc.empty_reason is None
+
+
+def test_child_process_errors(in_repo):
+    locked = pdfgen.make_text_pdf(["x"], security=pdfgen.RC4Security(user=b"pw"))
+    with pytest.raises(EncryptedDocument, match=r"^encrypted PDF \(password required\)$"):
+        pdfreader.run_pdftext(child_argv(), locked, timeout=30, max_output=1 << 20)
+    with pytest.raises(CorruptDocument, match=r"^unreadable PDF: .*Data format error"):
+        pdfreader.run_pdftext(child_argv(), b"garbage", timeout=30, max_output=1 << 20)
+    doc = pdfreader.run_pdftext(child_argv(), pdfgen.make_image_only("X"), timeout=30,
+                                max_output=1 << 20)
+    assert doc.empty_reason == "no text layer (scanned PDF?)"
+
+
+def test_child_process_output_cap(in_repo):
+    with pytest.raises(ReaderError, match="pdf text over the output limit") as e:
+        pdfreader.run_pdftext(child_argv(), pdfgen.make_many_pages(50), timeout=30,
+                              max_output=2000)
+    assert e.value.kind == "output_limit"
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie whose parent has not reaped it yet (it runs no more)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except (FileNotFoundError, IndexError):
+        return True
+
+
+def _group_empty(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_child_process_deadline_kills_the_group(in_repo, tmp_path):
+    pidfile = tmp_path / "pids"
+    argv = [sys.executable, "-c", SLOW_CHILD, str(pidfile), "-max-pages", "2"]
+    started = time.monotonic()
+    with pytest.raises(ReaderError, match="^pdf extraction timed out$") as e:
+        pdfreader.run_pdftext(argv, pdfgen.make_text_pdf(["x"]), timeout=1.5,
+                              max_output=1 << 20)
+    assert e.value.kind == "timeout"
+    assert time.monotonic() - started < 10
+    child, grandchild = (int(p) for p in pidfile.read_text().split())
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # killed and reaped before run_pdftext returned
+    # The grandchild got SIGKILL with the group; the kernel finishes it and init reaps it
+    # a moment later, so wait briefly for the group to be empty.
+    deadline = time.monotonic() + 5
+    while not _group_empty(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _group_empty(child)
+    assert _gone(grandchild)
+
+
+@pytest.mark.parametrize("stdout, code, stderr, error", [
+    (b"", 3, b"", EncryptedDocument),
+    (b"", 4, b"Data format error\nmore\n", CorruptDocument),
+    (b"", -11, b"", CorruptDocument),
+    (b"not json\n", 0, b"", CorruptDocument),
+    (b'{"meta": {"pages": 2, "title": null, "outline": []}}\n{"page": 2, "text": "x"}\n', 0,
+     b"", CorruptDocument),
+])
+def test_parse_pdftext_output_errors(stdout, code, stderr, error):
+    with pytest.raises(error) as e:
+        pdfreader.parse_pdftext_output(stdout, code, stderr)
+    if code == 4:
+        assert e.value.message == "unreadable PDF: Data format error"
+    if code == -11:
+        assert e.value.message == "unreadable PDF: killed by signal 11"
+
+
+def test_parse_pdftext_output_pages():
+    lines = [{"meta": {"pages": 3, "title": "T", "outline": []}},
+             {"page": 1, "text": " "}, {"page": 2, "error": "boom"}]
+    doc = pdfreader.parse_pdftext_output(
+        "".join(json.dumps(x) + "\n" for x in lines).encode(), 0, b"")
+    assert (doc.pages, doc.title, doc.failed, doc.texts) == (3, "T", {2: "boom"}, [" ", ""])
+    assert doc.empty_reason == "no text layer (scanned PDF?)"
+
+
+def test_printable_ratio():
+    assert pdfreader.printable_ratio("plain text\n\f") == 1.0
+    assert pdfreader.printable_ratio("") == 1.0
+    assert pdfreader.printable_ratio("(cid:3)(cid:4)ab") == 0.5
+    assert pdfreader.printable_ratio("\x01\x02\ue000x") == 0.25
