@@ -209,4 +209,5 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     return ReadResult(content.kind, meta)
 
 
-READER = Reader(name="odf", version=1, mimes=MIMES, extensions=EXTENSIONS, read=read)
+READER = Reader(name="odf", version=1, mimes=MIMES, extensions=EXTENSIONS,
+                settings=("max_member_bytes", "max_xml_bytes"), read=read)

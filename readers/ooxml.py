@@ -647,5 +647,6 @@ READER = Reader(
     version=1,
     mimes=DOCX_MIMES + XLSX_MIMES + PPTX_MIMES + (ENCRYPTED_MIME,),
     extensions=tuple(_EXT_KIND),
+    settings=("max_member_bytes", "max_xml_bytes"),
     read=read,
 )

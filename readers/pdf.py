@@ -564,6 +564,7 @@ READER = Reader(
     extensions=(".pdf",),
     tools=("pdftotext", "pdftoppm", "tesseract"),
     uses_tool_deadline=True,
+    settings=("pdf_engines", "max_pages", "ocr_max_pages", "ocr_dpi"),
     read=read,
 )
 
