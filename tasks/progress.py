@@ -37,11 +37,14 @@ class Progress:
     def _show(self, now: float) -> None:
         elapsed = max(now - self.t0, 1e-6)
         rate = self.done / elapsed
-        left = max(self.total - self.done, 0)
-        eta = f"{left / rate:.0f}s" if rate > 0 else "?"
-        pct = 100.0 * self.done / self.total if self.total else 100.0
-        line = (f"{self.label}: {self.done}/{self.total} ({pct:.0f}%) {rate:.0f} files/s "
-                f"ETA {eta} errors {self.errors}")
+        if self.total:
+            left = max(self.total - self.done, 0)
+            eta = f"{left / rate:.0f}s" if rate > 0 else "?"
+            pct = 100.0 * self.done / self.total
+            line = (f"{self.label}: {self.done}/{self.total} ({pct:.0f}%) {rate:.0f} files/s "
+                    f"ETA {eta} errors {self.errors}")
+        else:  # the walk does not know its total in advance
+            line = f"{self.label}: {self.done} files, {rate:.0f} files/s"
         if self.tty:
             self.stream.write("\r\x1b[K" + line)
         else:
