@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .manifest import Manifest, load_manifest
+from .manifest import Manifest, parse_manifest, read_manifest_bytes
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_MANIFEST = REPO / "examples" / "manifest.yaml"
@@ -80,11 +80,13 @@ def names_tasks(argv: list[str]) -> bool:
 
 @lru_cache(maxsize=8)
 def _load(manifest: Path, require_signed: bool, trusted_keys: Path | None) -> Manifest:
+    path = manifest.absolute()
+    data = read_manifest_bytes(path)  # read once: the bytes verified are the bytes parsed
     if require_signed:
-        from .signing import verify
+        from .signing import signature_path, verify_data
 
-        verify(manifest, trusted_keys)
-    return load_manifest(manifest)
+        verify_data(data, signature_path(path), trusted_keys)
+    return parse_manifest(data, path)
 
 
 def forget_manifests() -> None:

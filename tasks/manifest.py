@@ -118,6 +118,11 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     Only a regular file of at most 1 MiB is read.  Raises :class:`ManifestError`.
     """
     p = Path(path).absolute()
+    return parse_manifest(read_manifest_bytes(p), p)
+
+
+def read_manifest_bytes(p: Path) -> bytes:
+    """The manifest file's exact bytes (a regular file, read once, at most 1 MiB + 1)."""
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
@@ -130,7 +135,7 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
             data = f.read(MAX_MANIFEST_BYTES + 1)
         except OSError as e:
             raise ManifestError(f"cannot read manifest: {e.strerror}", file=p.name) from None
-    return parse_manifest(data, p)
+    return data
 
 
 def parse_manifest(data: bytes, path: Path) -> Manifest:
