@@ -39,7 +39,7 @@ def run(argv: list[str], *, cwd: Path | None = None, stdout=subprocess.DEVNULL) 
     return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss": ru.ru_maxrss / 1024}
 
 
-def make_tree(root: Path, files: int, size: int = 80) -> None:
+def make_tree(root: Path, files: int, size: int = 4000) -> None:
     if (root / ".done").exists():
         return
     shutil.rmtree(root, ignore_errors=True)
@@ -48,7 +48,7 @@ def make_tree(root: Path, files: int, size: int = 80) -> None:
         d = root / f"d{i // per_dir:04d}"
         if i % per_dir == 0:
             d.mkdir(parents=True, exist_ok=True)
-        (d / f"f{i:06d}.txt").write_bytes((f"file {i} words of text " * (size // 20)).encode())
+        (d / f"f{i:06d}.txt").write_bytes((f"file {i} words of text " * (size // 20)).encode()[:size])
     (root / ".done").write_text("")
 
 

@@ -8,19 +8,27 @@ Two kinds of child:
   cap (``RLIMIT_AS``, set by the worker as its first act); a worker past a limit is killed with
   its whole process group and replaced.  See ``docs/architecture.md``.
 * **Tools** (:func:`run_tool`): ``pdftotext``, ``pdftoppm``, ``tesseract`` started by a reader
-  inside a worker, in a session of their own, with a deadline and an output cap, killed with
-  their process group and always reaped.
+  inside a worker, in a process group of their own (inside the worker's session, so that the
+  kill of a worker reaches them and whatever they started), with a deadline and an output cap,
+  killed with their process group and always reaped.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import selectors
+import shutil
 import signal
+import stat
 import subprocess
+import sys
+import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Callable
 
 from .base import Limits, TextSink, ToolResult
 from .errors import ToolFailed
@@ -50,6 +58,37 @@ def kill_group(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process still in session ``sid``: what a killed worker left running.
+
+    A worker is a session leader; the tools it starts run in process groups of their own
+    inside its session, so ``killpg`` of the worker's group misses them (``PR_SET_PDEATHSIG``
+    takes the tool itself, not the children it started).  A session id is not reused while
+    any process still belongs to it.
+    """
+    for _ in range(5):
+        found = False
+        try:
+            entries = os.listdir("/proc")
+        except OSError:
+            return
+        for name in entries:
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    data = f.read()
+                fields = data[data.rindex(b")") + 2 :].split()
+                if int(fields[3]) != sid or fields[0] in (b"Z", b"X"):
+                    continue
+                os.kill(int(name), signal.SIGKILL)
+                found = True
+            except (OSError, ValueError, IndexError):
+                continue
+        if not found:
+            return
 
 
 def _drain(
@@ -104,15 +143,16 @@ def run_tool(
     cwd: Path | None = None,
     input_dir: Path | None = None,
 ) -> ToolResult:
-    """Run an external tool in its own session with a deadline and an output cap.
+    """Run an external tool in its own process group with a deadline and an output cap.
+
+    Outside a worker the tool gets a session of its own; inside one it stays in the worker's
+    session (in its own group), so the pool's kill of the worker takes it and its children.
 
     ``input`` is given through a file in ``input_dir`` (or an anonymous temp file), so a large
     input never dead-locks against the output pipe.  On the deadline the tool and anything it
     started is killed and :class:`ToolFailed` (kind ``timeout``) raised; output beyond
     ``max_output`` kills it too and comes back ``truncated``.  The child is always reaped.
     """
-    import tempfile
-
     stdin: IO[bytes] | int = subprocess.DEVNULL
     tmp = None
     if input is not None:
@@ -131,7 +171,8 @@ def run_tool(
                 env=CHILD_ENV,
                 cwd=str(cwd) if cwd else None,
                 close_fds=True,
-                start_new_session=True,
+                start_new_session=not IN_WORKER,
+                process_group=0 if IN_WORKER else None,
                 # Inside a worker: the tool dies with the worker when the parent kills it.
                 preexec_fn=set_parent_death_signal if IN_WORKER else None,
             )
@@ -175,16 +216,24 @@ class LocalContext:
         self, limits: Limits | None = None, tools: dict[str, str] | None = None,
         tmpdir: Path | None = None, deadline: float | None = None,
     ) -> None:
-        import tempfile
-
         self.limits = limits or Limits()
         self.tools = dict(tools or {})
-        self.tmpdir = Path(tmpdir) if tmpdir else Path(tempfile.mkdtemp(prefix="bastion-"))
+        # The scratch directory is made on first use: most readers never need one, and a
+        # mkdir + rmtree per document is most of the isolation overhead on a slow disk.
+        self._tmpdir = Path(tmpdir) if tmpdir else None
         # monotonic time by which the whole document must be done; tools get what is left
         self.deadline = deadline if deadline is not None else (
             time.monotonic() + self.limits.tool_deadline_s
         )
         self.depth = 0
+
+    @property
+    def tmpdir(self) -> Path:
+        if self._tmpdir is None:
+            self._tmpdir = Path(tempfile.mkdtemp(prefix="bastion-"))
+        else:
+            self._tmpdir.mkdir(parents=True, exist_ok=True)
+        return self._tmpdir
 
     def time_left(self) -> float:
         return max(0.1, self.deadline - time.monotonic())
@@ -337,12 +386,6 @@ def enter_sandbox(tmpdir: Path, limits: Limits) -> tuple[IO[bytes], IO[bytes], i
 # The pool of long-lived workers (parent side)
 # ---------------------------------------------------------------------------------------------
 
-import json  # noqa: E402
-import re  # noqa: E402
-import stat  # noqa: E402
-import sys  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from typing import Any, Callable  # noqa: E402
 
 _REPO = str(Path(__file__).resolve().parent.parent)
 _BOOT = (
@@ -533,6 +576,12 @@ class WorkerPool:
                 w.proc.stdin.close()
         except OSError:
             pass
+        if w.proc.returncode is None:  # not reaped yet: its pid (the session id) stays taken
+            try:
+                os.killpg(w.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        kill_session(w.proc.pid)  # tools it started, in groups of their own, and their children
         kill_group(w.proc)
         for stream in (w.proc.stdout, w.proc.stderr):
             try:
@@ -541,8 +590,6 @@ class WorkerPool:
                 pass
         if w in self.workers:
             self.workers.remove(w)
-        import shutil
-
         shutil.rmtree(w.dir, ignore_errors=True)
 
     # -- the event loop -------------------------------------------------------------------------

@@ -83,8 +83,7 @@ def handle(job: dict[str, Any], workdir: Path, limits, seq: int) -> dict[str, An
     from .runtime import LocalContext
 
     result: dict[str, Any] = {"id": job["id"], "fatal": False, "text": None}
-    scratch = workdir / f"job{seq}"
-    scratch.mkdir()
+    scratch = workdir / f"job{seq}"  # made only if the reader asks for it (ctx.tmpdir)
     try:
         try:
             data = _read_checked(os.fsencode(job["path"]), job["size"], job["sha256"])
@@ -106,7 +105,8 @@ def handle(job: dict[str, Any], workdir: Path, limits, seq: int) -> dict[str, An
         outcome = Outcome("error", error=f"reader failed: {type(e).__name__}: {e}"[:500],
                           error_kind="internal")
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if os.path.lexists(scratch):
+            shutil.rmtree(scratch, ignore_errors=True)
     if outcome.status == "ok":
         name = f"t{seq}.txt"
         try:

@@ -1,8 +1,10 @@
 """Reproducibility check: do two output directories hold the same records and texts?
 
-Compared byte for byte: ``extract.jsonl`` (record by record), every file of the text store
-(``extract/``), and ``walk.jsonl`` without ``mtime_ns`` and ``inode`` (which differ between two
-copies of a tree).  Summaries are not compared: they hold timestamps and durations by design.
+Compared: ``extract.jsonl`` record by record without ``reused`` (which says whether a verdict
+was kept from an earlier run, so a re-run never matches a fresh run on it), every file of the text
+store (``extract/``) byte for byte, and ``walk.jsonl`` without ``mtime_ns`` and ``inode`` (which
+differ between two copies of a tree).  ``strict=True`` compares both record files byte for byte
+as well.  Summaries are not compared: they hold timestamps and durations by design.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 STAT_FIELDS = ("mtime_ns", "inode")
+RUN_FIELDS = ("reused",)
 
 
 def _records(path: Path, drop: tuple[str, ...] = ()) -> dict[tuple[str, str], dict]:
@@ -62,11 +65,11 @@ def _store_files(out: Path) -> dict[str, str]:
     return files
 
 
-def compare_outputs(a: Path, b: Path) -> list[str]:
+def compare_outputs(a: Path, b: Path, strict: bool = False) -> list[str]:
     """Every difference between two output directories, one line each (empty: identical)."""
     differences: list[str] = []
-    differences += _diff_records("walk.jsonl", a, b, STAT_FIELDS)
-    differences += _diff_records("extract.jsonl", a, b)
+    differences += _diff_records("walk.jsonl", a, b, () if strict else STAT_FIELDS)
+    differences += _diff_records("extract.jsonl", a, b, () if strict else RUN_FIELDS)
     fa, fb = _store_files(a), _store_files(b)
     for rel in sorted(fa.keys() | fb.keys()):
         if rel not in fb:

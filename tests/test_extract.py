@@ -1,0 +1,573 @@
+"""The extract stage end to end, through the CLI in-process (``tasks.cli.main``) on small trees.
+
+Records (one per walked file, sorted), the store's normal form, content addressing, the
+retry/reuse rules across runs (including installing a tool by PATH manipulation), the store as
+the source of truth (doit's db deleted, a text deleted, kill -9 mid-run), determinism, the
+summary, and the stage's refusals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+import tasks.extract
+from tasks.cli import main
+from tasks.compare import compare_outputs
+
+REPO = Path(__file__).resolve().parent.parent
+TESSERACT = shutil.which("tesseract")
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BASTION_NO_EXTERNAL", raising=False)
+
+
+def write_manifest(path: Path, roots: dict[str, Path], stages: str = "[walk, extract]",
+                   extra: str = "") -> Path:
+    lines = ["version: 1", "roots:"]
+    for name, root in roots.items():
+        lines += [f"  - name: {name}", f"    path: {root}"]
+    lines.append(f"stages: {stages}")
+    path.write_text("\n".join(lines) + "\n" + extra, encoding="utf-8")
+    return path
+
+
+def run(cmd: str, manifest: Path, out: Path, *extra: str) -> int:
+    args = [cmd, str(manifest), "--out", str(out), "-q"]
+    if cmd != "walk":
+        args += ["-j", "2"]
+    return main([*args, *extra])
+
+
+def records(out: Path) -> list[dict]:
+    with open(out / "extract.jsonl", "rb") as f:
+        return [json.loads(line) for line in f]
+
+
+def walk_records(out: Path) -> list[dict]:
+    with open(out / "walk.jsonl", "rb") as f:
+        return [json.loads(line) for line in f]
+
+
+def summary(out: Path) -> dict:
+    return json.loads((out / "extract.summary.json").read_text())
+
+
+def by_path(recs: list[dict]) -> dict[str, dict]:
+    return {f"{r['root']}/{r['path']}": r for r in recs}
+
+
+def text_of(out: Path, sha: str) -> Path:
+    return out / "extract" / sha[:2] / f"{sha}.txt"
+
+
+def store_texts(out: Path) -> list[Path]:
+    return sorted((out / "extract").glob("*/*.txt")) if (out / "extract").is_dir() else []
+
+
+@pytest.fixture()
+def tree(tmp_path: Path) -> tuple[Path, Path]:
+    """A small text tree (two roots); returns (manifest, out)."""
+    a = tmp_path / "a"
+    b = tmp_path / "b"
+    (a / "sub dir").mkdir(parents=True)
+    b.mkdir()
+    (a / "one.txt").write_bytes(b"first file\r\nsecond line\rthird\n")
+    (a / "sub dir" / "two.md").write_bytes("# Caf\u0065\u0301\r\n\r\nna\u0308ive\n".encode())
+    (a / "dup1.txt").write_bytes(b"same bytes in two files\n")
+    (b / "dup2.txt").write_bytes(b"same bytes in two files\n")
+    (b / "z.txt").write_bytes(b"last\n")
+    (b / "empty.txt").write_bytes(b"   \n\n")
+    (b / "blob.bin").write_bytes(bytes(range(256)) * 4)
+    m = write_manifest(tmp_path / "manifest.yaml", {"docs": a, "more": b})
+    return m, tmp_path / "out"
+
+
+# -- records and the store ----------------------------------------------------------------------
+
+
+def test_one_record_per_walked_file_sorted(tree: tuple[Path, Path]) -> None:
+    m, out = tree
+    assert run("sweep", m, out) == 0
+    walked = walk_records(out)
+    recs = records(out)
+    assert len(recs) == len(walked) == 7
+    assert sorted((r["root"], r["path"]) for r in walked) == [(r["root"], r["path"])
+                                                                for r in recs]
+    assert [(r["root"], r["path"]) for r in recs] == sorted((r["root"], r["path"]) for r in recs)
+    by = by_path(recs)
+    assert by["docs/one.txt"]["status"] == "ok"
+    assert by["docs/one.txt"]["extractor"] == "text:utf-8"
+    assert by["docs/sub dir/two.md"]["status"] == "ok"
+    assert by["more/empty.txt"]["status"] == "empty"
+    assert by["more/blob.bin"]["status"] == "unsupported"
+    for r in recs:
+        assert set(r) >= {"root", "path", "sha256", "mime", "status", "extractor", "chars",
+                          "error", "error_kind", "v", "reused", "tools"}
+        assert r["v"] == tasks.extract.EXTRACT_VERSION
+        has_text = text_of(out, r["sha256"]).exists()
+        assert has_text == (r["status"] == "ok"), r
+        if r["status"] == "ok":
+            assert r["chars"] == len(text_of(out, r["sha256"]).read_text(encoding="utf-8"))
+        else:
+            assert r["chars"] == 0
+
+
+def test_store_text_is_normalised(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "crlf.txt").write_bytes("line e\u0301\r\nlone\rend\r\n".encode("utf-8"))
+    # a NUL only reaches the text reader inside UTF-16 (detection calls other NULs binary)
+    body = "utf16 e\u0301 with a NUL\x00 here\r\nand a lone CR\rdone " + "padding " * 20 + "\n"
+    (root / "utf16.txt").write_bytes(b"\xff\xfe" + body.encode("utf-16-le"))
+    m = write_manifest(tmp_path / "m.yaml", {"r": root})
+    out = tmp_path / "out"
+    assert run("sweep", m, out) == 0
+    by = by_path(records(out))
+    crlf = by["r/crlf.txt"]
+    assert crlf["status"] == "ok"
+    assert text_of(out, crlf["sha256"]).read_bytes() == "line \u00e9\nlone\nend\n".encode()
+    u16 = by["r/utf16.txt"]
+    assert u16["status"] == "ok", u16
+    assert u16["extractor"] == "text:utf-16-le"
+    got = text_of(out, u16["sha256"]).read_bytes().decode("utf-8")
+    assert got == unicodedata.normalize("NFC", body.replace("\x00", "").replace("\r\n", "\n")
+                                        .replace("\r", "\n"))
+    for p in store_texts(out):
+        t = p.read_bytes().decode("utf-8")  # strict UTF-8
+        assert "\r" not in t and "\x00" not in t
+        assert unicodedata.is_normalized("NFC", t)
+        assert p.parent.name == p.stem[:2] and len(p.stem) == 64
+
+
+def test_duplicates_extracted_once(tree: tuple[Path, Path]) -> None:
+    m, out = tree
+    assert run("sweep", m, out) == 0
+    by = by_path(records(out))
+    d1, d2 = by["docs/dup1.txt"], by["more/dup2.txt"]
+    assert d1["sha256"] == d2["sha256"]
+    assert (d1["reused"], d2["reused"]) == (False, True)
+    assert d1["status"] == d2["status"] == "ok"
+    same = [p for p in store_texts(out) if p.stem == d1["sha256"]]
+    assert len(same) == 1
+    s = summary(out)
+    unique = len({r["sha256"] for r in by.values()})
+    assert s["extracted"] == unique
+    assert s["reused"] == 1
+
+
+def test_awkward_names(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "dir: with colon").mkdir(parents=True)
+    names = [b"space name.txt", b"dir: with colon/a:b.txt", b"latin1-\xe9t\xe9.txt",
+             b"new\nline.txt", b"extract:x.txt"]
+    for i, n in enumerate(names):
+        with open(os.fsencode(root) + b"/" + n, "wb") as f:
+            f.write(f"content {i}\n".encode())
+    m = write_manifest(tmp_path / "m.yaml", {"r": root})
+    out = tmp_path / "out"
+    assert run("sweep", m, out) == 0
+    recs = records(out)
+    assert len(recs) == len(names)
+    assert sorted(os.fsencode(r["path"]) for r in recs) == sorted(names)
+    assert all(r["status"] == "ok" for r in recs), recs
+    for r in recs:
+        assert text_of(out, r["sha256"]).read_bytes().startswith(b"content ")
+    assert run("sweep", m, out) == 0
+    assert summary(out)["extracted"] == 0
+    assert all(r["reused"] for r in records(out))
+
+
+# -- reuse and retry across runs ----------------------------------------------------------------
+
+
+def test_second_run_reuses_everything_and_one_edit_redoes_one(tree: tuple[Path, Path]) -> None:
+    m, out = tree
+    assert run("sweep", m, out) == 0
+    first = (out / "extract.jsonl").read_bytes()
+    texts = {p: p.stat().st_mtime_ns for p in store_texts(out)}
+    assert run("sweep", m, out) == 0
+    recs = records(out)
+    assert all(r["reused"] for r in recs)
+    s = summary(out)
+    assert s["extracted"] == 0 and s["reused"] == len(recs)
+    assert {p: p.stat().st_mtime_ns for p in store_texts(out)} == texts  # nothing rewritten
+    # only 'reused' differs from the first run's records
+    strip = [{k: v for k, v in json.loads(line).items() if k != "reused"}
+             for line in first.splitlines()]
+    assert strip == [{k: v for k, v in r.items() if k != "reused"} for r in recs]
+
+    (m.parent / "a" / "one.txt").write_bytes(b"edited, and longer than before\n")
+    assert run("sweep", m, out) == 0
+    s = summary(out)
+    assert s["extracted"] == 1
+    by = by_path(records(out))
+    assert by["docs/one.txt"]["reused"] is False
+    assert text_of(out, by["docs/one.txt"]["sha256"]).read_text() == \
+        "edited, and longer than before\n"
+    assert [k for k, r in by.items() if not r["reused"]] == ["docs/one.txt"]
+
+
+def _png(path: Path) -> None:
+    from PIL import Image
+
+    Image.new("RGB", (120, 40), "white").save(path, "PNG")
+
+
+def test_unsupported_retried_when_a_tool_appears(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    _png(root / "scan.png")
+    (root / "note.txt").write_bytes(b"a note\n")
+    m = write_manifest(tmp_path / "m.yaml", {"r": root})
+    out = tmp_path / "out"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    monkeypatch.setenv("PATH", str(bindir))  # no tool at all
+
+    assert run("sweep", m, out) == 0
+    by = by_path(records(out))
+    png = by["r/scan.png"]
+    assert png["mime"] == "image/png"
+    assert png["status"] == "unsupported"
+    assert png["tools"] == []
+    assert "tesseract" in (png["error"] or "")
+    assert summary(out)["tools"] == []
+
+    assert run("sweep", m, out) == 0  # same PATH: kept
+    by = by_path(records(out))
+    assert by["r/scan.png"]["reused"] is True and by["r/scan.png"]["status"] == "unsupported"
+    assert summary(out)["extracted"] == 0
+
+    if TESSERACT is None:
+        pytest.skip("tesseract not installed: cannot install it by PATH")
+    (bindir / "tesseract").symlink_to(os.path.realpath(TESSERACT))
+    assert run("sweep", m, out) == 0
+    by = by_path(records(out))
+    png = by["r/scan.png"]
+    assert png["reused"] is False
+    assert png["status"] in ("ok", "empty"), png
+    assert png["extractor"] == "tesseract"
+    assert png["tools"] is None
+    assert by["r/note.txt"]["reused"] is True
+    s = summary(out)
+    assert s["extracted"] == 1
+    assert [t["name"] for t in s["tools"]] == ["tesseract"]
+    assert s["tools"][0]["path"] == str(bindir / "tesseract")
+
+    assert run("sweep", m, out) == 0  # tool still there: the new verdict is kept
+    assert summary(out)["extracted"] == 0
+
+    (bindir / "tesseract").unlink()  # uninstalled: an ok/empty verdict stays (bytes unchanged)
+    assert run("sweep", m, out) == 0
+    assert by_path(records(out))["r/scan.png"]["reused"] is True
+
+
+def test_error_records_are_retried_every_run(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    victim = root / "victim.txt"
+    victim.write_bytes(b"original content\n")
+    (root / "steady.txt").write_bytes(b"steady\n")
+    (root / "gone.txt").write_bytes(b"deleted after the walk\n")
+    m = write_manifest(tmp_path / "m.yaml", {"r": root})
+    out = tmp_path / "out"
+    assert run("walk", m, out) == 0
+    st = victim.stat()
+    with open(victim, "r+b") as f:  # same size, same inode, same mtime: the walk can't tell
+        f.write(b"ORIGINAL")
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    (root / "gone.txt").unlink()
+
+    assert run("extract", m, out) == 2  # completed with error records
+    by = by_path(records(out))
+    assert by["r/gone.txt"]["status"] == "error"
+    assert by["r/gone.txt"]["error_kind"] == "changed"
+    assert "disappeared" in by["r/gone.txt"]["error"]
+    assert by["r/victim.txt"]["status"] == "error"
+    assert by["r/victim.txt"]["error_kind"] == "changed"
+    assert "sha256" in by["r/victim.txt"]["error"]
+    assert by["r/steady.txt"]["status"] == "ok"
+    assert summary(out)["counts"]["error"] == 2
+
+    assert run("extract", m, out) == 2  # no re-walk: the error verdict is retried
+    by = by_path(records(out))
+    assert by["r/victim.txt"]["status"] == "error"
+    assert by["r/victim.txt"]["reused"] is False
+    assert by["r/gone.txt"]["reused"] is False
+    assert by["r/steady.txt"]["reused"] is True
+    assert summary(out)["extracted"] == 2
+
+    victim.write_bytes(b"original content\n")  # back as the walk saw it: now it succeeds
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert run("extract", m, out) == 2  # gone.txt is still an error
+    rec = by_path(records(out))["r/victim.txt"]
+    assert rec["status"] == "ok" and rec["reused"] is False
+
+
+def test_raising_extract_version_redoes_everything(tree: tuple[Path, Path],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    m, out = tree
+    assert run("sweep", m, out) == 0
+    unique = len({r["sha256"] for r in records(out)})
+    monkeypatch.setattr(tasks.extract, "EXTRACT_VERSION", tasks.extract.EXTRACT_VERSION + 1)
+    assert run("sweep", m, out) == 0
+    recs = records(out)
+    s = summary(out)
+    assert s["extracted"] == unique
+    assert s["extract_version"] == tasks.extract.EXTRACT_VERSION
+    assert all(r["v"] == tasks.extract.EXTRACT_VERSION for r in recs)
+    assert [r["path"] for r in recs if r["reused"]] == ["dup2.txt"]  # the in-run duplicate
+    assert run("sweep", m, out) == 0
+    assert summary(out)["extracted"] == 0
+
+
+def test_deleting_doits_db_costs_nothing(tree: tuple[Path, Path]) -> None:
+    m, out = tree
+    assert run("sweep", m, out) == 0
+    db = out / ".bastion" / "doit.json"
+    assert db.exists()
+    db.unlink()
+    assert run("sweep", m, out) == 0
+    s = summary(out)
+    assert s["extracted"] == 0
+    assert all(r["reused"] for r in records(out))
+
+
+def test_deleting_a_store_text_redoes_that_file(tree: tuple[Path, Path]) -> None:
+    m, out = tree
+    assert run("sweep", m, out) == 0
+    by = by_path(records(out))
+    gone = text_of(out, by["more/z.txt"]["sha256"])
+    gone.unlink()
+    assert run("extract", m, out) == 0
+    assert summary(out)["extracted"] == 1
+    by = by_path(records(out))
+    assert by["more/z.txt"]["reused"] is False
+    assert gone.read_text() == "last\n"
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_no_external_uses_no_tools(tree: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
+                                   how: str) -> None:
+    m, out = tree
+    extra = ()
+    if how == "flag":
+        extra = ("--no-external",)
+    else:
+        monkeypatch.setenv("BASTION_NO_EXTERNAL", "1")
+    assert run("sweep", m, out, *extra) == 0
+    s = summary(out)
+    assert s["tools"] == []
+    assert s["no_external"] is True
+
+
+def test_summary_fields(tree: tuple[Path, Path]) -> None:
+    m, out = tree
+    assert run("sweep", m, out) == 0
+    s = summary(out)
+    recs = records(out)
+    assert s["counts"] == {"ok": 5, "empty": 1, "unsupported": 1, "error": 0, "skipped": 0}
+    assert s["records"] == len(recs) == 7
+    assert s["reused"] == 1
+    assert s["chars"] == sum(r["chars"] for r in recs)
+    assert s["extract_version"] == tasks.extract.EXTRACT_VERSION
+    digest = hashlib.sha256(m.read_bytes()).hexdigest()
+    assert s["manifest_digest"] == digest
+    assert s["walk_manifest_digest"] == digest
+    assert isinstance(s["tools"], list)
+    for t in s["tools"]:
+        assert set(t) == {"name", "path", "version"}
+        assert os.path.isabs(t["path"])
+    assert [t["name"] for t in s["tools"]] == sorted(t["name"] for t in s["tools"])
+    assert isinstance(s["duration_s"], float)
+
+
+def test_two_fresh_runs_are_byte_identical(tree: tuple[Path, Path]) -> None:
+    m, out = tree
+    out2 = out.parent / "out2"
+    assert run("sweep", m, out) == 0
+    assert run("sweep", m, out2) == 0
+    assert compare_outputs(out, out2) == []
+    assert (out / "extract.jsonl").read_bytes() == (out2 / "extract.jsonl").read_bytes()
+    s1 = {p.relative_to(out): p.read_bytes() for p in (out / "extract").rglob("*")
+          if p.is_file()}
+    s2 = {p.relative_to(out2): p.read_bytes() for p in (out2 / "extract").rglob("*")
+          if p.is_file()}
+    assert s1 == s2 and s1
+
+
+def test_compare_ignores_reused_as_documented(tree: tuple[Path, Path]) -> None:
+    m, out = tree
+    out2 = out.parent / "out2"
+    assert run("sweep", m, out) == 0
+    assert run("sweep", m, out) == 0  # every record now reused
+    assert run("sweep", m, out2) == 0
+    assert compare_outputs(out, out2) == []
+
+
+# -- atomicity: kill -9 mid-run -----------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return data[data.rindex(b")") + 2:].split()[0] not in (b"Z", b"X")
+
+
+def _workers_of(out: Path) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if b"readers.worker" in cmd and str(out).encode() in cmd and _alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def _committed(out: Path) -> int:
+    """Verdicts committed to the store so far (0 while it does not exist yet)."""
+    db = out / ".bastion" / "verdicts.sqlite"
+    if not db.exists():
+        return 0
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.5)
+        try:
+            return con.execute("SELECT count(*) FROM verdicts").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+def test_kill_9_mid_run_then_rerun_is_complete_and_consistent(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    for d in range(30):
+        sub = root / f"d{d:02}"
+        sub.mkdir(parents=True)
+        for i in range(100):
+            (sub / f"f{i:03}.txt").write_bytes(f"file {d}/{i}\nunique text {d * 1000 + i}\n"
+                                               .encode())
+    m = write_manifest(tmp_path / "m.yaml", {"r": root})
+    out = tmp_path / "out"
+    log = open(tmp_path / "killed.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from tasks.cli import main; sys.exit(main())",
+         "sweep", str(m), "--out", str(out), "-j", "2", "-q"],
+        cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        # wait until extraction is under way and a first batch of verdicts is committed
+        # (verdicts are committed in batches), then kill
+        end = time.monotonic() + 60
+        while time.monotonic() < end and proc.poll() is None:
+            if _committed(out) > 0:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run finished before it could be killed"
+        workers = _workers_of(out)
+        assert workers, "no worker processes seen"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    assert not (out / "extract.jsonl").exists(), "killed too late: the run had finished"
+    # the workers die with their parent (PR_SET_PDEATHSIG)
+    end = time.monotonic() + 2.0
+    while _workers_of(out) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert _workers_of(out) == [], "workers survived their parent's kill -9"
+    partial = len(store_texts(out))
+    committed = _committed(out)
+    assert 0 < committed <= partial < 3000
+
+    assert run("sweep", m, out) == 0
+    walked = walk_records(out)
+    recs = records(out)
+    assert len(walked) == 3000
+    keys = [(r["root"], r["path"]) for r in recs]
+    assert len(keys) == len(set(keys)) == 3000
+    assert set(keys) == {(r["root"], r["path"]) for r in walked}
+    assert all(r["status"] == "ok" for r in recs)
+    s = summary(out)
+    # what the killed run committed was kept; texts it stored without a verdict were redone
+    assert committed <= s["reused"] <= partial
+    assert s["extracted"] == 3000 - s["reused"]
+    leftovers = [os.path.join(d, n) for d, _, names in os.walk(out) for n in names
+                 if n.startswith(".tmp-")]
+    assert leftovers == []
+    assert not any((out / ".bastion" / "tmp").iterdir())
+
+    clean = tmp_path / "clean"
+    assert run("sweep", m, clean) == 0
+    for r in recs:
+        assert text_of(out, r["sha256"]).read_bytes() == text_of(clean, r["sha256"]).read_bytes()
+    # apart from 'reused', records and store are the same bytes as the clean run's
+    differences = compare_outputs(out, clean)
+    assert [d for d in differences if ": reused: " not in d] == []
+
+
+# -- refusals -----------------------------------------------------------------------------------
+
+
+def test_refuses_without_a_walk(tree: tuple[Path, Path], capsys: pytest.CaptureFixture) -> None:
+    m, out = tree
+    assert run("extract", m, out) == 1
+    err = capsys.readouterr().err
+    assert "no walk" in err and err.count("\n") == 1
+    assert not (out / "extract.jsonl").exists()
+
+
+def test_refuses_a_walk_from_another_manifest(tree: tuple[Path, Path],
+                                              capsys: pytest.CaptureFixture) -> None:
+    m, out = tree
+    assert run("walk", m, out) == 0
+    other = m.parent / "other.yaml"
+    other.write_text(m.read_text() + "# another manifest, same roots\n")
+    capsys.readouterr()
+    assert run("extract", other, out) == 1
+    err = capsys.readouterr().err
+    assert "different manifest" in err
+    assert not (out / "extract.jsonl").exists()
+
+
+def test_refuses_when_extract_is_not_a_stage(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    m = write_manifest(tmp_path / "m.yaml", {"r": root}, stages="[walk]")
+    out = tmp_path / "out"
+    assert run("sweep", m, out) == 0  # walks only
+    assert (out / "walk.jsonl").exists() and not (out / "extract.jsonl").exists()
+    capsys.readouterr()
+    assert run("extract", m, out) == 1
+    assert "'extract' is not in the stages" in capsys.readouterr().err
+    assert not (out / "extract.jsonl").exists()
