@@ -86,8 +86,9 @@ class _Package:
         for name in zf.namelist():
             self.parts.setdefault(name.replace("\\", "/").lower(), name)
 
-    def __contains__(self, part: str) -> bool:
-        return part.lower() in self.parts
+    def __contains__(self, part: object) -> bool:
+        # a relationship id that names no relationship looks up as None: not a part
+        return isinstance(part, str) and part.lower() in self.parts
 
     def chunks(self, part: str) -> Iterator[bytes]:
         return member_chunks(self.zf, self.parts.get(part.lower(), part), self.budget)

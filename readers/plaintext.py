@@ -64,7 +64,8 @@ def _is_utf8(data: bytes) -> bool:
 def decode_into(data: bytes, sink: TextSink) -> str:
     """Decode ``data`` into ``sink`` chunk by chunk; returns the encoding used."""
     encoding, skip = choose_encoding(data)
-    errors = "replace" if encoding.startswith("utf-16") else "strict"
+    # a BOM is trusted but not checked: bytes it does not cover decode as U+FFFD
+    errors = "replace" if skip or encoding.startswith("utf-16") else "strict"
     if len(data) <= 8 * CHUNK:
         sink.write(data[skip:].decode(encoding, errors))
         return encoding

@@ -206,6 +206,12 @@ class ExtractStage:
         tmp_root = self.out / STATE_DIR / "tmp"
         tmp_root.mkdir(parents=True, exist_ok=True)
         remove_stale_temps(self.out)
+        try:  # PDF metadata sidecars a killed run was writing into the store's buckets
+            buckets = [e.path for e in os.scandir(self.store.root) if e.is_dir()]
+        except OSError:
+            buckets = []
+        for bucket in buckets:
+            remove_stale_temps(Path(bucket))
         for stale in tmp_root.iterdir():  # scratch of a killed run
             import shutil
 

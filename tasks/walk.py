@@ -302,6 +302,7 @@ def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(out)
+    remove_stale_temps(out / STATE_DIR)  # the stat cache's temp file of a killed walk
     walker = Walker(manifest, out, no_hash=no_hash, progress=progress)
     stats = walker.run()
     walker.write()
