@@ -38,7 +38,8 @@ from readers.base import GiB, KiB, Limits, MiB
 MAX_MANIFEST_BYTES = 1 * MiB
 VERSION = 1
 STAGES: tuple[str, ...] = ("walk", "extract")
-PDF_ENGINES: tuple[str, ...] = ("pdfium", "pdfplumber")
+# Engine names, never paths: "pdftotext" is looked up on PATH at run time (a sensor).
+PDF_ENGINES: tuple[str, ...] = ("pdfium", "pdfplumber", "pdftotext")
 DEFAULT_MAX_FILE_BYTES = 1 * GiB
 MAX_INT = 2**63 - 1  # budgets end up in rlimits and C APIs
 

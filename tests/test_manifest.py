@@ -276,7 +276,7 @@ REFUSALS = [
     ("version: 1\n" + ROOT + "limits:\n  pdf_engines: pdfium\n", 6, "limits.pdf_engines",
      "expected a list, got a string"),
     ("version: 1\n" + ROOT + "limits:\n  pdf_engines: [pdfium, mutool]\n", 6,
-     "limits.pdf_engines[1]", "unknown engine 'mutool' (allowed: pdfium, pdfplumber)"),
+     "limits.pdf_engines[1]", "unknown engine 'mutool' (allowed: pdfium, pdfplumber, pdftotext)"),
     ("version: 1\n" + ROOT + "limits:\n  pdf_engines:\n    - pdfium\n    - pdfium\n", 8,
      "limits.pdf_engines[1]", "duplicate engine 'pdfium'"),
     # duplicate keys, at every level
