@@ -486,3 +486,21 @@ def test_followed_file_symlink_is_extracted(tmp_path: Path,
     recs = {r["path"]: r for r in jsonl(out / "extract.jsonl")}
     assert recs["link.txt"]["status"] == "ok", recs["link.txt"]
     assert rc == 0
+
+
+def test_pdftext_child_mode_speaks_the_line_protocol(tmp_path: Path) -> None:
+    """`bastion pdftext` reads a PDF on stdin and writes a meta line, then one line per page."""
+    sample = REPO / "tests" / "samples" / "pdf" / "pdflatex-outline.pdf"
+    proc = subprocess.run([sys.executable, "-m", "tasks.cli", "pdftext", "-max-pages", "1"],
+                          input=sample.read_bytes(), capture_output=True, cwd=REPO,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    meta = lines[0]["meta"]
+    assert meta["pages"] > 1  # the full count, even though one page was extracted
+    assert meta["outline"] and {"title", "page", "level"} <= set(meta["outline"][0])
+    assert [ln["page"] for ln in lines[1:]] == [1]
+    garbage = subprocess.run([sys.executable, "-m", "tasks.cli", "pdftext"],
+                             input=b"%PDF-1.4\nnot really a pdf", capture_output=True,
+                             cwd=REPO, timeout=120)
+    assert garbage.returncode == 4
