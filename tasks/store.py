@@ -55,23 +55,25 @@ class Verdict:
     title: str | None = None
 
 
-def syncfs(path: Path) -> None:
-    """Flush every dirty page of the filesystem holding ``path`` (Linux ``syncfs``)."""
+def syncfs(path: Path) -> bool:
+    """Flush every dirty page and inode of the filesystem holding ``path`` (Linux
+    ``syncfs``); False when that was not possible (then ``os.sync()`` was called)."""
     import ctypes
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         os.sync()
-        return
+        return False
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.syncfs(fd) != 0:
-            os.sync()
+        if ctypes.CDLL(None, use_errno=True).syncfs(fd) == 0:
+            return True
     except (OSError, AttributeError):
-        os.sync()
+        pass
     finally:
         os.close(fd)
+    os.sync()
+    return False
 
 
 class Store:
@@ -81,6 +83,7 @@ class Store:
         self.db_path = self.out / STATE_DIR / "verdicts.sqlite"
         self._db: sqlite3.Connection | None = None
         self._dirty_dirs: set[Path] = set()
+        self._buckets: set[Path] = set()  # bucket directories known to exist
 
     # -- paths ----------------------------------------------------------------------------------
 
@@ -158,7 +161,9 @@ class Store:
         """Move a worker's finished (fsynced) text file into the store, atomically."""
         dest = self.text_path(sha256)
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
+            if dest.parent not in self._buckets:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                self._buckets.add(dest.parent)
             os.replace(tmp, dest)
         except OSError as e:
             raise OutputError(f"cannot store text {dest}: {e.strerror}") from None
@@ -192,9 +197,9 @@ class Store:
         (instead of an fsync per file), then the touched directories."""
         if not self._dirty_dirs:
             return
-        syncfs(self.root)
-        for d in sorted(self._dirty_dirs):
-            fsync_dir(d)
+        if not syncfs(self.root):  # syncfs covers the directories too; fsync them otherwise
+            for d in sorted(self._dirty_dirs):
+                fsync_dir(d)
         self._dirty_dirs.clear()
 
     def close(self) -> None:
