@@ -19,6 +19,7 @@ import hashlib
 import inspect
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,7 +120,8 @@ class ExtractStage:
         self.skipped: list[dict[str, Any]] = []  # walk records without a sha256
         self.produced: set[str] = set()  # sha256 extracted by this run
         self.scheduled: set[str] = set()
-        self.jobs: dict[int, Item] = {}
+        self.jobs: dict[int, Item] = {}  # in flight, by job id
+        self.job_seq = 0
         self.pool: WorkerPool | None = None
         self.progress: Progress | None = None
         self.finished = False
@@ -214,8 +216,6 @@ class ExtractStage:
         for bucket in buckets:
             remove_stale_temps(Path(bucket))
         for stale in tmp_root.iterdir():  # scratch of a killed run
-            import shutil
-
             shutil.rmtree(stale, ignore_errors=True)
         todo = sum(1 for i in self.items if not i.fresh)
         self.progress = Progress("extract", todo, quiet=self.cfg.quiet)
@@ -236,9 +236,8 @@ class ExtractStage:
                 self.record_verdict(item, "unsupported", None, 0, f"no reader for {item.mime}",
                                     None, None, {})
                 return None
-            job_id = len(self.jobs) + len(self.produced) + 1
-            while job_id in self.jobs:
-                job_id += 1
+            self.job_seq += 1
+            job_id = self.job_seq
             self.jobs[job_id] = item
             deadline = self.limits.deadline_s
             if item.reader.uses_tool_deadline and item.tools:
