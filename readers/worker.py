@@ -66,8 +66,8 @@ def _read_checked(path: str, size: int, sha256: str) -> bytes:
             got += n
         if got != size:
             raise ChangedSinceWalk("size changed while reading")
+        data = bytes(view[:size])  # one copy (a bytearray slice would make a second)
         del view
-        data = bytes(buf[:size])
         del buf
     finally:
         os.close(fd)
