@@ -111,6 +111,27 @@ def _config(args: argparse.Namespace, walk_mode: str) -> RunConfig:
     )
 
 
+class _OneLineErrors:
+    """stderr while doit runs: doit prints a traceback for its own internal errors (e.g. it
+    cannot write its database on a full disk); bastion keeps to one line per error."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.failed = False  # a one-line error was already printed
+
+    def write(self, text: str) -> int:
+        if text.startswith("Traceback (most recent call last)"):
+            if self.failed:  # the consequence of an error already reported (e.g. disk full)
+                return len(text)
+            last = [ln for ln in text.strip().splitlines() if ln.strip()][-1]
+            text = f"bastion: error: doit: {last.strip()}\n"
+        self.failed = self.failed or text.startswith("bastion: error:")
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
 def run_stages(cfg: RunConfig, stages: list[str]) -> int:
     """Run ``walk`` and/or ``extract`` through doit in-process; returns the exit code."""
     from doit.cmd_base import ModuleTaskLoader
@@ -136,9 +157,12 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
         return _fail(str(e))
     tasks = ["extract"] if "extract" in stages else ["walk"]
     argv = ["run", "--db-file", pipeline.doit_db(cfg), "--backend", "json", *tasks]
+    real_stderr = sys.stderr
+    sys.stderr = _OneLineErrors(real_stderr)
     try:
         rc = DoitMain(ModuleTaskLoader(pipeline.namespace(cfg))).run(argv)
     finally:
+        sys.stderr = real_stderr
         OutputLock.release_all()
     if rc != 0:
         return EXIT_INVALID

@@ -12,6 +12,7 @@ a document's failure is only ever a record.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any, Iterator
@@ -149,12 +150,29 @@ def finish_task(cfg: RunConfig) -> dict:
 
 
 def doit_db(cfg: RunConfig) -> str:
-    """Where doit keeps its database: under the output directory's state dir when known."""
+    """Where doit keeps its database: under the output directory's state dir when known.
+
+    doit writes that file in place, not atomically, so a kill or a full disk during the write
+    leaves it truncated, and doit then refuses every later run.  It is only a cache (verdicts
+    live in the store), so a file that does not parse is dropped here before doit opens it.
+    """
     try:
         _, out = load(cfg)
     except RUN_ERRORS:
         return ".doit.db"
-    return str(out / STATE_DIR / "doit.json")  # the directory is made by the walk
+    path = out / STATE_DIR / "doit.json"  # the directory is made by the walk
+    try:
+        with open(path, "rb") as f:
+            json.loads(f.read())
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError):
+        try:
+            path.unlink()
+            sys.stderr.write(f"bastion: note: dropped doit's unreadable cache {path}\n")
+        except OSError:
+            pass
+    return str(path)
 
 
 def doit_config(cfg: RunConfig) -> dict:

@@ -278,9 +278,6 @@ def test_kill_9_of_the_parent_at_a_point_then_rerun(point: str, n: int, tmp_path
     _check_after_kill(tmp_path, root, files, out, proc.returncode)
 
 
-@pytest.mark.xfail(strict=True, reason="doit writes .bastion/doit.json in place: a kill -9 "
-                   "during that write leaves invalid JSON and the re-run fails with doit's "
-                   "DatabaseException (and a traceback) until the file is deleted")
 def test_kill_9_while_doit_writes_its_database_then_rerun(tmp_path: Path, kill_tree) -> None:
     root, files = kill_tree
     m = manifest(tmp_path / "m.yaml", {"r": root})
@@ -465,17 +462,11 @@ def test_output_disk_full_then_enlarged(tmp_path: Path, tmpfs: Path) -> None:
     r2 = sudo_mount("-o", "remount,size=64m", str(tmpfs))
     if r2.returncode != 0:
         pytest.skip(f"cannot enlarge the tmpfs: {r2.stderr.strip()}")
-    # doit's own database may be left truncated by the full disk (see the xfail below);
-    # removing it is the documented remedy ("a deleted .bastion/doit.json costs nothing")
-    (out / ".bastion" / "doit.json").unlink(missing_ok=True)
     r = bastion("sweep", str(m), "--out", str(out), "-q", "-j", "2")
     assert r.returncode == 0, r.stderr.decode()
     assert_complete(out, "r", files)
 
 
-@pytest.mark.xfail(strict=True, reason="doit writes .bastion/doit.json in place (not atomically):"
-                   " the full disk leaves it empty and every later run fails with doit's "
-                   "DatabaseException until it is deleted (tasks/pipeline.py / tasks/cli.py)")
 def test_output_disk_full_then_enlarged_rerun_needs_no_cleanup(tmp_path: Path,
                                                                tmpfs: Path) -> None:
     m, out, files, rc, _ = _fill_and_run(tmp_path, tmpfs)
@@ -488,9 +479,6 @@ def test_output_disk_full_then_enlarged_rerun_needs_no_cleanup(tmp_path: Path,
     assert_complete(out, "r", files)
 
 
-@pytest.mark.xfail(strict=True, reason="doit's own database (.bastion/doit.json) is written "
-                   "after the tasks; on ENOSPC doit prints 'I/O error' and a traceback after "
-                   "bastion's one-line message (tasks/pipeline.py / tasks/cli.py, not fixed here)")
 def test_output_disk_full_message_is_one_line(tmp_path: Path, tmpfs: Path) -> None:
     _, _, _, rc, err = _fill_and_run(tmp_path, tmpfs)
     assert rc == 1
