@@ -27,7 +27,6 @@ allowed (the worker turns it into ``error``/``memory``); anything else escaping 
 from __future__ import annotations
 
 import io
-import os
 import random
 import re
 import struct

@@ -26,6 +26,8 @@ import tasks.extract
 from tasks.cli import main
 from tasks.compare import compare_outputs
 
+from procutil import workers_of  # tests/ is on sys.path
+
 REPO = Path(__file__).resolve().parent.parent
 TESSERACT = shutil.which("tesseract")
 
@@ -426,30 +428,6 @@ def test_compare_ignores_reused_as_documented(tree: tuple[Path, Path]) -> None:
 # -- atomicity: kill -9 mid-run -----------------------------------------------------------------
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return False
-    return data[data.rindex(b")") + 2:].split()[0] not in (b"Z", b"X")
-
-
-def _workers_of(out: Path) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if b"readers.worker" in cmd and str(out).encode() in cmd and _alive(int(entry)):
-            found.append(int(entry))
-    return found
-
-
 def _committed(out: Path) -> int:
     """Verdicts committed to the store so far (0 while it does not exist yet)."""
     db = out / ".bastion" / "verdicts.sqlite"
@@ -489,7 +467,7 @@ def test_kill_9_mid_run_then_rerun_is_complete_and_consistent(tmp_path: Path) ->
                 break
             time.sleep(0.02)
         assert proc.poll() is None, "the run finished before it could be killed"
-        workers = _workers_of(out)
+        workers = workers_of(out)
         assert workers, "no worker processes seen"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -501,9 +479,9 @@ def test_kill_9_mid_run_then_rerun_is_complete_and_consistent(tmp_path: Path) ->
     assert not (out / "extract.jsonl").exists(), "killed too late: the run had finished"
     # the workers die with their parent (PR_SET_PDEATHSIG)
     end = time.monotonic() + 2.0
-    while _workers_of(out) and time.monotonic() < end:
+    while workers_of(out) and time.monotonic() < end:
         time.sleep(0.05)
-    assert _workers_of(out) == [], "workers survived their parent's kill -9"
+    assert workers_of(out) == [], "workers survived their parent's kill -9"
     partial = len(store_texts(out))
     committed = _committed(out)
     assert 0 < committed <= partial < 3000

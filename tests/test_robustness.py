@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -41,6 +40,8 @@ import pytest
 from readers.base import Limits, MiB
 from readers.runtime import Job, JobResult, WorkerPool
 from tasks.cli import main
+
+from procutil import alive, workers_of  # noqa: E402  (tests/ is on sys.path)
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "BASTION_NO_EXTERNAL": "1"}
@@ -73,30 +74,6 @@ def text_of(out: Path, sha: str) -> Path:
 def temps_under(out: Path) -> list[str]:
     return [os.path.join(d, n) for d, _, names in os.walk(out) for n in names
             if n.startswith(".tmp-")]
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return False
-    return data[data.rindex(b")") + 2:].split()[0] not in (b"Z", b"X")
-
-
-def workers_of(out: Path) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if b"readers.worker" in cmd and str(out).encode() in cmd and alive(int(entry)):
-            found.append(int(entry))
-    return found
 
 
 def wait_no_workers(out: Path, within: float = 10.0) -> list[int]:

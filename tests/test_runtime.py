@@ -26,6 +26,8 @@ from readers.dispatch import read_document
 from readers.errors import ToolFailed
 from readers.runtime import CHILD_ENV, Job, JobResult, LocalContext, WorkerPool, run_tool
 
+from procutil import alive, pids_with  # tests/ is on sys.path
+
 HOSTILE = ("tests.hostile_readers",)
 LIMITS = Limits(memory_bytes=256 * MiB, max_output_bytes=1 * MiB, deadline_s=2.0)
 DEADLINE = 1.5
@@ -44,13 +46,6 @@ def proc_state(pid: int) -> str | None:
     return data[data.rindex(b")") + 2 :].split()[0].decode()
 
 
-def alive(pid: int) -> bool:
-    """Running (a zombie is dead: orphans are reaped by pid 1, which this VM's init may not
-    do promptly; what matters is that nothing runs on)."""
-    state = proc_state(pid)
-    return state is not None and state not in ("Z", "X")
-
-
 def wait_dead(pid: int, within: float = 1.0) -> bool:
     end = time.monotonic() + within
     while time.monotonic() < end:
@@ -58,22 +53,6 @@ def wait_dead(pid: int, within: float = 1.0) -> bool:
             return True
         time.sleep(0.02)
     return not alive(pid)
-
-
-def pids_with(token: str) -> list[int]:
-    """Running processes whose command line holds ``token``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if token.encode() in cmd and alive(int(entry)):
-            found.append(int(entry))
-    return found
 
 
 class Harness:
