@@ -137,7 +137,7 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
-    from . import pipeline
+    from . import doitdb, pipeline
     from .extract import check_walk
     from .manifest import ManifestError
     from .signing import SignatureError
@@ -156,11 +156,12 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
     except (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError) as e:
         return _fail(str(e))
     tasks = ["extract"] if "extract" in stages else ["walk"]
-    argv = ["run", "--db-file", pipeline.doit_db(cfg), "--backend", "json", *tasks]
+    argv = ["run", "--db-file", pipeline.doit_db(cfg), "--backend", doitdb.NAME, *tasks]
     real_stderr = sys.stderr
     sys.stderr = _OneLineErrors(real_stderr)
     try:
-        rc = DoitMain(ModuleTaskLoader(pipeline.namespace(cfg))).run(argv)
+        backends = {"BACKEND": {doitdb.NAME: doitdb.LOCATION}}
+        rc = DoitMain(ModuleTaskLoader(pipeline.namespace(cfg)), extra_config=backends).run(argv)
     finally:
         sys.stderr = real_stderr
         OutputLock.release_all()

@@ -12,7 +12,6 @@ a document's failure is only ever a record.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, Iterator
@@ -20,6 +19,7 @@ from typing import Any, Iterator
 from doit.exceptions import TaskFailed
 from doit.reporter import ConsoleReporter
 
+from . import doitdb
 from .config import PrerequisiteError, RunConfig, load
 from .extract import FINISH_TASK, ExtractStage, check_walk
 from .fsio import STATE_DIR, LockedError, OutputError, OutputLock
@@ -27,6 +27,11 @@ from .manifest import ManifestError
 from .progress import Progress
 from .signing import SignatureError
 from .walk import run_walk
+
+# doit's database backend: its JSON backend made atomic (see tasks/doitdb.py); plain "json"
+# when bastion runs from a checkout that was never installed (no entry point to find it by).
+BACKEND = doitdb.NAME if doitdb.registered() else "json"
+
 
 class Reporter(ConsoleReporter):
     """doit's console reporter, minus a line per task (100k files make 100k lines): only
@@ -59,7 +64,7 @@ class Reporter(ConsoleReporter):
 DOIT_CONFIG = {
     "default_tasks": ["extract"],
     "reporter": Reporter,
-    "backend": "json",
+    "backend": BACKEND,
     "verbosity": 0,
     "minversion": "0.36.0",
 }
@@ -150,29 +155,17 @@ def finish_task(cfg: RunConfig) -> dict:
 
 
 def doit_db(cfg: RunConfig) -> str:
-    """Where doit keeps its database: under the output directory's state dir when known.
-
-    doit writes that file in place, not atomically, so a kill or a full disk during the write
-    leaves it truncated, and doit then refuses every later run.  It is only a cache (verdicts
-    live in the store), so a file that does not parse is dropped here before doit opens it.
-    """
+    """Where doit keeps its database: under the output directory's state dir when known."""
     try:
         _, out = load(cfg)
     except RUN_ERRORS:
         return ".doit.db"
-    path = out / STATE_DIR / "doit.json"  # the directory is made by the walk
+    state = out / STATE_DIR
     try:
-        with open(path, "rb") as f:
-            json.loads(f.read())
-    except FileNotFoundError:
-        pass
-    except (OSError, ValueError):
-        try:
-            path.unlink()
-            sys.stderr.write(f"bastion: note: dropped doit's unreadable cache {path}\n")
-        except OSError:
-            pass
-    return str(path)
+        state.mkdir(parents=True, exist_ok=True)  # doit opens its database before any task
+    except OSError:
+        pass  # the tasks report an unwritable output directory themselves
+    return str(state / "doit.json")
 
 
 def doit_config(cfg: RunConfig) -> dict:

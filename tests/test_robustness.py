@@ -189,14 +189,17 @@ elif point == "extract-mid":  # after n verdicts (some committed, some texts wit
         if seen[0] == n:
             die()
     extract.ExtractStage.on_result = on_result
-elif point == "doit.json":  # doit rewrites its database in place: killed mid-write
-    import doit.dependency as dep
-    def dump(self):
-        with open(self.name, "w") as f:
-            f.write("{")
-            f.flush()
+elif point == "doit-db":  # killed while doit's database is being written
+    import tasks.fsio as fsio
+    orig_atomic = fsio.atomic_write
+    def atomic_write(path, chunks, **kw):
+        if path.name == "doit.json":
+            tmp = path.with_name(f"{fsio.TMP_PREFIX}{path.name}.{os.getpid()}")
+            tmp.write_bytes(b"{")  # half of it written, then the kill
             die()
-    dep.JsonDB.dump = dump
+        return orig_atomic(path, chunks, **kw)
+    import tasks.doitdb as doitdb
+    doitdb.atomic_write = atomic_write
 else:  # "<file>": the temp file written and fsynced, killed before it replaces <file>
     orig_replace = os.replace
     def replace(src, dst, *a, **k):
@@ -259,7 +262,7 @@ def test_kill_9_while_doit_writes_its_database_then_rerun(tmp_path: Path, kill_t
     root, files = kill_tree
     m = manifest(tmp_path / "m.yaml", {"r": root})
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-c", KILLER, "doit.json", "0", "sweep", str(m),
+    proc = subprocess.run([sys.executable, "-c", KILLER, "doit-db", "0", "sweep", str(m),
                            "--out", str(out), "-q", "-j", "2"], cwd=str(REPO), env=ENV,
                           capture_output=True, timeout=RUN_TIMEOUT)
     _check_after_kill(tmp_path, root, files, out, proc.returncode)
