@@ -26,8 +26,10 @@ class AtomicJsonDB(JsonDB):
     desc = "doit's JSON database, written atomically (temp file, fsync, rename)"
 
     def dump(self) -> None:
-        atomic_write(Path(self.name), self.codec.encode(self._db).encode("utf-8",
-                                                                          "surrogateescape"))
+        # Per-file extract tasks are decided from bastion's store and never read back from
+        # here; keeping their entries would only make every later run parse them.
+        kept = {k: v for k, v in self._db.items() if not k.startswith("extract:")}
+        atomic_write(Path(self.name), self.codec.encode(kept).encode("utf-8", "surrogateescape"))
 
 
 def registered() -> bool:

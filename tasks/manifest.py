@@ -463,9 +463,20 @@ def glob_match(pattern: str, relpath: str) -> bool:
 def root_selects(root: Root, relpath: str) -> bool:
     """Whether the file at ``relpath`` (POSIX, relative to the root) is swept: it matches an
     include pattern (or there are none) and matches no exclude pattern."""
-    if root.include and not any(glob_match(p, relpath) for p in root.include):
+    include = _any_of(root.include)
+    if include is not None and include.fullmatch(relpath) is None:
         return False
-    return not any(glob_match(p, relpath) for p in root.exclude)
+    exclude = _any_of(root.exclude)
+    return exclude is None or exclude.fullmatch(relpath) is None
+
+
+@functools.lru_cache(maxsize=256)
+def _any_of(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One regex matching what any of ``patterns`` matches (the walk asks once per file)."""
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{_compile(p).regex.pattern})" for p in patterns),
+                      re.DOTALL)
 
 
 def dir_excluded(root: Root, reldir: str) -> bool:

@@ -14,6 +14,7 @@ import marshal
 import os
 import stat
 import time
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -24,7 +25,7 @@ from .fsio import STATE_DIR, atomic_write, remove_stale_temps, write_json
 from .manifest import Manifest, Root, dir_excluded, root_selects
 from .records import WalkRecord, to_line
 
-WALK_VERSION = 1  # bump when records or detection change: the stat cache is then ignored
+WALK_VERSION = 2  # bump when records or detection change: the stat cache is then ignored
 CACHE_NAME = f"{STATE_DIR}/walk-cache"
 READ_CHUNK = 1 << 20
 MAX_WARNINGS_KEPT = 100
@@ -69,7 +70,9 @@ def _load_cache(out: Path, settings: list) -> tuple[dict[str, tuple[Stat, bytes]
         with open(out / "walk.jsonl", "rb") as f:
             previous = f.read()
         lines = previous.splitlines(keepends=True)
-        keys, stats = data["keys"], data["stats"]
+        keys = data["keys"]
+        stats = array("q")
+        stats.frombytes(data["stats"])
         return {
             key: ((stats[4 * i], stats[4 * i + 1], stats[4 * i + 2]), lines[stats[4 * i + 3]])
             for i, key in enumerate(keys)
@@ -279,14 +282,14 @@ class Walker:
             return  # an unchanged tree: walk.jsonl and its cache are already right
         atomic_write(walk_path, data)
         keys: list[str] = []
-        stats: list[int] = []
+        stats = array("q")  # size, mtime_ns, inode, line number per key: one bytes blob
         for i, (root, path, _, triple) in enumerate(self.lines):
             if triple is not None:
                 keys.append(f"{root}\0{path}")
                 stats.extend((*triple, i))
         st = os.stat(walk_path)
         cache = {"settings": self.settings, "walk": [st.st_size, st.st_mtime_ns],
-                 "keys": keys, "stats": stats}
+                 "keys": keys, "stats": stats.tobytes()}
         (self.out / STATE_DIR).mkdir(exist_ok=True)
         atomic_write(self.out / CACHE_NAME, marshal.dumps(cache))
 
