@@ -481,6 +481,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     meta: dict[str, Any] | None = None
     failures: list[str] = []
     garbage = False
+    encrypted: EncryptedDocument | None = None
     for engine in _engine_chain(ctx):
         try:
             if engine == "pdftotext":
@@ -488,8 +489,14 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
             else:
                 events = iter_pdf(doc.data, engine, limits.max_pages)
             got = _collect(events, limits.max_chars)
-        except (EncryptedDocument, MemoryError):
+        except MemoryError:
             raise
+        except EncryptedDocument as e:
+            # Engines differ on encryption: PDFium refuses some AES-256 files with an empty
+            # user password that pdfminer and poppler open.  Let the next engine try.
+            encrypted = encrypted or e
+            failures.append(f"{engine}: {e.message}")
+            continue
         except ToolFailed as e:
             if e.kind == "timeout":
                 raise
@@ -526,6 +533,8 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         if "pdftotext" not in ctx.tools:
             raise Unsupported(NEEDS_PDFTOTEXT)
         raise ReaderError(f"{GARBAGE}: " + "; ".join(failures))
+    if encrypted is not None:  # no engine could open it without a password
+        raise encrypted
     raise CorruptDocument(_unreadable_message(failures))
 
 
@@ -559,7 +568,7 @@ def _no_text(
 
 READER = Reader(
     name="pdf",
-    version=1,
+    version=2,
     mimes=("application/pdf",),
     extensions=(".pdf",),
     tools=("pdftotext", "pdftoppm", "tesseract"),

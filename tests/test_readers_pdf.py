@@ -502,3 +502,28 @@ def test_printable_ratio():
     assert pdfreader.printable_ratio("") == 1.0
     assert pdfreader.printable_ratio("(cid:3)(cid:4)ab") == 0.5
     assert pdfreader.printable_ratio("\x01\x02\ue000x") == 0.25
+
+
+def test_an_engine_refusing_a_password_falls_through_to_the_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PDFium refuses some AES-256 files with an empty user password that pdfminer and poppler
+    open; its EncryptedDocument must not end the chain.  No such file can be written by
+    tests/pdfgen.py (RC4 only), so PDFium's verdict is simulated here: pdfium is made to raise
+    EncryptedDocument on a plain PDF, and the real pdfplumber engine then reads it."""
+    real = pdfreader.iter_pdf
+
+    def pdfium_refuses(data: bytes, engine: str, max_pages: int):
+        if engine == "pdfium":
+            raise EncryptedDocument("encrypted PDF (password required)")
+        return real(data, engine, max_pages)
+
+    monkeypatch.setattr(pdfreader, "iter_pdf", pdfium_refuses)
+    data = pdfgen.make_text_pdf(["fallthroughmarker"])
+    ctx = LocalContext(Limits(pdf_engines=("pdfium", "pdfplumber")), {}, tmpdir=tmp_path)
+    out = read_document(Document(data, "a.pdf", "application/pdf"), ctx)
+    assert out.status == "ok" and out.extractor == "pdfplumber"
+    assert "fallthroughmarker" in out.text
+    # every engine refusing it: the verdict stays "encrypted"
+    ctx = LocalContext(Limits(pdf_engines=("pdfium",)), {}, tmpdir=tmp_path)
+    out = read_document(Document(data, "a.pdf", "application/pdf"), ctx)
+    assert out.status == "error" and out.error_kind == "encrypted"
