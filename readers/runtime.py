@@ -513,6 +513,8 @@ class WorkerPool:
     # -- workers --------------------------------------------------------------------------------
 
     def _spawn(self) -> _Worker:
+        if not self.spawned:
+            _precompile_readers()
         self._seq += 1
         wdir = self.tmp_root / f"w{os.getpid()}-{self._seq}"
         wdir.mkdir(parents=True, exist_ok=False)
@@ -735,6 +737,18 @@ class WorkerPool:
             if kind == "crash" and stderr:
                 message = f"{message}: {stderr}"
             self.callback(JobResult(job=job, status="error", error=message, error_kind=kind))
+
+
+def _precompile_readers() -> None:
+    """Byte-compile the readers once, in the parent: a worker cannot write ``__pycache__``
+    (Landlock, and ``PYTHONDONTWRITEBYTECODE`` in its environment), so without this every
+    worker compiled the modules only it imports, at every start."""
+    import compileall
+
+    try:
+        compileall.compile_dir(str(Path(__file__).parent), quiet=2, maxlevels=0)
+    except OSError:
+        pass  # a read-only installation: workers compile in memory, as before
 
 
 def _first_line(err: bytes) -> str:
