@@ -10,6 +10,7 @@ kept, in which order) are in ``docs/readers/office.md``.  Extractors: ``docx``, 
 
 from __future__ import annotations
 
+import math
 import posixpath
 import re
 import zipfile
@@ -26,6 +27,7 @@ from .xmlsafe import (
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main "
 A = "http://schemas.openxmlformats.org/drawingml/2006/main "
 P = "http://schemas.openxmlformats.org/presentationml/2006/main "
+C = "http://schemas.openxmlformats.org/drawingml/2006/chart "
 S = "http://schemas.openxmlformats.org/spreadsheetml/2006/main "
 R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships "
 M = "http://schemas.openxmlformats.org/officeDocument/2006/math "
@@ -341,7 +343,11 @@ def _read_pptx(pkg: _Package, main: str, flow: Flow) -> dict:
         flow.heading(f"# slide {n}")
         walker.drop_shape = False
         walker.parse(pkg, slide)
-        for _, typ, target in _read_rels(pkg, slide):
+        rels = _read_rels(pkg, slide)
+        for _, typ, target in rels:
+            if typ.endswith("/chart") and target in pkg:
+                _read_chart(pkg, target, flow)
+        for _, typ, target in rels:
             if typ.endswith("/notesSlide") and target in pkg:
                 flow.pending_heading = "## notes"
                 walker.drop_shape = False
@@ -349,6 +355,53 @@ def _read_pptx(pkg: _Package, main: str, flow: Flow) -> dict:
                 flow.pending_heading = None
                 break
     return {"slides": len(slides)}
+
+
+def _read_chart(pkg: _Package, part: str, flow: Flow) -> None:
+    """The words a chart shows: its titles (``a:t`` runs, one line per ``a:p``), series
+    names and category labels (``c:v`` under ``c:tx`` / ``c:cat``), in document order, one
+    line each.  Plotted values are left out: they are numbers drawn, not text shown."""
+    depth = {"tx": 0, "cat": 0, "v": 0, "t": 0}
+    words: list[str] = []
+
+    def start(tag: str, _a: dict[str, str]) -> None:
+        if tag == C + "tx":
+            depth["tx"] += 1
+        elif tag == C + "cat":
+            depth["cat"] += 1
+        elif tag == C + "v" and (depth["tx"] or depth["cat"]):
+            depth["v"] += 1
+            words.append("")
+        elif tag == A + "t":
+            depth["t"] += 1
+            if not words:
+                words.append("")
+        elif tag == A + "p":
+            words.append("")
+
+    def end(tag: str) -> None:
+        if tag == C + "tx":
+            depth["tx"] -= 1
+        elif tag == C + "cat":
+            depth["cat"] -= 1
+        elif tag == C + "v" and depth["v"]:
+            depth["v"] -= 1
+        elif tag == A + "t":
+            depth["t"] -= 1
+
+    def text(data: str) -> None:
+        if depth["v"] or depth["t"]:
+            words[-1] += data
+
+    parse_xml(pkg.chunks(part), part, start, end, text)
+    seen: set[str] = set()
+    for w in words:
+        w = w.strip()
+        if w and w not in seen:  # a label repeats in every series' cache: show it once
+            seen.add(w)
+            flow.open_para()
+            flow.add(w)
+            flow.close_para()
 
 
 # -- XLSX -------------------------------------------------------------------------------------
@@ -406,6 +459,18 @@ def _read_styles(pkg: _Package) -> dict[int, str]:
         elif fid in _BUILTIN_TIME_FORMATS:
             kinds[i] = "time"
     return kinds
+
+
+def _number(raw: str) -> str:
+    """A decimal as a person sees it: Excel stores doubles written with 17 significant digits
+    (``1.0299999999999999``) and shows at most 15 (``1.03``)."""
+    if len(raw) < 16 or "." not in raw or "e" in raw.lower():
+        return raw
+    try:
+        value = float(raw)
+    except ValueError:
+        return raw
+    return format(value, ".15g") if math.isfinite(value) else raw
 
 
 def _serial_date(value: str, kind: str, base: datetime) -> str:
@@ -541,7 +606,7 @@ class _Sheet:
         elif t == "n":
             style = a.get("s")
             kind = self.styles.get(int(style)) if style and style.isdigit() else None
-            v = _serial_date(raw, kind, self.base) if kind else raw
+            v = _serial_date(raw, kind, self.base) if kind else _number(raw)
         elif t == "b":
             v = "TRUE" if raw.strip() in ("1", "true") else "FALSE"
         else:  # inlineStr, str (formula text), e (error), d (ISO date)
@@ -645,7 +710,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="ooxml",
-    version=1,
+    version=2,
     mimes=DOCX_MIMES + XLSX_MIMES + PPTX_MIMES + (ENCRYPTED_MIME,),
     extensions=tuple(_EXT_KIND),
     settings=("max_member_bytes", "max_xml_bytes"),

@@ -626,3 +626,35 @@ def test_ooxml_content_wins_over_a_wrong_mime():
                      "<row><c t=\"inlineStr\"><is><t>cellword</t></is></c></row>")])
     out = read(data, "mislabelled.docx", DOCX)
     assert (out.extractor, lines(out)) == ("xlsx", ["# Only", "cellword"])
+
+
+def test_pptx_chart_titles_series_and_categories_are_read() -> None:
+    """A chart's words (title, series names, category labels) follow its slide; plotted values
+    do not."""
+    chart = (f'{og.DECL}<c:chartSpace xmlns:c="http://schemas.openxmlformats.org/drawingml/2006/'
+             f'chart" xmlns:a="{og.NS_A}"><c:chart><c:title><c:tx><c:rich><a:p><a:r>'
+             "<a:t>charttitlemarker</a:t></a:r></a:p></c:rich></c:tx></c:title><c:plotArea>"
+             "<c:barChart><c:ser><c:tx><c:strRef><c:strCache><c:pt idx=\"0\"><c:v>seriesmarker"
+             "</c:v></c:pt></c:strCache></c:strRef></c:tx><c:cat><c:strRef><c:strCache>"
+             "<c:pt idx=\"0\"><c:v>categorymarker</c:v></c:pt></c:strCache></c:strRef></c:cat>"
+             "<c:val><c:numRef><c:numCache><c:pt idx=\"0\"><c:v>987654</c:v></c:pt>"
+             "</c:numCache></c:numRef></c:val></c:ser></c:barChart></c:plotArea></c:chart>"
+             "</c:chartSpace>")
+    members = og.zip_members(og.pptx([(og.a_sp("slidemarker"), None)]))
+    members["ppt/charts/chart1.xml"] = chart
+    members["ppt/slides/_rels/slide1.xml.rels"] = og.rels(
+        ("rIdC", "chart", "../charts/chart1.xml"))
+    out = read(og.zip_bytes(members), "c.pptx", PPTX)
+    assert out.status == "ok"
+    lines = out.text.splitlines()
+    for word in ("slidemarker", "charttitlemarker", "seriesmarker", "categorymarker"):
+        assert word in lines
+    assert "987654" not in out.text
+
+
+def test_xlsx_numbers_as_shown_not_as_stored() -> None:
+    sheet = ('<row r="1"><c r="A1"><v>1.0299999999999999</v></c><c r="B1"><v>42</v></c>'
+             '<c r="C1"><v>3.0000000000000004</v></c></row>')
+    out = read(og.xlsx([("Numbers", "sheet1.xml", sheet)]), "n.xlsx", XLSX)
+    assert out.status == "ok"
+    assert "1.03\t42\t3\n" in out.text
