@@ -45,6 +45,7 @@ CHILD_ENV: dict[str, str] = {
 
 
 IN_WORKER = False  # set by enter_sandbox: tools then die with their worker
+SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin")
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -161,6 +162,15 @@ def run_tool(
         tmp.seek(0)
         stdin = tmp
     name = os.path.basename(argv[0])
+    preexec = None
+    if IN_WORKER:
+        # Inside a worker the tool must die with it.  setpriv (util-linux) sets the parent-death
+        # signal and execs the tool, so Python can start it with vfork; a preexec_fn would
+        # force a fork() of the whole worker for every tool run.
+        if SETPRIV:
+            argv = [SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+        else:
+            preexec = set_parent_death_signal
     try:
         try:
             proc = subprocess.Popen(
@@ -173,8 +183,7 @@ def run_tool(
                 close_fds=True,
                 start_new_session=not IN_WORKER,
                 process_group=0 if IN_WORKER else None,
-                # Inside a worker: the tool dies with the worker when the parent kills it.
-                preexec_fn=set_parent_death_signal if IN_WORKER else None,
+                preexec_fn=preexec,
             )
         except OSError as e:
             raise ToolFailed(f"{name} could not start: {e.strerror or e}") from None
