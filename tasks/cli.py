@@ -16,6 +16,9 @@ from .config import DEFAULT_MANIFEST, PrerequisiteError, RunConfig, forget_manif
 from .fsio import LockedError, OutputError, OutputLock
 
 EXIT_OK, EXIT_INVALID, EXIT_ERRORS = 0, 1, 2
+# Files handed to doit per run: doit holds ~5 KB per task, so a first run of a million files
+# goes through in slices of this many and the parent's memory stays bounded.
+EXTRACT_SLICE = 20_000
 
 
 class CliError(Exception):
@@ -108,6 +111,7 @@ def _config(args: argparse.Namespace, walk_mode: str) -> RunConfig:
         quiet=bool(args.quiet),
         no_hash=bool(getattr(args, "no_hash", False)),
         walk=walk_mode,
+        slice=EXTRACT_SLICE,
     )
 
 
@@ -161,7 +165,12 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
     sys.stderr = _OneLineErrors(real_stderr)
     try:
         backends = {"BACKEND": {doitdb.NAME: doitdb.LOCATION}}
-        rc = DoitMain(ModuleTaskLoader(pipeline.namespace(cfg)), extra_config=backends).run(argv)
+        while True:  # one doit run per slice of files to extract (RunConfig.slice)
+            rc = DoitMain(ModuleTaskLoader(pipeline.namespace(cfg)),
+                          extra_config=backends).run(argv)
+            stage = pipeline.existing_stage(cfg)
+            if rc != 0 or stage is None or not stage.more:
+                break
     finally:
         sys.stderr = real_stderr
         OutputLock.release_all()

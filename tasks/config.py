@@ -37,6 +37,7 @@ class RunConfig:
     no_hash: bool = False
     walk: str = "run"  # "run": walk the tree; "reuse": extract from the existing walk only
     all_tasks: bool = False  # generate a subtask even for up-to-date files (see names_tasks)
+    slice: int = 0  # files to extract per doit run (0: all in one); bounds the parent's memory
 
     @classmethod
     def from_vars(cls, get) -> "RunConfig":

@@ -125,6 +125,8 @@ class ExtractStage:
         self.pool: WorkerPool | None = None
         self.progress: Progress | None = None
         self.finished = False
+        self.stale: list[Item] | None = None  # the items to extract, once planned
+        self.cursor = 0  # how many of them were handed to doit (RunConfig.slice)
         self.summary: dict | None = None
         self.pending: list[Verdict] = []  # verdicts whose texts are not yet known durable
         self.last_commit = time.monotonic()
@@ -180,7 +182,9 @@ class ExtractStage:
         does nothing, so its subtask is generated only when the run may need it: when the
         command names an ``extract:…`` task or lists tasks (``RunConfig.all_tasks``).
         """
-        items = self.plan()
+        if self.stale is None:
+            self.plan()
+            self.stale = [i for i in self.items if not i.fresh]
         yield {
             "basename": "extract",
             "name": None,
@@ -190,9 +194,13 @@ class ExtractStage:
         every = self.cfg.all_tasks
         # A run of single named tasks has no group to finish it: their teardown does.
         teardown = [(_finish_teardown, (self,))] if every else []
-        for item in items:
-            if item.fresh and not every:
-                continue  # up to date: no doit Task object (see docs/architecture.md)
+        if every:
+            batch = self.items
+        else:  # up to date: no doit Task object (see docs/architecture.md)
+            end = len(self.stale) if not self.cfg.slice else self.cursor + self.cfg.slice
+            batch = self.stale[self.cursor:end]
+            self.cursor += len(batch)
+        for item in batch:
             yield {
                 "basename": "extract",
                 "name": task_name(item.root, item.path),
@@ -294,9 +302,22 @@ class ExtractStage:
 
     # -- finishing ------------------------------------------------------------------------------
 
+    @property
+    def more(self) -> bool:
+        """Whether files to extract remain for another doit run (``RunConfig.slice``)."""
+        return self.stale is not None and self.cursor < len(self.stale) and not self.refused
+
     def finish(self) -> TaskFailed | None:
         """Drain the pool, write extract.jsonl and extract.summary.json (once per run)."""
         if self.finished:
+            return None
+        if self.more:  # a slice done, more to come: keep the workers, commit what is done
+            try:
+                if self.pool is not None:
+                    self.pool.drain()
+                self.commit()
+            except OutputError as e:
+                return TaskFailed(str(e))
             return None
         self.finished = True
         if self.refused:

@@ -72,6 +72,7 @@ DOIT_CONFIG = {
 RUN_ERRORS = (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError)
 
 _stages: dict[RunConfig, ExtractStage] = {}
+_walked: set[RunConfig] = set()  # walked in this process: later slices of the run reuse it
 LAST_WALK: dict[str, Any] = {}
 
 
@@ -85,9 +86,14 @@ def stage_for(cfg: RunConfig) -> ExtractStage:
     return stage
 
 
+def existing_stage(cfg: RunConfig) -> ExtractStage | None:
+    return _stages.get(cfg)
+
+
 def reset() -> None:
     """Forget the stages of earlier in-process runs (the CLI and tests run doit repeatedly)."""
     _stages.clear()
+    _walked.clear()
     LAST_WALK.clear()
     OutputLock.release_all()
 
@@ -95,7 +101,7 @@ def reset() -> None:
 def _walk_action(cfg: RunConfig) -> TaskFailed | None:
     try:
         manifest, out = load(cfg)
-        if cfg.walk == "reuse" or "walk" not in manifest.stages:
+        if cfg.walk == "reuse" or "walk" not in manifest.stages or cfg in _walked:
             check_walk(manifest, out)  # extract from the walk already there
             return None
         OutputLock.acquire(out)
@@ -104,6 +110,7 @@ def _walk_action(cfg: RunConfig) -> TaskFailed | None:
         LAST_WALK.update(run_walk(manifest, out, no_hash=cfg.no_hash,
                                   progress=progress.update))
         progress.close()
+        _walked.add(cfg)
     except RUN_ERRORS as e:
         return TaskFailed(str(e))
     return None

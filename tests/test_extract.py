@@ -9,6 +9,7 @@ summary, and the stage's refusals.
 from __future__ import annotations
 
 import hashlib
+import dataclasses
 import json
 import os
 import shutil
@@ -549,3 +550,22 @@ def test_refuses_when_extract_is_not_a_stage(tmp_path: Path,
     assert run("extract", m, out) == 1
     assert "'extract' is not in the stages" in capsys.readouterr().err
     assert not (out / "extract.jsonl").exists()
+
+
+def test_extracting_in_slices_gives_the_same_outputs(tree: tuple[Path, Path],
+                                                     tmp_path: Path) -> None:
+    """The CLI hands doit the files to extract in slices (RunConfig.slice) to bound the
+    parent's memory; slices of 2 must give what one run gives, and finish once."""
+    from tasks.cli import run_stages
+    from tasks.config import RunConfig
+
+    m, out = tree
+    assert run("sweep", m, out) == 0
+    base = RunConfig(manifest=m, out=tmp_path / "sliced", jobs=2, quiet=True)
+    cfg = dataclasses.replace(base, slice=2)
+    assert run_stages(cfg, ["walk", "extract"]) == 0
+    assert compare_outputs(out, tmp_path / "sliced", strict=True) == []
+    s = json.loads((tmp_path / "sliced" / "extract.summary.json").read_text())
+    assert s["extracted"] == 6 and s["records"] == 7  # 7 files, two with the same bytes
+    walks = json.loads((tmp_path / "sliced" / "walk.summary.json").read_text())
+    assert walks["hashed"] == 7  # walked once, not once per slice
