@@ -413,8 +413,15 @@ _BASE_1900 = datetime(1899, 12, 30)
 _BASE_1904 = datetime(1904, 1, 1)
 
 
+# Built-in number formats that change how a number reads: id -> format code.
+_BUILTIN_NUMBER_FORMATS = {2: "0.00", 3: "#,##0", 4: "#,##0.00", 9: "0%", 10: "0.00%",
+                           37: "#,##0", 38: "#,##0", 39: "#,##0.00", 40: "#,##0.00"}
+_DECIMALS = re.compile(r"0\.(0+)")
+
+
 def _format_kind(code: str) -> str | None:
-    """``"date"``, ``"time"`` or None for a custom number format code."""
+    """``"date"``, ``"time"``, a number format ``"num:<decimals>:<,>:<%>"`` (fixed decimals,
+    thousands separators, percent) or None for a format code."""
     bare = _FORMAT_NOISE.sub("", code.split(";", 1)[0]).lower()
     if "y" in bare or "d" in bare:
         return "date"
@@ -422,7 +429,26 @@ def _format_kind(code: str) -> str | None:
         return "time"
     if "m" in bare and "0" not in bare and "#" not in bare:
         return "date"
+    if "0" in bare and "e+" not in bare:
+        m = _DECIMALS.search(bare)
+        decimals = len(m.group(1)) if m else 0
+        return f"num:{decimals}:{',' if ',' in bare else ''}:{'%' if '%' in bare else ''}"
     return None
+
+
+def _format_number(raw: str, kind: str) -> str:
+    """A number shown with a fixed-decimals / thousands / percent format, as Excel shows it."""
+    try:
+        value = float(raw)
+    except ValueError:
+        return raw
+    if not math.isfinite(value):
+        return raw
+    _, decimals, comma, percent = kind.split(":")
+    if percent:
+        value *= 100
+    text = f"{value:{comma}.{int(decimals)}f}"
+    return text + "%" if percent else text
 
 
 def _read_styles(pkg: _Package) -> dict[int, str]:
@@ -458,6 +484,8 @@ def _read_styles(pkg: _Package) -> dict[int, str]:
             kinds[i] = "date"
         elif fid in _BUILTIN_TIME_FORMATS:
             kinds[i] = "time"
+        elif fid in _BUILTIN_NUMBER_FORMATS:
+            kinds[i] = _format_kind(_BUILTIN_NUMBER_FORMATS[fid]) or ""
     return kinds
 
 
@@ -485,7 +513,7 @@ def _serial_date(value: str, kind: str, base: datetime) -> str:
     if kind == "time" and serial < 1:
         return (datetime(2000, 1, 1) + timedelta(seconds=seconds)).time().isoformat()
     dt = base + timedelta(seconds=seconds)
-    return dt.date().isoformat() if seconds % 86400 == 0 else dt.isoformat()
+    return dt.date().isoformat() if seconds % 86400 == 0 else dt.isoformat(sep=" ")
 
 
 def _read_shared_strings(pkg: _Package) -> list[str]:
@@ -606,7 +634,12 @@ class _Sheet:
         elif t == "n":
             style = a.get("s")
             kind = self.styles.get(int(style)) if style and style.isdigit() else None
-            v = _serial_date(raw, kind, self.base) if kind else _number(raw)
+            if not kind:
+                v = _number(raw)
+            elif kind.startswith("num:"):
+                v = _format_number(raw, kind)
+            else:
+                v = _serial_date(raw, kind, self.base)
         elif t == "b":
             v = "TRUE" if raw.strip() in ("1", "true") else "FALSE"
         else:  # inlineStr, str (formula text), e (error), d (ISO date)
@@ -710,7 +743,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="ooxml",
-    version=2,
+    version=3,
     mimes=DOCX_MIMES + XLSX_MIMES + PPTX_MIMES + (ENCRYPTED_MIME,),
     extensions=tuple(_EXT_KIND),
     settings=("max_member_bytes", "max_xml_bytes"),

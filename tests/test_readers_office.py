@@ -180,7 +180,7 @@ def test_xlsx_values_dates_gaps_and_sheet_order():
         "# Alpha",
         "sharedword\t\tinlineword\trichword",
         "3.14\tTRUE\tFALSE\t#DIV/0!\tformulaword",
-        "2024-01-15\t2024-01-15T12:00:00\t12.5\t18:00:00\t45306",
+        "2024-01-15\t2024-01-15 12:00:00\t12.50\t18:00:00\t45306",
     ]
 
 
@@ -658,3 +658,16 @@ def test_xlsx_numbers_as_shown_not_as_stored() -> None:
     out = read(og.xlsx([("Numbers", "sheet1.xml", sheet)]), "n.xlsx", XLSX)
     assert out.status == "ok"
     assert "1.03\t42\t3\n" in out.text
+
+
+def test_xlsx_number_formats_as_shown() -> None:
+    """Fixed decimals, thousands separators and percent, built-in and custom, as the
+    application shows them (what a person reads), not the stored double."""
+    styles = (f'{og.DECL}<styleSheet xmlns="{og.NS_S}"><numFmts count="1">'
+              '<numFmt numFmtId="170" formatCode="0.0%"/></numFmts>'
+              '<cellXfs count="5"><xf numFmtId="0"/><xf numFmtId="2"/><xf numFmtId="4"/>'
+              '<xf numFmtId="9"/><xf numFmtId="170"/></cellXfs></styleSheet>')
+    sheet = ('<row r="1"><c r="A1" s="1"><v>3</v></c><c r="B1" s="2"><v>1234567.891</v></c>'
+             '<c r="C1" s="3"><v>0.5</v></c><c r="D1" s="4"><v>0.1234</v></c></row>')
+    out = read(og.xlsx([("F", "sheet1.xml", sheet)], styles=styles), "f.xlsx", XLSX)
+    assert "3.00\t1,234,567.89\t50%\t12.3%" in out.text
