@@ -406,7 +406,8 @@ def _read_chart(pkg: _Package, part: str, flow: Flow) -> None:
 
 # -- XLSX -------------------------------------------------------------------------------------
 
-_BUILTIN_DATE_FORMATS = frozenset(range(14, 18)) | {22}
+_BUILTIN_DATE_FORMATS = frozenset(range(14, 18))
+_BUILTIN_DATETIME_FORMATS = frozenset({22})
 _BUILTIN_TIME_FORMATS = frozenset(range(18, 22)) | {45, 46, 47}
 _FORMAT_NOISE = re.compile(r'"[^"]*"|\\.|\[(?![hms]+\])[^\]]*\]|_.|\*.')  # keeps [h]
 _BASE_1900 = datetime(1899, 12, 30)
@@ -424,7 +425,7 @@ def _format_kind(code: str) -> str | None:
     thousands separators, percent) or None for a format code."""
     bare = _FORMAT_NOISE.sub("", code.split(";", 1)[0]).lower()
     if "y" in bare or "d" in bare:
-        return "date"
+        return "datetime" if "h" in bare or "s" in bare else "date"
     if "h" in bare or "s" in bare:
         return "time"
     if "m" in bare and "0" not in bare and "#" not in bare:
@@ -482,6 +483,8 @@ def _read_styles(pkg: _Package) -> dict[int, str]:
             kinds[i] = custom[fid]
         elif fid in _BUILTIN_DATE_FORMATS:
             kinds[i] = "date"
+        elif fid in _BUILTIN_DATETIME_FORMATS:
+            kinds[i] = "datetime"
         elif fid in _BUILTIN_TIME_FORMATS:
             kinds[i] = "time"
         elif fid in _BUILTIN_NUMBER_FORMATS:
@@ -490,9 +493,10 @@ def _read_styles(pkg: _Package) -> dict[int, str]:
 
 
 def _number(raw: str) -> str:
-    """A decimal as a person sees it: Excel stores doubles written with 17 significant digits
-    (``1.0299999999999999``) and shows at most 15 (``1.03``)."""
-    if len(raw) < 16 or "." not in raw or "e" in raw.lower():
+    """A decimal as Excel's General format shows it: doubles are stored with up to 17
+    significant digits (``1.0299999999999999``) and shown with at most 15 (``1.03``), and a
+    whole number without its ``.0`` (``31001.0`` → ``31001``)."""
+    if "." not in raw or "e" in raw.lower():
         return raw
     try:
         value = float(raw)
@@ -513,7 +517,8 @@ def _serial_date(value: str, kind: str, base: datetime) -> str:
     if kind == "time" and serial < 1:
         return (datetime(2000, 1, 1) + timedelta(seconds=seconds)).time().isoformat()
     dt = base + timedelta(seconds=seconds)
-    return dt.date().isoformat() if seconds % 86400 == 0 else dt.isoformat(sep=" ")
+    # as the format shows it: a date format shows the day only, a date-time format the time too
+    return dt.isoformat(sep=" ") if kind == "datetime" else dt.date().isoformat()
 
 
 def _read_shared_strings(pkg: _Package) -> list[str]:
