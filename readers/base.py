@@ -93,6 +93,33 @@ class TextSink:
         return "".join(self._parts)
 
 
+class SinkBuffer:
+    """Text gathered in memory and handed to a :class:`TextSink` in chunks, so a large table or
+    page is a few big sink writes rather than one per row or word.  ``flush`` before raising a
+    cap, so the text so far reaches the sink."""
+
+    __slots__ = ("sink", "buf", "size", "chunk")
+
+    def __init__(self, sink: TextSink, chunk: int = 1 << 16) -> None:
+        self.sink = sink
+        self.buf: list[str] = []
+        self.size = 0
+        self.chunk = chunk
+
+    def put(self, s: str) -> None:
+        self.buf.append(s)
+        self.size += len(s)
+        if self.size >= self.chunk:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buf:
+            text = "".join(self.buf)
+            self.buf.clear()
+            self.size = 0
+            self.sink.write(text)
+
+
 @dataclass(frozen=True)
 class Document:
     """One file handed to a reader: its bytes (already checked against the walk's sha256)."""

@@ -28,7 +28,7 @@ import csv
 import re
 from typing import Iterator
 
-from .base import Context, Document, Reader, ReadResult, TextSink
+from .base import Context, Document, Reader, ReadResult, SinkBuffer, TextSink
 from .errors import CapReached, CorruptDocument
 
 _SAMPLE = 64 * 1024  # bytes used to choose the encoding
@@ -36,7 +36,6 @@ _SAMPLE = 64 * 1024  # bytes used to choose the encoding
 # so the dialect is sniffed on a shorter sample: at most 0.3 s in that worst case.
 _SNIFF = 8 * 1024
 _CHUNK = 1 << 20  # bytes decoded at a time
-_FLUSH = 1 << 16  # characters buffered before one sink write
 _ROW_SLACK = 64 * 1024  # source characters a row may exceed the remaining budget by
 _DELIMITERS = ",;|\t"
 _TSV_MIMES = ("text/tab-separated-values",)
@@ -164,28 +163,18 @@ class _Writer:
     """Rows to the sink, buffered so a large table is a few big writes, not one per row."""
 
     def __init__(self, sink: TextSink) -> None:
-        self.sink = sink
-        self.buf: list[str] = []
-        self.size = 0
+        self.out = SinkBuffer(sink)
         self.rows = 0
 
     def row(self, fields: list[str]) -> None:
         line = "\t".join(fields)
         if line.count("\t") != max(len(fields) - 1, 0) or "\n" in line or "\r" in line:
             line = "\t".join(f.translate(_FIELD_SPACE) for f in fields)
-        line += "\n"
-        self.buf.append(line)
-        self.size += len(line)
         self.rows += 1
-        if self.size >= _FLUSH:
-            self.flush()
+        self.out.put(line + "\n")
 
     def flush(self) -> None:
-        if self.buf:
-            text = "".join(self.buf)
-            self.buf.clear()
-            self.size = 0
-            self.sink.write(text)
+        self.out.flush()
 
 
 def _convert(doc: Document, codec: str, skip: int, dialect, sink: TextSink,

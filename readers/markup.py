@@ -27,12 +27,11 @@ import codecs
 import re
 from html.parser import HTMLParser
 
-from .base import Context, Document, Limits, Reader, ReadResult, TextSink
+from .base import Context, Document, Limits, Reader, ReadResult, SinkBuffer, TextSink
 from .errors import CapReached
 
 _PRESCAN = 4096  # bytes searched for a declared charset
 _CHUNK = 1 << 16  # characters fed to the parser at a time (grows with a long pending tag)
-_FLUSH = 1 << 16  # characters buffered before one sink write
 _MAX_TABLE_DEPTH = 256  # nested tables tracked separately; deeper ones share a row counter
 
 _BOMS: tuple[tuple[bytes, str], ...] = (
@@ -117,28 +116,15 @@ def _is_utf8(data: bytes) -> bool:
 class _Lines:
     """Whitespace-collapsing line writer in front of a sink (buffered, flushed in chunks)."""
 
-    __slots__ = ("sink", "buf", "size", "state", "space", "newlines")
+    __slots__ = ("_put", "flush", "state", "space", "newlines")
 
     def __init__(self, sink: TextSink) -> None:
-        self.sink = sink
-        self.buf: list[str] = []
-        self.size = 0
+        buffer = SinkBuffer(sink)
+        self._put = buffer.put
+        self.flush = buffer.flush
         self.state = _LINE_START
         self.space = False  # a collapsed space waits for the next word on this line
         self.newlines = 1  # consecutive line breaks just written (the start counts as one)
-
-    def _put(self, s: str) -> None:
-        self.buf.append(s)
-        self.size += len(s)
-        if self.size >= _FLUSH:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.buf:
-            text = "".join(self.buf)
-            self.buf.clear()
-            self.size = 0
-            self.sink.write(text)
 
     def text(self, s: str) -> None:
         """Flowing text: whitespace runs collapse to one space, none at a line start."""
