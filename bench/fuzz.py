@@ -40,6 +40,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tests.procutil import alive  # noqa: E402
+
 CRASH_DIR = REPO / "bench" / ".corpus" / "fuzz-crashes"
 HANG_S = 60.0
 
@@ -184,15 +186,6 @@ def in_process(seconds: float, seed: int, jobs: int) -> tuple[collections.Counte
 # -- phase 2: through a real WorkerPool ----------------------------------------------------------
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return False
-    return data[data.rindex(b")") + 2:].split()[0] not in (b"Z", b"X")
-
-
 def through_pool(seconds: float, seed: int) -> tuple[collections.Counter, list[dict]]:
     from readers.base import Limits, MiB
     from readers.detect import detect_bytes
@@ -234,7 +227,7 @@ def through_pool(seconds: float, seed: int) -> tuple[collections.Counter, list[d
         finally:
             pool.close()
         time.sleep(0.2)
-        leaked = [p for p in pids if _alive(p)]
+        leaked = [p for p in pids if alive(p)]
         if leaked:
             failures.append({"reader": "pool", "failure": f"workers alive after close: {leaked}",
                              "path": ""})

@@ -35,6 +35,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from tests.procutil import alive  # noqa: E402
 CORPUS = REPO / "bench" / ".corpus"
 
 PARENT = r"""
@@ -66,15 +68,6 @@ def build_tree(n: int) -> Path:
 
 def pids() -> set[int]:
     return {int(p) for p in os.listdir("/proc") if p.isdigit()}
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return False
-    return data[data.rindex(b")") + 2:].split()[0] not in (b"Z", b"X")
 
 
 def cmdline(pid: int, limit: int = 120) -> str:
