@@ -28,10 +28,6 @@ from .progress import Progress
 from .signing import SignatureError
 from .walk import run_walk
 
-# doit's database backend: its JSON backend made atomic (see tasks/doitdb.py); plain "json"
-# when bastion runs from a checkout that was never installed (no entry point to find it by).
-BACKEND = doitdb.NAME if doitdb.registered() else "json"
-
 
 class Reporter(ConsoleReporter):
     """doit's console reporter, minus a line per task (100k files make 100k lines): only
@@ -64,7 +60,6 @@ class Reporter(ConsoleReporter):
 DOIT_CONFIG = {
     "default_tasks": ["extract"],
     "reporter": Reporter,
-    "backend": BACKEND,
     "verbosity": 0,
     "minversion": "0.36.0",
 }
@@ -175,8 +170,14 @@ def doit_db(cfg: RunConfig) -> str:
     return str(state / "doit.json")
 
 
-def doit_config(cfg: RunConfig) -> dict:
-    return dict(DOIT_CONFIG, dep_file=doit_db(cfg))
+def doit_config(cfg: RunConfig, backend: str | None = None) -> dict:
+    """DOIT_CONFIG for these settings.  The backend is bastion's atomic JSON one
+    (tasks/doitdb.py); for the ``doit`` command it is found by its entry point, so a checkout
+    that was never installed falls back to doit's plain ``json`` (the CLI registers it itself
+    and passes ``backend``, sparing every run the entry-point scan)."""
+    if backend is None:
+        backend = doitdb.NAME if doitdb.registered() else "json"
+    return dict(DOIT_CONFIG, dep_file=doit_db(cfg), backend=backend)
 
 
 def namespace(cfg: RunConfig) -> dict[str, Any]:
@@ -197,7 +198,7 @@ def namespace(cfg: RunConfig) -> dict[str, Any]:
         return finish_task(cfg)
 
     return {
-        "DOIT_CONFIG": doit_config(cfg),
+        "DOIT_CONFIG": doit_config(cfg, doitdb.NAME),
         "task_walk": task_walk,
         "task_extract": task_extract,
         "task__extract_finish": task__extract_finish,
