@@ -8,9 +8,9 @@ Paths are POSIX and relative to their root.  A name that is not valid UTF-8 is d
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, TypeVar
+from typing import Any
 
 from .fsio import atomic_write, dumps
 
@@ -52,9 +52,6 @@ class ExtractRecord:
     title: str | None = None
 
 
-R = TypeVar("R", WalkRecord, ExtractRecord)
-
-
 def to_line(record: WalkRecord | ExtractRecord) -> bytes:
     # vars() rather than asdict(): fields are flat, and asdict's deep copy costs 5x the dump
     return (dumps(vars(record)) + "\n").encode("ascii")
@@ -63,12 +60,6 @@ def to_line(record: WalkRecord | ExtractRecord) -> bytes:
 def write_jsonl(path: Path, records: list[Any]) -> None:
     """Write records (already sorted by the caller) atomically."""
     atomic_write(path, (to_line(r) if not isinstance(r, bytes) else r for r in records))
-
-
-def read_jsonl(path: Path, cls: type[R]) -> Iterator[R]:
-    names = {f.name for f in fields(cls)}
-    for d in load_jsonl(path):
-        yield cls(**{k: v for k, v in d.items() if k in names})
 
 
 def load_jsonl(path: Path) -> list[dict[str, Any]]:

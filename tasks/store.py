@@ -19,7 +19,7 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .fsio import STATE_DIR, OutputError, atomic_write, fsync_dir
 
@@ -142,9 +142,6 @@ class Store:
 
     # -- texts ----------------------------------------------------------------------------------
 
-    def has_text(self, sha256: str) -> bool:
-        return os.path.exists(self.text_path(sha256))
-
     def text_names(self) -> set[str]:
         """The file names in the store (one ``scandir`` per bucket, not a stat per text)."""
         names: set[str] = set()
@@ -184,13 +181,6 @@ class Store:
                 pass
             except OSError as e:
                 raise OutputError(f"cannot remove {p}: {e.strerror}") from None
-
-    def texts(self) -> Iterator[Path]:
-        if not self.root.is_dir():
-            return
-        for sub in sorted(self.root.iterdir()):
-            if sub.is_dir():
-                yield from sorted(sub.iterdir())
 
     def sync(self) -> None:
         """Make the texts and renames so far durable: one ``syncfs`` of the output filesystem
