@@ -479,6 +479,13 @@ def _any_of(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
                       re.DOTALL)
 
 
+def path_excluded(root: Root, relpath: str) -> bool:
+    """Whether ``relpath`` matches one of the root's exclude patterns (includes aside): the
+    check a followed symlink's target gets, so that a link cannot reach an excluded file."""
+    exclude = _any_of(root.exclude)
+    return exclude is not None and exclude.fullmatch(relpath) is not None
+
+
 def dir_excluded(root: Root, reldir: str) -> bool:
     """Whether every file under the directory ``reldir`` (POSIX, relative to the root) is
     certainly excluded, so a walker may skip it without listing it.

@@ -329,12 +329,12 @@ def test_file_changed_between_walk_and_extract_exit_2(setup,
     assert all(r["status"] == "ok" for p, r in recs.items() if p != "readme.txt")
     summary = json.loads((out / "extract.summary.json").read_text())
     assert summary["counts"]["error"] == 1
-    # the walk's stat cache is keyed by (size, mtime_ns, inode), all unchanged here, so a
-    # re-walk keeps the old sha256 (by design); extraction keeps reporting the mismatch
-    # rather than ever storing text under the wrong sha256
-    assert main(["sweep", str(m), "--out", str(out), "-q", "-j", "1", "--no-external"]) == 2
+    # size, mtime and inode are unchanged, but the edit moved the ctime, which the walk's stat
+    # cache also compares: the next sweep reads the file again and extracts the new content
+    assert main(["sweep", str(m), "--out", str(out), "-q", "-j", "1", "--no-external"]) == 0
     recs = {r["path"]: r for r in jsonl(out / "extract.jsonl")}
-    assert recs["readme.txt"]["error_kind"] == "changed"
+    assert recs["readme.txt"]["status"] == "ok"
+    assert recs["readme.txt"]["sha256"] == hashlib.sha256(target.read_bytes()).hexdigest()
 
 
 def test_lock_held_by_another_process(setup, capsys: pytest.CaptureFixture) -> None:
@@ -477,14 +477,21 @@ def test_followed_file_symlink_is_extracted(tmp_path: Path,
                                             capsys: pytest.CaptureFixture) -> None:
     root = tmp_path / "root"
     (root / "hidden").mkdir(parents=True)
-    (root / "hidden" / "x.txt").write_bytes(b"only reachable through the link\n")
+    (root / "docs").mkdir()
+    (root / "hidden" / "x.txt").write_bytes(b"excluded, even through a link\n")
+    (root / "docs" / "y.txt").write_bytes(b"reachable through the link\n")
     os.symlink("hidden/x.txt", root / "link.txt")
+    os.symlink("docs/y.txt", root / "other-link.txt")
     m = write_manifest(tmp_path, [{"name": "r", "path": "root", "follow_symlinks": True,
                                    "exclude": ["hidden/"]}])
     out = tmp_path / "out"
     rc = sweep(m, out)
     recs = {r["path"]: r for r in jsonl(out / "extract.jsonl")}
-    assert recs["link.txt"]["status"] == "ok", recs["link.txt"]
+    assert recs["other-link.txt"]["status"] == "ok", recs["other-link.txt"]
+    assert recs["other-link.txt"]["sha256"] == recs["docs/y.txt"]["sha256"]
+    assert recs["link.txt"]["status"] == "skipped"
+    assert recs["link.txt"]["error"] == "symlink into an excluded path (not followed)"
+    assert not any(p.startswith("hidden/") for p in recs)
     assert rc == 0
 
 

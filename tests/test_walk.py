@@ -182,13 +182,14 @@ def test_include_exclude_and_pruning(tmp_path: Path, monkeypatch: pytest.MonkeyP
                                    "include": ["*.txt", "*.tmp"],
                                    "exclude": ["*.tmp", "build/", "**/node_modules/**"]}])
     scanned: list[bytes] = []
-    real_scandir = os.scandir
+    real_open = os.open
 
-    def spy(path=".", *a, **kw):
-        scanned.append(os.fsencode(path))
-        return real_scandir(path, *a, **kw)
+    def spy(path, flags, *a, **kw):  # the walk opens each directory it lists
+        if flags & os.O_DIRECTORY:
+            scanned.append(os.fsencode(path))
+        return real_open(path, flags, *a, **kw)
 
-    monkeypatch.setattr(walk_mod.os, "scandir", spy)
+    monkeypatch.setattr(walk_mod.os, "open", spy)
     _, recs = walk(m, tmp_path / "out")
     monkeypatch.undo()
     assert sorted(r["path"] for r in recs) == ["docs/x.txt", "keep.txt", "src/main.txt"]
@@ -299,8 +300,12 @@ def test_follow_symlinks_loops_and_escapes(tmp_path: Path) -> None:
     os.symlink(tmp_path / "outside", root / "out_dir")
     os.symlink(tmp_path / "outside" / "secret.txt", root / "out_file")
     os.symlink("hidden/only-via-link.txt", root / "link.txt")
+    os.symlink("real/x.txt", root / "x-link.txt")
+    os.symlink("hidden", root / "hidden-link")
+    (root / "real" / "skip.log").write_bytes(b"excluded by name\n")
+    os.symlink("real", root / "real-link")
     m = write_manifest(tmp_path, [{"name": "r", "path": "root", "follow_symlinks": True,
-                                   "exclude": ["hidden/"]}])
+                                   "exclude": ["hidden/", "real/*.log"]}])
     summary, recs = run_with_timeout(lambda: walk(m, tmp_path / "out"))
     p = by_path(recs)
     assert "loop" in p and "self" in p and "out_dir" in p and "out_file" in p
@@ -313,12 +318,22 @@ def test_follow_symlinks_loops_and_escapes(tmp_path: Path) -> None:
         assert p[name]["kind"] == "symlink" and p[name]["sha256"] is None
         assert "out of the root" in p[name]["reason"]
     # a followed link to a file inside the root is read (through its target) and hashed
-    link = p["link.txt"]
+    link = p["x-link.txt"]
     assert link["kind"] == "file" and link["error"] is None, link
-    assert link["sha256"] == sha(b"reached through a link\n")
+    assert link["sha256"] == sha(b"x\n") == p["real/x.txt"]["sha256"]
     assert link["mime"] == "text/plain"
-    assert p["real/x.txt"]["sha256"] == sha(b"x\n")
+    # but a link cannot reach what the manifest excludes: the exclusion applies to the target
+    for name in ("link.txt", "hidden-link"):
+        assert p[name]["kind"] == "symlink" and p[name]["sha256"] is None
+        assert p[name]["reason"] == "symlink into an excluded path (not followed)"
+    assert not any(path.startswith(("hidden/", "hidden-link/")) for path in p)
+    # under a followed directory link, a file is excluded by its real path too
+    assert p["real-link/x.txt"]["sha256"] == sha(b"x\n")
+    assert "real/skip.log" not in p and "real-link/skip.log" not in p
     assert summary["errors"] == 0
+    # a re-walk finds the same records, reading nothing again
+    again, recs2 = walk(m, tmp_path / "out")
+    assert recs2 == recs and again["hashed"] == 0 and again["reused"] == summary["hashed"]
 
 
 def test_fifo_recorded_never_opened(tmp_path: Path) -> None:
@@ -686,6 +701,140 @@ def test_new_and_deleted_files_between_walks(simple: tuple[Path, Path, Path]) ->
     assert summary["hashed"] == 1 and summary["reused"] == 4
 
 
+def test_edit_that_restores_size_and_mtime_is_seen(simple: tuple[Path, Path, Path]) -> None:
+    """An edit in place that keeps the size and puts the mtime back (``touch -r``, ``rsync
+    -t``, a tool restoring timestamps) still changes the inode's ctime: the file is read
+    again rather than keeping a stale sha256."""
+    m, root, out = simple
+    walk(m, out)
+    target = root / "sub" / "c.txt"
+    st = target.stat()
+    with open(target, "r+b") as f:  # same inode, same size
+        f.write(b"GAMMA")
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = target.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == \
+        (st.st_size, st.st_mtime_ns, st.st_ino)
+    summary, recs = walk(m, out)
+    assert summary["hashed"] == 1 and summary["reused"] == 4
+    assert by_path(recs)["sub/c.txt"]["sha256"] == sha(b"GAMMA gamma\n")
+
+
+def test_cache_kept_per_root(tmp_path: Path) -> None:
+    """Adding a root, or changing one root's patterns, re-reads only that root's files."""
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        for i in range(3):
+            (tmp_path / name / f"{i}.txt").write_bytes(f"{name} {i}\n".encode())
+    out = tmp_path / "out"
+    m1 = write_manifest(tmp_path, [{"name": "one", "path": "one"}])
+    first, recs1 = walk(m1, out)
+    assert first["hashed"] == 3
+    m2 = write_manifest(tmp_path, [{"name": "one", "path": "one"},
+                                   {"name": "two", "path": "two"}], name="m2.yaml")
+    second, recs2 = walk(m2, out)
+    assert second["hashed"] == 3 and second["reused"] == 3 and len(recs2) == 6
+    m3 = write_manifest(tmp_path, [{"name": "one", "path": "one"},
+                                   {"name": "two", "path": "two", "exclude": ["0.txt"]}],
+                        name="m3.yaml")
+    third, recs3 = walk(m3, out)
+    assert third["hashed"] == 2 and third["reused"] == 3 and len(recs3) == 5
+    # dropping a root drops its records (walk.jsonl is rewritten, not left as it was)
+    fourth, recs4 = walk(m1, out)
+    assert fourth["reused"] == 3 and recs4 == recs1
+
+
+def _big_tree(root: Path, dirs: int = 6, per_dir: int = 40) -> None:
+    for d in range(dirs):
+        sub = root / f"d{d}" / "inner"
+        sub.mkdir(parents=True)
+        for i in range(per_dir):
+            (sub if i % 2 else sub.parent).joinpath(f"f{i:03d}.txt").write_bytes(
+                f"dir {d} file {i}\n".encode())
+    os.mkfifo(root / "pipe") if hasattr(os, "mkfifo") else None
+    os.symlink("d0", root / "link")
+
+
+def test_shared_rewalk_matches_a_serial_one(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big re-walk is shared with forked helpers (each lstats the entries it owns); its
+    records, counts and cache are those of a walk in one process, changes included."""
+    root = tmp_path / "root"
+    _big_tree(root)
+    m = write_manifest(tmp_path, [{"name": "r", "path": "root"}])
+    serial_out, shared_out = tmp_path / "serial", tmp_path / "shared"
+    walk(m, serial_out)
+    walk(m, shared_out)
+    (root / "d1" / "f000.txt").write_bytes(b"changed, longer than before\n")
+    (root / "d2" / "inner" / "f001.txt").unlink()
+    (root / "d3" / "new.txt").write_bytes(b"new\n")
+    serial, serial_recs = walk(m, serial_out)
+    monkeypatch.setattr(walk_mod, "PARALLEL_MIN_RECORDS", 1)
+    monkeypatch.setattr(walk_mod, "MAX_WALKERS", 3)
+    monkeypatch.setattr(walk_mod.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    # threads another test left behind would (rightly) stop the walk from forking
+    monkeypatch.setattr(walk_mod.threading, "active_count", lambda: 1)
+    helpers: list[int] = []
+    real_run_shared = Walker._run_shared
+
+    def spy(self, n):
+        helpers.append(n)
+        return real_run_shared(self, n)
+
+    monkeypatch.setattr(Walker, "_run_shared", spy)
+    shared, shared_recs = walk(m, shared_out)
+    assert helpers == [2]
+    assert shared_recs == serial_recs
+    assert shared["hashed"] == serial["hashed"] == 2
+    for key in ("files", "bytes", "reused", "not_hashed", "symlinks", "other", "errors",
+                "records"):
+        assert shared[key] == serial[key], key
+    # nothing changed since: the shared walk finds every record again and writes nothing
+    before = (shared_out / "walk.jsonl").stat().st_mtime_ns
+    again, again_recs = walk(m, shared_out)
+    assert helpers == [2, 2] and again_recs == serial_recs and again["hashed"] == 0
+    assert (shared_out / "walk.jsonl").stat().st_mtime_ns == before
+    # a process that runs threads never forks: the same walk, in one process
+    monkeypatch.undo()
+    monkeypatch.setattr(walk_mod, "PARALLEL_MIN_RECORDS", 1)
+    monkeypatch.setattr(Walker, "_run_shared", spy)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        _, recs = walk(m, shared_out)
+    finally:
+        stop.set()
+        thread.join()
+    assert helpers == [2, 2] and recs == serial_recs
+
+
+def test_failed_helper_share_is_walked_again(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "root"
+    _big_tree(root)
+    m = write_manifest(tmp_path, [{"name": "r", "path": "root"}])
+    out = tmp_path / "out"
+    _, recs = walk(m, out)
+    (root / "d4" / "f010.txt").write_bytes(b"edited\n")
+    monkeypatch.setattr(walk_mod, "PARALLEL_MIN_RECORDS", 1)
+    monkeypatch.setattr(walk_mod.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(walk_mod.threading, "active_count", lambda: 1)
+    parent = os.getpid()
+    real_walk_root = Walker._walk_root
+
+    def dies_in_the_helper(self, root, owner=0, owners=1):
+        if os.getpid() != parent:
+            os.kill(os.getpid(), 9)  # the helper is killed mid-walk
+        return real_walk_root(self, root, owner, owners)
+
+    monkeypatch.setattr(Walker, "_walk_root", dies_in_the_helper)
+    summary, recs2 = walk(m, out)
+    assert len(recs2) == len(recs) and summary["hashed"] == 1
+    assert by_path(recs2)["d4/f010.txt"]["sha256"] == sha(b"edited\n")
+    assert any("walk helper 1 failed" in w for w in summary["warning_samples"])
+
+
 # -- summary and atomic writes ----------------------------------------------------------------
 
 
@@ -710,8 +859,12 @@ def test_walk_summary(tmp_path: Path) -> None:
     assert summary["roots"] == [{"name": "r", "path": str(root)}]
     assert isinstance(summary["duration_s"], (int, float)) and summary["duration_s"] >= 0
     assert summary["started_at"].endswith("Z")
-    again, _ = walk(m, tmp_path / "out")
-    assert again["hashed"] == 0 and again["reused"] == 1
+    again, recs = walk(m, tmp_path / "out")
+    # a record that depends only on the file's stat is reused without opening the file, with
+    # or without a sha256 (over max_file_bytes here): files = hashed + reused + not_hashed
+    assert again["hashed"] == 0 and again["reused"] == 2 and again["not_hashed"] == 0
+    assert again["files"] == 2 and again["bytes"] == 110 and again["records"] == 3
+    assert by_path(recs)["big.txt"]["reason"] == "over max_file_bytes (50)"
 
 
 def test_atomic_writes_leave_no_temp_files(simple: tuple[Path, Path, Path]) -> None:
