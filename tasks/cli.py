@@ -142,7 +142,6 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
     from doit.doit_cmd import DoitMain
 
     from . import doitdb, pipeline
-    from .extract import check_walk
     from .manifest import ManifestError
     from .signing import SignatureError
 
@@ -155,6 +154,8 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
                                         f"{manifest.path.name} (stages: "
                                         f"{', '.join(manifest.stages)})")
         if "walk" not in stages:
+            from .extract import check_walk  # (and every reader: only runs that extract)
+
             check_walk(manifest, out)
         OutputLock.acquire(out)
     except (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError) as e:

@@ -16,6 +16,8 @@ from .manifest import Manifest, parse_manifest, read_manifest_bytes
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_MANIFEST = REPO / "examples" / "manifest.yaml"
+# The extract group's hidden setup task: drains the workers and writes the records
+FINISH_TASK = "_extract_finish"
 
 
 class PrerequisiteError(Exception):

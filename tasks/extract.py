@@ -32,7 +32,7 @@ from readers.dispatch import select
 from readers.runtime import Job, JobResult, PoolError, WorkerPool
 from readers.tools import Tool, discover
 
-from .config import PrerequisiteError, RunConfig
+from .config import FINISH_TASK, PrerequisiteError, RunConfig
 from .fsio import STATE_DIR, OutputError, OutputLock, read_json, remove_stale_temps, write_json
 from .manifest import Manifest
 from .progress import Progress
@@ -42,7 +42,6 @@ from .store import Store, Verdict
 # Raise when any reader's output changes: every verdict and text is redone on the next run.
 EXTRACT_VERSION = 1
 
-FINISH_TASK = "_extract_finish"
 COMMON_SETTINGS = ("max_chars", "max_parts")  # Limits that change every reader's text
 COMMIT_EVERY = 500  # verdicts per commit (one syncfs + one transaction)
 COMMIT_SECONDS = 2.0

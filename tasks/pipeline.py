@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from doit.exceptions import TaskFailed
 from doit.reporter import ConsoleReporter
 
 from . import doitdb
-from .config import PrerequisiteError, RunConfig, load
-from .extract import FINISH_TASK, ExtractStage, check_walk
+from .config import FINISH_TASK, PrerequisiteError, RunConfig, load
 from .fsio import STATE_DIR, LockedError, OutputError, OutputLock
 from .manifest import ManifestError
 from .progress import Progress
 from .signing import SignatureError
 from .walk import run_walk
+
+if TYPE_CHECKING:  # the extract stage (and every reader) is imported when a run extracts
+    from .extract import ExtractStage
 
 
 class Reporter(ConsoleReporter):
@@ -75,6 +77,8 @@ def stage_for(cfg: RunConfig) -> ExtractStage:
     """The one ExtractStage of this process for these settings."""
     stage = _stages.get(cfg)
     if stage is None:
+        from .extract import ExtractStage
+
         manifest, out = load(cfg)
         stage = ExtractStage(cfg, manifest, out)
         _stages[cfg] = stage
@@ -97,6 +101,8 @@ def _walk_action(cfg: RunConfig) -> TaskFailed | None:
     try:
         manifest, out = load(cfg)
         if cfg.walk == "reuse" or "walk" not in manifest.stages or cfg in _walked:
+            from .extract import check_walk
+
             check_walk(manifest, out)  # extract from the walk already there
             return None
         OutputLock.acquire(out)
