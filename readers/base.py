@@ -147,7 +147,8 @@ class Context(Protocol):
 
     def run_tool(
         self, argv: list[str], *, input: bytes | None = None, timeout: float | None = None,
-        max_output: int | None = None,
+        max_output: int | None = None, scratch: bool = True,
+        while_running: "Callable[[], None] | None" = None,
     ) -> "ToolResult": ...
 
     def read_nested(self, data: bytes, name: str, sink: TextSink) -> str:

@@ -143,21 +143,27 @@ def run_tool(
     max_stderr: int = 4096,
     cwd: Path | None = None,
     input_dir: Path | None = None,
+    while_running: Callable[[], None] | None = None,
 ) -> ToolResult:
     """Run an external tool in its own process group with a deadline and an output cap.
 
     Outside a worker the tool gets a session of its own; inside one it stays in the worker's
     session (in its own group), so the pool's kill of the worker takes it and its children.
 
-    ``input`` is given through a file in ``input_dir`` (or an anonymous temp file), so a large
-    input never dead-locks against the output pipe.  On the deadline the tool and anything it
+    ``input`` is given through a file in ``input_dir`` (or, without one, an anonymous memory
+    file), so a large input never dead-locks against the output pipe.  ``while_running`` is
+    called once the tool has started, before its output is read: work to overlap with the
+    tool's (its time counts against the deadline; the tool blocks once a pipe is full).  On the deadline the tool and anything it
     started is killed and :class:`ToolFailed` (kind ``timeout``) raised; output beyond
     ``max_output`` kills it too and comes back ``truncated``.  The child is always reaped.
     """
     stdin: IO[bytes] | int = subprocess.DEVNULL
     tmp = None
     if input is not None:
-        tmp = tempfile.TemporaryFile(dir=input_dir)
+        if input_dir is None and hasattr(os, "memfd_create"):
+            tmp = open(os.memfd_create("bastion-input", os.MFD_CLOEXEC), "w+b")
+        else:
+            tmp = tempfile.TemporaryFile(dir=input_dir)
         tmp.write(input)
         tmp.seek(0)
         stdin = tmp
@@ -188,9 +194,10 @@ def run_tool(
         except OSError as e:
             raise ToolFailed(f"{name} could not start: {e.strerror or e}") from None
         try:
-            out, err, truncated, timed_out = _drain(
-                proc, time.monotonic() + timeout, max_output, max_stderr
-            )
+            deadline = time.monotonic() + timeout
+            if while_running is not None:
+                while_running()
+            out, err, truncated, timed_out = _drain(proc, deadline, max_output, max_stderr)
         except BaseException:
             kill_group(proc)
             raise
@@ -249,13 +256,19 @@ class LocalContext:
 
     def run_tool(
         self, argv: list[str], *, input: bytes | None = None, timeout: float | None = None,
-        max_output: int | None = None,
+        max_output: int | None = None, scratch: bool = True,
+        while_running: Callable[[], None] | None = None,
     ) -> ToolResult:
         limit = self.time_left() if timeout is None else min(timeout, self.time_left())
+        # ``scratch``: the tool runs in the document's scratch directory (made for it); a tool
+        # that only reads stdin and writes stdout runs where the worker is, and its input is
+        # a memory file
+        where = self.tmpdir if scratch else None
         return run_tool(
             argv, input=input, timeout=limit,
             max_output=max_output if max_output is not None else self.limits.max_output_bytes,
-            max_stderr=self.limits.stderr_bytes, cwd=self.tmpdir, input_dir=self.tmpdir,
+            max_stderr=self.limits.stderr_bytes, cwd=where, input_dir=where,
+            while_running=while_running,
         )
 
     def read_nested(self, data: bytes, name: str, sink: TextSink) -> str:
@@ -398,7 +411,7 @@ def enter_sandbox(tmpdir: Path, limits: Limits) -> tuple[IO[bytes], IO[bytes], i
 
 _REPO = str(Path(__file__).resolve().parent.parent)
 _BOOT = (
-    "import sys; sys.path.insert(0, {repo!r}); "
+    "import sys; sys.path[:0] = {path!r}; "
     "from readers.worker import main; main()"
 )
 _TEXT_NAME = re.compile(r"t[0-9]{1,12}\.txt")
@@ -488,6 +501,7 @@ class WorkerPool:
         self._seq = 0
         self.spawned = 0
         self.killed = 0
+        self.closed = False
         self.landlock_abi: int | None = None
 
     # -- public ---------------------------------------------------------------------------------
@@ -501,6 +515,11 @@ class WorkerPool:
                 continue
             self._poll()
 
+    def warm(self) -> None:
+        """Start every worker now (each boots while the caller goes on), not at first use."""
+        while len(self.workers) < self.size:
+            self._spawn()
+
     def drain(self) -> None:
         while any(w.job is not None for w in self.workers):
             self._poll()
@@ -508,7 +527,9 @@ class WorkerPool:
     def close(self) -> None:
         for w in list(self.workers):
             self._retire(w)
-        self.sel.close()
+        if not self.closed:
+            self.closed = True
+            self.sel.close()
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -529,7 +550,8 @@ class WorkerPool:
         wdir.mkdir(parents=True, exist_ok=False)
         config = {"dir": str(wdir), "limits": self.limits.as_dict(),
                   "extra_readers": list(self.extra_readers)}
-        argv = [sys.executable, "-I", "-c", _BOOT.format(repo=_REPO), json.dumps(config)]
+        argv = [sys.executable, "-I", "-S", "-c", _BOOT.format(path=_worker_path()),
+                json.dumps(config)]
         env = dict(CHILD_ENV, TMPDIR=str(wdir))
         try:
             proc = subprocess.Popen(
@@ -746,6 +768,17 @@ class WorkerPool:
             if kind == "crash" and stderr:
                 message = f"{message}: {stderr}"
             self.callback(JobResult(job=job, status="error", error=message, error_kind=kind))
+
+
+def _worker_path() -> list[str]:
+    """The worker's module path: bastion's tree, then this interpreter's own path as ``site``
+    and the ``.pth`` files made it.  The worker starts with ``-S`` (no ``site``): processing
+    the environment's ``.pth`` files cost ~25 ms of every worker start."""
+    path = [_REPO]
+    for entry in sys.path:
+        if entry and entry not in path and os.path.isabs(entry) and os.path.isdir(entry):
+            path.append(entry)
+    return path
 
 
 def _precompile_readers() -> None:

@@ -446,6 +446,36 @@ def make_no_tounicode() -> bytes:
     return b.build()
 
 
+def make_positioned_words(lines: list[list[str]], gap: float, char_space: float = 0.0,
+                          pages: int = 1) -> bytes:
+    """Words placed one by one with ``Td`` and no space characters between them, ``gap``
+    points apart (at 10 pt), in a Type3 font whose glyphs (a-z) are 5 points wide: the way
+    some typesetters set words.  ``char_space`` (``Tc``) spaces the letters too."""
+    b = PdfBuilder()
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    glyph = b.w.add(Stream({}, b"500 0 0 0 450 700 d1 0 0 450 700 re f"))
+    font = b.w.add({
+        "Type": Name("Font"), "Subtype": Name("Type3"), "FontBBox": [0, 0, 500, 700],
+        "FontMatrix": [0.001, 0, 0, 0.001, 0, 0], "FirstChar": 97, "LastChar": 122,
+        "Widths": [500] * 26,
+        "Encoding": {"Type": Name("Encoding"), "Differences": [97] + [Name(c) for c in letters]},
+        "CharProcs": {c: glyph for c in letters}, "Resources": {},
+    })
+    for _ in range(pages):
+        ops = [b"BT /T3 10 Tf %.3f Tc 72 720 Td" % char_space]
+        for words in lines:
+            x = 0.0
+            for word in words:
+                ops.append(b"(%s) Tj" % word.encode("ascii"))
+                advance = (5 + char_space) * len(word) + gap
+                ops.append(b"%.3f 0 Td" % advance)
+                x += advance
+            ops.append(b"%.3f -14 Td" % -x)
+        ops.append(b"ET")
+        b.add_page(b"\n".join(ops), {"Font": {"T3": font}})
+    return b.build()
+
+
 def make_failing_page() -> bytes:
     """Three pages of text; page 2's /MediaBox holds a name (pdfminer fails on that page) and
     the page tree claims a fourth page that does not exist (PDFium fails to load it)."""

@@ -67,6 +67,57 @@ def test_text_pages_and_title(engine, compress, tmp_path):
     assert out.meta == {"pages": 2, "title": "My Title", "outline": []}
 
 
+WORDS = [["words", "set", "apart", "without", "spaces"], ["second", "line", "of", "them"]] * 12
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_words_placed_without_space_characters(engine, tmp_path):
+    """Words set one by one, 1.2 pt (0.12 em) apart, no space characters: PDFium's own text
+    glues them ("wordssetapart"); bastion puts the word breaks back from the glyph boxes."""
+    data = pdfgen.make_positioned_words(WORDS, gap=1.2, pages=3)
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument(data)
+    assert "wordssetapart" in pdf[0].get_textpage().get_text_bounded()  # what PDFium gives
+    pdf.close()
+    out = read(data, ctx_for(engine, tmp_path))
+    assert out.status == "ok", out.error
+    pages = out.text.split("\f")
+    assert len(pages) == 3
+    for page in pages:  # every page, not only the probed one
+        assert "words set apart without spaces" in page
+        assert "second line of them" in page
+
+
+@pytest.mark.parametrize("engine", ["pdfium"])
+def test_letter_spaced_words_are_not_cut_into_letters(engine, tmp_path):
+    """Letter-spacing (Tc) opens a gap between every two letters: a gap counts as a word
+    break only against the run's usual spacing."""
+    data = pdfgen.make_positioned_words(WORDS, gap=6.0, char_space=1.5)
+    out = read(data, ctx_for(engine, tmp_path))
+    assert out.status == "ok", out.error
+    assert "words set apart without spaces" in out.text
+    assert "w o r d s" not in out.text
+
+
+def test_word_gaps_probe_skips_documents_that_need_none(tmp_path, monkeypatch):
+    """The glyph-box pass costs a PDFium call per character: a document whose first
+    characters need no break gets no pass on its other pages."""
+    data = pdfgen.make_text_pdf([f"page {i} with ordinary words and spaces " * 40
+                                 for i in range(8)])
+    calls: list[int] = []
+    real = pdfreader._Gaps.respace
+
+    def spy(self, textpage):
+        calls.append(1)
+        return real(self, textpage)
+
+    monkeypatch.setattr(pdfreader._Gaps, "respace", spy)
+    out = read(data, ctx_for("pdfium", tmp_path))
+    assert out.status == "ok" and "page 7 with ordinary words" in out.text
+    assert 1 <= len(calls) < 8
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_utf16_title(engine, tmp_path):
     data = pdfgen.make_text_pdf(["body"], title=pdfgen.utf16_text("  Ünïcode 標題 🦘 "))

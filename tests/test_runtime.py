@@ -372,6 +372,24 @@ def test_run_tool_reaps_a_tool_that_finishes() -> None:
         4, b"out\n", b"err\n", False)
 
 
+def test_run_tool_input_from_memory_and_work_while_it_runs(tmp_path: Path) -> None:
+    """Without an input directory the input is a memory file (nothing on disk); the work
+    given as ``while_running`` happens while the tool runs, and its deadline counts from
+    the tool's start."""
+    seen: list[float] = []
+    t0 = time.monotonic()
+    result = run_tool(["sh", "-c", "sleep 0.3; wc -c; ls -l /proc/self/fd/0"],
+                      input=b"x" * 100_000, timeout=10.0,
+                      while_running=lambda: seen.append(time.monotonic() - t0))
+    lines = result.stdout.decode().splitlines()
+    assert lines[0].strip() == "100000"
+    assert "memfd:bastion-input" in lines[1]
+    assert len(seen) == 1 and seen[0] < 0.25  # called before the tool finished
+    with pytest.raises(ToolFailed) as err:  # slow work while running eats the tool's time
+        run_tool(["sleep", "5"], timeout=0.5, while_running=lambda: time.sleep(0.6))
+    assert err.value.kind == "timeout"
+
+
 def test_run_tool_sees_only_child_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BASTION_TEST_MARKER", "leaked-secret")
     result = run_tool(["env"], timeout=10.0)
