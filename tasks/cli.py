@@ -162,6 +162,8 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
         return _fail(str(e))
     tasks = ["extract"] if "extract" in stages else ["walk"]
     argv = ["run", "--db-file", pipeline.doit_db(cfg), "--backend", doitdb.NAME, *tasks]
+    if "extract" in stages:
+        pipeline.stage_for(cfg).prestart()  # the workers boot while the walk runs
     real_stderr = sys.stderr
     sys.stderr = _OneLineErrors(real_stderr)
     try:
@@ -174,6 +176,9 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
                 break
     finally:
         sys.stderr = real_stderr
+        stage = pipeline.existing_stage(cfg)
+        if stage is not None:
+            stage.close()  # workers of a run that stopped before finishing (a no-op if it did)
         OutputLock.release_all()
     if rc != 0:
         return EXIT_INVALID

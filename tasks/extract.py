@@ -45,6 +45,7 @@ EXTRACT_VERSION = 1
 COMMON_SETTINGS = ("max_chars", "max_parts")  # Limits that change every reader's text
 COMMIT_EVERY = 500  # verdicts per commit (one syncfs + one transaction)
 COMMIT_SECONDS = 2.0
+TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # the tools' versions, by binary (readers.tools)
 
 
 def task_key(reader: Reader | None, mime: str, limits: Limits) -> str:
@@ -115,6 +116,8 @@ class ExtractStage:
         self.walk_summary: dict = {}
         self.tools: dict[str, Tool] = {}
         self.verdicts: dict[str, Verdict] = {}
+        self.known_tools: dict[str, list] = {}
+        self.tools_cache_stale = False
         self.items: list[Item] = []
         self.skipped: list[dict[str, Any]] = []  # walk records without a sha256
         self.produced: set[str] = set()  # sha256 extracted by this run
@@ -140,7 +143,15 @@ class ExtractStage:
         except PrerequisiteError as e:
             self.refused = str(e)
             return []
-        self.tools = discover(self.cfg.no_external)
+        try:
+            self.known_tools = read_json(self.out / TOOLS_CACHE)
+            if not isinstance(self.known_tools, dict):
+                self.known_tools = {}
+        except (OSError, ValueError):
+            self.known_tools = {}
+        known_before = dict(self.known_tools)
+        self.tools = discover(self.cfg.no_external, known=self.known_tools)
+        self.tools_cache_stale = self.known_tools != known_before  # written by finish()
         self.verdicts = self.store.verdicts()
         limits = self.limits
         tool_names = set(self.tools)
@@ -211,7 +222,25 @@ class ExtractStage:
 
     # -- running --------------------------------------------------------------------------------
 
-    def _start(self) -> WorkerPool:
+    def prestart(self) -> None:
+        """Start the workers now, before the walk (``bastion sweep`` / ``extract``): a worker's
+        start (interpreter, readers, sandbox) then overlaps the walk and doit's setup instead
+        of delaying the first document.  The cost when nothing is to be extracted is the idle
+        workers' start, on the other cores.  A failure here is left for the first document to
+        report."""
+        try:
+            self._pool()
+        except (OutputError, PoolError, OSError):
+            self.close()
+
+    def close(self) -> None:
+        """Stop the workers, if any (the end of a run that did not reach ``finish``)."""
+        if self.pool is not None:
+            self.pool.close()
+
+    def _pool(self) -> WorkerPool:
+        if self.pool is not None:
+            return self.pool
         OutputLock.acquire(self.out)
         tmp_root = self.out / STATE_DIR / "tmp"
         tmp_root.mkdir(parents=True, exist_ok=True)
@@ -224,11 +253,16 @@ class ExtractStage:
             remove_stale_temps(Path(bucket))
         for stale in tmp_root.iterdir():  # scratch of a killed run
             shutil.rmtree(stale, ignore_errors=True)
-        todo = sum(1 for i in self.items if not i.fresh)
-        self.progress = Progress("extract", todo, quiet=self.cfg.quiet)
         self.pool = WorkerPool(self.cfg.workers, self.limits, tmp_root, self.on_result,
                                extra_readers=self.extra_readers)
+        self.pool.warm()
         return self.pool
+
+    def _start(self) -> WorkerPool:
+        pool = self._pool()
+        todo = sum(1 for i in self.items if not i.fresh)
+        self.progress = Progress("extract", todo, quiet=self.cfg.quiet)
+        return pool
 
     def run_item(self, item: Item) -> TaskFailed | None:
         """doit action of ``extract:<root>/<path>``: hand the document to a worker."""
@@ -238,7 +272,7 @@ class ExtractStage:
             return None  # same content as a file already extracted in this run
         self.scheduled.add(item.sha256)
         try:
-            pool = self.pool or self._start()
+            pool = self.pool if self.progress is not None else self._start()
             if item.reader is None:
                 self.record_verdict(item, "unsupported", None, 0, f"no reader for {item.mime}",
                                     None, None, {})
@@ -320,6 +354,7 @@ class ExtractStage:
             return None
         self.finished = True
         if self.refused:
+            self.close()
             return TaskFailed(self.refused)
         try:
             if self.pool is not None:
@@ -333,6 +368,8 @@ class ExtractStage:
             write_jsonl(self.out / "extract.jsonl", lines)
             self.summary = self.make_summary(tally)
             write_json(self.out / "extract.summary.json", self.summary)
+            if self.tools_cache_stale:
+                write_json(self.out / TOOLS_CACHE, self.known_tools)
         except OutputError as e:
             return TaskFailed(str(e))
         finally:

@@ -227,6 +227,58 @@ def test_second_run_reuses_everything_and_one_edit_redoes_one(tree: tuple[Path, 
     assert [k for k, r in by.items() if not r["reused"]] == ["docs/one.txt"]
 
 
+def test_tool_versions_asked_once_per_binary(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool is asked for its version once; later runs take it from .bastion/tools.json
+    while the binary's stat is unchanged, and ask again when the binary changes."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "note.txt").write_bytes(b"a note\n")
+    m = write_manifest(tmp_path / "m.yaml", {"r": root})
+    out = tmp_path / "out"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    tool = bindir / "pdftotext"
+
+    def install(version: str) -> None:
+        tool.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n"
+                        f"echo 'pdftotext version {version}' >&2\n")
+        tool.chmod(0o755)
+
+    install("99.1")
+    monkeypatch.setenv("PATH", str(bindir))
+    assert run("sweep", m, out) == 0
+    assert calls.read_text() == "-v\n"
+    assert [(t["name"], t["version"]) for t in summary(out)["tools"]] == [("pdftotext", "99.1")]
+    assert run("sweep", m, out) == 0
+    assert calls.read_text() == "-v\n"  # not asked again
+    assert summary(out)["tools"][0]["version"] == "99.1"
+    install("99.2")  # an upgrade: a new binary, a new stat
+    assert run("sweep", m, out) == 0
+    assert calls.read_text() == "-v\n-v\n"
+    assert summary(out)["tools"][0]["version"] == "99.2"
+
+
+def test_workers_started_before_the_walk_are_stopped(tmp_path: Path) -> None:
+    """The CLI starts the workers before the walk; a run that extracts nothing, or stops
+    early, leaves none behind."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "note.txt").write_bytes(b"a note\n")
+    m = write_manifest(tmp_path / "m.yaml", {"r": root})
+    out = tmp_path / "out"
+    assert run("sweep", m, out) == 0
+    assert summary(out)["workers_started"] == 2
+    assert workers_of(out) == []
+    assert run("sweep", m, out) == 0  # nothing to extract: the workers still stop
+    assert summary(out)["extracted"] == 0
+    assert workers_of(out) == []
+    m2 = write_manifest(tmp_path / "m2.yaml", {"r": root}, extra="# another manifest\n")
+    assert run("extract", m2, out) == 1  # refused (the walk is of another manifest)
+    assert workers_of(out) == []
+
+
 def _png(path: Path) -> None:
     from PIL import Image
 
