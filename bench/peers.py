@@ -612,14 +612,14 @@ def main() -> int:
             if refs["main"][f].strip():
                 shutil.copy2(f, sub / f.name)
         by_fmt["pdf-text"] = sorted(sub.iterdir())
+        more = build_refs({"pdf": by_fmt["pdf-text"]}, args.refs.resolve())
+        for kind in refs:
+            refs[kind].update(more[kind])
     if "csv" in by_fmt:  # fixed cost of one run: a single small file
         one = work / "startup"
         one.mkdir()
         shutil.copy2(by_fmt["csv"][0], one / by_fmt["csv"][0].name)
         by_fmt["startup"] = [one / by_fmt["csv"][0].name]
-        more = build_refs({"pdf": by_fmt["pdf-text"]}, args.refs.resolve())
-        for kind in refs:
-            refs[kind].update(more[kind])
     driver = work / "driver.py"
     driver.write_text(PEER_DRIVER)
     pys = {name: ensure_venv(name, spec) for name, spec in PEERS.items()}

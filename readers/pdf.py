@@ -20,6 +20,7 @@ import ctypes
 import io
 import json
 import logging
+import operator
 import re
 import sys
 from dataclasses import dataclass, field
@@ -238,10 +239,10 @@ PLUMBER_WORD_GAP = 0.10
 # one), words set with TJ kerning come out glued ("ifthere").  Those gaps are put back from
 # the glyphs' boxes: a gap wider than WORD_GAP x the glyph height between two glyphs on one
 # line is a word break.  It costs a PDFium call per character, so each document is probed:
-# the first PROBE_CHARS characters are checked, and the rest of the document only when the
-# probe found such gaps.  docs/readers/pdf.md has the measurements.
+# the first PROBE_CHARS characters are checked, and the whole document only when the probe
+# found two such gaps.  docs/readers/pdf.md has the measurements.
 WORD_GAP = 0.12
-PROBE_CHARS = 2000
+PROBE_CHARS = 1500
 _SPACE = frozenset(" \t\r\n\f\x00\x02\xa0")
 
 
@@ -258,9 +259,10 @@ class _Gaps:
                                      ctypes.c_void_p)(address)
         self._count = raw.FPDFText_CountChars
 
-    def respace(self, textpage: Any) -> tuple[str, int] | None:
+    def respace(self, textpage: Any, limit: int | None = None) -> tuple[str, int] | None:
         """The page's text with a space at every gap, and how many were put in; None when
-        PDFium's text does not map one character to one index (characters beyond U+FFFF)."""
+        PDFium's text does not map one character to one index (characters beyond U+FFFF).
+        With ``limit``, only the first ``limit`` characters are looked at (a probe)."""
         from array import array
 
         handle = textpage.raw
@@ -268,18 +270,18 @@ class _Gaps:
         text = textpage.get_text_range()
         if len(text) != n or n < 2:
             return None
-        boxes = (ctypes.c_float * (4 * n))()
+        m = n if limit is None else max(2, min(n, limit))
+        boxes = (ctypes.c_float * (4 * m))()
         base = ctypes.addressof(boxes)
         page = ctypes.cast(handle, ctypes.c_void_p).value
-        box = self._box
-        for i in range(n):
-            box(page, i, base + 16 * i)
+        for _ in map(self._box, [page] * m, range(m), range(base, base + 16 * m, 16)):
+            pass
         values = array("f", bytes(boxes))  # left, top, right, bottom per character
         left, top, right, bottom = values[0::4], values[1::4], values[2::4], values[3::4]
         # glyphs set edge to edge (nearly all pairs) are dropped by the first, cheap test
         breaks = []
         spacing: dict[int, float] = {}  # a run of glyphs' median gap (letter-spacing), by start
-        for i in [i for i, (l, r) in enumerate(zip(left[1:], right), 1) if l - r > 0.01]:
+        for i in [i for i, g in enumerate(map(operator.sub, left[1:], right), 1) if g > 0.01]:
             if text[i] in _SPACE or text[i - 1] in _SPACE:
                 continue
             height = max(top[i] - bottom[i], top[i - 1] - bottom[i - 1])
@@ -294,7 +296,7 @@ class _Gaps:
             usual = spacing.get(start)
             if usual is None:
                 end = i + 1
-                while end < n and text[end] not in _SPACE:
+                while end < m and text[end] not in _SPACE:
                     end += 1
                 gaps = sorted(left[k] - right[k - 1] for k in range(start + 1, end))
                 usual = spacing[start] = gaps[len(gaps) // 2]
@@ -334,7 +336,7 @@ def _pdfium_events(data: bytes, max_pages: int) -> Events:
         yield {"meta": {"pages": n, "title": title or None, "outline": outline}}
         gaps = _Gaps()
         respace: bool | None = None  # None: probing; then every page, or none
-        probed = 0
+        probed = breaks = 0
         for i in range(min(n, max_pages)):
             try:
                 page = pdf[i]
@@ -342,18 +344,19 @@ def _pdfium_events(data: bytes, max_pages: int) -> Events:
                     textpage = page.get_textpage()
                     try:
                         text = None
-                        if respace is not False:
-                            found = gaps.respace(textpage)
+                        if respace is None:  # probing: the first characters only
+                            found = gaps.respace(textpage, PROBE_CHARS - probed)
                             if found is not None:
-                                spaced, added = found
-                                if respace is None:
-                                    probed += len(spaced)
-                                    if added >= 2:
-                                        respace = True
-                                    elif probed >= PROBE_CHARS:
-                                        respace = False
-                                if added:
-                                    text = spaced
+                                probed += min(len(found[0]), PROBE_CHARS - probed)
+                                breaks += found[1]
+                                if breaks >= 2:
+                                    respace = True
+                                elif probed >= PROBE_CHARS:
+                                    respace = False
+                        if respace:
+                            found = gaps.respace(textpage)
+                            if found is not None and found[1]:
+                                text = found[0]
                         if text is None:
                             text = textpage.get_text_bounded()
                     finally:

@@ -194,7 +194,11 @@ class ExtractStage:
         """
         if self.stale is None:
             self.plan()
-            self.stale = [i for i in self.items if not i.fresh]
+            # largest first (stable: then in path order): the long documents start early,
+            # so no worker is left alone with one at the end.  Records are sorted when they
+            # are written, so the order of extraction changes no output.
+            self.stale = sorted((i for i in self.items if not i.fresh),
+                                key=lambda i: -i.size)
         yield {
             "basename": "extract",
             "name": None,

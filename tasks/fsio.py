@@ -39,8 +39,12 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, chunks: bytes | Iterable[bytes], *, sync_dir: bool = True) -> None:
-    """Write ``path`` all or nothing.  Raises :class:`OutputError` naming the file."""
+def atomic_write(path: Path, chunks: bytes | Iterable[bytes], *, sync_dir: bool = True,
+                 sync: bool = True) -> None:
+    """Write ``path`` all or nothing.  Raises :class:`OutputError` naming the file.
+
+    ``sync=False`` skips the file's fsync (and the directory's): for a file that a later
+    ``syncfs`` makes durable before anything refers to it (the store's sidecars)."""
     path = Path(path)
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}")
     try:
@@ -53,7 +57,8 @@ def atomic_write(path: Path, chunks: bytes | Iterable[bytes], *, sync_dir: bool 
                     for chunk in chunks:
                         f.write(chunk)
                 f.flush()
-                os.fsync(f.fileno())
+                if sync:
+                    os.fsync(f.fileno())
         except BaseException:
             try:
                 os.unlink(tmp)
@@ -63,7 +68,7 @@ def atomic_write(path: Path, chunks: bytes | Iterable[bytes], *, sync_dir: bool 
         os.replace(tmp, path)
     except OSError as e:
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
-    if sync_dir:
+    if sync_dir and sync:
         fsync_dir(path.parent)
 
 

@@ -170,7 +170,9 @@ class Store:
         dest = self.meta_path(sha256)
         dest.parent.mkdir(parents=True, exist_ok=True)
         body = json.dumps(meta, sort_keys=True, ensure_ascii=True, indent=1) + "\n"
-        atomic_write(dest, body.encode("ascii"), sync_dir=False)
+        # no fsync of its own: like the texts, the sidecar is made durable by the commit's
+        # syncfs, before the verdict that stands for it (a crash before that re-extracts)
+        atomic_write(dest, body.encode("ascii"), sync=False)
         self._dirty_dirs.add(dest.parent)
 
     def remove_text(self, sha256: str) -> None:

@@ -108,14 +108,14 @@ def test_word_gaps_probe_skips_documents_that_need_none(tmp_path, monkeypatch):
     calls: list[int] = []
     real = pdfreader._Gaps.respace
 
-    def spy(self, textpage):
-        calls.append(1)
-        return real(self, textpage)
+    def spy(self, textpage, limit=None):
+        calls.append(limit)
+        return real(self, textpage, limit)
 
     monkeypatch.setattr(pdfreader._Gaps, "respace", spy)
     out = read(data, ctx_for("pdfium", tmp_path))
     assert out.status == "ok" and "page 7 with ordinary words" in out.text
-    assert 1 <= len(calls) < 8
+    assert 1 <= len(calls) < 8 and None not in calls  # probes only, never a whole page
 
 
 @pytest.mark.parametrize("engine", ENGINES)
