@@ -41,7 +41,7 @@ from readers.base import Limits, MiB
 from readers.runtime import Job, JobResult, WorkerPool
 from tasks.cli import main
 
-from procutil import alive, workers_of  # noqa: E402  (tests/ is on sys.path)
+from procutil import alive, pids_with, workers_of  # noqa: E402  (tests/ is on sys.path)
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "BASTION_NO_EXTERNAL": "1"}
@@ -189,6 +189,18 @@ elif point == "extract-mid":  # after n verdicts (some committed, some texts wit
         if seen[0] == n:
             die()
     extract.ExtractStage.on_result = on_result
+elif point == "rewalk-shared":  # killed while forked helpers share a re-walk
+    walk.Walker._helpers = lambda self: 1  # whatever the cores: one helper
+    orig_shared = walk.Walker._run_shared
+    def _run_shared(self, helpers):
+        orig_walk_root = walk.Walker._walk_root
+        def _walk_root(self, root, owner=0, owners=1):
+            if owner == 0:  # the parent, with its helpers forked and walking
+                die()
+            return orig_walk_root(self, root, owner, owners)
+        walk.Walker._walk_root = _walk_root
+        return orig_shared(self, helpers)
+    walk.Walker._run_shared = _run_shared
 elif point == "doit-db":  # killed while doit's database is being written
     import tasks.fsio as fsio
     orig_atomic = fsio.atomic_write
@@ -255,6 +267,23 @@ def test_kill_9_of_the_parent_at_a_point_then_rerun(point: str, n: int, tmp_path
     if point.endswith((".jsonl", ".json", "-cache")):
         assert list(out.glob(f".tmp-{point}.*")) or list(out.glob(f".bastion/.tmp-{point}.*")), \
             "the kill did not happen between the temp file and its rename"
+    _check_after_kill(tmp_path, root, files, out, proc.returncode)
+
+
+def test_kill_9_during_a_shared_rewalk_then_rerun(tmp_path: Path, kill_tree) -> None:
+    """The parent killed while its forked walk helpers are walking their shares: the helpers
+    go too (their pipe to the parent breaks), and the re-run is complete."""
+    root, files = kill_tree
+    m = manifest(tmp_path / "m.yaml", {"r": root})
+    out = tmp_path / "out"
+    assert sweep(m, out) == 0
+    proc = subprocess.run([sys.executable, "-c", KILLER, "rewalk-shared", "0", "sweep", str(m),
+                           "--out", str(out), "-q", "-j", "2"], cwd=str(REPO), env=ENV,
+                          capture_output=True, timeout=RUN_TIMEOUT)
+    end = time.monotonic() + 10
+    while pids_with(str(out)) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert pids_with(str(out)) == [], "walk helpers or workers outlived the parent"
     _check_after_kill(tmp_path, root, files, out, proc.returncode)
 
 
