@@ -158,6 +158,7 @@ class Walker:
         back its counts, hits and records over a pipe; if one fails, its share is walked
         again here, so nothing is lost."""
         owners = helpers + 1
+        parent = os.getpid()
         children: list[tuple[int, int, int]] = []  # (pid, read fd, owner)
         for owner in range(1, owners):
             r, w = os.pipe()
@@ -165,6 +166,11 @@ class Walker:
             if pid == 0:  # the helper: walk its share, send it, exit without cleanup
                 code = 1
                 try:
+                    from readers.runtime import set_parent_death_signal
+
+                    set_parent_death_signal()  # a killed parent takes its helpers along
+                    if os.getppid() != parent:
+                        os._exit(1)
                     os.close(r)
                     self.progress = None
                     self.stats, self.hits, self.fresh = WalkStats(), [], []

@@ -272,7 +272,7 @@ def test_kill_9_of_the_parent_at_a_point_then_rerun(point: str, n: int, tmp_path
 
 def test_kill_9_during_a_shared_rewalk_then_rerun(tmp_path: Path, kill_tree) -> None:
     """The parent killed while its forked walk helpers are walking their shares: the helpers
-    go too (their pipe to the parent breaks), and the re-run is complete."""
+    go too (parent-death signal), and the re-run is complete."""
     root, files = kill_tree
     m = manifest(tmp_path / "m.yaml", {"r": root})
     out = tmp_path / "out"
