@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import selectors
 import shutil
 import signal
@@ -203,12 +204,9 @@ def run_tool(
             raise
         if timed_out or truncated:
             kill_group(proc)
-        else:
-            try:
-                proc.wait(timeout=max(0.1, timeout))
-            except subprocess.TimeoutExpired:
-                kill_group(proc)
-                timed_out = True
+        elif not _wait_exit(proc, max(0.1, deadline - time.monotonic())):
+            kill_group(proc)  # closed its output but kept running past the deadline
+            timed_out = True
         # Anything the tool started and left behind goes with its group.
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -220,6 +218,30 @@ def run_tool(
     finally:
         if tmp is not None:
             tmp.close()
+
+
+def _wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
+    """Reap ``proc`` within ``timeout`` seconds; whether it exited.  Sleeps on a pidfd, which
+    wakes at the exit itself: ``Popen.wait(timeout)`` polls with growing sleeps, ~1 ms lost
+    per tool run (a pdftotext per PDF)."""
+    if proc.poll() is not None:
+        return True
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd here (old kernel): Popen's polling
+        try:
+            proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
+    if not ready:
+        return proc.poll() is not None
+    proc.wait()  # it has exited: reaped at once
+    return True
 
 
 class LocalContext:
@@ -475,7 +497,9 @@ class WorkerPool:
 
     ``submit`` returns as soon as a worker has taken the job (waiting, and handling finished
     jobs, while all are busy); ``callback(result)`` runs in the caller's thread for every job,
-    exactly once, whatever the worker did.  ``drain`` waits for the jobs in flight.
+    exactly once, whatever the worker did — for a finished document, after its worker has been
+    given the next one, so the caller's work on a result overlaps the worker's on the next
+    document.  ``drain`` waits for the jobs in flight and runs every callback still due.
     """
 
     def __init__(
@@ -502,6 +526,8 @@ class WorkerPool:
         self.spawned = 0
         self.killed = 0
         self.closed = False
+        # results whose callback waits for the next dispatch (see submit): (result, text file)
+        self._pending: list[tuple[JobResult, Path | None]] = []
         self.landlock_abi: int | None = None
 
     # -- public ---------------------------------------------------------------------------------
@@ -511,9 +537,22 @@ class WorkerPool:
             worker = self._idle_worker()
             if worker is not None:
                 if self._dispatch(worker, job):
+                    # the finished jobs' callbacks (the caller's store work) run now, while
+                    # the worker already reads the next document, not before it gets one
+                    self._flush()
                     return
                 continue
             self._poll()
+
+    def _flush(self) -> None:
+        """Run the callbacks of the results held back by ``_on_result``, in order."""
+        while self._pending:
+            result, text_path = self._pending.pop(0)
+            try:
+                self.callback(result)
+            finally:
+                if text_path is not None and text_path.exists():
+                    text_path.unlink()
 
     def warm(self) -> None:
         """Start every worker now (each boots while the caller goes on), not at first use."""
@@ -521,12 +560,17 @@ class WorkerPool:
             self._spawn()
 
     def drain(self) -> None:
+        self._flush()
         while any(w.job is not None for w in self.workers):
             self._poll()
+            self._flush()
 
     def close(self) -> None:
-        for w in list(self.workers):
-            self._retire(w)
+        try:
+            self._flush()  # held-back texts live in the workers' directories
+        finally:
+            for w in list(self.workers):
+                self._retire(w)
         if not self.closed:
             self.closed = True
             self.sel.close()
@@ -716,14 +760,16 @@ class WorkerPool:
         w.job = None
         w.deadline = None
         w.done += 1
-        try:
+        rss = int(msg.get("rss") or 0)
+        if not (msg.get("fatal") or w.done >= self.recycle_after or rss > self.rss_limit):
+            self._pending.append((result, text_path))  # called back after the next dispatch
+            return
+        try:  # the worker is replaced, and its directory (with the text) removed: call now
             self.callback(result)
         finally:
             if text_path is not None and text_path.exists():
                 text_path.unlink()
-            rss = int(msg.get("rss") or 0)
-            if msg.get("fatal") or w.done >= self.recycle_after or rss > self.rss_limit:
-                self._retire(w)
+            self._retire(w)
 
     def _checked_text(self, w: _Worker, name: Any) -> Path | None:
         """The worker's text file, only if it is a plain regular file in its own directory."""

@@ -124,6 +124,43 @@ def landlock_abi() -> int:
     return _ABI
 
 
+def test_callbacks_run_after_the_next_dispatch_exactly_once(tmp_path: Path) -> None:
+    """A finished document's callback runs once its worker has been given the next document
+    (the caller's store work overlaps the worker's next read); every callback runs exactly
+    once by the end of ``drain``, and ``close`` runs any still held back."""
+    h = Harness(tmp_path)
+    events: list[tuple[str, int]] = []
+    real_collect = h._collect
+
+    def collect(result: JobResult) -> None:
+        events.append(("callback", result.job.id))
+        real_collect(result)
+
+    h.pool.callback = collect
+    real_dispatch = h.pool._dispatch
+
+    def dispatch(w, job):
+        events.append(("dispatch", job.id))
+        return real_dispatch(w, job)
+
+    h.pool._dispatch = dispatch  # type: ignore[method-assign]
+    try:
+        jobs = [h.job("ok") for _ in range(4)]
+        for job in jobs:
+            h.pool.submit(job)
+        h.pool.drain()
+        assert sorted(r.job.id for r, _ in h.results) == [j.id for j in jobs]
+        assert all(text == "fine\n" for _, text in h.results)  # texts read in the callback
+        for earlier, later in zip(jobs, jobs[1:]):  # job k's callback after k+1's dispatch
+            assert events.index(("dispatch", later.id)) < events.index(("callback", earlier.id))
+        extra = h.job("ok")
+        h.pool.submit(extra)
+        h.pool.drain()
+        assert [r.job.id for r, _ in h.results].count(extra.id) == 1
+    finally:
+        h.close()
+
+
 # -- each misbehaviour: one error record, the run goes on -----------------------------------
 
 
