@@ -235,7 +235,9 @@ def _wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
         except subprocess.TimeoutExpired:
             return False
     try:
-        ready, _, _ = select.select([fd], [], [], timeout)
+        waiter = select.poll()  # poll, not select: no limit on the descriptor's number
+        waiter.register(fd, select.POLLIN)
+        ready = waiter.poll(timeout * 1000)
     finally:
         os.close(fd)
     if not ready:

@@ -427,6 +427,18 @@ def test_run_tool_input_from_memory_and_work_while_it_runs(tmp_path: Path) -> No
     assert err.value.kind == "timeout"
 
 
+def test_run_tool_that_closes_its_output_but_runs_on_is_timed_out() -> None:
+    """A tool that closes stdout and stderr and keeps running is waited for only until the
+    deadline, then killed: the wait for its exit counts against the same deadline."""
+    token = f"s{uuid.uuid4().hex}"
+    t0 = time.monotonic()
+    with pytest.raises(ToolFailed) as err:
+        run_tool(["sh", "-c", f"exec >&- 2>&-; sleep 30; : {token}"], timeout=0.5)
+    assert err.value.kind == "timeout"
+    assert time.monotonic() - t0 < 5.0
+    assert pids_with(token) == []
+
+
 def test_run_tool_sees_only_child_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BASTION_TEST_MARKER", "leaked-secret")
     result = run_tool(["env"], timeout=10.0)
