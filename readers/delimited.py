@@ -28,7 +28,8 @@ import csv
 import re
 from typing import Iterator
 
-from .base import Context, Document, Reader, ReadResult, SinkBuffer, TextSink
+from .base import (Context, Document, Reader, ReadResult, SinkBuffer, TextSink,
+                   bom_codec)
 from .errors import CapReached, CorruptDocument
 
 _SAMPLE = 64 * 1024  # bytes used to choose the encoding
@@ -45,20 +46,12 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)")
 _OTHER_BREAKS = re.compile("[\v\f\x1c-\x1e\x85\u2028\u2029]")
 _FIELD_SPACE = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
 
-_BOMS: tuple[tuple[bytes, str], ...] = (
-    (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF32_LE, "utf-32-le"),
-    (codecs.BOM_UTF32_BE, "utf-32-be"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"),
-    (codecs.BOM_UTF16_BE, "utf-16-be"),
-)
-
 
 def choose_encoding(data: bytes) -> tuple[str, int]:
     """(codec, bytes to skip) for delimited text; see the module docstring."""
-    for bom, codec in _BOMS:
-        if data.startswith(bom):
-            return codec, len(bom)
+    marked = bom_codec(data)
+    if marked is not None:
+        return marked
     head = data[:_SAMPLE]
     nuls = head.count(0)
     if head and nuls * 4 > len(head):

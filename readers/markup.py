@@ -27,20 +27,14 @@ import codecs
 import re
 from html.parser import HTMLParser
 
-from .base import Context, Document, Limits, Reader, ReadResult, SinkBuffer, TextSink
+from .base import (Context, Document, Limits, Reader, ReadResult, SinkBuffer, TextSink,
+                   bom_codec)
 from .errors import CapReached
 
 _PRESCAN = 4096  # bytes searched for a declared charset
 _CHUNK = 1 << 16  # characters fed to the parser at a time (grows with a long pending tag)
 _MAX_TABLE_DEPTH = 256  # nested tables tracked separately; deeper ones share a row counter
 
-_BOMS: tuple[tuple[bytes, str], ...] = (
-    (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF32_LE, "utf-32-le"),
-    (codecs.BOM_UTF32_BE, "utf-32-be"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"),
-    (codecs.BOM_UTF16_BE, "utf-16-be"),
-)
 _DECLARED = re.compile(
     rb"""<meta\b[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]{1,40})"""
     rb"""|<\?xml\b[^>]*?encoding\s*=\s*["']\s*([A-Za-z0-9_.:-]{1,40})""",
@@ -87,9 +81,9 @@ def text_codec(label: str | None) -> str | None:
 
 def sniff_charset(data: bytes) -> tuple[str, int]:
     """(codec, bytes to skip) for an HTML document's bytes; see the module docstring."""
-    for bom, codec in _BOMS:
-        if data.startswith(bom):
-            return codec, len(bom)
+    marked = bom_codec(data)
+    if marked is not None:
+        return marked
     head = data[:_PRESCAN]
     for m in _DECLARED.finditer(head):
         codec = text_codec((m.group(1) or m.group(2)).decode("ascii"))
