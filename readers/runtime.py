@@ -154,33 +154,69 @@ def run_tool(
     ``input`` is given through a file in ``input_dir`` (or, without one, an anonymous memory
     file), so a large input never dead-locks against the output pipe.  ``while_running`` is
     called once the tool has started, before its output is read: work to overlap with the
-    tool's (its time counts against the deadline; the tool blocks once a pipe is full).  On the deadline the tool and anything it
-    started is killed and :class:`ToolFailed` (kind ``timeout``) raised; output beyond
-    ``max_output`` kills it too and comes back ``truncated``.  The child is always reaped.
+    tool's (its time counts against the deadline; the tool blocks once a pipe is full).  On
+    the deadline the tool and anything it started is killed and :class:`ToolFailed` (kind
+    ``timeout``) raised; output beyond ``max_output`` kills it too and comes back
+    ``truncated``.  The child is always reaped.
     """
-    stdin: IO[bytes] | int = subprocess.DEVNULL
-    tmp = None
-    if input is not None:
-        if input_dir is None and hasattr(os, "memfd_create"):
-            tmp = open(os.memfd_create("bastion-input", os.MFD_CLOEXEC), "w+b")
-        else:
-            tmp = tempfile.TemporaryFile(dir=input_dir)
-        tmp.write(input)
-        tmp.seek(0)
-        stdin = tmp
-    name = os.path.basename(argv[0])
-    preexec = None
-    if IN_WORKER:
-        # Inside a worker the tool must die with it.  setpriv (util-linux) sets the parent-death
-        # signal and execs the tool, so Python can start it with vfork; a preexec_fn would
-        # force a fork() of the whole worker for every tool run.
-        if SETPRIV:
-            argv = [SETPRIV, "--pdeathsig", "KILL", "--", *argv]
-        else:
-            preexec = set_parent_death_signal
+    tool = start_tool(argv, input=input, timeout=timeout, max_output=max_output,
+                      max_stderr=max_stderr, cwd=cwd, input_dir=input_dir)
     try:
+        if while_running is not None:
+            while_running()
+    except BaseException:
+        tool.kill()
+        raise
+    return tool.finish()
+
+
+def start_tool(
+    argv: list[str],
+    *,
+    input: bytes | None = None,
+    timeout: float = 300.0,
+    max_output: int = 64 * 1024 * 1024,
+    max_stderr: int = 4096,
+    cwd: Path | None = None,
+    input_dir: Path | None = None,
+) -> "RunningTool":
+    """Start a tool as :func:`run_tool` does and return at once; ``finish()`` collects it.
+    For tools whose output is small (a version line): a large output blocks the tool on its
+    full pipe until ``finish()`` reads it, and the deadline still runs."""
+    return RunningTool(argv, input, timeout, max_output, max_stderr, cwd, input_dir)
+
+
+class RunningTool:
+    """A started tool: :meth:`finish` reads its output to the end (or the deadline or the
+    cap), reaps it and kills whatever it left in its group; :meth:`kill` abandons it."""
+
+    def __init__(self, argv: list[str], input: bytes | None, timeout: float, max_output: int,
+                 max_stderr: int, cwd: Path | None, input_dir: Path | None) -> None:
+        self.name = os.path.basename(argv[0])
+        self.timeout = timeout
+        self.max_output = max_output
+        self.max_stderr = max_stderr
+        stdin: IO[bytes] | int = subprocess.DEVNULL
+        self._input = None
+        if input is not None:
+            if input_dir is None and hasattr(os, "memfd_create"):
+                self._input = open(os.memfd_create("bastion-input", os.MFD_CLOEXEC), "w+b")
+            else:
+                self._input = tempfile.TemporaryFile(dir=input_dir)
+            self._input.write(input)
+            self._input.seek(0)
+            stdin = self._input
+        preexec = None
+        if IN_WORKER:
+            # Inside a worker the tool must die with it.  setpriv (util-linux) sets the
+            # parent-death signal and execs the tool, so Python can start it with vfork; a
+            # preexec_fn would force a fork() of the whole worker for every tool run.
+            if SETPRIV:
+                argv = [SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+            else:
+                preexec = set_parent_death_signal
         try:
-            proc = subprocess.Popen(
+            self.proc = subprocess.Popen(
                 argv,
                 stdin=stdin,
                 stdout=subprocess.PIPE,
@@ -193,31 +229,51 @@ def run_tool(
                 preexec_fn=preexec,
             )
         except OSError as e:
-            raise ToolFailed(f"{name} could not start: {e.strerror or e}") from None
+            self._close_input()
+            raise ToolFailed(f"{self.name} could not start: {e.strerror or e}") from None
+        self.deadline = time.monotonic() + timeout
+
+    def finish(self) -> ToolResult:
+        proc = self.proc
         try:
-            deadline = time.monotonic() + timeout
-            if while_running is not None:
-                while_running()
-            out, err, truncated, timed_out = _drain(proc, deadline, max_output, max_stderr)
-        except BaseException:
-            kill_group(proc)
-            raise
-        if timed_out or truncated:
-            kill_group(proc)
-        elif not _wait_exit(proc, max(0.1, deadline - time.monotonic())):
-            kill_group(proc)  # closed its output but kept running past the deadline
-            timed_out = True
-        # Anything the tool started and left behind goes with its group.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+            try:
+                out, err, truncated, timed_out = _drain(proc, self.deadline, self.max_output,
+                                                        self.max_stderr)
+            except BaseException:
+                kill_group(proc)
+                raise
+            if timed_out or truncated:
+                kill_group(proc)
+            elif not _wait_exit(proc, max(0.1, self.deadline - time.monotonic())):
+                kill_group(proc)  # closed its output but kept running past the deadline
+                timed_out = True
+            # Anything the tool started and left behind goes with its group.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        finally:
+            self._close_input()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
         if timed_out:
-            raise ToolFailed(f"{name} timed out after {timeout:g} s", kind="timeout")
+            raise ToolFailed(f"{self.name} timed out after {self.timeout:g} s", kind="timeout")
         return ToolResult(proc.returncode, out, err, truncated)
-    finally:
-        if tmp is not None:
-            tmp.close()
+
+    def kill(self) -> None:
+        try:
+            kill_group(self.proc)
+        finally:
+            self._close_input()
+            for stream in (self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+    def _close_input(self) -> None:
+        if self._input is not None:
+            self._input.close()
+            self._input = None
 
 
 def _wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
