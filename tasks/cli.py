@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from .config import DEFAULT_MANIFEST, PrerequisiteError, RunConfig, forget_manifests, load
 from .fsio import LockedError, OutputError, OutputLock
@@ -138,14 +139,12 @@ class _OneLineErrors:
 
 def run_stages(cfg: RunConfig, stages: list[str]) -> int:
     """Run ``walk`` and/or ``extract`` through doit in-process; returns the exit code."""
-    from doit.cmd_base import ModuleTaskLoader
-    from doit.doit_cmd import DoitMain
-
-    from . import doitdb, pipeline
     from .manifest import ManifestError
     from .signing import SignatureError
 
-    pipeline.reset()
+    previous = sys.modules.get(f"{__package__}.pipeline")
+    if previous is not None:
+        previous.reset()  # the state of an earlier run in this process (the tests run many)
     try:
         manifest, out = load(cfg)
         for stage in stages:
@@ -154,27 +153,37 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
                                         f"{manifest.path.name} (stages: "
                                         f"{', '.join(manifest.stages)})")
         if "walk" not in stages:
-            from .extract import check_walk  # (and every reader: only runs that extract)
+            from .extract import check_walk
 
             check_walk(manifest, out)
         OutputLock.acquire(out)
     except (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError) as e:
         return _fail(str(e))
-    _entry_points_once()
+    if "extract" in stages:
+        # The workers and the tools' version questions start first: they boot on the other
+        # cores while this process loads doit (~50 ms) and walks.
+        from .extract import stage_for
+
+        stage_for(cfg).prestart()
+
+    from doit.cmd_base import ModuleTaskLoader
+    from doit.doit_cmd import DoitMain
+
+    from . import doitdb, pipeline
+
     tasks = ["extract"] if "extract" in stages else ["walk"]
     argv = ["run", "--db-file", pipeline.doit_db(cfg), "--backend", doitdb.NAME, *tasks]
-    if "extract" in stages:
-        pipeline.stage_for(cfg).prestart()  # the workers boot while the walk runs
     real_stderr = sys.stderr
     sys.stderr = _OneLineErrors(real_stderr)
     try:
         backends = {"BACKEND": {doitdb.NAME: doitdb.LOCATION}}
-        while True:  # one doit run per slice of files to extract (RunConfig.slice)
-            rc = DoitMain(ModuleTaskLoader(pipeline.namespace(cfg)),
-                          extra_config=backends).run(argv)
-            stage = pipeline.existing_stage(cfg)
-            if rc != 0 or stage is None or not stage.more:
-                break
+        with _no_plugin_scan():
+            while True:  # one doit run per slice of files to extract (RunConfig.slice)
+                rc = DoitMain(ModuleTaskLoader(pipeline.namespace(cfg)),
+                              extra_config=backends).run(argv)
+                stage = pipeline.existing_stage(cfg)
+                if rc != 0 or stage is None or not stage.more:
+                    break
     finally:
         sys.stderr = real_stderr
         stage = pipeline.existing_stage(cfg)
@@ -196,27 +205,26 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
     return code
 
 
-def _entry_points_once() -> None:
+@contextmanager
+def _no_plugin_scan() -> Iterator[None]:
     """doit looks up its plugins (commands, loaders, backends, reporters) through
-    ``doit.plugin.entry_points_impl``, scanning every installed distribution's metadata once
-    per category: ~7 ms each, four per doit run, and the CLI runs doit once per slice.  In
-    this process the installed distributions do not change, so one scan serves them all."""
-    import importlib.metadata
-
+    ``doit.plugin.entry_points_impl``: a scan of every installed distribution's metadata,
+    ~7–15 ms per doit run.  The bastion command runs its own tasks with its own backend and
+    reporter (given directly), so while it runs doit that lookup finds nothing: doit plugins
+    installed beside bastion are not loaded into its runs, and no run pays for the scan.
+    ``doit`` on a dodo.py (and other in-process doit users) still sees them."""
     import doit.plugin
 
-    if getattr(doit.plugin.entry_points_impl, "bastion_cached", False):
-        return
-    found = importlib.metadata.entry_points()
+    saved = doit.plugin.entry_points_impl
+    doit.plugin.entry_points_impl = lambda: _no_entry_points
+    try:
+        yield
+    finally:
+        doit.plugin.entry_points_impl = saved
 
-    def select(group: str) -> importlib.metadata.EntryPoints:
-        return found.select(group=group)
 
-    def impl():  # the same contract as doit's own: returns entry_points(group=...)
-        return select
-
-    impl.bastion_cached = True  # type: ignore[attr-defined]
-    doit.plugin.entry_points_impl = impl
+def _no_entry_points(group: str) -> tuple[()]:
+    return ()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,21 +23,24 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
-
-from doit.exceptions import TaskFailed
+from typing import TYPE_CHECKING, Any, Iterator
 
 from readers.base import Limits, Reader
-from readers.dispatch import select
 from readers.runtime import Job, JobResult, PoolError, WorkerPool
-from readers.tools import Tool, discover
+from readers.tools import Tool, ToolProbe
 
-from .config import FINISH_TASK, PrerequisiteError, RunConfig
+from .config import FINISH_TASK, PrerequisiteError, RunConfig, load
 from .fsio import STATE_DIR, OutputError, OutputLock, read_json, remove_stale_temps, write_json
 from .manifest import Manifest
 from .progress import Progress
 from .records import ExtractRecord, load_jsonl, to_line, write_jsonl
 from .store import Store, Verdict
+
+if TYPE_CHECKING:
+    from doit.exceptions import TaskFailed
+
+# Neither doit nor the reader registry is imported with this module: the CLI creates the
+# stage and starts its workers first, and loads them while the workers boot.
 
 # Raise when any reader's output changes: every verdict and text is redone on the next run.
 EXTRACT_VERSION = 1
@@ -117,7 +120,9 @@ class ExtractStage:
         self.tools: dict[str, Tool] = {}
         self.verdicts: dict[str, Verdict] = {}
         self.known_tools: dict[str, list] = {}
+        self.known_before: dict[str, list] = {}
         self.tools_cache_stale = False
+        self.probe: ToolProbe | None = None
         self.items: list[Item] = []
         self.skipped: list[dict[str, Any]] = []  # walk records without a sha256
         self.produced: set[str] = set()  # sha256 extracted by this run
@@ -143,15 +148,11 @@ class ExtractStage:
         except PrerequisiteError as e:
             self.refused = str(e)
             return []
-        try:
-            self.known_tools = read_json(self.out / TOOLS_CACHE)
-            if not isinstance(self.known_tools, dict):
-                self.known_tools = {}
-        except (OSError, ValueError):
-            self.known_tools = {}
-        known_before = dict(self.known_tools)
-        self.tools = discover(self.cfg.no_external, known=self.known_tools)
-        self.tools_cache_stale = self.known_tools != known_before  # written by finish()
+        from readers.dispatch import select
+
+        probe = self._tool_probe()
+        # the versions are known at finish() (for the summary); the paths are enough now
+        self.tools = {name: Tool(name, exe, None) for name, exe in probe.paths.items()}
         self.verdicts = self.store.verdicts()
         limits = self.limits
         tool_names = set(self.tools)
@@ -227,18 +228,32 @@ class ExtractStage:
     # -- running --------------------------------------------------------------------------------
 
     def prestart(self) -> None:
-        """Start the workers now, before the walk (``bastion sweep`` / ``extract``): a worker's
-        start (interpreter, readers, sandbox) then overlaps the walk and doit's setup instead
-        of delaying the first document.  The cost when nothing is to be extracted is the idle
-        workers' start, on the other cores.  A failure here is left for the first document to
-        report."""
+        """Start the workers now, before doit is loaded and the walk runs (``bastion sweep``
+        / ``extract``): a worker's start (interpreter, readers, sandbox) then overlaps the
+        CLI's loading of doit, the walk and doit's setup instead of delaying the first
+        document.  The cost when nothing is to be extracted is the idle workers' start, on
+        the other cores.  A failure here is left for the first document to report."""
         try:
             self._pool()
         except (OutputError, PoolError, OSError):
             self.close()
 
+    def _tool_probe(self) -> ToolProbe:
+        if self.probe is None:
+            try:
+                known = read_json(self.out / TOOLS_CACHE)
+            except (OSError, ValueError):
+                known = {}
+            self.known_tools = known if isinstance(known, dict) else {}
+            self.known_before = dict(self.known_tools)
+            self.probe = ToolProbe(self.cfg.no_external, known=self.known_tools)
+        return self.probe
+
     def close(self) -> None:
-        """Stop the workers, if any (the end of a run that did not reach ``finish``)."""
+        """Stop the workers and the tools' version questions, if any (the end of a run that
+        did not reach ``finish``)."""
+        if self.probe is not None:
+            self.probe.close()
         if self.pool is not None:
             self.pool.close()
 
@@ -271,7 +286,7 @@ class ExtractStage:
     def run_item(self, item: Item) -> TaskFailed | None:
         """doit action of ``extract:<root>/<path>``: hand the document to a worker."""
         if self.refused:
-            return TaskFailed(self.refused)
+            return _failed(self.refused)
         if item.sha256 in self.scheduled:
             return None  # same content as a file already extracted in this run
         self.scheduled.add(item.sha256)
@@ -297,8 +312,10 @@ class ExtractStage:
                 size=item.size, deadline_s=deadline,
                 tools={t: self.tools[t].path for t in item.tools},
             ))
+            if self.job_seq == 1 and self.probe is not None:
+                self.probe.ask()  # the tools' versions, asked beside the first document
         except (OutputError, PoolError) as e:
-            return TaskFailed(str(e))
+            return _failed(str(e))
         return None
 
     def on_result(self, result: JobResult) -> None:
@@ -354,12 +371,12 @@ class ExtractStage:
                     self.pool.drain()
                 self.commit()
             except OutputError as e:
-                return TaskFailed(str(e))
+                return _failed(str(e))
             return None
         self.finished = True
         if self.refused:
             self.close()
-            return TaskFailed(self.refused)
+            return _failed(self.refused)
         try:
             if self.pool is not None:
                 try:
@@ -368,6 +385,7 @@ class ExtractStage:
                     self.pool.close()
             OutputLock.acquire(self.out)
             self.commit()
+            self._tool_versions()
             lines, tally = self.records()
             write_jsonl(self.out / "extract.jsonl", lines)
             self.summary = self.make_summary(tally)
@@ -375,12 +393,19 @@ class ExtractStage:
             if self.tools_cache_stale:
                 write_json(self.out / TOOLS_CACHE, self.known_tools)
         except OutputError as e:
-            return TaskFailed(str(e))
+            return _failed(str(e))
         finally:
             self.store.close()
             if self.progress:
                 self.progress.close()
         return None
+
+    def _tool_versions(self) -> None:
+        """The tools' versions, for the summary (asked during the run, or now)."""
+        if self.probe is None:
+            return
+        self.tools = self.probe.result()
+        self.tools_cache_stale = self.known_tools != self.known_before  # written below
 
     def finish_teardown(self) -> None:
         """Teardown of a single-file run (``doit extract:<root>/<path>``)."""
@@ -451,6 +476,33 @@ class ExtractStage:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             "duration_s": round(time.monotonic() - self.t0, 3),
         }
+
+
+_stages: dict[RunConfig, ExtractStage] = {}
+
+
+def stage_for(cfg: RunConfig) -> ExtractStage:
+    """The one ExtractStage of this process for these settings."""
+    stage = _stages.get(cfg)
+    if stage is None:
+        manifest, out = load(cfg)
+        stage = _stages[cfg] = ExtractStage(cfg, manifest, out)
+    return stage
+
+
+def existing_stage(cfg: RunConfig) -> ExtractStage | None:
+    return _stages.get(cfg)
+
+
+def forget_stages() -> None:
+    """Forget the stages of earlier in-process runs (the CLI and tests run doit repeatedly)."""
+    _stages.clear()
+
+
+def _failed(message: str) -> TaskFailed:
+    from doit.exceptions import TaskFailed  # loaded by then: only doit runs an action
+
+    return TaskFailed(message)
 
 
 def _order(t: tuple) -> tuple[str, str]:

@@ -68,30 +68,27 @@ DOIT_CONFIG = {
 
 RUN_ERRORS = (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError)
 
-_stages: dict[RunConfig, ExtractStage] = {}
 _walked: set[RunConfig] = set()  # walked in this process: later slices of the run reuse it
 LAST_WALK: dict[str, Any] = {}
 
 
 def stage_for(cfg: RunConfig) -> ExtractStage:
     """The one ExtractStage of this process for these settings."""
-    stage = _stages.get(cfg)
-    if stage is None:
-        from .extract import ExtractStage
+    from .extract import stage_for
 
-        manifest, out = load(cfg)
-        stage = ExtractStage(cfg, manifest, out)
-        _stages[cfg] = stage
-    return stage
+    return stage_for(cfg)
 
 
 def existing_stage(cfg: RunConfig) -> ExtractStage | None:
-    return _stages.get(cfg)
+    extract = sys.modules.get(f"{__package__}.extract")
+    return extract.existing_stage(cfg) if extract is not None else None
 
 
 def reset() -> None:
     """Forget the stages of earlier in-process runs (the CLI and tests run doit repeatedly)."""
-    _stages.clear()
+    extract = sys.modules.get(f"{__package__}.extract")
+    if extract is not None:
+        extract.forget_stages()
     _walked.clear()
     LAST_WALK.clear()
     OutputLock.release_all()

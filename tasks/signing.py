@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import getpass
 import hashlib
 import os
-import socket
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -151,6 +149,9 @@ def verify_data(data: bytes, sig_path: Path, trusted_keys: Path | None = None) -
 
 
 def _default_comment() -> str:
+    import getpass  # imported here: only keygen names a user and a host
+    import socket
+
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

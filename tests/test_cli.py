@@ -299,6 +299,30 @@ def test_clean_sweep_exit_0(setup, capsys: pytest.CaptureFixture) -> None:
     assert all(r["reused"] for r in jsonl(out / "extract.jsonl"))
 
 
+def test_doit_plugins_are_not_scanned_during_a_run(setup, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    """The bastion command gives doit its backend and reporter itself: while it runs doit,
+    doit's lookup of plugins (a scan of every installed distribution) finds nothing, so a
+    doit plugin installed beside bastion is not loaded; the lookup is restored after."""
+    import doit.plugin
+
+    asked: list[str] = []
+
+    def foreign(group: str) -> list:
+        asked.append(group)
+        return []
+
+    def impl():
+        return foreign
+
+    monkeypatch.setattr(doit.plugin, "entry_points_impl", impl)
+    m, _root, out = setup
+    assert main(["sweep", str(m), "--out", str(out), "-q", "-j", "1", "--no-external"]) == 0
+    assert asked == []
+    assert doit.plugin.entry_points_impl is impl
+    assert len(jsonl(out / "extract.jsonl")) == 5
+
+
 def test_default_out_is_root_agent(setup, capsys: pytest.CaptureFixture) -> None:
     m, root, out = setup
     assert main(["sweep", str(m), "-q", "-j", "1", "--no-external"]) == 0

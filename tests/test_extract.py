@@ -260,6 +260,55 @@ def test_tool_versions_asked_once_per_binary(tmp_path: Path,
     assert summary(out)["tools"][0]["version"] == "99.2"
 
 
+def test_tool_probe_asks_only_when_told(tmp_path: Path) -> None:
+    """ToolProbe finds the tools at once but starts no process until ask(); the answers are
+    collected by result(), which asks itself when nobody did; a binary whose stat matches
+    the known cache is never asked."""
+    from readers.tools import ToolProbe
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    for name, version in (("pdftotext", "1.2"), ("tesseract", "5.3.0")):
+        tool = bindir / name
+        tool.write_text(f"#!/bin/sh\nsleep 0.5\necho {name} >> {calls}\n"
+                        f"echo '{name} {version}'\n")
+        tool.chmod(0o755)
+    known: dict[str, list] = {}
+    probe = ToolProbe(path=str(bindir), known=known)
+    assert probe.paths == {"pdftotext": str(bindir / "pdftotext"),
+                           "tesseract": str(bindir / "tesseract")}
+    time.sleep(0.6)
+    assert not calls.exists()  # nothing asked yet
+    t0 = time.monotonic()
+    probe.ask()
+    assert time.monotonic() - t0 < 0.4  # the questions run beside the caller
+    tools = probe.result()
+    assert time.monotonic() - t0 < 0.95  # at the same time: one after the other takes 1 s
+    assert {t.name: t.version for t in tools.values()} == {"pdftotext": "1.2",
+                                                          "tesseract": "5.3.0"}
+    assert sorted(calls.read_text().split()) == ["pdftotext", "tesseract"]
+    assert set(known) == {str(bindir / "pdftotext"), str(bindir / "tesseract")}
+
+    calls.unlink()
+    again = ToolProbe(path=str(bindir), known=known).result()  # result() without ask()
+    assert {t.name: t.version for t in again.values()} == {"pdftotext": "1.2",
+                                                          "tesseract": "5.3.0"}
+    assert not calls.exists()  # both from the cache
+    assert ToolProbe(no_external=True, path=str(bindir)).result() == {}
+
+
+def test_stage_module_loads_neither_doit_nor_the_readers() -> None:
+    """The CLI creates the extract stage and starts its workers before it imports doit (and
+    the parent's reader registry): importing tasks.extract must not pull them in."""
+    code = ("import sys, tasks.extract; "
+            "print(sorted(m for m in ('doit', 'readers.dispatch', 'readers.pdf') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_workers_started_before_the_walk_are_stopped(tmp_path: Path) -> None:
     """The CLI starts the workers before the walk; a run that extracts nothing, or stops
     early, leaves none behind."""
