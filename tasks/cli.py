@@ -160,8 +160,8 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
     except (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError) as e:
         return _fail(str(e))
     if "extract" in stages:
-        # The workers and the tools' version questions start first: they boot on the other
-        # cores while this process loads doit (~50 ms) and walks.
+        # The workers start first: they boot on the other cores while this process loads
+        # doit (~40 ms), walks and plans.
         from .extract import stage_for
 
         stage_for(cfg).prestart()

@@ -467,7 +467,7 @@ class ExtractStage:
             "extracted": len(self.produced),
             "tools": [{"name": t.name, "path": t.path, "version": t.version}
                       for t in sorted(self.tools.values(), key=lambda t: t.name)],
-            # the CLI leaves BASTION_NO_EXTERNAL to discover(): report what was in force
+            # the CLI leaves BASTION_NO_EXTERNAL to ToolProbe: report what was in force
             "no_external": self.cfg.no_external
             or os.environ.get("BASTION_NO_EXTERNAL") == "1",
             "workers": self.cfg.workers,
