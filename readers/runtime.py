@@ -159,8 +159,8 @@ def run_tool(
     ``timeout``) raised; output beyond ``max_output`` kills it too and comes back
     ``truncated``.  The child is always reaped.
     """
-    tool = start_tool(argv, input=input, timeout=timeout, max_output=max_output,
-                      max_stderr=max_stderr, cwd=cwd, input_dir=input_dir)
+    tool = RunningTool(argv, input=input, timeout=timeout, max_output=max_output,
+                       max_stderr=max_stderr, cwd=cwd, input_dir=input_dir)
     try:
         if while_running is not None:
             while_running()
@@ -170,28 +170,24 @@ def run_tool(
     return tool.finish()
 
 
-def start_tool(
-    argv: list[str],
-    *,
-    input: bytes | None = None,
-    timeout: float = 300.0,
-    max_output: int = 64 * 1024 * 1024,
-    max_stderr: int = 4096,
-    cwd: Path | None = None,
-    input_dir: Path | None = None,
-) -> "RunningTool":
-    """Start a tool as :func:`run_tool` does and return at once; ``finish()`` collects it.
-    For tools whose output is small (a version line): a large output blocks the tool on its
-    full pipe until ``finish()`` reads it, and the deadline still runs."""
-    return RunningTool(argv, input, timeout, max_output, max_stderr, cwd, input_dir)
-
-
 class RunningTool:
-    """A started tool: :meth:`finish` reads its output to the end (or the deadline or the
-    cap), reaps it and kills whatever it left in its group; :meth:`kill` abandons it."""
+    """A tool started as :func:`run_tool` starts one, returned to at once: :meth:`finish`
+    reads its output to the end (or the deadline or the cap), reaps it and kills whatever it
+    left in its group; :meth:`kill` abandons it.  For tools whose output is small (a version
+    line): a large output blocks the tool on its full pipe until ``finish()`` reads it, and
+    the deadline still runs."""
 
-    def __init__(self, argv: list[str], input: bytes | None, timeout: float, max_output: int,
-                 max_stderr: int, cwd: Path | None, input_dir: Path | None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        input: bytes | None = None,
+        timeout: float = 300.0,
+        max_output: int = 64 * 1024 * 1024,
+        max_stderr: int = 4096,
+        cwd: Path | None = None,
+        input_dir: Path | None = None,
+    ) -> None:
         self.name = os.path.basename(argv[0])
         self.timeout = timeout
         self.max_output = max_output

@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass
 
 from .errors import ToolFailed
-from .runtime import RunningTool, start_tool
+from .runtime import RunningTool
 
 KNOWN_TOOLS: dict[str, list[str]] = {
     "pdftotext": ["-v"],
@@ -83,8 +83,8 @@ class ToolProbe:
             if name in self._asking:
                 continue
             try:
-                self._asking[name] = start_tool([self.paths[name], *KNOWN_TOOLS[name]],
-                                                timeout=10.0, max_output=1 << 16)
+                self._asking[name] = RunningTool([self.paths[name], *KNOWN_TOOLS[name]],
+                                                 timeout=10.0, max_output=1 << 16)
             except ToolFailed:
                 self._asking[name] = None
 

@@ -24,8 +24,8 @@ import pytest
 from readers.base import Document, Limits, MiB
 from readers.dispatch import read_document
 from readers.errors import ToolFailed
-from readers.runtime import (CHILD_ENV, Job, JobResult, LocalContext, WorkerPool, run_tool,
-                             start_tool)
+from readers.runtime import (CHILD_ENV, Job, JobResult, LocalContext, RunningTool, WorkerPool,
+                             run_tool)
 
 from procutil import alive, pids_with  # tests/ is on sys.path
 
@@ -447,18 +447,18 @@ def test_run_tool_sees_only_child_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert seen == CHILD_ENV
 
 
-def test_start_tool_returns_at_once_and_finish_collects() -> None:
-    """start_tool does not wait for the tool; finish() reads its output and reaps it, and the
+def test_running_tool_returns_at_once_and_finish_collects() -> None:
+    """RunningTool does not wait for the tool; finish() reads its output and reaps it, and the
     deadline counts from the start, not from finish()."""
     t0 = time.monotonic()
-    tool = start_tool(["sh", "-c", "sleep 0.3; echo done; echo note >&2"], timeout=10.0)
+    tool = RunningTool(["sh", "-c", "sleep 0.3; echo done; echo note >&2"], timeout=10.0)
     assert time.monotonic() - t0 < 0.25
     result = tool.finish()
     assert (result.returncode, result.stdout, result.stderr) == (0, b"done\n", b"note\n")
     assert tool.proc.returncode == 0  # reaped
 
     token = f"s{uuid.uuid4().hex}"
-    late = start_tool(["sh", "-c", f"sleep 30; : {token}"], timeout=0.4)
+    late = RunningTool(["sh", "-c", f"sleep 30; : {token}"], timeout=0.4)
     time.sleep(0.5)  # the caller is busy past the deadline: finish() kills at once
     t1 = time.monotonic()
     with pytest.raises(ToolFailed) as err:
@@ -468,10 +468,10 @@ def test_start_tool_returns_at_once_and_finish_collects() -> None:
     assert pids_with(token) == []
 
 
-def test_start_tool_kill_leaves_nothing() -> None:
+def test_running_tool_kill_leaves_nothing() -> None:
     token = f"k{uuid.uuid4().hex}"
-    tool = start_tool(["sh", "-c", f"sleep 30 & sleep 31; : {token}"], input=b"x" * 10,
-                      timeout=60.0)
+    tool = RunningTool(["sh", "-c", f"sleep 30 & sleep 31; : {token}"], input=b"x" * 10,
+                       timeout=60.0)
     time.sleep(0.1)
     tool.kill()
     assert tool.proc.returncode is not None
