@@ -140,31 +140,27 @@ class _OneLineErrors:
 def run_stages(cfg: RunConfig, stages: list[str]) -> int:
     """Run ``walk`` and/or ``extract`` through doit in-process; returns the exit code."""
     from .manifest import ManifestError
+    from .run import Run, check_walk
     from .signing import SignatureError
 
-    previous = sys.modules.get(f"{__package__}.pipeline")
-    if previous is not None:
-        previous.reset()  # the state of an earlier run in this process (the tests run many)
+    OutputLock.release_all()  # a lock an earlier in-process run left (the tests run many)
+    run = Run(cfg)
     try:
-        manifest, out = load(cfg)
+        manifest, out = run.load()
         for stage in stages:
             if stage not in manifest.stages:
                 raise PrerequisiteError(f"'{stage}' is not in the stages of "
                                         f"{manifest.path.name} (stages: "
                                         f"{', '.join(manifest.stages)})")
         if "walk" not in stages:
-            from .extract import check_walk
-
             check_walk(manifest, out)
-        OutputLock.acquire(out)
+        run.lock()
     except (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError) as e:
         return _fail(str(e))
     if "extract" in stages:
         # The workers start first: they boot on the other cores while this process loads
         # doit (~40 ms), walks and plans.
-        from .extract import stage_for
-
-        stage_for(cfg).prestart()
+        run.prestart()
 
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
@@ -179,29 +175,25 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
         backends = {"BACKEND": {doitdb.NAME: doitdb.LOCATION}}
         with _no_plugin_scan():
             while True:  # one doit run per slice of files to extract (RunConfig.slice)
-                rc = DoitMain(ModuleTaskLoader(pipeline.namespace(cfg)),
+                rc = DoitMain(ModuleTaskLoader(pipeline.namespace(run)),
                               extra_config=backends).run(argv)
-                stage = pipeline.existing_stage(cfg)
-                if rc != 0 or stage is None or not stage.more:
+                if rc != 0 or not run.more:
                     break
     finally:
         sys.stderr = real_stderr
-        stage = pipeline.existing_stage(cfg)
-        if stage is not None:
-            stage.close()  # workers of a run that stopped before finishing (a no-op if it did)
+        run.close()  # workers of a run that stopped before finishing (a no-op if it did)
         OutputLock.release_all()
     if rc != 0:
         return EXIT_INVALID
     code = EXIT_OK
     if "extract" in stages:
-        stage = pipeline.stage_for(cfg)
-        summary = stage.summary or {}
+        summary = run.summary.to_json() if run.summary is not None else {}
         if summary.get("counts", {}).get("error"):
             code = EXIT_ERRORS
         if not cfg.quiet:
             print(pipeline.describe_extract(summary, out), file=sys.stderr)
     elif not cfg.quiet:
-        print(pipeline.describe_walk(pipeline.LAST_WALK, out), file=sys.stderr)
+        print(pipeline.describe_walk(run.walk_summary, out), file=sys.stderr)
     return code
 
 

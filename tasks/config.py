@@ -7,7 +7,6 @@ The CLI turns its options into the same doit variables, so ``bastion extract`` a
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -42,8 +41,9 @@ class RunConfig:
     slice: int = 0  # files to extract per doit run (0: all in one); bounds the parent's memory
 
     @classmethod
-    def from_vars(cls, get) -> "RunConfig":
-        """Build from a ``get(name, default)`` such as ``doit.get_var``."""
+    def from_vars(cls, get, argv: list[str] | None = None) -> "RunConfig":
+        """Build from a ``get(name, default)`` such as ``doit.get_var``; ``argv`` is doit's
+        command line (``dodo.py`` passes it), which says whether single tasks are named."""
 
         def flag(name: str) -> bool:
             return str(get(name, "") or "").strip().lower() in _TRUE
@@ -62,7 +62,7 @@ class RunConfig:
             quiet=flag("quiet"),
             no_hash=flag("no_hash"),
             walk=str(get("walk", "run") or "run"),
-            all_tasks=flag("all_tasks") or names_tasks(sys.argv[1:]),
+            all_tasks=flag("all_tasks") or names_tasks(argv or []),
         )
 
     @property

@@ -5,13 +5,14 @@
 ``_extract_finish``   setup of the ``extract`` group: drain the workers, write extract.jsonl and
                       extract.summary.json (hidden from ``doit list``)
 
-Settings come from doit variables (see :class:`tasks.config.RunConfig`).  Every failure that is
-the run's (bad manifest, missing walk, cannot write) is a failed task with a one-line message;
-a document's failure is only ever a record.
+Every generator closes over one :class:`tasks.run.Run` (built by the CLI or ``dodo.py``).
+Every failure that is the run's (bad manifest, missing walk, cannot write) is a failed task
+with a one-line message; a document's failure is only ever a record.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -21,14 +22,13 @@ from doit.reporter import ConsoleReporter
 
 from . import doitdb
 from .config import FINISH_TASK, PrerequisiteError, RunConfig, load
-from .fsio import STATE_DIR, LockedError, OutputError, OutputLock
+from .fsio import STATE_DIR, LockedError, OutputError
 from .manifest import ManifestError
-from .progress import Progress
 from .signing import SignatureError
-from .walk import run_walk
 
 if TYPE_CHECKING:  # the extract stage (and every reader) is imported when a run extracts
-    from .extract import ExtractStage
+    from .plan import Item
+    from .run import Run
 
 
 class Reporter(ConsoleReporter):
@@ -68,92 +68,110 @@ DOIT_CONFIG = {
 
 RUN_ERRORS = (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError)
 
-_walked: set[RunConfig] = set()  # walked in this process: later slices of the run reuse it
-LAST_WALK: dict[str, Any] = {}
+
+def task_name(root: str, path: str) -> str:
+    """The doit name of a file's task (the part after ``extract:``)."""
+    return f"{root}/{path}"
 
 
-def stage_for(cfg: RunConfig) -> ExtractStage:
-    """The one ExtractStage of this process for these settings."""
-    from .extract import stage_for
-
-    return stage_for(cfg)
+# -- actions (plain functions carrying their own __signature__: doit inspects an action's
+# callable every time it runs it, and a bound method costs ~60 µs to inspect) ----------------
 
 
-def existing_stage(cfg: RunConfig) -> ExtractStage | None:
-    extract = sys.modules.get(f"{__package__}.extract")
-    return extract.existing_stage(cfg) if extract is not None else None
-
-
-def reset() -> None:
-    """Forget the stages of earlier in-process runs (the CLI and tests run doit repeatedly)."""
-    extract = sys.modules.get(f"{__package__}.extract")
-    if extract is not None:
-        extract.forget_stages()
-    _walked.clear()
-    LAST_WALK.clear()
-    OutputLock.release_all()
-
-
-def _walk_action(cfg: RunConfig) -> TaskFailed | None:
+def _walk_action(run: Run) -> TaskFailed | None:
     try:
-        manifest, out = load(cfg)
-        if cfg.walk == "reuse" or "walk" not in manifest.stages or cfg in _walked:
-            from .extract import check_walk
-
-            check_walk(manifest, out)  # extract from the walk already there
-            return None
-        OutputLock.acquire(out)
-        progress = Progress("walk", 0, quiet=cfg.quiet)
-        LAST_WALK.clear()
-        LAST_WALK.update(run_walk(manifest, out, no_hash=cfg.no_hash,
-                                  progress=progress.update))
-        progress.close()
-        _walked.add(cfg)
+        run.walk()
     except RUN_ERRORS as e:
         return TaskFailed(str(e))
     return None
 
 
-def walk_task(cfg: RunConfig) -> dict:
+def _extract_action(run: Run, item: Item) -> TaskFailed | None:
+    """doit action of ``extract:<root>/<path>``: hand the document to a worker."""
+    if run.refused:
+        return TaskFailed(run.refused)
+    from readers.runtime import PoolError
+
+    try:
+        run.extract(item)
+    except (OutputError, LockedError, PoolError) as e:
+        return TaskFailed(str(e))
+    return None
+
+
+def _finish_action(run: Run) -> TaskFailed | None:
+    if run.refused:
+        run.close()
+        return TaskFailed(run.refused)
+    try:
+        run.finish()
+    except RUN_ERRORS as e:
+        run.close()
+        return TaskFailed(str(e))
+    return None
+
+
+def _finish_teardown(run: Run) -> None:
+    """Teardown of a single-file run (``doit extract:<root>/<path>``)."""
+    failed = _finish_action(run)
+    if failed is not None:
+        raise OutputError(failed.message)
+
+
+for _f in (_walk_action, _extract_action, _finish_action, _finish_teardown):
+    _f.__signature__ = inspect.signature(_f)  # type: ignore[attr-defined]
+
+
+# -- generators -----------------------------------------------------------------------------
+
+
+def walk_task(run: Run) -> dict:
     return {
         "basename": "walk",
         "doc": "walk the manifest's roots into walk.jsonl (incremental: unchanged files are "
                "not read again)",
-        "actions": [(_walk_action, (cfg,))],
+        "actions": [(_walk_action, (run,))],
         "uptodate": [False],
         "verbosity": 0,
     }
 
 
-def extract_tasks(cfg: RunConfig) -> Iterator[dict]:
+def extract_tasks(run: Run) -> Iterator[dict]:
+    """The group first (so it exists even with nothing walked), then one subtask per file.
+
+    A file that is up to date costs doit ~75 µs and ~5 KB as a Task object even when it does
+    nothing, so its subtask is generated only when the command names ``extract:…`` tasks or
+    lists tasks (``RunConfig.all_tasks``); otherwise only the stale files get one, in slices
+    of ``RunConfig.slice``.
+    """
+    yield {"basename": "extract", "name": None,
+           "doc": "extract text from every walked file (one subtask per file)",
+           "setup": [FINISH_TASK]}
     try:
-        stage = stage_for(cfg)
+        plan = run.plan()
     except RUN_ERRORS as e:
-        message = str(e)
-        yield {"basename": "extract", "name": None, "doc": "extract text",
-               "setup": [FINISH_TASK]}
-        _failures[cfg] = message
+        run.refused = str(e)
         return
-    yield from stage.tasks()
+    every = run.cfg.all_tasks
+    # A run of single named tasks has no group to finish it: their teardown does.
+    teardown = [(_finish_teardown, (run,))] if every else []
+    batch = plan.items if every else run.items_for()
+    for item in batch:
+        yield {
+            "basename": "extract",
+            "name": task_name(item.root, item.path),
+            "actions": [(_extract_action, (run, item))],
+            "uptodate": [item.fresh],
+            "teardown": teardown,
+            "verbosity": 0,
+        }
 
 
-_failures: dict[RunConfig, str] = {}
-
-
-def _finish_action(cfg: RunConfig) -> TaskFailed | None:
-    if cfg in _failures:
-        return TaskFailed(_failures.pop(cfg))
-    try:
-        return stage_for(cfg).finish()
-    except RUN_ERRORS as e:
-        return TaskFailed(str(e))
-
-
-def finish_task(cfg: RunConfig) -> dict:
+def finish_task(run: Run) -> dict:
     return {
         "basename": FINISH_TASK,
         "doc": "write extract.jsonl and extract.summary.json",
-        "actions": [(_finish_action, (cfg,))],
+        "actions": [(_finish_action, (run,))],
         "uptodate": [False],
         "verbosity": 0,
     }
@@ -183,32 +201,32 @@ def doit_config(cfg: RunConfig, backend: str | None = None) -> dict:
     return dict(DOIT_CONFIG, dep_file=doit_db(cfg), backend=backend)
 
 
-def namespace(cfg: RunConfig) -> dict[str, Any]:
+def namespace(run: Run) -> dict[str, Any]:
     """The task generators as a doit namespace (what dodo.py wires, for the CLI)."""
     from doit import create_after
 
     def task_walk() -> dict:
         """walk the manifest's roots into walk.jsonl"""
-        return walk_task(cfg)
+        return walk_task(run)
 
     @create_after(executed="walk")
     def task_extract() -> Iterator[dict]:
         """extract text from every walked file (one subtask per file)"""
-        yield from extract_tasks(cfg)
+        yield from extract_tasks(run)
 
     def task__extract_finish() -> dict:
         """write extract.jsonl and extract.summary.json"""
-        return finish_task(cfg)
+        return finish_task(run)
 
     return {
-        "DOIT_CONFIG": doit_config(cfg, doitdb.NAME),
+        "DOIT_CONFIG": doit_config(run.cfg, doitdb.NAME),
         "task_walk": task_walk,
         "task_extract": task_extract,
         "task__extract_finish": task__extract_finish,
     }
 
 
-def describe_walk(summary: dict, out: Path) -> str:
+def describe_walk(summary: dict | None, out: Path) -> str:
     if not summary:
         return "walk: nothing done"
     return (f"walk: {summary['files']} files ({summary['bytes']} bytes) in "
@@ -218,7 +236,7 @@ def describe_walk(summary: dict, out: Path) -> str:
             f"warnings; records in {out / 'walk.jsonl'}")
 
 
-def describe_extract(summary: dict, out: Path) -> str:
+def describe_extract(summary: dict | None, out: Path) -> str:
     if not summary:
         return "extract: nothing done"
     c = summary["counts"]
