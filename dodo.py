@@ -7,7 +7,7 @@ no_external=1``; with none, the bundled ``examples/manifest.yaml`` is used.
 
 import sys
 
-from doit import create_after, get_var
+from doit import get_var
 
 from tasks import pipeline
 from tasks.config import RunConfig
@@ -22,10 +22,12 @@ def task_walk():
     return pipeline.walk_task(RUN)
 
 
-@create_after(executed="walk")
 def task_extract():
     """extract text from every walked file (one subtask per file)"""
     yield from pipeline.extract_tasks(RUN)
+
+
+task_extract = pipeline.after_walk(RUN, task_extract)
 
 
 def task__extract_finish():

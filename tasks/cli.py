@@ -42,7 +42,7 @@ def _stage_parser(sub, name: str, help_: str, *, extract: bool, walk: bool) -> N
     p.add_argument("--trusted-keys", type=Path,
                    help="trusted public keys (default: $BASTION_TRUSTED_KEYS or "
                         "/etc/bastion/trusted_keys)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress, no final summary")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display (errors and the final summary line are still printed)")
     if walk:
         p.add_argument("--no-hash", action="store_true",
                        help="record files without reading them (no sha256: nothing to extract)")
@@ -145,6 +145,7 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
 
     OutputLock.release_all()  # a lock an earlier in-process run left (the tests run many)
     run = Run(cfg)
+    run.announce_in_actions = False
     try:
         manifest, out = run.load()
         for stage in stages:
@@ -190,9 +191,9 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
         summary = run.summary.to_json() if run.summary is not None else {}
         if summary.get("counts", {}).get("error"):
             code = EXIT_ERRORS
-        if not cfg.quiet:
-            print(pipeline.describe_extract(summary, out), file=sys.stderr)
-    elif not cfg.quiet:
+        # the final summary is printed even under -q (which silences the progress only)
+        print(pipeline.describe_extract(summary, out), file=sys.stderr)
+    else:
         print(pipeline.describe_walk(run.walk_summary, out), file=sys.stderr)
     return code
 

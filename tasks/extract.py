@@ -134,3 +134,30 @@ class ExtractSummary:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def rewrite_record(path: Any, item: Any) -> None:
+    """Turn one file's record in extract.jsonl into ``skipped`` (not extracted yet): what
+    ``doit clean extract:<file>`` leaves.  Streams the file; a missing file is left alone."""
+    import json
+    import os
+
+    from .fsio import atomic_write
+
+    if not os.path.exists(path):
+        return
+    target = (item.root, item.path)
+
+    def lines() -> Iterator[bytes]:
+        with open(path, "rb") as f:
+            for line in f:
+                d = json.loads(line)
+                if (d["root"], d["path"]) != target:
+                    yield line
+                    continue
+                yield to_line(ExtractRecord(
+                    root=item.root, path=item.path, sha256=item.sha256, mime=item.mime,
+                    verdict=Verdict(status=Status.SKIPPED, error=NOT_YET),
+                    v=_plan.EXTRACT_VERSION, reused=False))
+
+    atomic_write(path, lines())

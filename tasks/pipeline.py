@@ -33,10 +33,13 @@ if TYPE_CHECKING:  # the extract stage (and every reader) is imported when a run
 
 class Reporter(ConsoleReporter):
     """doit's console reporter, minus a line per task (100k files make 100k lines): only
-    failures are printed, one line each."""
+    failures are printed, one line each; with ``-v 2`` a line per task run, as doit does."""
+
+    verbose = False  # set per run (doit_config): doit gives a reporter no verbosity
 
     def execute_task(self, task: Any) -> None:
-        pass
+        if self.verbose and task.actions and task.name[0] != "_":
+            self.write(f".  {task.title()}\n")
 
     def skip_uptodate(self, task: Any) -> None:
         pass
@@ -74,8 +77,16 @@ def task_name(root: str, path: str) -> str:
     return f"{root}/{path}"
 
 
+PARALLEL_REFUSED = ("doit's -n/--process is not used by bastion: its reader workers are "
+                    "already parallel and sandboxed; use jobs=N (bastion: -j N)")
+
+
 # -- actions (plain functions carrying their own __signature__: doit inspects an action's
 # callable every time it runs it, and a bound method costs ~60 µs to inspect) ----------------
+
+
+def _refuse(message: str) -> TaskFailed:
+    return TaskFailed(message)
 
 
 def _walk_action(run: Run) -> TaskFailed | None:
@@ -83,6 +94,8 @@ def _walk_action(run: Run) -> TaskFailed | None:
         run.walk()
     except RUN_ERRORS as e:
         return TaskFailed(str(e))
+    if run.announce_in_actions and run.walk_summary is not None:
+        run.announce(describe_walk(run.walk_summary, run.out))
     return None
 
 
@@ -104,10 +117,12 @@ def _finish_action(run: Run) -> TaskFailed | None:
         run.close()
         return TaskFailed(run.refused)
     try:
-        run.finish()
+        summary = run.finish()
     except RUN_ERRORS as e:
         run.close()
         return TaskFailed(str(e))
+    if summary is not None and run.announce_in_actions:
+        run.say(run.describe_partial() or describe_extract(summary.to_json(), run.out))
     return None
 
 
@@ -118,22 +133,70 @@ def _finish_teardown(run: Run) -> None:
         raise OutputError(failed.message)
 
 
-for _f in (_walk_action, _extract_action, _finish_action, _finish_teardown):
+def _clean_extract(run: Run) -> None:
+    """``doit clean extract``: the records, the summary, the store and its verdicts."""
+    run.clean_all()
+
+
+def _clean_item(run: Run, item: Item) -> None:
+    """``doit clean extract:<file>``: that file's text, sidecar and verdict; its record
+    becomes ``skipped`` (not extracted yet)."""
+    run.clean_item(item)
+
+
+def _clean_walk(run: Run) -> None:
+    run.clean_walk()
+
+
+def _unknown_task(name: str, close: list[str]) -> TaskFailed:
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    return TaskFailed(f"no walked file is named {name}{hint}")
+
+
+for _f in (_refuse, _walk_action, _extract_action, _finish_action, _finish_teardown,
+           _clean_extract, _clean_item, _clean_walk, _unknown_task):
     _f.__signature__ = inspect.signature(_f)  # type: ignore[attr-defined]
+
+
+class Freshness:
+    """An extract task's ``uptodate`` entry: whether its stored verdict stands, and why (doit
+    prints it: ``doit info extract:<file>``)."""
+
+    __slots__ = ("fresh", "reason")
+
+    def __init__(self, fresh: bool, reason: str) -> None:
+        self.fresh = fresh
+        self.reason = reason
+
+    def __call__(self, task: Any, values: Any) -> bool:
+        return self.fresh
+
+    def __repr__(self) -> str:
+        return self.reason
 
 
 # -- generators -----------------------------------------------------------------------------
 
 
 def walk_task(run: Run) -> dict:
-    return {
+    task: dict[str, Any] = {
         "basename": "walk",
         "doc": "walk the manifest's roots into walk.jsonl (incremental: unchanged files are "
                "not read again)",
         "actions": [(_walk_action, (run,))],
         "uptodate": [False],
+        "clean": [(_clean_walk, (run,))],
         "verbosity": 0,
     }
+    if run.cfg.doit_processes > 1:
+        task["actions"] = [(_refuse, (PARALLEL_REFUSED,))]
+        task["clean"] = []
+    elif run.cfg.requested and not run.cfg.listing:
+        # single named tasks (doit extract:<file>) have no group to finish them: the walk,
+        # which every run executes first, finishes at the end (doit runs teardowns after
+        # every task), whether the named files were redone or up to date
+        task["teardown"] = [(_finish_teardown, (run,))]
+    return task
 
 
 def extract_tasks(run: Run) -> Iterator[dict]:
@@ -144,27 +207,53 @@ def extract_tasks(run: Run) -> Iterator[dict]:
     lists tasks (``RunConfig.all_tasks``); otherwise only the stale files get one, in slices
     of ``RunConfig.slice``.
     """
-    yield {"basename": "extract", "name": None,
-           "doc": "extract text from every walked file (one subtask per file)",
-           "setup": [FINISH_TASK]}
+    cfg = run.cfg
+    group: dict[str, Any] = {"basename": "extract", "name": None,
+                             "doc": "extract text from every walked file (one subtask per file)",
+                             "setup": [FINISH_TASK], "task_dep": ["walk"],
+                             "clean": [(_clean_extract, (run,))]}
+    if cfg.doit_processes > 1:
+        yield {"basename": "extract", "name": None, "doc": group["doc"],
+               "actions": [(_refuse, (PARALLEL_REFUSED,))]}
+        return
+    yield group
     try:
         plan = run.plan()
     except RUN_ERRORS as e:
         run.refused = str(e)
         return
-    every = run.cfg.all_tasks
-    # A run of single named tasks has no group to finish it: their teardown does.
-    teardown = [(_finish_teardown, (run,))] if every else []
+    every = cfg.all_tasks
     batch = plan.items if every else run.items_for()
+    names = set()
     for item in batch:
-        yield {
+        name = task_name(item.root, item.path)
+        if name in names:
+            continue  # the same path twice cannot happen in one walk; be safe with doit
+        names.add(name)
+        task: dict[str, Any] = {
             "basename": "extract",
-            "name": task_name(item.root, item.path),
+            "name": name,
             "actions": [(_extract_action, (run, item))],
-            "uptodate": [item.fresh],
-            "teardown": teardown,
+            "clean": [(_clean_item, (run, item))],
             "verbosity": 0,
         }
+        if every:
+            reason = run.why(item)
+            task["uptodate"] = [Freshness(item.fresh and not run.is_forgotten(item), reason)]
+            task["doc"] = reason
+        else:
+            task["uptodate"] = [item.fresh]
+        yield task
+    if every:
+        for requested in cfg.requested:
+            name = requested.split(":", 1)[1]
+            if name in names or "*" in name:
+                continue
+            import difflib
+
+            close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+            yield {"basename": "extract", "name": name,
+                   "actions": [(_unknown_task, (requested, close))], "verbosity": 0}
 
 
 def finish_task(run: Run) -> dict:
@@ -183,12 +272,9 @@ def doit_db(cfg: RunConfig) -> str:
         _, out = load(cfg)
     except RUN_ERRORS:
         return ".doit.db"
-    state = out / STATE_DIR
-    try:
-        state.mkdir(parents=True, exist_ok=True)  # doit opens its database before any task
-    except OSError:
-        pass  # the tasks report an unwritable output directory themselves
-    return str(state / "doit.json")
+    # nothing is created here: a listing command (doit list) must leave no trace, and the
+    # backend makes the directory when it first writes
+    return str(out / STATE_DIR / "doit.json")
 
 
 def doit_config(cfg: RunConfig, backend: str | None = None) -> dict:
@@ -198,21 +284,21 @@ def doit_config(cfg: RunConfig, backend: str | None = None) -> dict:
     and passes ``backend``, sparing every run the entry-point scan)."""
     if backend is None:
         backend = doitdb.NAME if doitdb.registered() else "json"
-    return dict(DOIT_CONFIG, dep_file=doit_db(cfg), backend=backend)
+    reporter = type("Reporter", (Reporter,), {"verbose": cfg.verbosity >= 2})
+    return dict(DOIT_CONFIG, dep_file=doit_db(cfg), backend=backend, reporter=reporter)
 
 
 def namespace(run: Run) -> dict[str, Any]:
     """The task generators as a doit namespace (what dodo.py wires, for the CLI)."""
-    from doit import create_after
-
     def task_walk() -> dict:
         """walk the manifest's roots into walk.jsonl"""
         return walk_task(run)
 
-    @create_after(executed="walk")
     def task_extract() -> Iterator[dict]:
         """extract text from every walked file (one subtask per file)"""
         yield from extract_tasks(run)
+
+    task_extract = after_walk(run, task_extract)
 
     def task__extract_finish() -> dict:
         """write extract.jsonl and extract.summary.json"""
@@ -224,6 +310,17 @@ def namespace(run: Run) -> dict[str, Any]:
         "task_extract": task_extract,
         "task__extract_finish": task__extract_finish,
     }
+
+
+def after_walk(run: Run, generator: Any) -> Any:
+    """The extract generator, created after the walk ran (doit's ``create_after``), except
+    for the commands that look at tasks without running them (``list``, ``info``,
+    ``forget``, ``clean``, …): those see the tasks of the walk already there."""
+    if run.cfg.listing:
+        return generator
+    from doit import create_after
+
+    return create_after(executed="walk")(generator)
 
 
 def describe_walk(summary: dict | None, out: Path) -> str:

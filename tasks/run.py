@@ -10,7 +10,10 @@ the summary.  Nothing is kept in module globals: a second run in the same proces
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -19,6 +22,7 @@ from readers.tools import Tool, ToolProbe
 from readers.verdict import Status, Verdict
 
 from .config import PrerequisiteError, RunConfig, load
+from .forgotten import ALL, forgotten, set_forgotten
 from .extract import ExtractSummary, Tally, ToolInfo, build_records
 from .fsio import STATE_DIR, OutputError, OutputLock, read_json, write_json
 from .manifest import Manifest
@@ -76,6 +80,12 @@ class Run:
         self.finished = False
         self.refused: str | None = None  # why the extract stage cannot run (a task failure)
         self.walk_read: dict[str, Any] = {}
+        self.forgotten: set[str] = set()
+        self.cleaned_all = False
+        self.announce_in_actions = True  # the CLI prints the summaries itself
+        # where lines for the person go: stderr as it is now, before doit replaces
+        # sys.stderr with its capture inside actions
+        self.console = sys.stderr
         self.t0 = time.monotonic()
         self.started = time.time()
 
@@ -135,9 +145,41 @@ class Run:
         self.verdicts = self.store.verdicts()
         self._plan = plan(iter_walk(out / "walk.jsonl"), self.verdicts, select, self.tools,
                           manifest.limits, self.store.text_names())
+        self.forgotten = forgotten(out / STATE_DIR)
+        if self.forgotten:  # doit forget: those files are redone, whatever the store says
+            every = ALL in self.forgotten
+            items = tuple(dataclasses.replace(i, fresh=False)
+                          if i.fresh and (every or self.is_forgotten(i)) else i
+                          for i in self._plan.items)
+            self._plan = dataclasses.replace(self._plan, items=items)
         self.refused = None
         self.stale = self._plan.stale
         return self._plan
+
+    def is_forgotten(self, item: Item) -> bool:
+        return bool(self.forgotten) and (
+            ALL in self.forgotten or f"extract:{item.root}/{item.path}" in self.forgotten)
+
+    def why(self, item: Item) -> str:
+        """Why a file's task is up to date or not, in words (``doit info``, ``doit list``)."""
+        v = self.verdicts.get((item.sha256, item.key))
+        if self.is_forgotten(item):
+            return "not up to date: forgotten (doit forget)"
+        if item.fresh and v is not None:
+            return f"up to date: {v.status} under key {item.key}"
+        if v is None:
+            if any(sha == item.sha256 for sha, _ in self._verdict_keys()):
+                return ("not up to date: extracted before under another key (the reader, its "
+                        "settings or the tools it may call changed)")
+            return "not up to date: not extracted yet"
+        if v.status is Status.ERROR:
+            return f"not up to date: error ({v.error_kind}) last time, retried on every run"
+        return "not up to date: its text is missing from the store"
+
+    def _verdict_keys(self) -> set[tuple[str, str]]:
+        if not hasattr(self, "_keys"):
+            self._keys = set(self.verdicts)
+        return self._keys
 
     def _probe_tools(self) -> dict[str, Tool]:
         """The tools on PATH and their identities, before planning: they are in the keys.
@@ -163,7 +205,8 @@ class Run:
     @property
     def more(self) -> bool:
         """Whether stale items remain for another doit run (``RunConfig.slice``)."""
-        return self._plan is not None and self.cursor < len(self.stale) and not self.finished
+        return (self._plan is not None and not self.cfg.all_tasks
+                and self.cursor < len(self.stale) and not self.finished)
 
     # -- extracting -------------------------------------------------------------------------------
 
@@ -245,11 +288,81 @@ class Run:
             write_json(out / "extract.summary.json", self.summary.to_json())
             if self._known_tools != self._known_before:
                 write_json(out / TOOLS_CACHE, self._known_tools)
+            if self.forgotten:
+                done = {f"extract:{i.root}/{i.path}" for i in plan.items
+                        if (i.sha256, i.key) in produced}
+                left = ({f"extract:{i.root}/{i.path}" for i in plan.items} if ALL in
+                        self.forgotten else self.forgotten) - done
+                set_forgotten(out / STATE_DIR, left)
         finally:
             self.store.close()
             if self.progress is not None:
                 self.progress.close()
         return self.summary
+
+    def announce(self, line: str) -> None:
+        """A line for the person running bastion, on the real stderr (fd 2: doit captures
+        ``sys.stderr`` inside actions), unless quiet."""
+        if not self.cfg.quiet:
+            self.say(line)
+
+    def say(self, line: str) -> None:
+        try:
+            self.console.write(line + "\n")
+            self.console.flush()
+        except (OSError, ValueError):
+            pass
+
+    def describe_partial(self) -> str | None:
+        """What a run of single named tasks did (``doit extract:<file>``), or None."""
+        if not self.cfg.all_tasks or self.cfg.listing or self.summary is None:
+            return None
+        produced = self.session.produced if self.session is not None else {}
+        done = sorted(f"{i.root}/{i.path}" for i in self.plan().items
+                      if (i.sha256, i.key) in produced)
+        waiting = self.summary.counts.get(Status.SKIPPED.value, 0)
+        shown = ", ".join(done[:10]) + (f", … ({len(done) - 10} more)" if len(done) > 10
+                                        else "")
+        return (f"extract: re-extracted {len(done)} file(s){': ' + shown if done else ''}; "
+                f"{waiting} file(s) not extracted yet (run doit extract); records in "
+                f"{self.out / 'extract.jsonl'}")
+
+    # -- doit clean ---------------------------------------------------------------------------
+
+    def clean_all(self) -> None:
+        """Remove everything the extract stage made: records, summary, store, verdicts."""
+        out = self.out
+        self.lock()
+        if self.store is not None:
+            self.store.close()
+        for name in ("extract.jsonl", "extract.summary.json"):
+            (out / name).unlink(missing_ok=True)
+        shutil.rmtree(out / "extract", ignore_errors=True)
+        for name in ("verdicts.sqlite", "verdicts.sqlite-wal", "verdicts.sqlite-shm",
+                     "forgotten.json", "tools.json"):
+            (out / STATE_DIR / name).unlink(missing_ok=True)
+        self.cleaned_all = True
+        self.say(f"removed the extract stage's outputs in {out}")
+
+    def clean_item(self, item: Item) -> None:
+        """Remove one file's text, sidecar and verdict; its record becomes skipped."""
+        if self.cleaned_all:
+            return
+        from .extract import rewrite_record
+
+        self.lock()
+        store = self.store or Store(self.out)
+        store.remove_text(item.stem)
+        store.forget([(item.sha256, item.key)])
+        rewrite_record(self.out / "extract.jsonl", item)
+        self.say(f"removed the text and verdict of {item.root}/{item.path}")
+
+    def clean_walk(self) -> None:
+        out = self.out
+        self.lock()
+        for name in ("walk.jsonl", "walk.summary.json", f"{STATE_DIR}/walk-cache"):
+            (out / name).unlink(missing_ok=True)
+        self.say(f"removed the walk's outputs in {out}")
 
     def _summary(self, tally: Tally, extracted: int, removed: int) -> ExtractSummary:
         manifest = self.manifest

@@ -55,6 +55,7 @@ def setup(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 def refused(capsys: pytest.CaptureFixture, argv: list[str], *needles: str) -> str:
     """Run ``bastion argv``: exit 1, one line on stderr naming every needle, no traceback."""
+    capsys.readouterr()  # what earlier runs printed (their final summary lines)
     rc = main(argv)
     err = capsys.readouterr().err
     assert rc == 1, err
