@@ -134,7 +134,7 @@ def _option(argv: list[str], short: str, long: str) -> int:
 def names_tasks(argv: list[str]) -> bool:
     """Whether a doit command line names single ``extract:…`` tasks or lists tasks: only then
     are up-to-date files given a subtask of their own."""
-    if argv and argv[0] in _LISTING:
+    if doit_command(argv) in _LISTING:
         return True
     return any(a.startswith("extract:") for a in argv)
 

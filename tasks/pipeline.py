@@ -221,6 +221,11 @@ def extract_tasks(run: Run) -> Iterator[dict]:
         plan = run.plan()
     except RUN_ERRORS as e:
         run.refused = str(e)
+        for requested in cfg.requested:  # named on the command line: say why it is not here
+            if "*" not in requested:
+                yield {"basename": "extract", "name": requested.split(":", 1)[1],
+                       "doc": f"not available: {e}",
+                       "actions": [(_refuse, (str(e),))], "verbosity": 0}
         return
     every = cfg.all_tasks
     batch = plan.items if every else run.items_for()
