@@ -41,6 +41,7 @@ import re
 _ESCAPED = re.compile(
     "[%=*\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\udc80-\udcff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SPECIAL = re.compile(_ESCAPED.pattern[:-1] + "\ud800-\udfff]")  # escaped, or a surrogate
 _HEX_ESCAPE = re.compile("%([0-9A-F]{2})")
 
 
@@ -88,6 +89,9 @@ def task_name(root: str, path: str) -> str:
     surrogate ``os.fsdecode`` never makes) is refused with :class:`TaskNameError`, so that
     every name maps back to exactly one path.
     """
+    name = f"{root}/{path}"
+    if root and "/" not in root and _SPECIAL.search(name) is None:
+        return name  # the ordinary case: one regex search (~0.25 µs a name)
     if not root or "/" in root:
         raise TaskNameError(f"root name {root!r} is empty or holds '/'")
     for part in (root, path):
