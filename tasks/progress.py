@@ -2,11 +2,11 @@
 
 Three modes, chosen once, when the :class:`Progress` is made:
 
-- **live** (stderr is a terminal): a bar with files done/total, percent, rate, ETA and errors so
+- **live** (stderr is a terminal, and ``$TERM`` is not ``dumb``): a bar with files done/total, percent, rate, ETA and errors so
   far, redrawn 5 times a second by ``rich``; under it, the file being read when one has been in
   flight longer than ``slow_after`` (2 s).  The display is cleared at the end and one final
   line stays.
-- **plain** (stderr is a pipe or a file, e.g. a CI log): the same facts as one plain line every
+- **plain** (stderr is a pipe or a file, e.g. a CI log, or a dumb terminal): the same facts as one plain line every
   ``interval`` (10 s), then the final line; no control characters.
 - **quiet**: nothing (the caller still prints errors and its summary).
 
@@ -132,7 +132,8 @@ class Progress:
     """Files done of total, rate, ETA and errors so far, and the file in flight when slow.
 
     ``total`` 0 means unknown (the walk): count and rate only.  ``stream`` defaults to
-    :func:`real_stderr`; the mode is live when it is a terminal, plain otherwise.  ``interval``
+    :func:`real_stderr`; the mode is live when it is a terminal that can move its cursor
+    (``$TERM`` not ``dumb``), plain otherwise.  ``interval``
     is the time between drawings (default 0.2 s live, 10 s plain).  ``leave`` keeps a final
     line (done, time, rate, errors) after :meth:`close`.
 
@@ -161,7 +162,8 @@ class Progress:
         self._closed = False
         self._owned = stream is None
         self.stream = real_stderr() if stream is None else stream
-        self.tty = _isatty(self.stream)
+        self.tty = _isatty(self.stream) and \
+            os.environ.get("TERM", "").lower() not in ("dumb", "unknown")
         default = LIVE_INTERVAL_S if self.tty else PLAIN_INTERVAL_S
         self.interval = max(interval if interval is not None else default, 0.01)
         self._live: Any = None
