@@ -2,12 +2,12 @@
 
 Three modes, chosen once, when the :class:`Progress` is made:
 
-- **live** (stderr is a terminal, and ``$TERM`` is not ``dumb``): a bar with files done/total, percent, rate, ETA and errors so
-  far, redrawn 5 times a second by ``rich``; under it, the file being read when one has been in
-  flight longer than ``slow_after`` (2 s).  The display is cleared at the end and one final
-  line stays.
-- **plain** (stderr is a pipe or a file, e.g. a CI log, or a dumb terminal): the same facts as one plain line every
-  ``interval`` (10 s), then the final line; no control characters.
+- **live** (stderr is a terminal, and ``$TERM`` is not ``dumb``): a bar with files done/total,
+  percent, rate, ETA and errors so far, redrawn 5 times a second by ``rich``; under it, the file
+  being read when one has been in flight longer than ``slow_after`` (2 s).  The display is
+  cleared at the end and one final line stays.
+- **plain** (stderr is a pipe or a file, e.g. a CI log, or a dumb terminal): the same facts as
+  one plain line every ``interval`` (10 s), then the final line; no control characters.
 - **quiet**: nothing (the caller still prints errors and its summary).
 
 It draws on the *real* stderr: the file descriptor 2 duplicated when the ``Progress`` is made.
@@ -133,9 +133,10 @@ class Progress:
 
     ``total`` 0 means unknown (the walk): count and rate only.  ``stream`` defaults to
     :func:`real_stderr`; the mode is live when it is a terminal that can move its cursor
-    (``$TERM`` not ``dumb``), plain otherwise.  ``interval``
-    is the time between drawings (default 0.2 s live, 10 s plain).  ``leave`` keeps a final
-    line (done, time, rate, errors) after :meth:`close`.
+    (``$TERM`` not ``dumb``), plain otherwise.  ``interval`` is the time between drawings
+    (default 0.2 s live, 10 s plain).  ``leave`` keeps a final line (done, time, rate,
+    errors) after :meth:`close`.  Making one never fails a run: a display that cannot start
+    falls back to plain lines.
 
     Usage::
 
@@ -172,7 +173,11 @@ class Progress:
         if quiet:
             return
         if self.tty:
-            self._live = self._start_live()
+            try:
+                self._live = self._start_live()
+            except (ImportError, OSError, ValueError):  # no rich, or the terminal is gone
+                self.tty = False
+                self.interval = max(interval or PLAIN_INTERVAL_S, 0.01)
         self._thread = threading.Thread(target=self._run, name=f"progress-{label}", daemon=True)
         self._thread.start()
         _open.add(self)
@@ -213,6 +218,10 @@ class Progress:
             from rich.text import Text
 
             self._live.console.print(Text(line), soft_wrap=True)
+            return
+        if self._closed and self._owned:  # its duplicate of fd 2 is closed: a new one
+            with real_stderr() as stream:
+                stream.write(line + "\n")
             return
         with self._lock:
             self.stream.write(line + "\n")

@@ -252,7 +252,9 @@ def test_default_stream_is_a_duplicate_of_fd_2(capfd) -> None:  # type: ignore[n
         p = Progress("walk", 0)
         p.update(3)
         p.close()
+        p.print("bastion: error: after the end")  # still the real stderr
     finally:
         captured, sys.stderr = sys.stderr, saved
     assert captured.getvalue() == ""
-    assert re.fullmatch(r"walk: 3 files in \d\.\d s, \d+ files/s\n", capfd.readouterr().err)
+    assert re.fullmatch(r"walk: 3 files in \d\.\d s, \d+ files/s\nbastion: error: after the end\n",
+                        capfd.readouterr().err)
