@@ -79,7 +79,7 @@ class Snapshot:
         files, 2500 files/s``)."""
         if self.total <= 0:
             errors = f", errors {self.errors}" if self.errors else ""
-            return f"{self.done} files, {self.rate:.0f} files/s{errors}"
+            return f"{_files(self.done)}, {self.rate:.0f} files/s{errors}"
         pct = 100.0 * self.done / self.total
         return (f"{self.done}/{self.total} ({pct:.0f}%) {self.rate:.0f} files/s "
                 f"ETA {self.eta} errors {self.errors}")
@@ -105,9 +105,12 @@ class Snapshot:
         """The line that stays at the end."""
         rate = self.done / self.elapsed if self.elapsed > 0 else 0.0
         errors = f", errors {self.errors}" if self.total > 0 or self.errors else ""
-        of = f"{self.done}/{self.total}" if self.total > 0 else f"{self.done}"
-        return (f"{self.label}: {of} files in {_seconds(self.elapsed)}, {rate:.0f} files/s"
-                f"{errors}")
+        of = f"{self.done}/{self.total} files" if self.total > 0 else _files(self.done)
+        return f"{self.label}: {of} in {_seconds(self.elapsed)}, {rate:.0f} files/s{errors}"
+
+
+def _files(n: int) -> str:
+    return f"{n} file" if n == 1 else f"{n} files"
 
 
 def _clock(seconds: float) -> str:

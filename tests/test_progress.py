@@ -189,6 +189,7 @@ def test_snapshot_lines() -> None:
     walk = Snapshot("walk", 5000, 0, 0, 125.0, 40.0, None, 0)
     assert walk.line() == "walk: 5000 files, 40 files/s"
     assert walk.final() == "walk: 5000 files in 0:02:05, 40 files/s"
+    assert Snapshot("walk", 1, 0, 0, 0.5, 2.0, None, 0).final() == "walk: 1 file in 0.5 s, 2 files/s"
     assert Snapshot("extract", 0, 10, 0, 1.0, 0.0, None, 0).eta == "?"
     assert Snapshot("extract", 10, 10, 0, 1.0, 0.0, None, 0).eta == "0:00:00"
 
