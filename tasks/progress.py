@@ -181,9 +181,16 @@ class Progress:
             except (ImportError, OSError, ValueError):  # no rich, or the terminal is gone
                 self.tty = False
                 self.interval = max(interval or PLAIN_INTERVAL_S, 0.01)
-        self._thread = threading.Thread(target=self._run, name=f"progress-{label}", daemon=True)
-        self._thread.start()
         _open.add(self)
+
+    def _begin(self) -> None:
+        """Start the drawing thread, at the first :meth:`start` or :meth:`update` rather than
+        when made: the walk forks its re-walk helpers only while the process has one thread
+        (tasks/walk.py), and it decides that after making its Progress, before counting."""
+        if self._thread is None and not self.quiet and not self._closed:
+            self._thread = threading.Thread(target=self._run, name=f"progress-{self.label}",
+                                            daemon=True)
+            self._thread.start()
 
     # -- the caller's side: cheap --------------------------------------------------------------
 
@@ -192,6 +199,8 @@ class Progress:
         (as given to :meth:`start`), no longer in flight."""
         self.done += n
         self.errors += errors
+        if self._thread is None:
+            self._begin()
         if name is not None and self._inflight:
             with self._lock:
                 self._inflight.pop(name, None)
@@ -201,6 +210,8 @@ class Progress:
         Names are shown escaped (tasks/names.py): no control character reaches the terminal."""
         if self.quiet:
             return
+        if self._thread is None:
+            self._begin()
         with self._lock:
             self._inflight[name] = time.monotonic()
 
@@ -209,6 +220,8 @@ class Progress:
         (``None``: none)."""
         if self.quiet:
             return
+        if self._thread is None:
+            self._begin()
         with self._lock:
             self._inflight.clear()
             if name is not None:

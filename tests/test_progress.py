@@ -17,6 +17,7 @@ import subprocess
 import sys
 import termios
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -232,6 +233,23 @@ def test_plain_stream_defaults_and_close() -> None:
     p.update(5)  # after close: counted, never drawn
     assert out.getvalue().splitlines() == [out.getvalue().splitlines()[-1]]
     assert re.fullmatch(r"walk: 1000 files in \d\.\d s, \d+ files/s\n", out.getvalue())
+
+
+def test_no_thread_before_the_first_update() -> None:
+    # the walk forks its re-walk helpers only while the process runs one thread, and decides
+    # so after making its Progress (tasks/walk.py: Walker._helpers)
+    before = threading.active_count()
+    p = Progress("walk", 0, stream=io.StringIO(), interval=0.01)
+    assert threading.active_count() == before
+    p.update(1)
+    assert threading.active_count() == before + 1
+    p.close()
+    assert threading.active_count() == before
+    quiet = Progress("walk", 0, stream=io.StringIO(), quiet=True)
+    quiet.start("a")
+    quiet.update(1, name="a")
+    assert threading.active_count() == before
+    quiet.close()
 
 
 def test_quiet_writes_nothing_but_print() -> None:
