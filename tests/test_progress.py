@@ -277,3 +277,33 @@ def test_default_stream_is_a_duplicate_of_fd_2(capfd) -> None:  # type: ignore[n
     assert captured.getvalue() == ""
     assert re.fullmatch(r"walk: 3 files in \d\.\d s, \d+ files/s\nbastion: error: after the end\n",
                         capfd.readouterr().err)
+
+
+def test_the_walk_still_shares_a_re_walk_with_progress_shown(tmp_path: Path) -> None:
+    """`bastion walk` without -q: the progress display must not stop the walk from forking
+    its re-walk helpers (it forks only while the process runs one thread)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    for i in range(30):
+        (root / f"f{i}.txt").write_text(f"file {i}\n")
+    (tmp_path / "m.yaml").write_text(
+        "version: 1\nroots:\n  - {name: docs, path: root}\nstages: [walk, extract]\n")
+    script = textwrap.dedent(f'''
+        import os, sys
+        import tasks.walk as w
+        from tasks.cli import main
+        w.PARALLEL_MIN_RECORDS = 1
+        os.sched_getaffinity = lambda pid: {{0, 1}}  # two cores, whatever the machine
+        shared = []
+        run_shared = w.Walker._run_shared
+        w.Walker._run_shared = lambda self, n: (shared.append(n), run_shared(self, n))
+        out = {str(tmp_path / "out")!r}
+        assert main(["walk", {str(tmp_path / "m.yaml")!r}, "--out", out]) == 0
+        assert main(["walk", {str(tmp_path / "m.yaml")!r}, "--out", out]) == 0
+        sys.stdout.write(repr(shared))
+    ''')
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "[1]", proc.stderr  # the second walk was shared with one helper
+    assert re.search(r"^walk: 30 files in \d+\.\d s", proc.stderr, re.M), proc.stderr
