@@ -14,7 +14,7 @@ from tasks.config import RunConfig
 from tasks.run import Run
 
 RUN = Run(RunConfig.from_vars(get_var, argv=sys.argv[1:]))
-DOIT_CONFIG = pipeline.doit_config(RUN.cfg)
+DOIT_CONFIG = pipeline.doit_config(RUN.cfg, run=RUN)
 
 
 def task_walk():

@@ -15,14 +15,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, NoReturn, Sequence
 
-from .config import DEFAULT_MANIFEST, PrerequisiteError, RunConfig, forget_manifests, load
+from .config import (DEFAULT_MANIFEST, JOBS_PER_CORE, PrerequisiteError, RunConfig,
+                     forget_manifests, jobs_error, load)
 from .fsio import LockedError, OutputError, OutputLock
 
 EXIT_OK, EXIT_INVALID, EXIT_ERRORS = 0, 1, 2
 # Files handed to doit per run: doit holds ~5 KB per task, so a first run of a million files
 # goes through in slices of this many and the parent's memory stays bounded.
 EXTRACT_SLICE = 20_000
-JOBS_PER_CORE = 4  # -j accepts 1 … JOBS_PER_CORE × cores
 TRUSTED_KEYS_HELP = ("file of trusted public keys, one 'ed25519 <base64> <comment>' line each "
                      "as 'bastion keygen' writes them (default: $BASTION_TRUSTED_KEYS, else "
                      "/etc/bastion/trusted_keys)")
@@ -82,21 +82,6 @@ def version() -> str:
         return installed("bastion")
     except PackageNotFoundError:
         return "unknown"
-
-
-def max_jobs() -> int:
-    """The largest ``-j``: JOBS_PER_CORE workers per core (a reader mostly waits on its
-    tools or the disk, so a few per core can pay; 500 workers never do)."""
-    return JOBS_PER_CORE * (os.cpu_count() or 1)
-
-
-def jobs_error(jobs: int | None) -> str | None:
-    """Why ``-j jobs`` is refused, or None (``None``: not given, one worker per core)."""
-    if jobs is None or 1 <= jobs <= max_jobs():
-        return None
-    cores = os.cpu_count() or 1
-    return (f"-j {jobs}: the number of reader workers must be between 1 and {max_jobs()} "
-            f"({JOBS_PER_CORE} × {cores} core{'s' if cores != 1 else ''})")
 
 
 def _stage_parser(sub, name: str, help_: str, *, extract: bool, walk: bool) -> None:

@@ -24,6 +24,22 @@ class PrerequisiteError(Exception):
 
 
 _TRUE = {"1", "true", "yes", "on"}
+JOBS_PER_CORE = 4  # -j (jobs=) accepts 1 … JOBS_PER_CORE × cores
+
+
+def max_jobs() -> int:
+    """The largest ``-j``: JOBS_PER_CORE workers per core (a reader mostly waits on its
+    tools or the disk, so a few per core can pay; 500 workers never do)."""
+    return JOBS_PER_CORE * (os.cpu_count() or 1)
+
+
+def jobs_error(jobs: int | None) -> str | None:
+    """Why ``-j jobs`` is refused, or None (``None``: not given, one worker per core)."""
+    if jobs is None or 1 <= jobs <= max_jobs():
+        return None
+    cores = os.cpu_count() or 1
+    return (f"-j {jobs}: the number of reader workers must be between 1 and {max_jobs()} "
+            f"({JOBS_PER_CORE} × {cores} core{'s' if cores != 1 else ''})")
 
 
 @dataclass(frozen=True)

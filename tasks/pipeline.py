@@ -21,9 +21,10 @@ from doit.exceptions import TaskFailed
 from doit.reporter import ConsoleReporter
 
 from . import doitdb
-from .config import FINISH_TASK, PrerequisiteError, RunConfig, load
+from .config import FINISH_TASK, PrerequisiteError, RunConfig, jobs_error, load
 from .fsio import STATE_DIR, LockedError, OutputError
 from .manifest import ManifestError
+from .names import task_name
 from .signing import SignatureError
 
 if TYPE_CHECKING:  # the extract stage (and every reader) is imported when a run extracts
@@ -36,6 +37,16 @@ class Reporter(ConsoleReporter):
     failures are printed, one line each; with ``-v 2`` a line per task run, as doit does."""
 
     verbose = False  # set per run (doit_config): doit gives a reporter no verbosity
+    run: Any = None  # the run, whose progress display the error lines go above
+
+    def _say(self, line: str) -> None:
+        progress = getattr(self.run, "progress", None)
+        if progress is None:
+            sys.stderr.write(line + "\n")
+            return
+        progress.print(line)  # above the live display
+        if hasattr(sys.stderr, "failed"):  # the CLI's one-line filter: an error was said
+            sys.stderr.failed = True
 
     def execute_task(self, task: Any) -> None:
         if self.verbose and task.actions and task.name[0] != "_":
@@ -50,7 +61,7 @@ class Reporter(ConsoleReporter):
     def add_failure(self, task: Any, fail: Any) -> None:
         message = fail.get_msg().strip().splitlines() if hasattr(fail, "get_msg") else [str(fail)]
         first = message[-1] if message else "failed"
-        sys.stderr.write(f"bastion: error: {task.name}: {first}\n")
+        self._say(f"bastion: error: {task.name}: {first}")
         self.failures.append({"task": task, "exception": fail})
 
     def cleanup_error(self, exception: Any) -> None:
@@ -72,13 +83,16 @@ DOIT_CONFIG = {
 RUN_ERRORS = (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError)
 
 
-def task_name(root: str, path: str) -> str:
-    """The doit name of a file's task (the part after ``extract:``)."""
-    return f"{root}/{path}"
-
-
 PARALLEL_REFUSED = ("doit's -n/--process is not used by bastion: its reader workers are "
                     "already parallel and sandboxed; use jobs=N (bastion: -j N)")
+
+
+def refused_settings(cfg: RunConfig) -> str | None:
+    """Why settings given to doit are refused (doit's -n, jobs= out of range), or None."""
+    if cfg.doit_processes > 1:
+        return PARALLEL_REFUSED
+    problem = jobs_error(cfg.jobs if cfg.jobs else None)
+    return problem.replace("-j ", "jobs=", 1) if problem else None
 
 
 # -- actions (plain functions carrying their own __signature__: doit inspects an action's
@@ -188,8 +202,9 @@ def walk_task(run: Run) -> dict:
         "clean": [(_clean_walk, (run,))],
         "verbosity": 0,
     }
-    if run.cfg.doit_processes > 1:
-        task["actions"] = [(_refuse, (PARALLEL_REFUSED,))]
+    refusal = refused_settings(run.cfg)
+    if refusal:
+        task["actions"] = [(_refuse, (refusal,))]
         task["clean"] = []
     elif run.cfg.requested and not run.cfg.listing:
         # single named tasks (doit extract:<file>) have no group to finish them: the walk,
@@ -212,9 +227,10 @@ def extract_tasks(run: Run) -> Iterator[dict]:
                              "doc": "extract text from every walked file (one subtask per file)",
                              "setup": [FINISH_TASK], "task_dep": ["walk"],
                              "clean": [(_clean_extract, (run,))]}
-    if cfg.doit_processes > 1:
+    refusal = refused_settings(cfg)
+    if refusal:
         yield {"basename": "extract", "name": None, "doc": group["doc"],
-               "actions": [(_refuse, (PARALLEL_REFUSED,))]}
+               "actions": [(_refuse, (refusal,))]}
         return
     yield group
     try:
@@ -282,14 +298,14 @@ def doit_db(cfg: RunConfig) -> str:
     return str(out / STATE_DIR / "doit.json")
 
 
-def doit_config(cfg: RunConfig, backend: str | None = None) -> dict:
+def doit_config(cfg: RunConfig, backend: str | None = None, run: Run | None = None) -> dict:
     """DOIT_CONFIG for these settings.  The backend is bastion's atomic JSON one
     (tasks/doitdb.py); for the ``doit`` command it is found by its entry point, so a checkout
     that was never installed falls back to doit's plain ``json`` (the CLI registers it itself
     and passes ``backend``, sparing every run the entry-point scan)."""
     if backend is None:
         backend = doitdb.NAME if doitdb.registered() else "json"
-    reporter = type("Reporter", (Reporter,), {"verbose": cfg.verbosity >= 2})
+    reporter = type("Reporter", (Reporter,), {"verbose": cfg.verbosity >= 2, "run": run})
     return dict(DOIT_CONFIG, dep_file=doit_db(cfg), backend=backend, reporter=reporter)
 
 
@@ -310,7 +326,7 @@ def namespace(run: Run) -> dict[str, Any]:
         return finish_task(run)
 
     return {
-        "DOIT_CONFIG": doit_config(run.cfg, doitdb.NAME),
+        "DOIT_CONFIG": doit_config(run.cfg, doitdb.NAME, run),
         "task_walk": task_walk,
         "task_extract": task_extract,
         "task__extract_finish": task__extract_finish,

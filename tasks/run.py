@@ -26,6 +26,7 @@ from .forgotten import ALL, forgotten, set_forgotten
 from .extract import ExtractSummary, Tally, ToolInfo, build_records
 from .fsio import STATE_DIR, OutputError, OutputLock, read_json, write_json
 from .manifest import Manifest
+from .names import task_name
 from . import plan as plan_module
 from .plan import Item, Plan, plan
 from .progress import Progress
@@ -119,7 +120,7 @@ class Run:
         from .walk import run_walk
 
         self.lock()
-        progress = Progress("walk", 0, quiet=self.cfg.quiet)
+        progress = Progress("walk", 0, quiet=self.cfg.quiet, leave=False)
         try:
             self.walk_summary = run_walk(manifest, out, no_hash=self.cfg.no_hash,
                                          progress=progress.update)
@@ -158,7 +159,8 @@ class Run:
 
     def is_forgotten(self, item: Item) -> bool:
         return bool(self.forgotten) and (
-            ALL in self.forgotten or f"extract:{item.root}/{item.path}" in self.forgotten)
+            ALL in self.forgotten or f"extract:{task_name(item.root, item.path)}"
+            in self.forgotten)
 
     def why(self, item: Item) -> str:
         """Why a file's task is up to date or not, in words (``doit info``, ``doit list``)."""
@@ -242,12 +244,21 @@ class Run:
         """Hand one item to a worker (its verdict is committed when it arrives)."""
         session = self.start_session()
         if self.progress is None:
-            self.progress = Progress("extract", len(self.stale), quiet=self.cfg.quiet)
+            # a run of named tasks (doit extract:<file>, wildcards) does not know its count
+            total = 0 if self.cfg.all_tasks else len(self.stale)
+            self.progress = Progress("extract", total, quiet=self.cfg.quiet,
+                                     leave=self.announce_in_actions)
+        name = f"{item.root}/{item.path}"
+        if (item.sha256, item.key) in session.scheduled:
+            self.progress.update(1, name=None)  # the same content as a file handed out
+            return
+        self.progress.start(name)
         session.submit(item)
 
     def _on_verdict(self, item: Item, verdict: Verdict) -> None:
         if self.progress is not None:
-            self.progress.update(1, errors=1 if verdict.status is Status.ERROR else 0)
+            self.progress.update(1, errors=1 if verdict.status is Status.ERROR else 0,
+                                 name=f"{item.root}/{item.path}")
 
     def close(self) -> None:
         """Stop the workers, if any (the end of a run that did not reach ``finish``)."""
@@ -289,10 +300,10 @@ class Run:
             if self._known_tools != self._known_before:
                 write_json(out / TOOLS_CACHE, self._known_tools)
             if self.forgotten:
-                done = {f"extract:{i.root}/{i.path}" for i in plan.items
+                done = {f"extract:{task_name(i.root, i.path)}" for i in plan.items
                         if (i.sha256, i.key) in produced}
-                left = ({f"extract:{i.root}/{i.path}" for i in plan.items} if ALL in
-                        self.forgotten else self.forgotten) - done
+                left = ({f"extract:{task_name(i.root, i.path)}" for i in plan.items}
+                        if ALL in self.forgotten else self.forgotten) - done
                 set_forgotten(out / STATE_DIR, left)
         finally:
             self.store.close()

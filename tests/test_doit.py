@@ -156,3 +156,28 @@ def test_a_single_file_run_on_a_fresh_output_leaves_a_complete_output(example) -
     from tasks.compare import compare_outputs
 
     assert compare_outputs(out, fresh) == []
+
+
+def test_any_file_name_works_and_stays_selectable(tmp_path: Path) -> None:
+    """A name doit would refuse or misread (``=``, ``*``, ``%``, a newline, an option, a
+    variable) never stops a run, and each file's task is selectable by its escaped name."""
+    from tasks.cli import main
+    from tasks.names import task_name
+
+    root = tmp_path / "root"
+    root.mkdir()
+    names = ["enc-XI-R6,V5,U=view.txt", "x=y", "-a", "--help", "100%.txt", "a*b.txt",
+             "line\nbreak.txt", "tab\there.txt", "n" * 200 + ".txt"]
+    for i, name in enumerate(names):
+        (root / name).write_text(f"file number {i}\n")
+    m = tmp_path / "m.yaml"
+    m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\nstages: [walk, extract]\n")
+    out = tmp_path / "out"
+    assert main(["sweep", str(m), "--out", str(out), "-q", "-j", "1"]) == 0
+    assert len(records(out)) == len(names)
+    for name in ("enc-XI-R6,V5,U=view.txt", "a*b.txt", "-a"):
+        proc = doit("-a", f"extract:{task_name('r', name)}", "jobs=1", manifest=m, out=out)
+        assert proc.returncode == 0, proc.stderr
+        assert "re-extracted 1 file(s)" in proc.stderr, proc.stderr
+        recs = records(out)
+        assert [p for p, r in recs.items() if not r["reused"]] == [name]
