@@ -234,6 +234,8 @@ def extract_tasks(run: Run) -> Iterator[dict]:
         return
     yield group
     try:
+        if run.nothing_to_do():
+            return  # the last run's stamp holds: no per-file work (tasks/stamp.py)
         plan = run.plan()
     except RUN_ERRORS as e:
         run.refused = str(e)

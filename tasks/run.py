@@ -31,6 +31,7 @@ from . import plan as plan_module
 from .plan import Item, Plan, plan
 from .progress import Progress
 from .records import iter_walk
+from . import stamp
 from .store import Store
 
 TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # the tools' versions, by binary (readers.tools)
@@ -71,6 +72,7 @@ class Run:
         self._known_tools: dict[str, list] = {}
         self._known_before: dict[str, list] = {}
         self._plan: Plan | None = None
+        self._probed: dict[str, Tool] | None = None
         self.verdicts: dict[tuple[str, str], Verdict] = {}
         self.stale: list[Item] = []
         self.cursor = 0  # how many stale items were handed to doit (RunConfig.slice)
@@ -83,6 +85,7 @@ class Run:
         self.walk_read: dict[str, Any] = {}
         self.forgotten: set[str] = set()
         self.cleaned_all = False
+        self.noop_from: dict[str, Any] | None = None  # the last summary, when nothing to do
         self.announce_in_actions = True  # the CLI prints the summaries itself
         # where lines for the person go: stderr as it is now, before doit replaces
         # sys.stderr with its capture inside actions
@@ -157,6 +160,38 @@ class Run:
         self.stale = self._plan.stale
         return self._plan
 
+    def nothing_to_do(self) -> bool:
+        """Whether the last complete run's stamp still holds (tasks/stamp.py): then every
+        stored verdict stands and the run does no per-file work.  Called instead of the plan
+        by a plain ``extract`` run; ``doit extract:<file>`` and the listing commands plan."""
+        if self.cfg.all_tasks or self.cfg.listing or self._plan is not None:
+            return False
+        manifest, out = self.load()
+        self.walk_read = check_walk(manifest, out)
+        try:
+            previous = read_json(out / "extract.summary.json")
+        except (OSError, ValueError):
+            return False
+        if not isinstance(previous, dict) or (previous.get("counts") or {}).get("error", 1):
+            return False  # an error is retried on every run
+        probed = self._probe_tools()
+        self.tools.clear()
+        self.tools.update(probed)
+        if not stamp.matches(out, self._inputs()):
+            return False
+        self.noop_from = previous
+        return True
+
+    def _inputs(self) -> str:
+        from readers.dispatch import REGISTRY
+
+        manifest = self.manifest
+        return stamp.inputs_digest(
+            manifest_digest=manifest.digest, extract_version=plan_module.EXTRACT_VERSION,
+            registry=REGISTRY, tools=self.tools, limits=manifest.limits,
+            no_external=self.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
+            extra=self.extra_readers)
+
     def is_forgotten(self, item: Item) -> bool:
         return bool(self.forgotten) and (
             ALL in self.forgotten or f"extract:{task_name(item.root, item.path)}"
@@ -185,14 +220,18 @@ class Run:
 
     def _probe_tools(self) -> dict[str, Tool]:
         """The tools on PATH and their identities, before planning: they are in the keys.
-        Versions come from ``.bastion/tools.json`` while a binary's stat is unchanged."""
+        Versions come from ``.bastion/tools.json`` while a binary's stat is unchanged.
+        Asked once per run."""
+        if self._probed is not None:
+            return self._probed
         try:
             known = read_json(self.out / TOOLS_CACHE)
         except (OSError, ValueError):
             known = {}
         self._known_tools = known if isinstance(known, dict) else {}
         self._known_before = dict(self._known_tools)
-        return ToolProbe(self.cfg.no_external, known=self._known_tools).result()
+        self._probed = ToolProbe(self.cfg.no_external, known=self._known_tools).result()
+        return self._probed
 
     def items_for(self, names: Iterable[str] | None = None) -> list[Item]:
         """The next slice of stale items (or all of them)."""
@@ -272,11 +311,13 @@ class Run:
         no record references (once per run; a no-op between doit slices)."""
         if self.finished:
             return self.summary
-        if self.more:  # a slice done, more to come: keep the workers, commit what is done
+        if self.noop_from is None and self.more:  # a slice done, more to come: keep the workers, commit what is done
             if self.session is not None:
                 self.session.drain()
             return None
         self.finished = True
+        if self.noop_from is not None:
+            return self._finish_noop()
         plan = self.plan()
         manifest, out = self.load()
         assert self.store is not None
@@ -309,6 +350,41 @@ class Run:
             self.store.close()
             if self.progress is not None:
                 self.progress.close()
+        complete = not self.cfg.all_tasks and not tally.error_kinds and \
+            self.summary.counts.get(Status.ERROR.value, 0) == 0
+        if complete:
+            stamp.save(out, self._inputs())
+        else:
+            stamp.drop(out)
+        return self.summary
+
+    def _finish_noop(self) -> ExtractSummary:
+        """The summary of a run with nothing to do: the last run's counts, this run's
+        times and tools; extract.jsonl and the store are left exactly as they are."""
+        if self.session is not None:
+            self.session.close()
+        prev = self.noop_from or {}
+        counts = dict(prev.get("counts") or {})
+        self.summary = ExtractSummary(
+            manifest=str(self.manifest.path), manifest_digest=self.manifest.digest,
+            walk_manifest_digest=self.walk_read.get("manifest_digest"),
+            records=int(prev.get("records", 0)), counts=counts,
+            reused=int(prev.get("records", 0)) - int(counts.get(Status.SKIPPED.value, 0)),
+            extracted=0, chars=int(prev.get("chars", 0)),
+            error_kinds=dict(prev.get("error_kinds") or {}),
+            limits_hit=dict(prev.get("limits_hit") or {}),
+            pages_ocr=int(prev.get("pages_ocr", 0)), removed=0,
+            tools=[ToolInfo(t.name, t.path, t.version, t.identity)
+                   for t in sorted(self.tools.values(), key=lambda t: t.name)],
+            no_external=self.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
+            workers=self.cfg.workers,
+            workers_started=self.session.pool.spawned if self.session and self.session.pool
+            else 0, workers_killed=0,
+            started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+            duration_s=round(time.monotonic() - self.t0, 3),
+            extract_version=plan_module.EXTRACT_VERSION)
+        self.lock()
+        write_json(self.out / "extract.summary.json", self.summary.to_json())
         return self.summary
 
     def announce(self, line: str) -> None:

@@ -297,7 +297,8 @@ def test_clean_sweep_exit_0(setup, capsys: pytest.CaptureFixture) -> None:
         [(r["root"], r["path"]) for r in jsonl(out / "walk.jsonl")]
     # a second sweep reuses everything and is still clean
     assert sweep(m, out) == 0
-    assert all(r["reused"] for r in jsonl(out / "extract.jsonl"))
+    s = json.loads((out / "extract.summary.json").read_text())
+    assert s["extracted"] == 0 and s["reused"] == len(recs)
 
 
 def test_doit_plugins_are_not_scanned_during_a_run(setup, monkeypatch: pytest.MonkeyPatch,

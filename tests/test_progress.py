@@ -306,4 +306,5 @@ def test_the_walk_still_shares_a_re_walk_with_progress_shown(tmp_path: Path) -> 
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "[1]", proc.stderr  # the second walk was shared with one helper
-    assert re.search(r"^walk: 30 files in \d+\.\d s", proc.stderr, re.M), proc.stderr
+    assert re.search(r"^walk: 30 files \(230 bytes\) in \d+\.\d+ s", proc.stderr, re.M), \
+        proc.stderr
