@@ -182,6 +182,18 @@ class Run:
         self.noop_from = previous
         return True
 
+    def _likely_nothing_to_do(self) -> bool:
+        """Before the walk: whether the last run's stamp has this run's key inputs (then
+        workers started now would most likely only be stopped again)."""
+        if self.cfg.all_tasks or self.cfg.listing:
+            return False
+        try:
+            previous = read_json(self.out / stamp.STAMP)
+            self.tools.update(self._probe_tools())
+            return isinstance(previous, dict) and previous.get("inputs") == self._inputs()
+        except (OSError, ValueError):
+            return False
+
     def _inputs(self) -> str:
         from readers.dispatch import REGISTRY
 
@@ -275,6 +287,8 @@ class Run:
         from readers.runtime import PoolError
 
         try:
+            if self._likely_nothing_to_do():
+                return  # workers start at the first document, if one comes
             self.start_session()
         except (OutputError, PoolError, OSError):
             self.close()

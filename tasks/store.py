@@ -118,10 +118,11 @@ class Store:
         except sqlite3.Error as e:
             raise OutputError(f"cannot read the verdict store {self.db_path}: {e}") from None
         out: dict[tuple[str, str], Verdict] = {}
+        loads = json.loads
         for sha, key, body in rows:
             try:
-                out[(sha, key)] = Verdict.from_json(json.loads(body))
-            except ValueError:
+                out[(sha, key)] = Verdict.from_store(loads(body))
+            except (ValueError, KeyError, TypeError):
                 continue
         return out
 
