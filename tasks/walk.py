@@ -9,11 +9,11 @@ by :func:`tasks.filehash.hash_file`.  Everything is written atomically; nothing 
 (loops, unreadable directories, FIFOs, devices, vanishing or growing files, names that are
 not UTF-8, other bastion outputs) stops the walk: each is a record or a counted warning.
 
-The units, and the data between them::
+The units, and the data between them (docs/architecture.md draws them larger)::
 
-    Walker ── per root ──> RootWalk ── asks ──> Selector (tasks/globs.py)
-      │  StatCache (previous records) ─┘  └── _file ──> hash_file (tasks/filehash.py)
-      └── share(owners, walk_share) (tasks/sharedwalk.py): (counts, hits, rows) per helper
+    Walker --(per root)--> RootWalk --(asks)--> Selector              tasks/globs.py
+      |  StatCache: previous records           --(_file)--> hash_file  tasks/filehash.py
+      +--> sharedwalk.share(owners, walk_share): (counts, hits, rows) from each helper
 """
 
 from __future__ import annotations
