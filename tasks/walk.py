@@ -504,25 +504,30 @@ def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
 
 
 def describe_problems(summary: dict, out: Path) -> str | None:
-    """One line for the terminal when the walk met problems (None when it met none), e.g.
-    ``walk: 2 warnings, 1 file not read: 1 unreadable, … (r/locked: cannot read directory:
-    Permission denied); details in OUT/walk.summary.json``."""
+    """The line to print when the walk met a warning or an error record (None when it met
+    neither), e.g. ``walk: 1 warning (1 unreadable), 1 file with a read error; first:
+    r/locked: cannot read directory: Permission denied; details in OUT/walk.summary.json
+    and OUT/walk.jsonl``."""
     warnings, errors = summary.get("warnings", 0), summary.get("errors", 0)
     if not warnings and not errors:
         return None
     parts = []
-    for key, what in (("unreadable", "unreadable (directories or entries not walked)"),
-                      ("errors", "files recorded with a read error"),
-                      ("vanished", "vanished during the walk"),
-                      ("outputs_skipped", "bastion outputs not walked")):
-        if summary.get(key):
-            parts.append(f"{summary[key]} {what}")
-    head = f"walk: {warnings} warning{'s' if warnings != 1 else ''}"
-    if parts:
-        head += f" ({', '.join(parts)})"
-    samples = summary.get("warning_samples") or []
-    first = f"; first: {samples[0]}" if samples else ""
-    where = out / "walk.summary.json"
+    if warnings:
+        kinds = [f"{summary[k]} {what}" for k, what in (("unreadable", "unreadable"),
+                                                        ("vanished", "vanished"))
+                 if summary.get(k)]
+        if summary.get("outputs_skipped"):
+            kinds.append(f"{_count(summary['outputs_skipped'], 'bastion output')} skipped")
+        parts.append(_count(warnings, "warning") + (f" ({', '.join(kinds)})" if kinds else ""))
     if errors:
-        return f"{head}{first}; details in {where} and the error records of {out / 'walk.jsonl'}"
-    return f"{head}{first}; details in {where}"
+        parts.append(f"{_count(errors, 'file')} with a read error")
+    line = "walk: " + ", ".join(parts)
+    samples = summary.get("warning_samples") or []
+    if samples:
+        line += f"; first: {samples[0]}"
+    line += f"; details in {out / 'walk.summary.json'}"
+    return line + (f" and {out / 'walk.jsonl'}" if errors else "")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

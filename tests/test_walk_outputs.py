@@ -183,10 +183,29 @@ def test_unreadable_directory_and_file_make_a_partial_walk(shared_tmp: Path) -> 
     assert "locked" in summary["warning_samples"][0]
     line = describe_problems(summary, out)
     assert line is not None and "\n" not in line
-    assert line.startswith("walk: 1 warning (1 unreadable")
-    assert "1 files recorded with a read error" in line
-    assert "r/locked: cannot read directory: Permission denied" in line
-    assert str(out / "walk.summary.json") in line and str(out / "walk.jsonl") in line
+    assert line == (f"walk: 1 warning (1 unreadable), 1 file with a read error; first: "
+                    f"r/locked: cannot read directory: Permission denied; details in "
+                    f"{out / 'walk.summary.json'} and {out / 'walk.jsonl'}")
+
+
+DESCRIBED = [
+    # summary counters, the line (OUT for the output directory)
+    ({"warnings": 2, "vanished": 1, "outputs_skipped": 1, "warning_samples": ["r/x: gone"]},
+     "walk: 2 warnings (1 vanished, 1 bastion output skipped); first: r/x: gone; "
+     "details in OUT/walk.summary.json"),
+    ({"warnings": 3, "unreadable": 3}, "walk: 3 warnings (3 unreadable); "
+                                       "details in OUT/walk.summary.json"),
+    ({"errors": 2}, "walk: 2 files with a read error; details in OUT/walk.summary.json and "
+                    "OUT/walk.jsonl"),
+    ({"warnings": 1, "warning_samples": ["walk helper 1 failed (…): its share walked again"]},
+     "walk: 1 warning; first: walk helper 1 failed (…): its share walked again; "
+     "details in OUT/walk.summary.json"),
+]
+
+
+@pytest.mark.parametrize("counters,line", DESCRIBED)
+def test_describe_problems(counters: dict[str, Any], line: str) -> None:
+    assert describe_problems(counters, Path("OUT")) == line
 
 
 def test_clean_walk_has_nothing_to_describe(tmp_path: Path) -> None:
