@@ -144,7 +144,7 @@ def parse_manifest(data: bytes, path: Path) -> Manifest:
     v = _Validator(path.name)
     if len(data) > MAX_MANIFEST_BYTES:
         raise v.error(f"the manifest is over the {MAX_MANIFEST_BYTES // MiB} MiB limit")
-    node = v.compose(data)
+    node = _compose(data, v.file)
     return v.manifest(node, path, hashlib.sha256(data).hexdigest())
 
 
@@ -172,6 +172,42 @@ class _StrictLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+def _compose(data: bytes, file: str) -> yaml.Node:
+    """The manifest's YAML node tree, or ManifestError (not UTF-8, a YAML error, a tag,
+    an anchor or an alias, empty)."""
+
+    def error(problem: str, line: int | None = None) -> ManifestError:
+        return ManifestError(problem, line=line, file=file)
+
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise error("the manifest is not valid UTF-8", line=line) from None
+    try:
+        node = yaml.compose(text, Loader=_StrictLoader)
+    except _Refused as e:
+        raise error(e.problem, line=e.mark.line + 1) from None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        problem = ", ".join(p for p in (e.context, e.problem) if p) or "malformed YAML"
+        line = mark.line + 1 if mark is not None else None
+        raise error(f"YAML syntax error: {problem}", line=line) from None
+    except yaml.reader.ReaderError as e:
+        line = text[: e.position].count("\n") + 1
+        char = chr(e.character) if isinstance(e.character, int) else e.character
+        raise error(
+            f"YAML syntax error: character U+{ord(char):04X} is not allowed", line=line
+        ) from None
+    except yaml.YAMLError as e:
+        raise error(f"YAML syntax error: {e}") from None
+    if node is None:
+        raise error("the manifest is empty", line=1)
+    return node
+
+
 class _Validator:
     """Walks the composed node tree, building the manifest or raising ManifestError."""
 
@@ -187,36 +223,7 @@ class _Validator:
             line = node.start_mark.line + 1
         return ManifestError(problem, key=key, line=line, file=self.file)
 
-    # -- YAML ---------------------------------------------------------------------------
-
-    def compose(self, data: bytes) -> yaml.Node:
-        if data.startswith(b"\xef\xbb\xbf"):
-            data = data[3:]
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            line = data[: e.start].count(b"\n") + 1
-            raise self.error("the manifest is not valid UTF-8", line=line) from None
-        try:
-            node = yaml.compose(text, Loader=_StrictLoader)
-        except _Refused as e:
-            raise self.error(e.problem, line=e.mark.line + 1) from None
-        except yaml.MarkedYAMLError as e:
-            mark = e.problem_mark or e.context_mark
-            problem = ", ".join(p for p in (e.context, e.problem) if p) or "malformed YAML"
-            line = mark.line + 1 if mark is not None else None
-            raise self.error(f"YAML syntax error: {problem}", line=line) from None
-        except yaml.reader.ReaderError as e:
-            line = text[: e.position].count("\n") + 1
-            char = chr(e.character) if isinstance(e.character, int) else e.character
-            raise self.error(
-                f"YAML syntax error: character U+{ord(char):04X} is not allowed", line=line
-            ) from None
-        except yaml.YAMLError as e:
-            raise self.error(f"YAML syntax error: {e}") from None
-        if node is None:
-            raise self.error("the manifest is empty", line=1)
-        return node
+    # -- YAML nodes ---------------------------------------------------------------------
 
     def kind(self, node: yaml.Node) -> str:
         return _TYPE_NAMES.get(node.tag, node.tag)
