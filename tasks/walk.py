@@ -36,7 +36,8 @@ from .manifest import Manifest, Root
 from .records import WalkRecord, to_line
 from .statcache import CACHE_NAME, EMPTY, DirCache, Key, Row, StatCache
 
-__all__ = ["CACHE_NAME", "WALK_VERSION", "WalkStats", "Walker", "run_walk", "describe_problems"]
+__all__ = ["CACHE_NAME", "WALK_VERSION", "RootWalk", "WalkStats", "Walker", "describe_problems",
+           "run_walk"]
 
 WALK_VERSION = 3  # bump when records or detection change: the stat cache is then ignored
 MAX_WARNINGS_KEPT = 100
@@ -52,6 +53,8 @@ dir_excluded = Selector.prunes
 
 @dataclass
 class WalkStats:
+    """A walk's counts (``walk.summary.json`` has each), and up to 100 warning messages."""
+
     files: int = 0
     bytes: int = 0
     hashed: int = 0
@@ -119,10 +122,6 @@ class Walker:
             self.out_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except OSError:
             self.out_id = None
-
-    @property
-    def cache_count(self) -> int:
-        return self.cache.count
 
     def run(self) -> WalkStats:
         helpers = self._helpers()
