@@ -240,3 +240,4 @@ def test_helper_counts_round_trip() -> None:
     assert b == a
     with pytest.raises(ValueError):
         b.add([1, 2], [])
+
