@@ -141,7 +141,7 @@ def _finish_action(run: Run) -> TaskFailed | None:
         run.close()
         return TaskFailed(str(e))
     if summary is not None and run.announce_in_actions:
-        run.say(run.describe_partial() or describe_extract(summary.to_json(), run.out))
+        run.say(describe_partial(run) or describe_extract(summary.to_json(), run.out))
     return None
 
 
@@ -154,17 +154,23 @@ def _finish_teardown(run: Run) -> None:
 
 def _clean_extract(run: Run) -> None:
     """``doit clean extract``: the records, the summary, the store and its verdicts."""
-    run.clean_all()
+    from .clean import clean_extract
+
+    clean_extract(run)
 
 
 def _clean_item(run: Run, item: Item) -> None:
     """``doit clean extract:<file>``: that file's text, sidecar and verdict; its record
     becomes ``skipped`` (not extracted yet)."""
-    run.clean_item(item)
+    from .clean import clean_item
+
+    clean_item(run, item)
 
 
 def _clean_walk(run: Run) -> None:
-    run.clean_walk()
+    from .clean import clean_walk
+
+    clean_walk(run)
 
 
 def _unknown_task(name: str, close: list[str]) -> TaskFailed:
@@ -349,6 +355,19 @@ def after_walk(run: Run, generator: Any) -> Any:
     from doit import create_after
 
     return create_after(executed="walk")(generator)
+
+
+def describe_partial(run: Run) -> str | None:
+    """What a run of single named tasks did (``doit extract:<file>``), or None."""
+    if not run.cfg.all_tasks or run.cfg.listing or run.summary is None:
+        return None
+    produced = run.session.produced if run.session is not None else {}
+    done = sorted(f"{i.root}/{i.path}" for i in run.plan().items
+                  if (i.sha256, i.key) in produced)
+    shown = ", ".join(done[:10]) + (f", … ({len(done) - 10} more)" if len(done) > 10 else "")
+    return (f"extract: re-extracted {len(done)} file(s){': ' + shown if done else ''}; "
+            f"{run.not_yet} file(s) not extracted yet (run doit extract); records in "
+            f"{run.out / 'extract.jsonl'}")
 
 
 def describe_walk(summary: dict | None, out: Path) -> str:

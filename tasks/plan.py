@@ -137,3 +137,20 @@ def plan(walk: Iterable[WalkRecord], verdicts: Mapping[tuple[str, str], Verdict]
                           rec.size or 0, reader.name if reader else None, key, stem, present,
                           deadline, fresh))
     return Plan(tuple(items), tuple(skipped))
+
+
+def describe(item: Item, verdict: Verdict | None, *, forgotten: bool, other_key: bool) -> str:
+    """Why an item's task is up to date or not, in words (``doit info``, ``doit list``).
+    ``other_key``: its bytes have a verdict under another key."""
+    if forgotten:
+        return "not up to date: forgotten (doit forget)"
+    if item.fresh and verdict is not None:
+        return f"up to date: {verdict.status} under key {item.key}"
+    if verdict is None:
+        if other_key:
+            return ("not up to date: extracted before under another key (the reader, its "
+                    "settings or the tools it may call changed)")
+        return "not up to date: not extracted yet"
+    if verdict.status is Status.ERROR:
+        return f"not up to date: error ({verdict.error_kind}) last time, retried on every run"
+    return "not up to date: its text is missing from the store"

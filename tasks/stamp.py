@@ -97,3 +97,25 @@ def matches(out: Path, inputs: str) -> bool:
     return (stamp.get("inputs") == inputs and files["walk"] is not None
             and files["records"] is not None and files["forgotten"] is None
             and stamp.get("files") == files)
+
+
+def nothing_to_do(out: Path, inputs: str) -> dict[str, Any] | None:
+    """The last run's summary when its stamp still holds and it had no ``error`` (an error is
+    retried on every run), else None."""
+    try:
+        previous = read_json(out / "extract.summary.json")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(previous, dict) or (previous.get("counts") or {}).get("error", 1):
+        return None
+    return previous if matches(out, inputs) else None
+
+
+def likely_nothing_to_do(out: Path, inputs: str) -> bool:
+    """Before the walk: whether the last stamp has these key inputs (then the CLI does not
+    start workers early: they would most likely only be stopped again)."""
+    try:
+        previous = read_json(out / STAMP)
+    except (OSError, ValueError):
+        return False
+    return isinstance(previous, dict) and previous.get("inputs") == inputs

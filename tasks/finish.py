@@ -1,0 +1,87 @@
+"""The end of an extract run: drain the workers, write extract.jsonl and the summary, remove
+the store files no record references, trim the forgotten list, and stamp a complete run
+(tasks/stamp.py) so that the next one with nothing to do costs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+from readers.verdict import Status
+
+from . import stamp
+from .extract import ExtractSummary, Tally, summarize, write_records
+from .forgotten import trim_forgotten
+from .fsio import STATE_DIR, write_json
+
+if TYPE_CHECKING:
+    from .run import Run
+
+
+def finish(run: Run) -> ExtractSummary | None:
+    """Drain the workers, write extract.jsonl and extract.summary.json, remove the texts
+    no record references (once per run; a no-op between doit slices)."""
+    if run.finished:
+        return run.summary
+    if run.noop_from is None and run.more:  # a slice done, more to come: commit what is done
+        if run.session is not None:
+            run.session.drain()
+        return None
+    run.finished = True
+    if run.noop_from is not None:
+        return _finish_noop(run)
+    plan = run.plan()
+    manifest, out = run.load()
+    assert run.store is not None
+    try:
+        if run.session is not None:
+            try:
+                run.session.drain()
+            finally:
+                run.session.close()
+        run.lock()
+        produced = run.session.produced if run.session is not None else {}
+        tally = write_records(out, plan, run.verdicts, produced)
+        # the records are durable (atomic_write fsyncs): texts they dropped can go
+        removed = run.store.remove_unreferenced(tally.referenced)
+        run.summary = _summary(run, tally, len(produced), removed)
+        run.not_yet = tally.not_yet
+        write_json(out / "extract.summary.json", run.summary.to_json())
+        if run.toolcache is not None:
+            run.toolcache.save()
+        if run.forgotten:
+            trim_forgotten(out / STATE_DIR, run.forgotten, plan.items, produced)
+    finally:
+        run.store.close()
+        if run.progress is not None:
+            run.progress.close()
+    complete = not run.cfg.all_tasks and not tally.error_kinds and \
+        run.summary.counts.get(Status.ERROR.value, 0) == 0
+    if complete:
+        stamp.save(out, run.inputs())
+    else:
+        stamp.drop(out)
+    return run.summary
+
+
+def _finish_noop(run: Run) -> ExtractSummary:
+    """The summary of a run with nothing to do: the last run's counts, this run's
+    times and tools; extract.jsonl and the store are left exactly as they are."""
+    if run.session is not None:
+        run.session.close()
+    run.summary = _summary(run, Tally.of_summary(run.noop_from or {}), 0, 0)
+    run.lock()
+    write_json(run.out / "extract.summary.json", run.summary.to_json())
+    return run.summary
+
+
+def _summary(run: Run, tally: Tally, extracted: int, removed: int) -> ExtractSummary:
+    pool = run.session.pool if run.session is not None else None
+    return summarize(
+        run.manifest, run.walk_read.get("manifest_digest"), tally, extracted=extracted,
+        removed=removed, tools=run.tools, workers=run.cfg.workers,
+        started=pool.spawned if pool else 0, killed=pool.killed if pool else 0,
+        no_external=run.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
+        started_at=run.started, duration_s=time.monotonic() - run.t0)
