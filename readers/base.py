@@ -39,6 +39,11 @@ class Limits:
     ocr_dpi: int = 200
     stderr_bytes: int = 4 * KiB
     pdf_engines: tuple[str, ...] = ("pdfium", "pdfplumber")
+    # Documents inside documents (archive members, attachments): docs/readers/containers.md
+    max_depth: int = 3  # documents nested inside the walked file (an archive is depth 1)
+    max_members: int = 10_000  # members read from one archive
+    max_unpacked_bytes: int = 256 * MiB  # bytes decompressed from archives, per document
+    max_compression_ratio: float = 100.0  # decompressed / compressed, past the first MiB
 
     def as_dict(self) -> dict[str, Any]:
         return {
