@@ -9,17 +9,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import archive, delimited, mail, markup, ocr, odf, ooxml, pdf, plaintext, rtf
+from . import (
+    archive, delimited, epub, legacy, mail, markup, ocr, odf, officecrypt, ooxml, outlook, pdf,
+    plaintext, rtf,
+)
 from .base import Context, Document, Reader, ReadResult, TextSink, cap_note, normalize_text
 from .errors import CapReached, ReaderError, Unsupported
 
 REGISTRY: tuple[Reader, ...] = (
     pdf.READER,
+    officecrypt.READER,  # before ooxml: an encrypted package under the default password
     ooxml.READER,
     odf.READER,
     rtf.READER,
     markup.READER,
     mail.READER,
+    outlook.READER,
+    legacy.READER,
+    epub.READER,
     archive.READER,
     delimited.READER,
     ocr.READER,
