@@ -299,6 +299,7 @@ def _read_compressed(doc: Document, kind: str, members: Members, ctx: Context) -
 
 SEVEN_Z_TOOLS = ("7zz", "7z")
 _SLT_FIELD = re.compile(r"^([A-Za-z ]+?) = (.*)$")
+_SEVEN_Z_ERROR = re.compile(r"^ERROR: (.+?) : (.+)$")
 
 
 def _seven_zip_tool(ctx: Context) -> str:
@@ -368,6 +369,12 @@ def _read_7z(doc: Document, members: Members, ctx: Context) -> None:
         raise CorruptDocument("7z extraction gave more bytes than the listing declares")
     charge_unpacked(ctx, len(extracted.stdout), doc.name)
     body = memoryview(extracted.stdout)
+    failed: dict[str, str] = {}  # member path -> 7-Zip's complaint ("CRC Failed", …)
+    if extracted.returncode != 0:
+        for line in extracted.stderr.decode("utf-8", "replace").splitlines():
+            m = _SEVEN_Z_ERROR.match(line.strip())
+            if m:
+                failed[m.group(2)] = m.group(1)
     at = 0
     for e, size in zip(entries, sizes):
         path = e["Path"]
@@ -375,7 +382,9 @@ def _read_7z(doc: Document, members: Members, ctx: Context) -> None:
         complete = at + size <= len(body)
         chunk = bytes(body[at:at + size]) if complete else b""
         at += size
-        if not complete:
+        if path in failed:
+            members.skip(path, "error", f"7z: {failed[path]}")
+        elif not complete:
             err = extracted.stderr.decode("utf-8", "replace").strip().replace("\n", " ")
             members.skip(path, "error", f"7z could not extract the member: {err[:200]}")
         elif size > limits.max_member_bytes:
@@ -400,8 +409,8 @@ def _kind(doc: Document) -> str:
         return SEVEN_Z
     if _is_tar(head):
         return TAR
-    if doc.mime in READER.mimes and doc.mime != GZIP:
-        return doc.mime
+    if doc.mime == TAR or doc.name.lower().endswith(".tar"):
+        return TAR  # a pre-POSIX (v7) tar has no magic: its name says it
     raise CorruptDocument("not an archive this reader knows (no zip, tar, gzip, bzip2, xz or "
                           "7z signature)")
 
