@@ -448,7 +448,7 @@ READER = Reader(
     tools=("7zz", "7z", "pdftotext", "pdftoppm", "tesseract"),
     uses_tool_deadline=True,
     settings=("max_depth", "max_members", "max_member_bytes", "max_unpacked_bytes",
-              "max_compression_ratio", "pdf_engines", "max_pages", "ocr_max_pages", "ocr_dpi",
-              "max_xml_bytes"),
+              "max_compression_ratio", "max_parts", "pdf_engines", "max_pages", "ocr_max_pages",
+              "ocr_dpi", "max_xml_bytes"),
     read=read,
 )

@@ -55,8 +55,11 @@ def _rootfile(zf, names, budget: Budget) -> str:
     return found[0]
 
 
-def _package(data: bytes, name: str) -> tuple[str, dict[str, tuple[str, str]], list[tuple[str, bool]]]:
-    manifest: dict[str, tuple[str, str]] = {}
+Manifest = dict[str, tuple[str, str]]  # id -> (href, media type)
+
+
+def _package(data: bytes, name: str) -> tuple[str, Manifest, list[tuple[str, bool]]]:
+    manifest: Manifest = {}
     spine: list[tuple[str, bool]] = []
     title: list[str] = []
     state = {"title": False, "buf": []}

@@ -30,6 +30,7 @@ XLS = "application/vnd.ms-excel"
 PPT = "application/vnd.ms-powerpoint"
 OLE2 = "application/x-ole-storage"
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_CELL_CONTROLS = {i: None for i in (*range(32), 127)} | {9: " ", 10: " ", 13: " "}
 
 
 def open_ole(data: bytes):
@@ -113,7 +114,9 @@ def _cell_text(book, cell, kinds: dict[int, str | None]) -> str:
     if ctype in (xlrd.XL_CELL_EMPTY, xlrd.XL_CELL_BLANK):
         return ""
     if ctype == xlrd.XL_CELL_TEXT:
-        return " ".join(str(cell.value).split())
+        # as the XLSX reader: line breaks and tabs become spaces (a row stays one line); other
+        # control characters are dropped
+        return str(cell.value).translate(_CELL_CONTROLS)
     if ctype == xlrd.XL_CELL_BOOLEAN:
         return "TRUE" if cell.value else "FALSE"
     if ctype == xlrd.XL_CELL_ERROR:
@@ -269,9 +272,10 @@ READER = Reader(
            "application/mspowerpoint"),
     extensions=(".doc", ".dot", ".xls", ".xlt", ".ppt", ".pot", ".pps"),
     # an OLE2 file may be an Outlook message, whose attachments go through the other readers
-    tools=("pdftotext", "pdftoppm", "tesseract"),
+    tools=("7zz", "7z", "pdftotext", "pdftoppm", "tesseract"),
     uses_tool_deadline=True,
     settings=("max_parts", "max_depth", "max_member_bytes", "max_xml_bytes", "pdf_engines",
-              "max_pages", "ocr_max_pages", "ocr_dpi"),
+              "max_pages", "ocr_max_pages", "ocr_dpi", "max_unpacked_bytes", "max_members",
+              "max_compression_ratio"),
     read=read,
 )

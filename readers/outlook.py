@@ -328,10 +328,10 @@ READER = Reader(
     mimes=(MSG, "application/x-msg"),
     extensions=(".msg",),
     # attachments go through the other readers: their tools and settings are this reader's too
-    tools=("pdftotext", "pdftoppm", "tesseract"),
+    tools=("7zz", "7z", "pdftotext", "pdftoppm", "tesseract"),
     uses_tool_deadline=True,
-    settings=("max_depth", "max_member_bytes", "max_xml_bytes", "pdf_engines", "max_pages",
-              "ocr_max_pages", "ocr_dpi", "max_unpacked_bytes", "max_members",
+    settings=("max_depth", "max_parts", "max_member_bytes", "max_xml_bytes", "pdf_engines",
+              "max_pages", "ocr_max_pages", "ocr_dpi", "max_unpacked_bytes", "max_members",
               "max_compression_ratio"),
     read=read,
 )

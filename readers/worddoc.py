@@ -100,7 +100,7 @@ def parse(word: bytes, table: bytes) -> WordDoc:
     """The piece table and story lengths of a Word 97+ document."""
     flags = fib_flags(word)
     nfib = _u16(word, 2)
-    if nfib < 101:
+    if nfib < 0xC0:
         raise Unsupported(f"Word 6/95 document (nFib {nfib}): only Word 97 and later is read")
     if flags & (_F_ENCRYPTED | _F_OBFUSCATED):
         raise EncryptedDocument("encrypted Word document")
