@@ -227,10 +227,10 @@ def _read_tar(stream: io.RawIOBase | io.BufferedIOBase, members: Members, ctx: C
         while True:
             try:
                 info = tf.next()
-            except tarfile.TarError as e:
+            except (tarfile.TarError, CorruptDocument) as e:
                 if not got_any:
                     raise CorruptDocument(f"not a valid tar archive: {e}") from None
-                members.skip("(end of archive)", "error", f"damaged tar: {e}")
+                members.skip("(rest of the archive)", "error", f"damaged tar: {e}")
                 return
             if info is None:
                 return
@@ -253,7 +253,7 @@ def _read_tar(stream: io.RawIOBase | io.BufferedIOBase, members: Members, ctx: C
                     raise  # the archive's own stream: nothing after this point is read
                 members.capped(path, cap)
                 continue
-            except (tarfile.TarError, EOFError, OSError) as e:
+            except (tarfile.TarError, EOFError, OSError, CorruptDocument) as e:
                 members.skip(path, "error", f"damaged tar member: {e}")
                 return
             members.read(path, body)

@@ -228,6 +228,14 @@ def test_single_file_compression_is_one_member(compress, name, extractor):
     assert out.meta["members"] == {"ok": 1, "unsupported": 0, "error": 0, "empty": 0}
 
 
+def test_truncated_tgz_keeps_the_members_before_the_damage():
+    data = make_tar({"first.txt": b"firstword\n", "second.bin": os.urandom(200_000)}, "w:gz")
+    out = read(data[: len(data) // 2], "cut.tgz")
+    assert out.status == "ok" and "firstword" in out.text
+    assert out.meta["members"]["error"] == 1
+    assert "=== member: second.bin [error: corrupt: damaged tar member" in out.text
+
+
 def test_concatenated_gzip_members_are_one_stream():
     out = read(gzip.compress(b"firstpart ") + gzip.compress(b"secondpart\n"), "two.txt.gz")
     assert "firstpart secondpart" in out.text
