@@ -155,6 +155,8 @@ def _read_xls(ole, data: bytes, decrypted: bool, sink: TextSink, ctx: Context
             if decrypted:
                 raise EncryptedDocument("Excel workbook still encrypted after decryption") \
                     from None
+            if ole is None:
+                raise EncryptedDocument("encrypted BIFF2-4 workbook") from None
             plain = decrypt_default(data, "Excel workbook")
             inner = open_ole(plain)
             try:
@@ -227,7 +229,18 @@ def _read_decrypted(data: bytes, kind: str, what: str) -> tuple[str, str]:
     return text, extractor + "+velvetsweatshop"
 
 
+# A BIFF2–BIFF4 workbook is a bare record stream, not an OLE2 file: its first record is a BOF
+_BIFF_BOF = (b"\x09\x00", b"\x09\x02", b"\x09\x04", b"\x09\x08")
+
+
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
+    if not doc.data.startswith(OLE_MAGIC) and doc.data[:2] in _BIFF_BOF:
+        try:
+            _, extractor = _read_xls(None, doc.data, False, sink, ctx)
+        except CapReached as cap:
+            cap.extractor = cap.extractor or "xls"
+            raise
+        return ReadResult(extractor)
     ole = open_ole(doc.data)
     warnings: list[str] = []
     meta: dict[str, Any] = {}

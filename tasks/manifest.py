@@ -51,8 +51,10 @@ _TOP_KEYS = ("version", "roots", "stages", "limits")
 _ROOT_KEYS = ("name", "path", "include", "exclude", "follow_symlinks", "one_file_system")
 _SECONDS_KEYS = ("deadline_s", "tool_deadline_s")
 _SIZE_KEYS = ("max_file_bytes", "max_output_bytes", "memory_bytes", "max_member_bytes",
-              "max_xml_bytes")
-_COUNT_KEYS = ("max_chars", "max_parts", "max_pages", "ocr_max_pages", "ocr_dpi")
+              "max_xml_bytes", "max_unpacked_bytes")
+_COUNT_KEYS = ("max_chars", "max_parts", "max_pages", "ocr_max_pages", "ocr_dpi", "max_depth",
+               "max_members")
+_RATIO_KEYS = ("max_compression_ratio",)
 _LIMIT_KEYS = ("max_file_bytes",) + tuple(
     f.name for f in fields(Limits) if f.name != "stderr_bytes"
 )
@@ -382,6 +384,7 @@ class _Validator:
             **{k: self.seconds for k in _SECONDS_KEYS},
             **{k: self.size for k in _SIZE_KEYS},
             **{k: self.integer for k in _COUNT_KEYS},
+            **{k: self.ratio for k in _RATIO_KEYS},
             "pdf_engines": self.engines,
         }
         return {name: parsers[name](vnode, f"limits.{name}") for name, (_, vnode) in m.items()}
@@ -401,6 +404,12 @@ class _Validator:
         value: float = self.scalar(node, key, _INT, _FLOAT)
         if not (math.isfinite(value) and value > 0):
             raise self.error(f"must be a positive number of seconds, got {value}", key, node)
+        return float(value)
+
+    def ratio(self, node: yaml.Node, key: str) -> float:
+        value: float = self.scalar(node, key, _INT, _FLOAT)
+        if not (math.isfinite(value) and value >= 1):
+            raise self.error(f"must be a number of at least 1, got {value}", key, node)
         return float(value)
 
     def size(self, node: yaml.Node, key: str) -> int:

@@ -102,6 +102,11 @@ def test_xls_ragged_rows_and_empty_sheets():
         "# Sheet1", "a\tb\tc", "d\te", "f", "g\th\tI\tj", "k\t\t\tl", "# Sheet2", "# Sheet3"]
 
 
+def test_biff4_workbook_without_ole_container():
+    lines = sample("biff4_no_format_no_window2.xls").text.splitlines()
+    assert lines[:3] == ["# Sheet 1", "ID\tTOTAL\tMAIN\tSUB", "A\tDOG & CAT PRODUCTS\tDog & Cat Product"]
+
+
 def test_xls_written_by_libreoffice_matches_the_xlsx_reader():
     xls = sample("reveng1.xls").text.splitlines()
     xlsx = read((OFFICE / "reveng1.xlsx").read_bytes(), "reveng1.xlsx").text.splitlines()

@@ -488,7 +488,9 @@ def test_char_cap_keeps_text_so_far():
 ])
 def test_encrypted_ooxml(mime: str):
     out = read(og.ole2_blob(), "secret.docx", mime)
-    assert (out.status, out.error_kind, out.error) == ("error", "encrypted", "encrypted document")
+    # (the x-ooxml-encrypted type first tries the default password: its message says why not)
+    assert (out.status, out.error_kind) == ("error", "encrypted")
+    assert out.error.startswith("encrypted")
 
 
 @pytest.mark.parametrize("mime,name,data", [
