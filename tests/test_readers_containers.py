@@ -281,6 +281,15 @@ def test_nesting_depth_cap_is_a_named_limit():
     assert "depthword" in read(data, "deep.zip", Limits(max_depth=10)).text
 
 
+def test_near_the_deadline_no_new_member_is_started():
+    data = make_zip({f"m{i}.txt": f"member{i}\n" for i in range(3)})
+    ctx = LocalContext(Limits(), {}, deadline=time.monotonic() + 1.0)  # < the 2 s reserve
+    out = read_document(Document(data, "late.zip", "application/zip"), ctx)
+    assert out.status == "ok" and out.limit == "deadline_s"
+    assert "member0" not in out.text
+    assert out.text.startswith("[bastion: text truncated, deadline_s reached")
+
+
 def test_member_count_cap():
     data = make_zip({f"m{i:02}.txt": f"word{i:02}\n" for i in range(20)})
     out = read(data, "many.zip", Limits(max_members=5))
