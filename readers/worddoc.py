@@ -7,8 +7,10 @@ of character positions to bytes of ``WordDocument``: 8-bit (Windows-1252) or UTF
 text is then cleaned of Word's control characters:
 
 * paragraph mark (13), line break (11), page/section break (12) → newline;
-* a table's cell mark (7) → tab, and the mark that ends a row (a cell mark right after a cell
-  mark) → newline, so a row is one tab-separated line as in the DOCX reader;
+* a table's cell mark (7) → tab, and the mark that ends a row → newline, so a row is one
+  tab-separated line as in the DOCX reader.  Row ends are the paragraphs whose properties (the
+  PAPX pages named by ``PlcBtePapx``) carry ``sprmPFTtp``; when those cannot be read, a cell
+  mark right after a cell mark is taken for the row end (an empty last cell then merges);
 * fields (19 … 20 … 21): the result is kept, the field code dropped; nested fields too;
 * non-breaking hyphen (30) → ``-``; optional hyphen (31), object anchors (1, 8), footnote
   reference marks (2), comment marks (5) and the other control characters → dropped.
@@ -30,6 +32,10 @@ _F_ENCRYPTED = 0x0100
 _F_WHICH_TABLE = 0x0200
 _F_OBFUSCATED = 0x8000
 _FC_CLX = 33  # index of fcClx / lcbClx in FibRgFcLcb97
+_FC_BTE_PAPX = 13  # index of fcPlcfBtePapx / lcbPlcfBtePapx
+_SPRM_TTP = (0x2417, 0x244C)  # sprmPFTtp, sprmPFInnerTtp: the paragraph ends a table row
+ROW_END = "\ue000"  # private-use stand-in for a row-end mark while a story is cleaned
+MAX_FKPS = 100_000
 
 # story order in the character positions, with whether to keep it
 _STORIES = ("main", "footnotes", "headers", "macro", "comments", "endnotes", "textboxes",
@@ -44,11 +50,13 @@ _BLANK_LINES = re.compile(r"\n[ \t]*(?=\n)")
 class WordDoc:
     """The stories of one Word binary document."""
 
-    def __init__(self, word: bytes, table: bytes, ccp: dict[str, int], pieces: list) -> None:
+    def __init__(self, word: bytes, table: bytes, ccp: dict[str, int], pieces: list,
+                 row_ends: frozenset[int] = frozenset()) -> None:
         self.word = word
         self.table = table
         self.ccp = ccp
         self.pieces = pieces  # (cp_start, cp_end, fc, compressed)
+        self.row_ends = row_ends  # byte offsets just past each table-row-end mark
 
     def chars(self, start: int, end: int) -> str:
         """The raw characters of positions [start, end)."""
@@ -57,12 +65,16 @@ class WordDoc:
             lo, hi = max(start, cp0), min(end, cp1)
             if lo >= hi:
                 continue
-            if compressed:
-                a = fc + (lo - cp0)
-                out.append(self.word[a:a + (hi - lo)].decode("cp1252", "replace"))
-            else:
-                a = fc + 2 * (lo - cp0)
-                out.append(self.word[a:a + 2 * (hi - lo)].decode("utf-16-le", "replace"))
+            width = 1 if compressed else 2
+            a = fc + width * (lo - cp0)
+            raw = self.word[a:a + width * (hi - lo)]
+            piece = raw.decode("cp1252" if compressed else "utf-16-le", "replace")
+            if self.row_ends and "\x07" in piece:
+                # a cell mark that ends a table-row paragraph is the row's end
+                piece = "".join(
+                    ROW_END if c == "\x07" and a + width * (i + 1) in self.row_ends else c
+                    for i, c in enumerate(piece))
+            out.append(piece)
         return "".join(out)
 
     def story(self, name: str) -> str:
@@ -116,6 +128,8 @@ def parse(word: bytes, table: bytes) -> WordDoc:
             raise CorruptDocument("Word FIB too short to locate the piece table")
         fc_clx = _u32(word, at + 2 + 8 * _FC_CLX)
         lcb_clx = _u32(word, at + 2 + 8 * _FC_CLX + 4)
+        fc_bte = _u32(word, at + 2 + 8 * _FC_BTE_PAPX)
+        lcb_bte = _u32(word, at + 2 + 8 * _FC_BTE_PAPX + 4)
     except struct.error:
         raise CorruptDocument("Word FIB truncated") from None
     clx = table[fc_clx:fc_clx + lcb_clx]
@@ -125,7 +139,66 @@ def parse(word: bytes, table: bytes) -> WordDoc:
     total = sum(ccp.values())
     if total <= 0 or any(v < 0 or v > 1 << 30 for v in ccp.values()):
         raise CorruptDocument("Word FIB declares impossible text lengths")
-    return WordDoc(word, table, ccp, pieces)
+    return WordDoc(word, table, ccp, pieces, _row_ends(word, table[fc_bte:fc_bte + lcb_bte]))
+
+
+def _row_ends(word: bytes, plc: bytes) -> frozenset[int]:
+    """The end offsets of the paragraphs whose properties carry sprmPFTtp/sprmPFInnerTtp: the
+    PlcBtePapx names the 512-byte PAPX pages (FKPs) of ``WordDocument``; each page maps
+    paragraph ends to their property lists.  Damaged pages are skipped: without them a row
+    end is told by two cell marks in a row."""
+    ends: set[int] = set()
+    if len(plc) < 8:
+        return frozenset()
+    n = (len(plc) - 4) // 8
+    pns = struct.unpack_from(f"<{n}I", plc, 4 * (n + 1)) if n else ()
+    for pn in pns[:MAX_FKPS]:
+        page = word[(pn & 0x3FFFFF) * 512:(pn & 0x3FFFFF) * 512 + 512]
+        if len(page) != 512:
+            continue
+        crun = page[511]
+        if crun == 0 or 4 * (crun + 1) + 13 * crun > 511:
+            continue
+        fcs = struct.unpack_from(f"<{crun + 1}I", page, 0)
+        for i in range(crun):
+            offset = page[4 * (crun + 1) + 13 * i] * 2
+            if offset and _has_ttp(page, offset):
+                ends.add(fcs[i + 1])
+    return frozenset(ends)
+
+
+def _has_ttp(page: bytes, at: int) -> bool:
+    """Whether the PapxInFkp at ``at`` holds a TTP sprm with a true operand."""
+    if at >= 511:
+        return False
+    cb = page[at]
+    if cb == 0:
+        if at + 1 >= 511:
+            return False
+        size, start = 2 * page[at + 1], at + 2
+    else:
+        size, start = 2 * cb - 1, at + 1
+    grpprl = page[start + 2:min(start + size, 511)]  # after the 2-byte istd
+    pos = 0
+    while pos + 2 <= len(grpprl):
+        sprm = struct.unpack_from("<H", grpprl, pos)[0]
+        pos += 2
+        spra = sprm >> 13
+        if sprm in _SPRM_TTP:
+            return pos < len(grpprl) and grpprl[pos] == 1
+        if spra in (0, 1):
+            pos += 1
+        elif spra in (2, 4, 5):
+            pos += 2
+        elif spra == 3:
+            pos += 4
+        elif spra == 7:
+            pos += 3
+        else:  # variable: a length byte (sprmPChgTabs 0xC615 may say 255 and carry more)
+            if pos >= len(grpprl):
+                break
+            pos += 1 + grpprl[pos]
+    return False
 
 
 def _pieces(clx: bytes, word_len: int) -> list[tuple[int, int, int, bool]]:
@@ -178,7 +251,10 @@ def clean(raw: str) -> str:
     if not any(stack):
         out.append(raw[start:])
     text = "".join(out).translate(_DROP)
-    if "\x07" in text:
+    if ROW_END in text:  # rows known from the paragraph properties
+        text = text.replace("\x07" + ROW_END, ROW_END).replace(ROW_END, "\n")
+        text = text.replace("\x07", "\t")
+    elif "\x07" in text:  # no properties: a cell mark right after a cell mark ends a row
         text = text.replace("\x07\x07", "\t\n").replace("\x07", "\t")
     lines = [line.rstrip() for line in text.split("\n")]
     return "\n".join(line for line in lines if line.strip())

@@ -56,6 +56,12 @@ def test_doc_tables_and_footer_field_result():
     assert "Copyright\tPage-number" in lines
 
 
+def test_doc_table_rows_from_paragraph_properties_keep_empty_cells():
+    # without the TTP marks "a1, , c1" would look like a row end after a1
+    assert sample("table-empty-cells.doc").text.splitlines() == [
+        "before", "a1\t\tc1", "a2\tb2", "\t\tc3", "after"]
+
+
 def test_doc_found_by_content_without_extension():
     data = (SAMPLES / "test-ole-file.doc").read_bytes()
     assert detect_bytes(data, "noext") == "application/x-ole-storage"
