@@ -47,6 +47,7 @@ class _State:
         self.sink = sink
         self.warnings: list[str] = []
         self.attachments = 0
+        self.caps: list[CapReached] = []  # attachment-level caps, raised after the message
 
     def defects(self, part: Message) -> None:
         for defect in getattr(part, "defects", ()):
@@ -178,10 +179,19 @@ def _write_attachment(part: Message, state: _State, depth: int) -> None:
     note = ""
     try:
         state.ctx.read_nested(data, name, sub)
-    except CapReached:
+    except CapReached as cap:
+        from .nested import DOCUMENT_CAPS
+
         sink.write(line + "]\n")
-        sink.write(sub.getvalue())
-        raise
+        text = sub.getvalue()
+        sink.write(text if text.endswith("\n") or not text else text + "\n")
+        if cap.cap in DOCUMENT_CAPS:
+            raise
+        # a cap of this attachment only (nesting depth, an archive's caps): the message goes on,
+        # and the record names the cap at its end
+        state.caps.append(cap)
+        sink.write(f"[bastion: attachment not read to its end, {cap.cap} reached]\n")
+        return
     except Unsupported as e:
         note = f": not read: {e.message}"
     except ReaderError as e:
@@ -209,6 +219,9 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     meta: dict = {"attachments": state.attachments}
     if subject:
         meta["subject"] = subject
+    if state.caps:
+        first = state.caps[0]
+        raise CapReached(first.cap, first.detail, extractor="email", meta=meta)
     return ReadResult("email", meta=meta, warnings=state.warnings)
 
 

@@ -290,6 +290,21 @@ def test_near_the_deadline_no_new_member_is_started():
     assert out.text.startswith("[bastion: text truncated, deadline_s reached")
 
 
+def test_attachment_too_deep_in_an_email_is_a_limit_and_the_message_goes_on():
+    data = make_zip({"leaf.txt": "leafword\n"})
+    for level in range(4):
+        data = make_zip({f"z{level}.zip": data})
+    eml = EmailMessage()
+    eml["Subject"] = "deepmail"
+    eml.set_content("mailbody\n")
+    eml.add_attachment(data, maintype="application", subtype="zip", filename="deep.zip")
+    eml.add_attachment(b"afterword\n", maintype="text", subtype="plain", filename="after.txt")
+    out = read(eml.as_bytes(), "m.eml")
+    assert out.status == "ok" and out.limit == "max_depth"
+    assert "afterword" in out.text and "leafword" not in out.text
+    assert "[attachment: after.txt" in out.text
+
+
 def test_member_count_cap():
     data = make_zip({f"m{i:02}.txt": f"word{i:02}\n" for i in range(20)})
     out = read(data, "many.zip", Limits(max_members=5))
