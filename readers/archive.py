@@ -361,11 +361,10 @@ def _read_7z(doc: Document, members: Members, ctx: Context) -> None:
             members.skip(e["Path"], "error", "the member needs a password", "encrypted")
         return
     room = limits.max_unpacked_bytes - getattr(getattr(ctx, "nesting", None), "unpacked", 0)
-    if total > room:
-        raise CapReached("max_unpacked_bytes", f"the 7z archive declares {total} bytes")
+    over = total > room  # the members that fit are read, then the cap ends the document
     extracted = ctx.run_tool([exe, "x", "-so", "-bd", nopass, "--", where.name],
-                             max_output=total + 1)
-    if extracted.truncated or len(extracted.stdout) > total:
+                             max_output=max(room, 0) if over else total + 1)
+    if not over and (extracted.truncated or len(extracted.stdout) > total):
         raise CorruptDocument("7z extraction gave more bytes than the listing declares")
     charge_unpacked(ctx, len(extracted.stdout), doc.name)
     body = memoryview(extracted.stdout)
@@ -380,6 +379,9 @@ def _read_7z(doc: Document, members: Members, ctx: Context) -> None:
         path = e["Path"]
         members.next_member(path)
         complete = at + size <= len(body)
+        if over and not complete:
+            raise CapReached("max_unpacked_bytes", f"the 7z archive declares {total} bytes, "
+                                                   f"over the {room} left at {path}")
         chunk = bytes(body[at:at + size]) if complete else b""
         at += size
         if path in failed:

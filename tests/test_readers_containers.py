@@ -509,6 +509,14 @@ def test_7z_built_here_with_a_nested_zip(tmp_path: Path):
     assert out.status == "ok"
     assert "sevenword" in out.text and "zipinsevenword" in out.text
     assert "=== member: in.zip!/z.txt ===" in out.text
+    # the unpacked-bytes cap: the members that fit are read, then the document stops
+    (tmp_path / "b.txt").write_text("bigword " * 300_000)  # 2.4 MB
+    subprocess.run([SEVEN, "a", "-bd", "y.7z", "a.txt", "b.txt"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    out = read((tmp_path / "y.7z").read_bytes(), "y.7z",
+               Limits(max_unpacked_bytes=1 << 20, max_compression_ratio=1e6))
+    assert out.status == "ok" and out.limit == "max_unpacked_bytes"
+    assert "sevenword" in out.text and "bigword" not in out.text
 
 
 # -- EPUB -------------------------------------------------------------------------------------
