@@ -227,15 +227,16 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="mail",
-    version=2,
+    version=3,
     mimes=("message/rfc822",),
     extensions=(".eml",),
     # Attachments go through the other readers, so the mail reader declares their tools and
     # settings too: a scanned attachment is OCRed when tesseract is here, and installing it
     # re-tries the e-mails whose attachments needed it.
-    tools=("pdftotext", "pdftoppm", "tesseract"),
+    tools=("7zz", "7z", "pdftotext", "pdftoppm", "tesseract"),
     uses_tool_deadline=True,
     settings=("pdf_engines", "max_pages", "ocr_max_pages", "ocr_dpi", "max_member_bytes",
-              "max_xml_bytes"),
+              "max_xml_bytes", "max_depth", "max_members", "max_unpacked_bytes",
+              "max_compression_ratio"),
     read=read,
 )
