@@ -206,6 +206,19 @@ def test_msg_with_only_a_compressed_rtf_body(tmp_path: Path):
     assert "Outer body" in out.text.splitlines()  # from PR_RTF_COMPRESSED (\fromhtml RTF)
 
 
+def test_msg_attached_message_counts_against_the_depth_cap():
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("mail/outer.msg", (SAMPLES / "outer.msg").read_bytes())
+    out = read(buf.getvalue(), "mail.zip", Limits(max_depth=1))  # the .msg is level 1
+    assert out.status == "ok" and out.limit == "max_depth"
+    assert "Outer body" in out.text and "To: test@foobar.com" not in out.text
+    assert "[attachment: test (message/rfc822): not read: limit: max_depth]" in out.text
+    assert "To: test@foobar.com" in read(buf.getvalue(), "mail.zip").text
+
+
 def test_msg_found_by_content_and_not_confused_with_office():
     data = (SAMPLES / "outer.msg").read_bytes()
     assert read(data, "noext").extractor == "msg"
