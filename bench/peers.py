@@ -14,6 +14,8 @@ all the files of that format:
   missing), offline (``HF_HUB_OFFLINE=1`` …), through a driver that converts every file of the
   list in ONE process (``MarkItDown().convert`` / ``kreuzberg.extract_file_sync``), catching
   per-file exceptions;
+* on .doc/.xls/.ppt also the C tools a user might call instead, as sensors: ``antiword``,
+  ``catdoc``, ``xls2csv``, ``catppt`` (each present on PATH; GPL, so never a dependency);
 * on the PDFs also: a bare ``pdftotext -layout`` loop, a bare pdfplumber process
   (``page.extract_text()`` per page), and bastion's PDF paths: pdftotext first (``-j 1``),
   the built-in default (PDFium, ``--no-external``, ``-j 1`` and ``-j 2``) and pdfplumber only
@@ -25,9 +27,14 @@ against an independent reference per format (cached in ``bench/.corpus/refs/``):
 and precision over lower-cased ``\\w+`` tokens as multisets, summed over the files of a format
 (a file a tool fails on contributes no tokens).  References:
 
-* DOCX, ODT, RTF: LibreOffice ``soffice --headless --convert-to txt:Text``;
-* XLSX, ODS: LibreOffice ``--convert-to csv`` with every sheet exported;
-* PPTX, ODP: LibreOffice ``--convert-to pdf``, then ``pdftotext`` (Impress has no text export);
+* DOCX, ODT, RTF, DOC: LibreOffice ``soffice --headless --convert-to txt:Text``;
+* XLSX, ODS, XLS: LibreOffice ``--convert-to csv`` with every sheet exported;
+* PPTX, ODP, PPT: LibreOffice ``--convert-to pdf``, then ``pdftotext`` (Impress has no text
+  export);
+* Outlook .msg: ``msgconvert`` (Perl Email::Outlook::Message) to MIME, then the e-mail
+  reference;  EPUB: every (X)HTML member through ``html.parser``;
+* zip, tar.gz, 7z: unpacked by 7-Zip (``7zz x``), each member through its format's reference
+  (UTF-8 members as themselves);
 * PDF: ``pdftotext -layout``, and MuPDF (``mutool draw -F txt``) as a third engine independent
   of both pdftotext and PDFium, for the PDF engine comparison;
 * images: ``tesseract FILE stdout -l eng``;
@@ -69,6 +76,12 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_
 PEERS = {"markitdown": "markitdown[all]", "kreuzberg": "kreuzberg"}
 RUN_TIMEOUT = 900.0
 PDFS = ("pdf", "pdf-text")
+LEGACY_TOOLS = {"antiword": ("doc",), "catdoc": ("doc",), "xls2csv": ("xls",),
+                "catppt": ("ppt",)}  # GPL C tools, measured as sensors (never dependencies)
+ARCHIVES = ("zip", "tgz", "7z")
+REF_BY_EXT = {".docx": "docx", ".xlsx": "xlsx", ".pptx": "pptx", ".odt": "odt", ".ods": "ods",
+              ".odp": "odp", ".rtf": "rtf", ".pdf": "pdf", ".html": "html", ".htm": "html",
+              ".csv": "csv", ".eml": "eml", ".doc": "doc", ".xls": "xls", ".ppt": "ppt"}
 EXTRA = ("pdf-text", "startup")  # measured, but not part of the overall sums  # "pdf-text": the PDFs with a text layer pdftotext reads
 
 # ---------------------------------------------------------------------------------------------
@@ -98,6 +111,14 @@ elif tool == "pdfplumber":
     def convert(p):
         with pdfplumber.open(p) as pdf:
             return "\f".join((page.extract_text() or "") for page in pdf.pages)
+elif tool in ("antiword", "catdoc", "xls2csv", "catppt"):  # the legacy formats' C tools
+    import subprocess
+    def convert(p):
+        argv = [tool, "-w", p] if tool == "antiword" else [tool, p]
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=110)
+        if r.returncode:
+            raise RuntimeError(f"{tool} exit {r.returncode}")
+        return r.stdout.decode("utf-8", "replace")
 elif tool == "pdftotext":
     import subprocess
     def convert(p):
@@ -439,6 +460,70 @@ def soffice(files: list[Path], target: str, outdir: Path, profile: Path) -> None
                         *map(str, files[i:i + 20])], capture_output=True, timeout=900)
 
 
+def msg_ref(f: Path) -> str:
+    """An Outlook message through Perl's Email::Outlook::Message (``msgconvert``, Debian
+    libemail-outlook-message-perl) to MIME, then the e-mail reference."""
+    if not shutil.which("msgconvert"):
+        return ""
+    tmp = Path(tempfile.mkdtemp(prefix="msg-"))
+    try:
+        shutil.copy2(f, tmp / "m.msg")
+        subprocess.run(["msgconvert", "m.msg"], cwd=tmp, capture_output=True, timeout=300)
+        got = tmp / "m.eml"
+        if not got.exists():
+            return ""
+        try:
+            return eml_text(got.read_bytes())
+        except Exception:  # noqa: BLE001
+            return ""
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def epub_ref(data: bytes) -> str:
+    """Every (X)HTML member of the EPUB through ``html.parser`` (order does not matter to
+    token agreement)."""
+    import zipfile
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        return ""
+    return "\n".join(html_text(decode(zf.read(n))) for n in sorted(zf.namelist())
+                     if n.lower().endswith((".xhtml", ".html", ".htm")))
+
+
+def archive_ref(f: Path, refs: Path) -> str:
+    """An archive unpacked by 7-Zip (``7zz x``, independent of Python's zipfile/tarfile), each
+    member through the reference of its format (UTF-8 text as itself, other binaries none)."""
+    seven = shutil.which("7zz") or shutil.which("7z")
+    if seven is None:
+        return ""
+    tmp = Path(tempfile.mkdtemp(prefix="unpack-"))
+    try:
+        subprocess.run([seven, "x", "-y", "-bd", "-pnone", f"-o{tmp}", str(f)],
+                       capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
+        if f.name.endswith((".tar.gz", ".tgz")):
+            for inner in list(tmp.glob("*.tar")):
+                subprocess.run([seven, "x", "-y", "-bd", f"-o{tmp}", str(inner)],
+                               capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
+                inner.unlink()
+        groups: dict[str, list[Path]] = {}
+        plain: list[str] = []
+        for m in sorted(p for p in tmp.rglob("*") if p.is_file()):
+            kind = REF_BY_EXT.get(m.suffix.lower())
+            if kind:
+                groups.setdefault(kind, []).append(m)
+            else:
+                try:
+                    plain.append(m.read_bytes().decode("utf-8"))
+                except UnicodeDecodeError:
+                    pass
+        member_refs = build_refs(groups, refs)["main"] if groups else {}
+        return "\n".join([*plain, *(member_refs[m] for ms in groups.values() for m in ms)])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 SHEETS_CSV = 'csv:Text - txt - csv (StarCalc):44,34,76,1,,0,false,true,false,false,false,-1'
 
 
@@ -457,15 +542,19 @@ def build_refs(by_fmt: dict[str, list[Path]], refs: Path) -> dict[str, dict[Path
             todo = [f for f in files if not cached(f, "main").exists()]
             if todo:
                 print(f"  references for {len(todo)} {fmt} files", file=sys.stderr)
-            if todo and fmt in ("docx", "odt", "rtf", "xlsx", "ods", "pptx", "odp"):
+            if todo and fmt in ARCHIVES:
+                for f in todo:
+                    cached(f, "main").write_text(archive_ref(f, refs))
+            if todo and fmt in ("docx", "odt", "rtf", "xlsx", "ods", "pptx", "odp", "doc", "xls",
+                                "ppt"):
                 tmp = Path(tempfile.mkdtemp(prefix="ref-"))
-                if fmt in ("docx", "odt", "rtf"):
+                if fmt in ("docx", "odt", "rtf", "doc"):
                     soffice(todo, "txt:Text", tmp, profile)
                     for f in todo:
                         p = tmp / (f.stem + ".txt")
                         cached(f, "main").write_text(
                             p.read_text(encoding="utf-8", errors="replace") if p.exists() else "")
-                elif fmt in ("xlsx", "ods"):
+                elif fmt in ("xlsx", "ods", "xls"):
                     soffice(todo, SHEETS_CSV, tmp, profile)
                     for f in todo:
                         parts = sorted(tmp.glob(f"{f.stem}*.csv"))
@@ -504,6 +593,10 @@ def build_refs(by_fmt: dict[str, list[Path]], refs: Path) -> dict[str, dict[Path
                         t = eml_text(data)
                     except Exception:  # noqa: BLE001
                         t = ""
+                elif fmt == "msg":
+                    t = msg_ref(f)
+                elif fmt == "epub":
+                    t = epub_ref(data)
                 else:
                     t = ""
                 c.write_text(t)
@@ -628,6 +721,8 @@ def main() -> int:
         Driver("markitdown", pys["markitdown"], driver),
         Driver("kreuzberg", pys["kreuzberg"], driver),
         Driver("pdftotext", Path(sys.executable), driver, formats=PDFS),
+        *(Driver(name, Path(sys.executable), driver, formats=fmts)
+          for name, fmts in LEGACY_TOOLS.items() if shutil.which(name)),
         Driver("pdfplumber", Path(sys.executable), driver, formats=PDFS),
         Bastion("bastion-pdftotext-j1", 1, pdftotext_first=True,
                 engines=("pdftotext", "pdfium", "pdfplumber"), formats=PDFS),

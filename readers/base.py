@@ -25,7 +25,7 @@ GiB = 1024 * MiB
 # How a manifest writes each Limits field: "seconds" (a positive number), "size" (bytes, with
 # an optional unit), "count" (a positive integer), "engines" (a list of PDF engine names);
 # "internal" fields are not manifest keys.
-LIMIT_KINDS = ("seconds", "size", "count", "engines", "internal")
+LIMIT_KINDS = ("seconds", "size", "count", "ratio", "engines", "internal")
 
 
 def _limit(default: Any, kind: str) -> Any:
@@ -62,6 +62,11 @@ class Limits:
     ocr_dpi: int = _limit(200, "count")
     stderr_bytes: int = _limit(4 * KiB, "internal")
     pdf_engines: tuple[str, ...] = _limit(("pdfium", "pdfplumber"), "engines")
+    # Documents inside documents (archive members, attachments): docs/readers/containers.md
+    max_depth: int = _limit(3, "count")  # nesting inside the walked file (an archive: 1)
+    max_members: int = _limit(10_000, "count")  # members read from one archive
+    max_unpacked_bytes: int = _limit(256 * MiB, "size")  # decompressed from archives, per doc
+    max_compression_ratio: float = _limit(100.0, "ratio")  # unpacked / packed, past 1 MiB
 
     def as_dict(self) -> dict[str, Any]:
         return {

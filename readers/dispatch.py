@@ -9,23 +9,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import delimited, mail, markup, ocr, odf, ooxml, pdf, plaintext, rtf
+from . import (
+    archive, delimited, epub, legacy, mail, markup, ocr, odf, officecrypt, ooxml, outlook, pdf,
+    plaintext, rtf,
+)
 from .base import Context, Document, Reader, ReadResult, TextSink, cap_note, normalize_text
 from .errors import CapReached, ReaderError, Unsupported
 
 REGISTRY: tuple[Reader, ...] = (
     pdf.READER,
+    officecrypt.READER,  # before ooxml: an encrypted package under the default password
     ooxml.READER,
     odf.READER,
     rtf.READER,
     markup.READER,
     mail.READER,
+    outlook.READER,
+    legacy.READER,
+    epub.READER,
+    archive.READER,
     delimited.READER,
     ocr.READER,
     plaintext.READER,  # last: it also takes any text/* the others did not claim
 )
-
-MAX_NESTING = 3  # e-mail attachments inside attachments
 
 
 def select(mime: str, name: str = "") -> Reader | None:
@@ -91,19 +97,8 @@ def read_document(doc: Document, ctx: Context) -> Outcome:
 
 
 def read_nested(ctx: Context, data: bytes, name: str, sink: TextSink) -> str:
-    """Read an embedded document into ``sink`` (used by the e-mail reader for attachments)."""
-    from .detect import detect_bytes
+    """Read an embedded document into ``sink``; its extractor.  The one mechanism for e-mail
+    attachments and archive members: :func:`readers.nested.read_embedded`."""
+    from .nested import read_embedded
 
-    depth = getattr(ctx, "depth", 0)
-    if depth >= MAX_NESTING:
-        raise Unsupported("attachment nested too deep")
-    mime = detect_bytes(data, name)
-    reader = select(mime, name)
-    if reader is None:
-        raise Unsupported(f"no reader for {mime}")
-    ctx.depth = depth + 1  # type: ignore[attr-defined]
-    try:
-        result = reader.read(Document(data, name, mime), sink, ctx)
-    finally:
-        ctx.depth = depth  # type: ignore[attr-defined]
-    return result.extractor
+    return read_embedded(ctx, data, name, sink).extractor

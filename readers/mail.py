@@ -47,6 +47,7 @@ class _State:
         self.sink = sink
         self.warnings: list[str] = []
         self.attachments = 0
+        self.caps: list[CapReached] = []  # attachment-level caps, raised after the message
 
     def defects(self, part: Message) -> None:
         for defect in getattr(part, "defects", ()):
@@ -178,10 +179,19 @@ def _write_attachment(part: Message, state: _State, depth: int) -> None:
     note = ""
     try:
         state.ctx.read_nested(data, name, sub)
-    except CapReached:
+    except CapReached as cap:
+        from .nested import DOCUMENT_CAPS
+
         sink.write(line + "]\n")
-        sink.write(sub.getvalue())
-        raise
+        text = sub.getvalue()
+        sink.write(text if text.endswith("\n") or not text else text + "\n")
+        if cap.cap in DOCUMENT_CAPS:
+            raise
+        # a cap of this attachment only (nesting depth, an archive's caps): the message goes on,
+        # and the record names the cap at its end
+        state.caps.append(cap)
+        sink.write(f"[bastion: attachment not read to its end, {cap.cap} reached]\n")
+        return
     except Unsupported as e:
         note = f": not read: {e.message}"
     except ReaderError as e:
@@ -209,20 +219,24 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     meta: dict = {"attachments": state.attachments}
     if subject:
         meta["subject"] = subject
+    if state.caps:
+        first = state.caps[0]
+        raise CapReached(first.cap, first.detail, extractor="email", meta=meta)
     return ReadResult("email", meta=meta, warnings=state.warnings)
 
 
 READER = Reader(
     name="mail",
-    version=2,
+    version=3,
     mimes=("message/rfc822",),
     extensions=(".eml",),
     # Attachments go through the other readers, so the mail reader declares their tools and
     # settings too: a scanned attachment is OCRed when tesseract is here, and installing it
     # re-tries the e-mails whose attachments needed it.
-    tools=("pdftotext", "pdftoppm", "tesseract"),
+    tools=("7zz", "7z", "pdftotext", "pdftoppm", "tesseract"),
     uses_tool_deadline=True,
     settings=("pdf_engines", "max_pages", "ocr_max_pages", "ocr_dpi", "max_member_bytes",
-              "max_xml_bytes"),
+              "max_xml_bytes", "max_depth", "max_members", "max_unpacked_bytes",
+              "max_compression_ratio"),
     read=read,
 )

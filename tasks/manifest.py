@@ -383,7 +383,7 @@ class _Validator:
         m = self.mapping(node, "limits", tuple(kinds))
         parsers: dict[str, Callable[[yaml.Node, str], Any]] = {
             "seconds": self.seconds, "size": self.size, "count": self.integer,
-            "engines": self.engines,
+            "ratio": self.ratio, "engines": self.engines,
         }
         return {name: parsers[kinds[name]](vnode, f"limits.{name}")
                 for name, (_, vnode) in m.items()}
@@ -403,6 +403,12 @@ class _Validator:
         value: float = self.scalar(node, key, _INT, _FLOAT)
         if not (math.isfinite(value) and value > 0):
             raise self.error(f"must be a positive number of seconds, got {value}", key, node)
+        return float(value)
+
+    def ratio(self, node: yaml.Node, key: str) -> float:
+        value: float = self.scalar(node, key, _INT, _FLOAT)
+        if not (math.isfinite(value) and value >= 1):
+            raise self.error(f"must be a number of at least 1, got {value}", key, node)
         return float(value)
 
     def size(self, node: yaml.Node, key: str) -> int:
@@ -433,7 +439,7 @@ class _Validator:
 
 
 # How each manifest kind of limit is written (readers.base.LIMIT_KINDS, minus "internal").
-MANIFEST_KINDS = ("seconds", "size", "count", "engines")
+MANIFEST_KINDS = ("seconds", "size", "count", "ratio", "engines")
 
 
 def limit_keys() -> dict[str, str]:

@@ -137,7 +137,8 @@ def test_docx_found_by_parts_without_mime_or_package_rels():
     members = og.zip_members(og.docx(og.w_p("partsword")))
     del members["_rels/.rels"]
     out = read(og.zip_bytes(members), "noext", "application/zip")
-    assert out.status == "unsupported"  # nothing claims a plain zip by MIME or name
+    # a plain zip is an archive: its members are read, the DOCX reader is not chosen
+    assert out.status == "ok" and out.extractor == "zip"
     out = read(og.zip_bytes(members), "x.docx", "application/octet-stream")
     assert lines(out) == ["partsword"]
 
@@ -487,7 +488,9 @@ def test_char_cap_keeps_text_so_far():
 ])
 def test_encrypted_ooxml(mime: str):
     out = read(og.ole2_blob(), "secret.docx", mime)
-    assert (out.status, out.error_kind, out.error) == ("error", "encrypted", "encrypted document")
+    # (the x-ooxml-encrypted type first tries the default password: its message says why not)
+    assert (out.status, out.error_kind) == ("error", "encrypted")
+    assert out.error.startswith("encrypted")
 
 
 @pytest.mark.parametrize("mime,name,data", [
