@@ -50,6 +50,37 @@ class Tally:
                    limits_hit=dict(prev.get("limits_hit") or {}),
                    pages_ocr=int(prev.get("pages_ocr", 0)))
 
+    def remove(self, rec: dict[str, Any]) -> None:
+        """Take out an earlier record (a parsed extract.jsonl line) from the counts."""
+        status = rec.get("status")
+        self.records -= 1
+        self.counts[status] = self.counts.get(status, 0) - 1
+        if status == Status.SKIPPED.value:
+            return
+        self.reused -= 1  # every kept record counts as reused; this one is not kept
+        self.chars -= rec.get("chars") or 0
+        self.pages_ocr -= rec.get("pages_ocr") or 0
+        for field_, name in ((self.error_kinds, "error_kind"), (self.limits_hit, "limit")):
+            value = rec.get(name)
+            if value:
+                field_[value] = field_.get(value, 0) - 1
+                if field_[value] <= 0:
+                    del field_[value]
+
+    def merge(self, other: "Tally") -> None:
+        """Add another tally's counts (the fresh records of a change)."""
+        self.records += other.records
+        for k, n in other.counts.items():
+            self.counts[k] = self.counts.get(k, 0) + n
+        self.reused += other.reused
+        self.chars += other.chars
+        self.pages_ocr += other.pages_ocr
+        for mine, theirs in ((self.error_kinds, other.error_kinds),
+                             (self.limits_hit, other.limits_hit)):
+            for k, n in theirs.items():
+                mine[k] = mine.get(k, 0) + n
+        self.referenced |= other.referenced
+
     def add(self, rec: ExtractRecord) -> None:
         v = rec.verdict
         self.records += 1

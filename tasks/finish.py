@@ -32,6 +32,8 @@ def finish(run: Run) -> ExtractSummary | None:
     run.finished = True
     if run.noop_from is not None:
         return _finish_noop(run)
+    if run.merge is not None:
+        return _finish_merge(run)
     plan = run.plan()
     manifest, out = run.load()
     assert run.store is not None
@@ -85,3 +87,82 @@ def _summary(run: Run, tally: Tally, extracted: int, removed: int) -> ExtractSum
         started=pool.spawned if pool else 0, killed=pool.killed if pool else 0,
         no_external=run.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
         started_at=run.started, duration_s=time.monotonic() - run.t0)
+
+
+def _finish_merge(run: Run) -> ExtractSummary:
+    """The end of a run that planned only the walk's change (tasks/delta.py): the kept
+    records are copied, the fresh ones put in their places, the counts adjusted."""
+    from .extract import build_records
+    from .fsio import atomic_write
+
+    plan = run.plan()
+    out = run.out
+    assert run.store is not None
+    try:
+        if run.session is not None:
+            try:
+                run.session.drain()
+            finally:
+                run.session.close()
+        run.lock()
+        produced = run.session.produced if run.session is not None else {}
+        fresh = Tally()
+        lines = build_records(plan, run.verdicts, produced, fresh)
+        records = out / "extract.jsonl"
+        try:
+            atomic_write(records, run.merge.lines(records, lines))
+        except ValueError:  # extract.jsonl is not what the delta says: write it in full
+            run.merge, run._plan = None, None
+            run.finished = False
+            return finish(run)
+        tally = Tally.of_summary(run.merge_from or {})
+        for rec in run.merge.dropped:
+            tally.remove(rec)
+        tally.merge(fresh)
+        removed = _remove_dropped_texts(run, fresh.referenced)
+        run.summary = _summary(run, tally, len(produced), removed)
+        write_json(out / "extract.summary.json", run.summary.to_json())
+        if run.toolcache is not None:
+            run.toolcache.save()
+    finally:
+        run.store.close()
+        if run.progress is not None:
+            run.progress.close()
+    if run.summary.counts.get(Status.ERROR.value, 0) == 0:
+        stamp.save(out, run.inputs())
+    else:
+        stamp.drop(out)
+    return run.summary
+
+
+def _remove_dropped_texts(run: Run, fresh_referenced: set[str]) -> int:
+    """The store files of the records that went, unless a record still names them (a
+    fresh one, or a kept record of a file with the same bytes: found by one scan of the new
+    extract.jsonl for their names)."""
+    candidates = {}
+    for rec in run.merge.dropped:
+        text = rec.get("text")
+        if isinstance(text, str) and text.endswith(".txt"):
+            stem = text.rsplit("/", 1)[-1][:-4]
+            if stem not in fresh_referenced:
+                candidates[stem] = f'"text":"{text}"'.encode()
+    if not candidates:
+        return 0
+    still = set()
+    with open(run.out / "extract.jsonl", "rb") as f:
+        tail = b""
+        while chunk := f.read(1 << 22):
+            data = tail + chunk
+            for stem, needle in candidates.items():
+                if stem not in still and needle in data:
+                    still.add(stem)
+            tail = data[-512:]
+    removed = 0
+    for stem in candidates.keys() - still:
+        for path in (run.store.text_path(stem), run.store.meta_path(stem)):
+            try:
+                os.unlink(path)
+                removed += 1
+            except FileNotFoundError:
+                pass
+    return removed

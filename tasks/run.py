@@ -33,6 +33,7 @@ from .records import iter_walk
 from . import stamp
 from .store import Store
 from .toolcache import ToolCache
+from .delta import plan_change
 
 TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # the tools' versions, by binary (readers.tools)
 
@@ -84,6 +85,8 @@ class Run:
         self.forgotten: set[str] = set()
         self.cleaned_all = False
         self.not_yet = 0  # records "not extracted yet" (a partial run)
+        self.merge: Any = None  # tasks.delta.Merge, when only the walk's change is planned
+        self.merge_from: dict[str, Any] | None = None  # the last summary, then
         self.noop_from: dict[str, Any] | None = None  # the last summary, when nothing to do
         self.announce_in_actions = True  # the CLI prints the summaries itself
         # where lines for the person go: stderr as it is now, before doit replaces
@@ -145,6 +148,12 @@ class Run:
         self.tools.update(probed)
         if self.store is None:
             self.store = Store(out)
+        merged = None if self.cfg.all_tasks or self.cfg.listing else plan_change(self, select)
+        if merged is not None:  # only what the walk found changed (tasks/delta.py)
+            self._plan, self.verdicts, self.merge = merged
+            self.refused = None
+            self.stale = self._plan.stale
+            return self._plan
         self.verdicts = self.store.verdicts()
         self._plan = plan(iter_walk(out / "walk.jsonl"), self.verdicts, select, self.tools,
                           manifest.limits, self.store.text_names())

@@ -119,3 +119,25 @@ def likely_nothing_to_do(out: Path, inputs: str) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(previous, dict) and previous.get("inputs") == inputs
+
+
+def holds_but_walk(out: Path, inputs: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(stamp, last summary) when the last complete run's stamp holds for every file but
+    walk.jsonl (the walk found a change) and that run had no error; else None."""
+    try:
+        st = read_json(out / STAMP)
+        previous = read_json(out / "extract.summary.json")
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(st, dict) or st.get("version") != VERSION
+            or st.get("inputs") != inputs or not isinstance(previous, dict)
+            or (previous.get("counts") or {}).get("error", 1)):
+        return None
+    files = files_identity(out)
+    then = dict(st.get("files") or {})
+    if files["records"] is None or files["forgotten"] is not None:
+        return None
+    if {k: v for k, v in then.items() if k != "walk"} != \
+            {k: v for k, v in files.items() if k != "walk"}:
+        return None
+    return st, previous

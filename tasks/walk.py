@@ -31,6 +31,7 @@ from . import sharedwalk
 from .filehash import READ_CHUNK, hash_file
 from .fsio import (OUTPUT_TAG, STATE_DIR, atomic_write, is_output_tag, mark_output,
                    remove_stale_temps, write_json)
+from .delta import drop_delta, file_identity, write_delta
 from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
 from .manifest import Manifest, Root
 from .records import WalkRecord, to_line
@@ -244,12 +245,20 @@ class Walker:
     def write(self) -> None:
         if self.unchanged():
             return  # walk.jsonl and its cache are already right
+        walk_jsonl = self.out / "walk.jsonl"
+        before = file_identity(walk_jsonl) if self.cache.count >= 0 else None
         rows = self.fresh
+        fresh = {id(r) for r in rows}
         if self.hits:
-            rows.extend(self.cache.found(self.hits, self.out / "walk.jsonl"))
+            rows.extend(self.cache.found(self.hits, walk_jsonl))
         rows.sort(key=_order)
-        atomic_write(self.out / "walk.jsonl", b"".join(r[4] for r in rows))
+        atomic_write(walk_jsonl, b"".join(r[4] for r in rows))
         StatCache.write(self.out, self.settings, self.manifest.roots, rows)
+        if before is not None:  # the change, for an extract stage that merges it in
+            write_delta(self.out, before, file_identity(walk_jsonl), self.cache.count,
+                        [j for j, r in enumerate(rows) if id(r) in fresh], self.hits)
+        else:
+            drop_delta(self.out)
 
 
 def _order(t: tuple) -> tuple[str, str]:
