@@ -35,6 +35,7 @@ CHUNK = 1 << 20  # bytes decoded at a time
 SAMPLE_BYTES = 64 * 1024  # bytes the statistical detector sees
 NUL_SAMPLE = 4096  # bytes the NUL-pattern rule looks at
 MAX_CONTROL_SHARE = 0.02  # control characters (other than NUL) allowed in text
+MIN_FIT = 0.9  # alphabet fit a Latin reading needs when charset-normalizer found nothing
 
 SOURCES = ("bom", "nul-pattern", "utf-8", "declared", "detected", "fallback")
 
@@ -272,7 +273,8 @@ def _detect(sample: bytes) -> str | None:
     """charset-normalizer's best guess among CANDIDATES, then two corrections: a windows code
     page whose sample never uses bytes 0x80-0x9F (where it differs from ISO) is read as its
     ISO sibling; between Latin code pages, the reading whose non-ASCII letters best fit one
-    language's alphabet wins (ties: the order of ``_LATIN``, windows-1252 first).
+    language's alphabet wins (ties: the order of ``_LATIN``, windows-1252 first).  When
+    charset-normalizer found nothing, a Latin reading must fit at least MIN_FIT.
     None: nothing fits."""
     from charset_normalizer import from_bytes
 
@@ -290,7 +292,9 @@ def _detect(sample: bytes) -> str | None:
             except UnicodeDecodeError:
                 continue
             scored.append((-_alphabet_fit(text), rank, codec))
-        return codecs.lookup(min(scored)[2]).name if scored else None
+        if not scored or (best is None and -min(scored)[0] < MIN_FIT):
+            return None
+        return codecs.lookup(min(scored)[2]).name
     return codecs.lookup(best).name
 
 
