@@ -219,7 +219,7 @@ def _is_tar(head: bytes) -> bool:
     (the unsigned sum of its bytes, the checksum field read as spaces) holds."""
     if len(head) < 512 or head[0] == 0:
         return False
-    if head[257:262] == b"ustar":
+    if head[257:263] in (b"ustar\x00", b"ustar "):
         return True
     field = head[148:156].replace(b"\x00", b" ").strip()
     if not field or not field.isdigit() or b"8" in field or b"9" in field:
@@ -349,14 +349,16 @@ def _zip_kind(head: bytes, opener) -> str:
                             kind = m.read(201).decode("ascii", "replace").strip()
                         if kind in _ODF_MIMES:
                             return kind
-                if "word/document.xml" in names:
+                # part names compare case-insensitively; some writers use "\\"
+                parts = {n.replace("\\", "/").lower() for n in names}
+                if "word/document.xml" in parts:
                     return DOCX
-                if "xl/workbook.xml" in names:
+                if "xl/workbook.xml" in parts:
                     return XLSX
-                if "ppt/presentation.xml" in names:
+                if "ppt/presentation.xml" in parts:
                     return PPTX
-                if "META-INF/container.xml" in names and any(
-                        n.lower().endswith(".opf") for n in names):
+                if "meta-inf/container.xml" in parts and any(
+                        n.endswith(".opf") for n in parts):
                     return EPUB
     except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, KeyError,
             NotImplementedError, EOFError, RuntimeError, struct.error):

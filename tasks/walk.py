@@ -27,7 +27,7 @@ from .fsio import STATE_DIR, atomic_write, remove_stale_temps, write_json
 from .manifest import Manifest, Root, dir_excluded, path_excluded, root_selects
 from .records import WalkRecord, to_line
 
-WALK_VERSION = 3  # bump when records or detection change: the stat cache is then ignored
+WALK_VERSION = 4  # bump when records or detection change: the stat cache is then ignored
 CACHE_NAME = f"{STATE_DIR}/walk-cache"
 READ_CHUNK = 1 << 20
 MAX_WARNINGS_KEPT = 100
