@@ -7,7 +7,9 @@ returns a :class:`Choice`; the first rule that applies wins and is recorded as i
 2. ``nul-pattern``: BOM-less UTF-32 or UTF-16, told by where the NUL bytes of a sample fall and
    checked by decoding that sample;
 3. ``utf-8``: the whole input is strict UTF-8 (pure ASCII included), unless it is 7-bit
-   ISO-2022-JP/KR, whose escape sequences say so (``detected``);
+   ISO-2022-JP/KR, whose escape sequences say so (``detected``); or UTF-8 with damage: around
+   its first invalid byte valid multibyte characters outnumber invalid sequences four to one
+   (then decoded with replacement characters);
 4. ``declared``: the format's declared charset (HTML meta prescan, XML declaration, MIME
    ``charset=``), mapped as WHATWG maps labels (``iso-8859-1``/``ascii`` are windows-1252,
    ``shift_jis`` is cp932, ``gb2312``/``gbk`` are gb18030, ``euc-kr`` is cp949…), used only when
@@ -88,9 +90,10 @@ _ALPHABETS: tuple[frozenset[str], ...] = tuple(frozenset(a) for a in (
     "ąčęėįšųūž",  # Lithuanian
     "çë",  # Albanian
 ))
-# A non-ASCII character touching a letter: a letter of the word, or a symbol that the wrong
-# code page put where a letter was ("wi¶nie" for "wiśnie").
-_IN_WORD = re.compile(r"(?<=[^\W\d_])[^\x00-\x7f]|[^\x00-\x7f](?=[^\W\d_])")
+# A byte above 0x7F inside a word (next to an ASCII letter or another such byte): in every
+# single-byte code page a letter there, or a symbol the wrong code page put where a letter was
+# ("wi¶nie" for "wiśnie").  Found once in the bytes, then read through each code page.
+_IN_WORD = re.compile(rb"(?<=[A-Za-z\x80-\xff])[\x80-\xff]|[\x80-\xff](?=[A-Za-z\x80-\xff])")
 
 # WHATWG label mapping, for labels Python reads differently (keys are codecs.lookup names).
 _WHATWG = {
@@ -204,8 +207,11 @@ def choose(data: bytes, declared: str | None = None) -> Choice:
         if iso is not None:
             return Choice(iso, 0, "detected", True)
         return Choice("utf-8", 0, "utf-8", True)
-    if _decodes(data, "utf-8", start=first.start()):
+    bad = _utf8_error(data, first.start())
+    if bad is None:
         return Choice("utf-8", 0, "utf-8", True)
+    if _mostly_utf8(data, first.start(), bad):
+        return Choice("utf-8", 0, "utf-8", False)
     codec = label_codec(declared)
     if codec is not None and not codec.startswith(("utf-16", "utf-32")) \
             and _decodes(data, codec):
@@ -247,6 +253,34 @@ def _decodes(data: bytes, codec: str, skip: int = 0, start: int = 0) -> bool:
     return True
 
 
+def _utf8_error(data: bytes, start: int) -> int | None:
+    """The offset of the first byte that is not strict UTF-8 (bytes before ``start`` are
+    ASCII), or None when the whole input is UTF-8."""
+    pos, end = _ascii_floor(data, start), len(data)
+    view = memoryview(data)
+    while pos < end:
+        final = pos + CHUNK >= end
+        try:
+            _, used = codecs.utf_8_decode(view[pos : pos + CHUNK], "strict", final)
+        except UnicodeDecodeError as e:
+            return pos + e.start
+        if not used and not final:  # a sequence longer than the chunk cannot be
+            return pos
+        pos += used
+    return None
+
+
+def _mostly_utf8(data: bytes, first: int, bad: int) -> bool:
+    """UTF-8 with damage rather than another encoding: around the first bad byte (half a
+    sample either side, from the first non-ASCII byte on), valid multibyte characters
+    outnumber invalid sequences four to one."""
+    start = _ascii_floor(data, max(first, bad - SAMPLE_BYTES // 2))
+    text = data[start : bad + SAMPLE_BYTES // 2].decode("utf-8", "replace")
+    invalid = text.count("\ufffd")
+    valid = sum(1 for c in text if c > "\x7f") - invalid
+    return valid >= 4 * max(1, invalid)
+
+
 def _ascii_floor(data: bytes, start: int) -> int:
     """A line start at or before ``start`` (ASCII before ``start`` is checked already)."""
     if start <= 0:
@@ -285,26 +319,27 @@ def _detect(sample: bytes) -> str | None:
         if _decodes(sample, _ISO_SIBLING[best]):
             return codecs.lookup(_ISO_SIBLING[best]).name
     if best is None or best in _LATIN:
+        in_word = Counter(_IN_WORD.findall(sample))
         scored = []
         for rank, codec in enumerate(_LATIN):
-            try:
-                text = sample.decode(codec)
-            except UnicodeDecodeError:
+            if not _decodes(sample, codec):
                 continue
-            scored.append((-_alphabet_fit(text), rank, codec))
+            scored.append((-_alphabet_fit(in_word, codec), rank, codec))
         if not scored or (best is None and -min(scored)[0] < MIN_FIT):
             return None
         return codecs.lookup(min(scored)[2]).name
     return codecs.lookup(best).name
 
 
-def _alphabet_fit(text: str) -> float:
-    """Share of the non-ASCII characters inside words that one language's alphabet holds."""
-    found = Counter(_IN_WORD.findall(text.lower()))
-    total = sum(found.values())
+def _alphabet_fit(in_word: Counter[bytes], codec: str) -> float:
+    """Share of the in-word bytes whose reading in ``codec`` one language's alphabet holds."""
+    total = sum(in_word.values())
     if not total:
         return 1.0
-    return max(sum(n for ch, n in found.items() if ch in letters) for letters in _ALPHABETS) \
+    chars: Counter[str] = Counter()
+    for byte, n in in_word.items():
+        chars[byte.decode(codec, "replace").lower()] += n
+    return max(sum(n for ch, n in chars.items() if ch in letters) for letters in _ALPHABETS) \
         / total
 
 

@@ -244,3 +244,13 @@ def test_bom_helper_names_skip():
     assert textcodec.bom(codecs.BOM_UTF32_LE + b"x") == ("utf-32-le", 4)
     assert textcodec.bom(codecs.BOM_UTF16_LE + b"x") == ("utf-16-le", 2)
     assert textcodec.bom(b"plain") is None
+
+
+def test_utf8_with_one_bad_byte_stays_utf8_with_a_replacement():
+    log = "2026-12-01 INFO served /api in 12 ms — café DAMAGEMARK\n".encode() * 3000
+    for data in (log + b"tail \xe9 byte\n", b"head \xe9 byte\n" + log):
+        choice = textcodec.choose(data)
+        assert (choice.codec, choice.source, choice.clean) == ("utf-8", "utf-8", False)
+        out = read(data)
+        assert out.status == "ok" and out.text.count("\ufffd") == 1
+        assert "— café DAMAGEMARK" in out.text and out.warnings
