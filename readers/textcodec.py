@@ -28,6 +28,7 @@ same bytes, declaration and charset-normalizer version give the same choice.
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ SAMPLE_BYTES = 64 * 1024  # bytes the statistical detector sees
 NUL_SAMPLE = 4096  # bytes the NUL-pattern rule looks at
 MAX_CONTROL_SHARE = 0.02  # control characters (other than NUL) allowed in text
 MIN_FIT = 0.9  # alphabet fit a Latin reading needs when charset-normalizer found nothing
+PERFECT_FIT_BYTES = 16  # in-word bytes a perfect Latin fit needs to skip the detector
 
 SOURCES = ("bom", "nul-pattern", "utf-8", "declared", "detected", "fallback")
 
@@ -277,7 +279,7 @@ def _mostly_utf8(data: bytes, first: int, bad: int) -> bool:
     start = _ascii_floor(data, max(first, bad - SAMPLE_BYTES // 2))
     text = data[start : bad + SAMPLE_BYTES // 2].decode("utf-8", "replace")
     invalid = text.count("\ufffd")
-    valid = sum(1 for c in text if c > "\x7f") - invalid
+    valid = len(text) - len(text.encode("ascii", "ignore")) - invalid
     return valid >= 4 * max(1, invalid)
 
 
@@ -304,12 +306,19 @@ def _sample(data: bytes, first: int) -> bytes:
 
 
 def _detect(sample: bytes) -> str | None:
-    """charset-normalizer's best guess among CANDIDATES, then two corrections: a windows code
-    page whose sample never uses bytes 0x80-0x9F (where it differs from ISO) is read as its
+    """A Latin code page whose reading puts every in-word byte (at least PERFECT_FIT_BYTES of
+    them) in one language's alphabet, without asking further (no Cyrillic, Greek, Hebrew or
+    CJK text reads that way); else charset-normalizer's best guess among CANDIDATES, then two
+    corrections: a windows code page whose sample never uses bytes 0x80-0x9F (where it differs from ISO) is read as its
     ISO sibling; between Latin code pages, the reading whose non-ASCII letters best fit one
     language's alphabet wins (ties: the order of ``_LATIN``, windows-1252 first).  When
     charset-normalizer found nothing, a Latin reading must fit at least MIN_FIT.
     None: nothing fits."""
+    in_word = Counter(_IN_WORD.findall(sample))
+    latin = _latin_scores(sample, in_word)
+    if latin and latin[0][0] == -1.0 and sum(in_word.values()) >= PERFECT_FIT_BYTES:
+        return codecs.lookup(latin[0][2]).name  # one language's alphabet, every letter
+
     from charset_normalizer import from_bytes
 
     results = list(from_bytes(sample, cp_isolation=list(CANDIDATES),
@@ -319,16 +328,19 @@ def _detect(sample: bytes) -> str | None:
         if _decodes(sample, _ISO_SIBLING[best]):
             return codecs.lookup(_ISO_SIBLING[best]).name
     if best is None or best in _LATIN:
-        in_word = Counter(_IN_WORD.findall(sample))
-        scored = []
-        for rank, codec in enumerate(_LATIN):
-            if not _decodes(sample, codec):
-                continue
-            scored.append((-_alphabet_fit(in_word, codec), rank, codec))
-        if not scored or (best is None and -min(scored)[0] < MIN_FIT):
+        if not latin or (best is None and -latin[0][0] < MIN_FIT):
             return None
-        return codecs.lookup(min(scored)[2]).name
+        return codecs.lookup(latin[0][2]).name
     return codecs.lookup(best).name
+
+
+def _latin_scores(sample: bytes, in_word: Counter[bytes]) -> list[tuple[float, int, str]]:
+    """(-fit, rank, codec) of the Latin code pages that decode the sample, best first."""
+    scored = []
+    for rank, codec in enumerate(_LATIN):
+        if _decodes(sample, codec):
+            scored.append((-_alphabet_fit(in_word, codec), rank, codec))
+    return sorted(scored)
 
 
 def _alphabet_fit(in_word: Counter[bytes], codec: str) -> float:
@@ -336,11 +348,18 @@ def _alphabet_fit(in_word: Counter[bytes], codec: str) -> float:
     total = sum(in_word.values())
     if not total:
         return 1.0
+    high = _high_half(codec)
     chars: Counter[str] = Counter()
     for byte, n in in_word.items():
-        chars[byte.decode(codec, "replace").lower()] += n
+        chars[high[byte[0] - 0x80]] += n
     return max(sum(n for ch, n in chars.items() if ch in letters) for letters in _ALPHABETS) \
         / total
+
+
+@functools.lru_cache(maxsize=None)
+def _high_half(codec: str) -> str:
+    """Bytes 0x80-0xFF read one by one in a single-byte ``codec``, lower-cased."""
+    return "".join(bytes([b]).decode(codec, "replace").lower()[:1] for b in range(0x80, 0x100))
 
 
 def pieces(data: bytes, choice: Choice, chunk: int = CHUNK) -> Iterator[str]:
