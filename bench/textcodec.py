@@ -15,7 +15,9 @@ Workloads (generated deterministically under ``bench/results/textcodec/``, not c
   UTF-8, then as the detected code page).  Timed: the encoding choice alone over the whole
   file, and detection (walk head) + a full read under the default limits (16 Mi characters).
 * ``small``: ``--small`` files of 1-8 KB, 70 % UTF-8/ASCII, 30 % legacy encodings (the texts of
-  ``tests/samples/text``); timed: ``detect_file`` on each file's head + ``read_document``.
+  ``tests/samples/text``); ``small-utf8``: as many, UTF-8/ASCII only; ``small-legacy``: a
+  quarter as many, legacy only.  Timed: ``detect_file`` on each file's head +
+  ``read_document``.
 
 Prints a table and writes ``bench/results/textcodec/results.json``.
 """
@@ -93,7 +95,6 @@ print(json.dumps(result))
 
 def make_workloads(small: int, big_mb: int) -> dict[str, Path]:
     OUT.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(20261201)
     texts = {name: (SAMPLES / name).read_bytes().decode(codec) for name, codec in LEGACY.items()}
     made: dict[str, Path] = {}
     size = big_mb * 1_000_000
@@ -112,26 +113,33 @@ def make_workloads(small: int, big_mb: int) -> dict[str, Path]:
     if not bad.exists():
         bad.write_bytes(log.read_bytes() + b"tail \xe9 byte\n")
     made["big-utf8-bad-tail"] = bad
-    many = OUT / f"small-{small}"
-    if not many.is_dir():
-        many.mkdir()
-        pool = list(texts.items())
-        ascii_words = ("request", "served", "worker", "items", "queue", "retry", "done")
-        for i in range(small):
-            n = rng.randint(1000, 8000)
-            if rng.random() < 0.3:
-                name, text = pool[i % len(pool)]
-                start = rng.randrange(0, max(1, len(text) - 200))
-                body = (text[start:] + text) * (n // max(1, len(text)) + 1)
-                data = body.encode(LEGACY[name], "replace")[:n]
-                data = data[: data.rfind(b"\n") + 1] or data[:n // 2]
-            elif rng.random() < 0.2:
-                data = ("Grüße, naïve café — " * (n // 24)).encode("utf-8")
-            else:
-                data = " ".join(rng.choice(ascii_words) for _ in range(n // 7)).encode()
-            (many / f"f{i:05d}.txt").write_bytes(data)
-    made["small"] = many
+    for label, count, legacy_share in (("small", small, 0.3), ("small-utf8", small, 0.0),
+                                       ("small-legacy", small // 4, 1.0)):
+        many = OUT / f"{label}-{count}"
+        if not many.is_dir():
+            many.mkdir()
+            _small_files(many, count, legacy_share, texts, random.Random(count))
+        made[label] = many
     return made
+
+
+def _small_files(into: Path, count: int, legacy_share: float, texts: dict[str, str],
+                 rng: random.Random) -> None:
+    pool = list(texts.items())
+    ascii_words = ("request", "served", "worker", "items", "queue", "retry", "done")
+    for i in range(count):
+        n = rng.randint(1000, 8000)
+        if rng.random() < legacy_share:
+            name, text = pool[i % len(pool)]
+            start = rng.randrange(0, max(1, len(text) - 200))
+            body = (text[start:] + text) * (n // max(1, len(text)) + 1)
+            data = body.encode(LEGACY[name], "replace")[:n]
+            data = data[: data.rfind(b"\n") + 1] or data[: n // 2]
+        elif rng.random() < 0.2:
+            data = ("Grüße, naïve café — " * (n // 24)).encode("utf-8")
+        else:
+            data = " ".join(rng.choice(ascii_words) for _ in range(n // 7)).encode()
+        (into / f"f{i:05d}.txt").write_bytes(data)
 
 
 def run(tree: Path, kind: str, target: Path) -> dict:
@@ -160,7 +168,7 @@ def main() -> None:
         trees = {"baseline": base, "this": ROOT}
         jobs = [(k, "choose", p) for k, p in work.items() if k.startswith("big")]
         jobs += [(k, "read", p) for k, p in work.items() if k.startswith("big")]
-        jobs += [("small", "small", work["small"])]
+        jobs += [(k, "small", p) for k, p in work.items() if k.startswith("small")]
         results: dict[str, dict[str, list[dict]]] = {}
         for r in range(args.rounds):
             order = list(trees) if r % 2 == 0 else list(reversed(trees))

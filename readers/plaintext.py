@@ -12,20 +12,26 @@ from __future__ import annotations
 
 from . import textcodec
 from .base import Context, Document, Reader, ReadResult, TextSink
-from .errors import Unsupported
+from .errors import CapReached, Unsupported
 
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     choice = textcodec.choose(doc.data, textcodec.xml_declared(doc.data))
+    extractor = f"text:{choice.codec}"
     first = True
-    for piece in textcodec.pieces(doc.data, choice):
-        if first:
-            reason = textcodec.binary_reason(piece)
-            if reason is not None:
-                raise Unsupported(f"binary content, not text ({doc.mime}): {reason}")
-            first = False
-        sink.write(piece)
-    return ReadResult(extractor=f"text:{choice.codec}", meta=choice.meta(),
+    try:
+        for piece in textcodec.pieces(doc.data, choice):
+            if first:
+                reason = textcodec.binary_reason(piece)
+                if reason is not None:
+                    raise Unsupported(f"binary content, not text ({doc.mime}): {reason}")
+                first = False
+            sink.write(piece)
+    except CapReached as cap:
+        cap.extractor = cap.extractor or extractor
+        cap.meta = cap.meta or choice.meta()
+        raise
+    return ReadResult(extractor=extractor, meta=choice.meta(),
                       warnings=textcodec.warnings(choice))
 
 

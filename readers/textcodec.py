@@ -203,7 +203,7 @@ def choose(data: bytes, declared: str | None = None) -> Choice:
     nul = nul_pattern(data)
     if nul is not None:
         return Choice(nul, 0, "nul-pattern", _decodes(data, nul))
-    first = _NON_ASCII.search(data)
+    first = None if data.isascii() else _NON_ASCII.search(data)
     if first is None:
         iso = _iso2022(data)
         if iso is not None:

@@ -254,3 +254,11 @@ def test_utf8_with_one_bad_byte_stays_utf8_with_a_replacement():
         out = read(data)
         assert out.status == "ok" and out.text.count("\ufffd") == 1
         assert "— café DAMAGEMARK" in out.text and out.warnings
+
+
+def test_a_text_cut_at_the_cap_keeps_its_encoding():
+    data = ("Город Москва является столицей России.\n" * 500).encode("cp1251")
+    out = read_document(Document(data, "big.txt", "text/plain"),
+                        LocalContext(Limits(max_chars=1000)))
+    assert out.limit == "max_chars" and out.extractor == "text:cp1251"
+    assert out.meta == {"encoding_source": "detected"} and out.text.startswith("Город Москва")
