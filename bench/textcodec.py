@@ -150,7 +150,8 @@ def run(tree: Path, kind: str, target: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--baseline", default=None, help="git revision (default: merge base with main)")
+    ap.add_argument("--baseline", default=None,
+                    help="git revision (default: the merge base with main)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--small", type=int, default=20_000)
     ap.add_argument("--big-mb", type=int, default=100)

@@ -18,8 +18,9 @@ is fed to it in chunks and nesting depth costs nothing.  Rules:
 * A table row with more than ``Limits.max_parts`` cells stops the document (``max_parts``);
   the character budget is the sink's.
 
-Extractor ``html:<encoding>``; ``meta`` has ``charset`` and ``encoding_source``.  :func:`html_to_text` is the same
-conversion for an already decoded string (the e-mail reader's HTML bodies).
+Extractor ``html:<encoding>``; ``meta`` has ``charset`` and ``encoding_source``.
+:func:`html_to_text` is the same conversion for an already decoded string (the e-mail
+reader's HTML bodies).
 """
 
 from __future__ import annotations

@@ -92,10 +92,11 @@ _ALPHABETS: tuple[frozenset[str], ...] = tuple(frozenset(a) for a in (
     "ąčęėįšųūž",  # Lithuanian
     "çë",  # Albanian
 ))
-# A byte above 0x7F inside a word (next to an ASCII letter or another such byte): in every
+# Bytes above 0x7F inside words (runs of two or more ASCII letters or such bytes): in every
 # single-byte code page a letter there, or a symbol the wrong code page put where a letter was
 # ("wi¶nie" for "wiśnie").  Found once in the bytes, then read through each code page.
-_IN_WORD = re.compile(rb"(?<=[A-Za-z\x80-\xff])[\x80-\xff]|[\x80-\xff](?=[A-Za-z\x80-\xff])")
+_WORDS = re.compile(rb"[A-Za-z\x80-\xff]{2,}")
+_ASCII = bytes(range(0x80))
 
 # WHATWG label mapping, for labels Python reads differently (keys are codecs.lookup names).
 _WHATWG = {
@@ -109,8 +110,8 @@ _ISO2022 = re.compile(rb"\x1b(?:\$[@AB(]|\$\)C|\([BJ])")
 _XML_DECL = re.compile(rb"""^<\?xml[ \t\r\n][^>]{0,200}?encoding[ \t\r\n]*=[ \t\r\n]*["']"""
                        rb"""([A-Za-z][A-Za-z0-9._-]{0,39})["']""")
 # C0 controls plain text does not carry (NUL is judged apart: it is removed, not counted).
-_CONTROLS = "".join(chr(c) for c in range(1, 32) if chr(c) not in "\t\n\r\f\b\x1b")
-_CONTROL_TABLE = {ord(c): None for c in _CONTROLS}
+_CONTROL_RE = re.compile("[\x01-\x07\x0b\x0e-\x1a\x1c-\x1f]")
+_CONTROL_BYTES = bytes(c for c in range(1, 32) if chr(c) not in "\t\n\r\f\b\x1b")
 _NUL_RUNS = re.compile("\x00+")
 
 
@@ -309,12 +310,12 @@ def _detect(sample: bytes) -> str | None:
     """A Latin code page whose reading puts every in-word byte (at least PERFECT_FIT_BYTES of
     them) in one language's alphabet, without asking further (no Cyrillic, Greek, Hebrew or
     CJK text reads that way); else charset-normalizer's best guess among CANDIDATES, then two
-    corrections: a windows code page whose sample never uses bytes 0x80-0x9F (where it differs from ISO) is read as its
-    ISO sibling; between Latin code pages, the reading whose non-ASCII letters best fit one
-    language's alphabet wins (ties: the order of ``_LATIN``, windows-1252 first).  When
-    charset-normalizer found nothing, a Latin reading must fit at least MIN_FIT.
+    corrections: a windows code page whose sample never uses bytes 0x80-0x9F (where it differs
+    from ISO) is read as its ISO sibling; between Latin code pages, the reading whose in-word
+    bytes best fit one language's alphabet wins (ties: the order of ``_LATIN``, windows-1252
+    first).  When charset-normalizer found nothing, a Latin reading must fit at least MIN_FIT.
     None: nothing fits."""
-    in_word = Counter(_IN_WORD.findall(sample))
+    in_word = Counter(b"".join(_WORDS.findall(sample)).translate(None, _ASCII))
     latin = _latin_scores(sample, in_word)
     if latin and latin[0][0] == -1.0 and sum(in_word.values()) >= PERFECT_FIT_BYTES:
         return codecs.lookup(latin[0][2]).name  # one language's alphabet, every letter
@@ -334,7 +335,7 @@ def _detect(sample: bytes) -> str | None:
     return codecs.lookup(best).name
 
 
-def _latin_scores(sample: bytes, in_word: Counter[bytes]) -> list[tuple[float, int, str]]:
+def _latin_scores(sample: bytes, in_word: Counter[int]) -> list[tuple[float, int, str]]:
     """(-fit, rank, codec) of the Latin code pages that decode the sample, best first."""
     scored = []
     for rank, codec in enumerate(_LATIN):
@@ -343,23 +344,28 @@ def _latin_scores(sample: bytes, in_word: Counter[bytes]) -> list[tuple[float, i
     return sorted(scored)
 
 
-def _alphabet_fit(in_word: Counter[bytes], codec: str) -> float:
+def _alphabet_fit(in_word: Counter[int], codec: str) -> float:
     """Share of the in-word bytes whose reading in ``codec`` one language's alphabet holds."""
     total = sum(in_word.values())
     if not total:
         return 1.0
-    high = _high_half(codec)
-    chars: Counter[str] = Counter()
+    where = _alphabets_of(codec)
+    held = [0] * len(_ALPHABETS)
     for byte, n in in_word.items():
-        chars[high[byte[0] - 0x80]] += n
-    return max(sum(n for ch, n in chars.items() if ch in letters) for letters in _ALPHABETS) \
-        / total
+        for index in where[byte - 0x80]:
+            held[index] += n
+    return max(held) / total
 
 
 @functools.lru_cache(maxsize=None)
-def _high_half(codec: str) -> str:
-    """Bytes 0x80-0xFF read one by one in a single-byte ``codec``, lower-cased."""
-    return "".join(bytes([b]).decode(codec, "replace").lower()[:1] for b in range(0x80, 0x100))
+def _alphabets_of(codec: str) -> tuple[tuple[int, ...], ...]:
+    """For each byte 0x80-0xFF, the alphabets (indexes into _ALPHABETS) holding its reading in
+    a single-byte ``codec``, lower-cased."""
+    out = []
+    for b in range(0x80, 0x100):
+        ch = bytes([b]).decode(codec, "replace").lower()[:1]
+        out.append(tuple(i for i, letters in enumerate(_ALPHABETS) if ch in letters))
+    return tuple(out)
 
 
 def pieces(data: bytes, choice: Choice, chunk: int = CHUNK) -> Iterator[str]:
@@ -404,7 +410,7 @@ def binary_reason(text: str) -> str | None:
         runs = len(_NUL_RUNS.findall(sample))
         if runs * 100 > rest:
             return "NUL bytes throughout"
-    controls = len(sample) - nuls - len(sample.translate(_CONTROL_TABLE).replace("\x00", ""))
+    controls = len(_CONTROL_RE.findall(sample)) if _CONTROL_RE.search(sample) else 0
     if controls > MAX_CONTROL_SHARE * len(sample):
         return "control characters throughout"
     return None
@@ -415,4 +421,8 @@ def looks_like_text(sample: bytes) -> bool:
     read one per character, pass :func:`binary_reason`."""
     if bom(sample) is not None or nul_pattern(sample) is not None:
         return True
-    return binary_reason(sample[: 1 << 16].decode("latin-1")) is None
+    head = sample[: 1 << 16]
+    if 0 not in head:  # the common case, in C: control bytes counted without decoding
+        return len(head) - len(head.translate(None, _CONTROL_BYTES)) <= \
+            MAX_CONTROL_SHARE * len(head)
+    return binary_reason(head.decode("latin-1")) is None
