@@ -1,30 +1,35 @@
 """bastion's doit tasks: ``doit walk``, ``doit extract``, ``doit extract:<root>/<path>``.
 
-Thin by design: the generators live in ``tasks/``.  Settings are doit variables, e.g.
-``doit extract manifest=examples/manifest.yaml out=/tmp/out jobs=2 no_external=1``;
-with none, the bundled ``examples/manifest.yaml`` is used.
+Thin by design: the generators live in ``tasks/``, and close over one explicit run.  Settings
+are doit variables, e.g. ``doit extract manifest=examples/manifest.yaml out=/tmp/out jobs=2
+no_external=1``; with none, the bundled ``examples/manifest.yaml`` is used.
 """
 
-from doit import create_after, get_var
+import sys
+
+from doit import get_var
 
 from tasks import pipeline
 from tasks.config import RunConfig
+from tasks.run import Run
 
-CONFIG = RunConfig.from_vars(get_var)
-DOIT_CONFIG = pipeline.doit_config(CONFIG)
+RUN = Run(RunConfig.from_vars(get_var, argv=sys.argv[1:]))
+DOIT_CONFIG = pipeline.doit_config(RUN.cfg, run=RUN)
 
 
 def task_walk():
     """walk the manifest's roots into walk.jsonl"""
-    return pipeline.walk_task(CONFIG)
+    return pipeline.walk_task(RUN)
 
 
-@create_after(executed="walk")
 def task_extract():
     """extract text from every walked file (one subtask per file)"""
-    yield from pipeline.extract_tasks(CONFIG)
+    yield from pipeline.extract_tasks(RUN)
+
+
+task_extract = pipeline.after_walk(RUN, task_extract)
 
 
 def task__extract_finish():
     """write extract.jsonl and extract.summary.json"""
-    return pipeline.finish_task(CONFIG)
+    return pipeline.finish_task(RUN)

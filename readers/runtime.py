@@ -318,6 +318,7 @@ class LocalContext:
             time.monotonic() + self.limits.tool_deadline_s
         )
         self.depth = 0
+        self.tools_used: set[str] = set()  # the tools that ran for this document
 
     @property
     def tmpdir(self) -> Path:
@@ -340,6 +341,8 @@ class LocalContext:
         # that only reads stdin and writes stdout runs where the worker is, and its input is
         # a memory file
         where = self.tmpdir if scratch else None
+        name = os.path.basename(argv[0])
+        self.tools_used.add(next((t for t, p in self.tools.items() if p == argv[0]), name))
         return run_tool(
             argv, input=input, timeout=limit,
             max_output=max_output if max_output is not None else self.limits.max_output_bytes,

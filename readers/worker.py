@@ -93,6 +93,7 @@ def handle(job: dict[str, Any], workdir: Path, limits, seq: int) -> dict[str, An
             ctx = LocalContext(limits, job.get("tools") or {}, scratch,
                                deadline=time.monotonic() + float(job.get("deadline", 60)))
             outcome = read_document(Document(data, job["name"], job["mime"]), ctx)
+            outcome.meta["tools_used"] = sorted(ctx.tools_used)
             del data
     except MemoryError:
         outcome = Outcome("error", error="reader ran out of memory (memory cap)",

@@ -1,25 +1,31 @@
 """The ``bastion`` command: the same doit tasks, run in-process, with friendly options.
 
-Exit codes: 0 clean; 1 invalid manifest, signature, stage not in ``stages``, missing
-prerequisite, locked or unwritable output; 2 completed with ``error`` records.
-Errors go to stderr on one line, without a traceback.
+Exit codes: 0 clean; 1 usage error (no command, unknown option, ``-j`` out of range), invalid
+manifest, signature, stage not in ``stages``, missing prerequisite, locked or unwritable
+output; 2 completed with ``error`` records.  Errors go to stderr on one line, without a
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, NoReturn, Sequence
 
-from .config import DEFAULT_MANIFEST, PrerequisiteError, RunConfig, forget_manifests, load
+from .config import (DEFAULT_MANIFEST, JOBS_PER_CORE, PrerequisiteError, RunConfig,
+                     forget_manifests, jobs_error, load)
 from .fsio import LockedError, OutputError, OutputLock
 
 EXIT_OK, EXIT_INVALID, EXIT_ERRORS = 0, 1, 2
 # Files handed to doit per run: doit holds ~5 KB per task, so a first run of a million files
 # goes through in slices of this many and the parent's memory stays bounded.
 EXTRACT_SLICE = 20_000
+TRUSTED_KEYS_HELP = ("file of trusted public keys, one 'ed25519 <base64> <comment>' line each "
+                     "as 'bastion keygen' writes them (default: $BASTION_TRUSTED_KEYS, else "
+                     "/etc/bastion/trusted_keys)")
 
 
 class CliError(Exception):
@@ -31,6 +37,53 @@ def _fail(message: str) -> int:
     return EXIT_INVALID
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error exits 1: bastion's exit code 2 means "completed with
+    ``error`` records", which a CI job must be able to tell from a mistyped option."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_INVALID, f"{self.prog}: error: {message}\n")
+
+
+class _Version(argparse.Action):
+    """``--version``: found only when asked (reading the version costs a file read)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:
+        import platform
+
+        from doit.version import VERSION
+
+        doit_version = ".".join(str(v) for v in VERSION)
+        print(f"bastion {version()} (doit {doit_version}, Python "
+              f"{platform.python_version()})")
+        parser.exit(EXIT_OK)
+
+
+def version() -> str:
+    """bastion's version: a checkout's pyproject.toml, else the installed distribution's."""
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    try:
+        import tomllib
+
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        if project.get("name") == "bastion" and isinstance(project.get("version"), str):
+            return project["version"]
+    except (OSError, ValueError):
+        pass
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("bastion")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def _stage_parser(sub, name: str, help_: str, *, extract: bool, walk: bool) -> None:
     p = sub.add_parser(name, help=help_, description=help_)
     p.add_argument("manifest", nargs="?", type=Path, default=DEFAULT_MANIFEST,
@@ -39,10 +92,10 @@ def _stage_parser(sub, name: str, help_: str, *, extract: bool, walk: bool) -> N
                    "<root>/.agent)")
     p.add_argument("--require-signed", action="store_true",
                    help="refuse a manifest without a valid Ed25519 signature (manifest.yaml.sig)")
-    p.add_argument("--trusted-keys", type=Path,
-                   help="trusted public keys (default: $BASTION_TRUSTED_KEYS or "
-                        "/etc/bastion/trusted_keys)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress, no final summary")
+    p.add_argument("--trusted-keys", type=Path, help=TRUSTED_KEYS_HELP)
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress display (errors and the final summary line are still "
+                        "printed)")
     if walk:
         p.add_argument("--no-hash", action="store_true",
                        help="record files without reading them (no sha256: nothing to extract)")
@@ -50,15 +103,19 @@ def _stage_parser(sub, name: str, help_: str, *, extract: bool, walk: bool) -> N
         p.add_argument("--no-external", action="store_true",
                        help="built-in readers only: never run pdftotext, tesseract, … "
                             "(also BASTION_NO_EXTERNAL=1)")
-        p.add_argument("-j", "--jobs", type=int, default=0,
-                       help="reader worker processes (default: the number of cores)")
+        p.add_argument("-j", "--jobs", type=int, default=None,
+                       help=f"reader worker processes, 1 to {JOBS_PER_CORE} × the cores "
+                            "(default: the number of cores)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="bastion",
-        description="Turn a tree of untrusted files into clean, searchable plain text.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+        description="Turn a tree of untrusted files into clean, searchable plain text.",
+        epilog="exit codes: 0 done, 1 refused (usage, manifest, signature, output), "
+               "2 done with error records")
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _stage_parser(sub, "walk", "walk the manifest's roots into walk.jsonl",
                   extract=False, walk=True)
     _stage_parser(sub, "extract", "extract text from the walked files into the text store",
@@ -80,8 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="check a manifest's signature against trusted keys",
                        description="check a manifest's signature against trusted keys")
-    p.add_argument("manifest", type=Path)
-    p.add_argument("--trusted-keys", type=Path)
+    p.add_argument("manifest", type=Path, help="the manifest (its signature: <manifest>.sig)")
+    p.add_argument("--trusted-keys", type=Path, help=TRUSTED_KEYS_HELP)
 
     p = sub.add_parser("compare", help="compare two output directories (records and text "
                        "store); exit 1 on any difference",
@@ -140,31 +197,28 @@ class _OneLineErrors:
 def run_stages(cfg: RunConfig, stages: list[str]) -> int:
     """Run ``walk`` and/or ``extract`` through doit in-process; returns the exit code."""
     from .manifest import ManifestError
+    from .run import Run, check_walk
     from .signing import SignatureError
 
-    previous = sys.modules.get(f"{__package__}.pipeline")
-    if previous is not None:
-        previous.reset()  # the state of an earlier run in this process (the tests run many)
+    OutputLock.release_all()  # a lock an earlier in-process run left (the tests run many)
+    run = Run(cfg)
+    run.announce_in_actions = False
     try:
-        manifest, out = load(cfg)
+        manifest, out = run.load()
         for stage in stages:
             if stage not in manifest.stages:
                 raise PrerequisiteError(f"'{stage}' is not in the stages of "
                                         f"{manifest.path.name} (stages: "
                                         f"{', '.join(manifest.stages)})")
         if "walk" not in stages:
-            from .extract import check_walk
-
             check_walk(manifest, out)
-        OutputLock.acquire(out)
+        run.lock()
     except (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError) as e:
         return _fail(str(e))
     if "extract" in stages:
         # The workers start first: they boot on the other cores while this process loads
         # doit (~40 ms), walks and plans.
-        from .extract import stage_for
-
-        stage_for(cfg).prestart()
+        run.prestart()
 
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
@@ -179,29 +233,25 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
         backends = {"BACKEND": {doitdb.NAME: doitdb.LOCATION}}
         with _no_plugin_scan():
             while True:  # one doit run per slice of files to extract (RunConfig.slice)
-                rc = DoitMain(ModuleTaskLoader(pipeline.namespace(cfg)),
+                rc = DoitMain(ModuleTaskLoader(pipeline.namespace(run)),
                               extra_config=backends).run(argv)
-                stage = pipeline.existing_stage(cfg)
-                if rc != 0 or stage is None or not stage.more:
+                if rc != 0 or not run.more:
                     break
     finally:
         sys.stderr = real_stderr
-        stage = pipeline.existing_stage(cfg)
-        if stage is not None:
-            stage.close()  # workers of a run that stopped before finishing (a no-op if it did)
+        run.close()  # workers of a run that stopped before finishing (a no-op if it did)
         OutputLock.release_all()
     if rc != 0:
         return EXIT_INVALID
     code = EXIT_OK
     if "extract" in stages:
-        stage = pipeline.stage_for(cfg)
-        summary = stage.summary or {}
+        summary = run.summary.to_json() if run.summary is not None else {}
         if summary.get("counts", {}).get("error"):
             code = EXIT_ERRORS
-        if not cfg.quiet:
-            print(pipeline.describe_extract(summary, out), file=sys.stderr)
-    elif not cfg.quiet:
-        print(pipeline.describe_walk(pipeline.LAST_WALK, out), file=sys.stderr)
+        # the final summary is printed even under -q (which silences the progress only)
+        print(pipeline.describe_extract(summary, out), file=sys.stderr)
+    else:
+        print(pipeline.describe_walk(run.walk_summary, out), file=sys.stderr)
     return code
 
 
@@ -228,7 +278,14 @@ def _no_entry_points(group: str) -> tuple[()]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # the usage, with the commands, and exit 1 (2 means "errors")
+        parser.print_help(sys.stderr)
+        parser.exit(EXIT_INVALID, "\nbastion: error: a command is required\n")
+    problem = jobs_error(getattr(args, "jobs", None))
+    if problem is not None:
+        return _fail(problem)
     forget_manifests()  # each call is a new run: read (and verify) the manifest afresh
     try:
         return _dispatch(args)

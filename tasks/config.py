@@ -7,7 +7,6 @@ The CLI turns its options into the same doit variables, so ``bastion extract`` a
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -25,6 +24,22 @@ class PrerequisiteError(Exception):
 
 
 _TRUE = {"1", "true", "yes", "on"}
+JOBS_PER_CORE = 4  # -j (jobs=) accepts 1 … JOBS_PER_CORE × cores
+
+
+def max_jobs() -> int:
+    """The largest ``-j``: JOBS_PER_CORE workers per core (a reader mostly waits on its
+    tools or the disk, so a few per core can pay; 500 workers never do)."""
+    return JOBS_PER_CORE * (os.cpu_count() or 1)
+
+
+def jobs_error(jobs: int | None) -> str | None:
+    """Why ``-j jobs`` is refused, or None (``None``: not given, one worker per core)."""
+    if jobs is None or 1 <= jobs <= max_jobs():
+        return None
+    cores = os.cpu_count() or 1
+    return (f"-j {jobs}: the number of reader workers must be between 1 and {max_jobs()} "
+            f"({JOBS_PER_CORE} × {cores} core{'s' if cores != 1 else ''})")
 
 
 @dataclass(frozen=True)
@@ -40,10 +55,15 @@ class RunConfig:
     walk: str = "run"  # "run": walk the tree; "reuse": extract from the existing walk only
     all_tasks: bool = False  # generate a subtask even for up-to-date files (see names_tasks)
     slice: int = 0  # files to extract per doit run (0: all in one); bounds the parent's memory
+    command: str = "run"  # the doit command this run serves (list, info, clean, …)
+    requested: tuple[str, ...] = ()  # the extract:… task names the command line gives
+    doit_processes: int = 0  # doit's own -n N (refused: bastion has its own workers)
+    verbosity: int = 0  # doit's -v N (2: a line per file extracted)
 
     @classmethod
-    def from_vars(cls, get) -> "RunConfig":
-        """Build from a ``get(name, default)`` such as ``doit.get_var``."""
+    def from_vars(cls, get, argv: list[str] | None = None) -> "RunConfig":
+        """Build from a ``get(name, default)`` such as ``doit.get_var``; ``argv`` is doit's
+        command line (``dodo.py`` passes it), which says whether single tasks are named."""
 
         def flag(name: str) -> bool:
             return str(get(name, "") or "").strip().lower() in _TRUE
@@ -62,8 +82,17 @@ class RunConfig:
             quiet=flag("quiet"),
             no_hash=flag("no_hash"),
             walk=str(get("walk", "run") or "run"),
-            all_tasks=flag("all_tasks") or names_tasks(sys.argv[1:]),
+            all_tasks=flag("all_tasks") or names_tasks(argv or []),
+            command=doit_command(argv or []),
+            requested=tuple(a for a in (argv or []) if a.startswith("extract:")),
+            doit_processes=doit_processes(argv or []),
+            verbosity=_option(argv or [], "-v", "--verbosity"),
         )
+
+    @property
+    def listing(self) -> bool:
+        """A doit command that looks at tasks instead of running them (no walk, no workers)."""
+        return self.command in _LISTING
 
     @property
     def workers(self) -> int:
@@ -73,10 +102,55 @@ class RunConfig:
 _LISTING = {"list", "info", "forget", "ignore", "clean", "strace", "dumpdb", "graph"}
 
 
+# doit's options that take a value as the next argument (doit help run)
+_VALUED = {"-v", "--verbosity", "-n", "--process", "-P", "--parallel-type", "-f", "--file",
+           "-d", "--dir", "--db-file", "--backend", "--codec-cls", "-r", "--reporter", "-o",
+           "--output-file", "--check_file_uptodate", "--seek-file", "--failure-verbosity"}
+
+
+def doit_command(argv: list[str]) -> str:
+    """The doit command a command line runs (``run`` unless it names another)."""
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in _VALUED:
+            skip = True
+            continue
+        if a.startswith("-") or "=" in a:
+            continue
+        return a if a in _LISTING or a in ("run", "help", "tabcompletion") else "run"
+    return "run"
+
+
+def doit_processes(argv: list[str]) -> int:
+    """doit's ``-n N`` / ``--process=N`` on a run command line (0 when not given)."""
+    if doit_command(argv) != "run":
+        return 0
+    return _option(argv, "-n", "--process")
+
+
+def _option(argv: list[str], short: str, long: str) -> int:
+    """The integer value of a doit option (``-n 2``, ``-n2``, ``--process=2``), else 0; a
+    value that is not a number counts as 2 (so that it is refused, not ignored)."""
+    for i, a in enumerate(argv):
+        value = None
+        if a in (short, long) and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif a.startswith(long + "="):
+            value = a.split("=", 1)[1]
+        elif a.startswith(short) and a[2:].isdigit():
+            value = a[2:]
+        if value is not None:
+            return int(value) if value.isdigit() else 2
+    return 0
+
+
 def names_tasks(argv: list[str]) -> bool:
     """Whether a doit command line names single ``extract:…`` tasks or lists tasks: only then
     are up-to-date files given a subtask of their own."""
-    if argv and argv[0] in _LISTING:
+    if doit_command(argv) in _LISTING:
         return True
     return any(a.startswith("extract:") for a in argv)
 

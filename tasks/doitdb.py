@@ -1,21 +1,32 @@
-"""doit's database backend for bastion: doit's JSON backend, written atomically.
+"""doit's database backend for bastion: doit's JSON backend, written atomically, and the bridge
+that makes ``doit forget`` reach bastion's store.
 
 doit's own ``json`` backend rewrites its file in place, so a kill or a full disk during the
 write leaves it truncated and doit then refuses every later run; its ``sqlite3`` backend cannot
 store task names that are not valid UTF-8 (bastion's task names are file paths).  This one
-writes a temp file, fsyncs it and renames it over the old one.  The database is only a cache:
-bastion decides up-to-date from its own store.
+writes a temp file, fsyncs it and renames it over the old one, and writes nothing when nothing
+changed (``doit list`` and ``doit info`` leave the output as it was).
+
+bastion decides up to date from its own store, so the database is only a cache.  Forgetting an
+``extract:…`` task (``doit forget``) is recorded beside it in ``forgotten.json``; the next run's
+plan treats those files as not extracted and redoes them (:func:`forgotten`).
 
 Registered as the doit backend ``bastion-json`` through an entry point (``pyproject.toml``) and,
-for the CLI, through ``DoitMain(extra_config=...)``.
+for the CLI, through ``DoitMain(extra_config=...)``.  :class:`DumpDB` replaces doit's ``dumpdb``
+command, which reads only dbm files, so that it prints this JSON database too.
 """
 
 from __future__ import annotations
 
+import json
+import pprint
 from pathlib import Path
+from typing import Any
 
+from doit.cmd_dumpdb import DumpDB as _DoitDumpDB
 from doit.dependency import JsonDB
 
+from .forgotten import ALL, forgotten, set_forgotten
 from .fsio import atomic_write
 
 NAME = "bastion-json"
@@ -25,11 +36,66 @@ LOCATION = "tasks.doitdb:AtomicJsonDB"
 class AtomicJsonDB(JsonDB):
     desc = "doit's JSON database, written atomically (temp file, fsync, rename)"
 
+    def __init__(self, name: str, codec: Any, **kwargs: Any) -> None:
+        super().__init__(name, codec, **kwargs)
+        self._loaded = json.dumps(self._db, sort_keys=True, default=str)
+        self._forgot: set[str] = set()
+
+    def remove(self, task_id: str) -> None:
+        super().remove(task_id)
+        if task_id.startswith("extract:"):
+            self._forgot.add(task_id)
+
+    def remove_all(self) -> None:
+        super().remove_all()
+        self._forgot.add(ALL)
+
     def dump(self) -> None:
         # Per-file extract tasks are decided from bastion's store and never read back from
-        # here; keeping their entries would only make every later run parse them.
-        kept = {k: v for k, v in self._db.items() if not k.startswith("extract:")}
+        # here; keeping their entries would only make every later run parse them (an
+        # ``ignore`` mark is kept: doit reads it).
+        kept = {k: v for k, v in self._db.items()
+                if not k.startswith("extract:") or "ignore:" in v}
+        state = Path(self.name).parent
+        if self._forgot:
+            try:
+                state.mkdir(parents=True, exist_ok=True)
+                set_forgotten(state, forgotten(state) | self._forgot)
+            except OSError:
+                pass
+            self._forgot.clear()
+        if json.dumps(kept, sort_keys=True, default=str) == self._loaded:
+            return  # nothing changed: a listing command writes nothing
+        state.mkdir(parents=True, exist_ok=True)
         atomic_write(Path(self.name), self.codec.encode(kept).encode("utf-8", "surrogateescape"))
+
+
+class DumpDB(_DoitDumpDB):
+    """doit's ``dumpdb``, for bastion's JSON database as well as dbm ones."""
+
+    def execute(self, opt_values: dict, pos_args: list) -> int | None:
+        dep_file = Path(opt_values["dep_file"])
+        if not dep_file.exists() and str(dep_file) == ".doit.db":
+            # doit gives dumpdb no dodo config: find bastion's database from the variables
+            from doit import get_var
+
+            from .config import RunConfig
+            from .pipeline import doit_db
+
+            dep_file = Path(doit_db(RunConfig.from_vars(get_var)))
+        try:
+            head = dep_file.read_bytes()[:1]
+        except OSError:
+            print(f"no doit database at {dep_file} (nothing has run yet)")
+            return 0
+        if head != b"{":
+            return super().execute(opt_values, pos_args)
+        print(f"JSON database {dep_file} (backend {NAME}; extract tasks are decided from "
+              "bastion's store, .bastion/verdicts.sqlite)")
+        data = json.loads(dep_file.read_text(encoding="utf-8", errors="surrogateescape"))
+        for key, value in sorted(data.items()):
+            print(f"{key} -> {pprint.pformat(value, indent=4, width=100)}")
+        return 0
 
 
 def registered() -> bool:

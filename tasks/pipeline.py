@@ -5,13 +5,14 @@
 ``_extract_finish``   setup of the ``extract`` group: drain the workers, write extract.jsonl and
                       extract.summary.json (hidden from ``doit list``)
 
-Settings come from doit variables (see :class:`tasks.config.RunConfig`).  Every failure that is
-the run's (bad manifest, missing walk, cannot write) is a failed task with a one-line message;
-a document's failure is only ever a record.
+Every generator closes over one :class:`tasks.run.Run` (built by the CLI or ``dodo.py``).
+Every failure that is the run's (bad manifest, missing walk, cannot write) is a failed task
+with a one-line message; a document's failure is only ever a record.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -20,23 +21,36 @@ from doit.exceptions import TaskFailed
 from doit.reporter import ConsoleReporter
 
 from . import doitdb
-from .config import FINISH_TASK, PrerequisiteError, RunConfig, load
-from .fsio import STATE_DIR, LockedError, OutputError, OutputLock
+from .config import FINISH_TASK, PrerequisiteError, RunConfig, jobs_error, load
+from .fsio import STATE_DIR, LockedError, OutputError
 from .manifest import ManifestError
-from .progress import Progress
+from .names import task_name
 from .signing import SignatureError
-from .walk import run_walk
 
 if TYPE_CHECKING:  # the extract stage (and every reader) is imported when a run extracts
-    from .extract import ExtractStage
+    from .plan import Item
+    from .run import Run
 
 
 class Reporter(ConsoleReporter):
     """doit's console reporter, minus a line per task (100k files make 100k lines): only
-    failures are printed, one line each."""
+    failures are printed, one line each; with ``-v 2`` a line per task run, as doit does."""
+
+    verbose = False  # set per run (doit_config): doit gives a reporter no verbosity
+    run: Any = None  # the run, whose progress display the error lines go above
+
+    def _say(self, line: str) -> None:
+        progress = getattr(self.run, "progress", None)
+        if progress is None:
+            sys.stderr.write(line + "\n")
+            return
+        progress.print(line)  # above the live display
+        if hasattr(sys.stderr, "failed"):  # the CLI's one-line filter: an error was said
+            sys.stderr.failed = True
 
     def execute_task(self, task: Any) -> None:
-        pass
+        if self.verbose and task.actions and task.name[0] != "_":
+            self.write(f".  {task.title()}\n")
 
     def skip_uptodate(self, task: Any) -> None:
         pass
@@ -47,7 +61,7 @@ class Reporter(ConsoleReporter):
     def add_failure(self, task: Any, fail: Any) -> None:
         message = fail.get_msg().strip().splitlines() if hasattr(fail, "get_msg") else [str(fail)]
         first = message[-1] if message else "failed"
-        sys.stderr.write(f"bastion: error: {task.name}: {first}\n")
+        self._say(f"bastion: error: {task.name}: {first}")
         self.failures.append({"task": task, "exception": fail})
 
     def cleanup_error(self, exception: Any) -> None:
@@ -68,92 +82,208 @@ DOIT_CONFIG = {
 
 RUN_ERRORS = (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError)
 
-_walked: set[RunConfig] = set()  # walked in this process: later slices of the run reuse it
-LAST_WALK: dict[str, Any] = {}
+
+PARALLEL_REFUSED = ("doit's -n/--process is not used by bastion: its reader workers are "
+                    "already parallel and sandboxed; use jobs=N (bastion: -j N)")
 
 
-def stage_for(cfg: RunConfig) -> ExtractStage:
-    """The one ExtractStage of this process for these settings."""
-    from .extract import stage_for
-
-    return stage_for(cfg)
-
-
-def existing_stage(cfg: RunConfig) -> ExtractStage | None:
-    extract = sys.modules.get(f"{__package__}.extract")
-    return extract.existing_stage(cfg) if extract is not None else None
+def refused_settings(cfg: RunConfig) -> str | None:
+    """Why settings given to doit are refused (doit's -n, jobs= out of range), or None."""
+    if cfg.doit_processes > 1:
+        return PARALLEL_REFUSED
+    problem = jobs_error(cfg.jobs if cfg.jobs else None)
+    return problem.replace("-j ", "jobs=", 1) if problem else None
 
 
-def reset() -> None:
-    """Forget the stages of earlier in-process runs (the CLI and tests run doit repeatedly)."""
-    extract = sys.modules.get(f"{__package__}.extract")
-    if extract is not None:
-        extract.forget_stages()
-    _walked.clear()
-    LAST_WALK.clear()
-    OutputLock.release_all()
+# -- actions (plain functions carrying their own __signature__: doit inspects an action's
+# callable every time it runs it, and a bound method costs ~60 µs to inspect) ----------------
 
 
-def _walk_action(cfg: RunConfig) -> TaskFailed | None:
+def _refuse(message: str) -> TaskFailed:
+    return TaskFailed(message)
+
+
+def _walk_action(run: Run) -> TaskFailed | None:
     try:
-        manifest, out = load(cfg)
-        if cfg.walk == "reuse" or "walk" not in manifest.stages or cfg in _walked:
-            from .extract import check_walk
-
-            check_walk(manifest, out)  # extract from the walk already there
-            return None
-        OutputLock.acquire(out)
-        progress = Progress("walk", 0, quiet=cfg.quiet)
-        LAST_WALK.clear()
-        LAST_WALK.update(run_walk(manifest, out, no_hash=cfg.no_hash,
-                                  progress=progress.update))
-        progress.close()
-        _walked.add(cfg)
+        run.walk()
     except RUN_ERRORS as e:
+        return TaskFailed(str(e))
+    if run.announce_in_actions and run.walk_summary is not None:
+        run.announce(describe_walk(run.walk_summary, run.out))
+    return None
+
+
+def _extract_action(run: Run, item: Item) -> TaskFailed | None:
+    """doit action of ``extract:<root>/<path>``: hand the document to a worker."""
+    if run.refused:
+        return TaskFailed(run.refused)
+    from readers.runtime import PoolError
+
+    try:
+        run.extract(item)
+    except (OutputError, LockedError, PoolError) as e:
         return TaskFailed(str(e))
     return None
 
 
-def walk_task(cfg: RunConfig) -> dict:
-    return {
+def _finish_action(run: Run) -> TaskFailed | None:
+    if run.refused:
+        run.close()
+        return TaskFailed(run.refused)
+    try:
+        summary = run.finish()
+    except RUN_ERRORS as e:
+        run.close()
+        return TaskFailed(str(e))
+    if summary is not None and run.announce_in_actions:
+        run.say(run.describe_partial() or describe_extract(summary.to_json(), run.out))
+    return None
+
+
+def _finish_teardown(run: Run) -> None:
+    """Teardown of a single-file run (``doit extract:<root>/<path>``)."""
+    failed = _finish_action(run)
+    if failed is not None:
+        raise OutputError(failed.message)
+
+
+def _clean_extract(run: Run) -> None:
+    """``doit clean extract``: the records, the summary, the store and its verdicts."""
+    run.clean_all()
+
+
+def _clean_item(run: Run, item: Item) -> None:
+    """``doit clean extract:<file>``: that file's text, sidecar and verdict; its record
+    becomes ``skipped`` (not extracted yet)."""
+    run.clean_item(item)
+
+
+def _clean_walk(run: Run) -> None:
+    run.clean_walk()
+
+
+def _unknown_task(name: str, close: list[str]) -> TaskFailed:
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    return TaskFailed(f"no walked file is named {name}{hint}")
+
+
+for _f in (_refuse, _walk_action, _extract_action, _finish_action, _finish_teardown,
+           _clean_extract, _clean_item, _clean_walk, _unknown_task):
+    _f.__signature__ = inspect.signature(_f)  # type: ignore[attr-defined]
+
+
+class Freshness:
+    """An extract task's ``uptodate`` entry: whether its stored verdict stands, and why (doit
+    prints it: ``doit info extract:<file>``)."""
+
+    __slots__ = ("fresh", "reason")
+
+    def __init__(self, fresh: bool, reason: str) -> None:
+        self.fresh = fresh
+        self.reason = reason
+
+    def __call__(self, task: Any, values: Any) -> bool:
+        return self.fresh
+
+    def __repr__(self) -> str:
+        return self.reason
+
+
+# -- generators -----------------------------------------------------------------------------
+
+
+def walk_task(run: Run) -> dict:
+    task: dict[str, Any] = {
         "basename": "walk",
         "doc": "walk the manifest's roots into walk.jsonl (incremental: unchanged files are "
                "not read again)",
-        "actions": [(_walk_action, (cfg,))],
+        "actions": [(_walk_action, (run,))],
         "uptodate": [False],
+        "clean": [(_clean_walk, (run,))],
         "verbosity": 0,
     }
+    refusal = refused_settings(run.cfg)
+    if refusal:
+        task["actions"] = [(_refuse, (refusal,))]
+        task["clean"] = []
+    elif run.cfg.requested and not run.cfg.listing:
+        # single named tasks (doit extract:<file>) have no group to finish them: the walk,
+        # which every run executes first, finishes at the end (doit runs teardowns after
+        # every task), whether the named files were redone or up to date
+        task["teardown"] = [(_finish_teardown, (run,))]
+    return task
 
 
-def extract_tasks(cfg: RunConfig) -> Iterator[dict]:
-    try:
-        stage = stage_for(cfg)
-    except RUN_ERRORS as e:
-        message = str(e)
-        yield {"basename": "extract", "name": None, "doc": "extract text",
-               "setup": [FINISH_TASK]}
-        _failures[cfg] = message
+def extract_tasks(run: Run) -> Iterator[dict]:
+    """The group first (so it exists even with nothing walked), then one subtask per file.
+
+    A file that is up to date costs doit ~75 µs and ~5 KB as a Task object even when it does
+    nothing, so its subtask is generated only when the command names ``extract:…`` tasks or
+    lists tasks (``RunConfig.all_tasks``); otherwise only the stale files get one, in slices
+    of ``RunConfig.slice``.
+    """
+    cfg = run.cfg
+    group: dict[str, Any] = {"basename": "extract", "name": None,
+                             "doc": "extract text from every walked file (one subtask per file)",
+                             "setup": [FINISH_TASK], "task_dep": ["walk"],
+                             "clean": [(_clean_extract, (run,))]}
+    refusal = refused_settings(cfg)
+    if refusal:
+        yield {"basename": "extract", "name": None, "doc": group["doc"],
+               "actions": [(_refuse, (refusal,))]}
         return
-    yield from stage.tasks()
-
-
-_failures: dict[RunConfig, str] = {}
-
-
-def _finish_action(cfg: RunConfig) -> TaskFailed | None:
-    if cfg in _failures:
-        return TaskFailed(_failures.pop(cfg))
+    yield group
     try:
-        return stage_for(cfg).finish()
+        if run.nothing_to_do():
+            return  # the last run's stamp holds: no per-file work (tasks/stamp.py)
+        plan = run.plan()
     except RUN_ERRORS as e:
-        return TaskFailed(str(e))
+        run.refused = str(e)
+        for requested in cfg.requested:  # named on the command line: say why it is not here
+            if "*" not in requested:
+                yield {"basename": "extract", "name": requested.split(":", 1)[1],
+                       "doc": f"not available: {e}",
+                       "actions": [(_refuse, (str(e),))], "verbosity": 0}
+        return
+    every = cfg.all_tasks
+    batch = plan.items if every else run.items_for()
+    names = set()
+    for item in batch:
+        name = task_name(item.root, item.path)
+        if name in names:
+            continue  # the same path twice cannot happen in one walk; be safe with doit
+        names.add(name)
+        task: dict[str, Any] = {
+            "basename": "extract",
+            "name": name,
+            "actions": [(_extract_action, (run, item))],
+            "clean": [(_clean_item, (run, item))],
+            "verbosity": 0,
+        }
+        if every:
+            reason = run.why(item)
+            task["uptodate"] = [Freshness(item.fresh and not run.is_forgotten(item), reason)]
+            task["doc"] = reason
+        else:
+            task["uptodate"] = [item.fresh]
+        yield task
+    if every:
+        for requested in cfg.requested:
+            name = requested.split(":", 1)[1]
+            if name in names or "*" in name:
+                continue
+            import difflib
+
+            close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+            yield {"basename": "extract", "name": name,
+                   "actions": [(_unknown_task, (requested, close))], "verbosity": 0}
 
 
-def finish_task(cfg: RunConfig) -> dict:
+def finish_task(run: Run) -> dict:
     return {
         "basename": FINISH_TASK,
         "doc": "write extract.jsonl and extract.summary.json",
-        "actions": [(_finish_action, (cfg,))],
+        "actions": [(_finish_action, (run,))],
         "uptodate": [False],
         "verbosity": 0,
     }
@@ -165,50 +295,58 @@ def doit_db(cfg: RunConfig) -> str:
         _, out = load(cfg)
     except RUN_ERRORS:
         return ".doit.db"
-    state = out / STATE_DIR
-    try:
-        state.mkdir(parents=True, exist_ok=True)  # doit opens its database before any task
-    except OSError:
-        pass  # the tasks report an unwritable output directory themselves
-    return str(state / "doit.json")
+    # nothing is created here: a listing command (doit list) must leave no trace, and the
+    # backend makes the directory when it first writes
+    return str(out / STATE_DIR / "doit.json")
 
 
-def doit_config(cfg: RunConfig, backend: str | None = None) -> dict:
+def doit_config(cfg: RunConfig, backend: str | None = None, run: Run | None = None) -> dict:
     """DOIT_CONFIG for these settings.  The backend is bastion's atomic JSON one
     (tasks/doitdb.py); for the ``doit`` command it is found by its entry point, so a checkout
     that was never installed falls back to doit's plain ``json`` (the CLI registers it itself
     and passes ``backend``, sparing every run the entry-point scan)."""
     if backend is None:
         backend = doitdb.NAME if doitdb.registered() else "json"
-    return dict(DOIT_CONFIG, dep_file=doit_db(cfg), backend=backend)
+    reporter = type("Reporter", (Reporter,), {"verbose": cfg.verbosity >= 2, "run": run})
+    return dict(DOIT_CONFIG, dep_file=doit_db(cfg), backend=backend, reporter=reporter)
 
 
-def namespace(cfg: RunConfig) -> dict[str, Any]:
+def namespace(run: Run) -> dict[str, Any]:
     """The task generators as a doit namespace (what dodo.py wires, for the CLI)."""
-    from doit import create_after
-
     def task_walk() -> dict:
         """walk the manifest's roots into walk.jsonl"""
-        return walk_task(cfg)
+        return walk_task(run)
 
-    @create_after(executed="walk")
     def task_extract() -> Iterator[dict]:
         """extract text from every walked file (one subtask per file)"""
-        yield from extract_tasks(cfg)
+        yield from extract_tasks(run)
+
+    task_extract = after_walk(run, task_extract)
 
     def task__extract_finish() -> dict:
         """write extract.jsonl and extract.summary.json"""
-        return finish_task(cfg)
+        return finish_task(run)
 
     return {
-        "DOIT_CONFIG": doit_config(cfg, doitdb.NAME),
+        "DOIT_CONFIG": doit_config(run.cfg, doitdb.NAME, run),
         "task_walk": task_walk,
         "task_extract": task_extract,
         "task__extract_finish": task__extract_finish,
     }
 
 
-def describe_walk(summary: dict, out: Path) -> str:
+def after_walk(run: Run, generator: Any) -> Any:
+    """The extract generator, created after the walk ran (doit's ``create_after``), except
+    for the commands that look at tasks without running them (``list``, ``info``,
+    ``forget``, ``clean``, …): those see the tasks of the walk already there."""
+    if run.cfg.listing:
+        return generator
+    from doit import create_after
+
+    return create_after(executed="walk")(generator)
+
+
+def describe_walk(summary: dict | None, out: Path) -> str:
     if not summary:
         return "walk: nothing done"
     return (f"walk: {summary['files']} files ({summary['bytes']} bytes) in "
@@ -218,7 +356,7 @@ def describe_walk(summary: dict, out: Path) -> str:
             f"warnings; records in {out / 'walk.jsonl'}")
 
 
-def describe_extract(summary: dict, out: Path) -> str:
+def describe_extract(summary: dict | None, out: Path) -> str:
     if not summary:
         return "extract: nothing done"
     c = summary["counts"]

@@ -10,16 +10,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
+
+from readers.verdict import Status, Verdict
 
 from .fsio import atomic_write, dumps
 
-STATUSES = ("ok", "empty", "unsupported", "error", "skipped")
+STATUSES = tuple(s.value for s in Status)
 
 
 # Not frozen: a frozen dataclass's __init__ costs ~3x (object.__setattr__ per field), and
-# 100k records are built per run.
-@dataclass
+# 100k records are built per walk.
+@dataclass(slots=True)
 class WalkRecord:
     root: str
     path: str
@@ -32,41 +34,70 @@ class WalkRecord:
     mime: str | None
     error: str | None
 
+    def to_json(self) -> dict[str, Any]:
+        return {"root": self.root, "path": self.path, "kind": self.kind, "size": self.size,
+                "mtime_ns": self.mtime_ns, "inode": self.inode, "sha256": self.sha256,
+                "reason": self.reason, "mime": self.mime, "error": self.error}
 
-@dataclass
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ExtractRecord:
+    """One line of extract.jsonl: a walked file and the verdict on its content."""
+
     root: str
     path: str
     sha256: str | None
     mime: str | None
-    status: str  # ok | empty | unsupported | error | skipped
-    extractor: str | None
-    chars: int
-    error: str | None
-    error_kind: str | None
-    limit: str | None  # the budget reached when the text was cut short (status ok)
+    verdict: Verdict
     v: int  # EXTRACT_VERSION
-    reused: bool
-    tools: list[str] | None  # tools present, on unsupported records
-    pages: int | None = None
-    title: str | None = None
+    reused: bool  # the verdict was not produced for this record in this run
+    text: str | None = None  # the store file holding the text (ok only), relative to out
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.verdict.to_json()
+        d.update(root=self.root, path=self.path, sha256=self.sha256, mime=self.mime, v=self.v,
+                 reused=self.reused, text=self.text)
+        return d
 
 
 def to_line(record: WalkRecord | ExtractRecord) -> bytes:
-    # vars() rather than asdict(): fields are flat, and asdict's deep copy costs 5x the dump
-    return (dumps(vars(record)) + "\n").encode("ascii")
+    return (dumps(record.to_json()) + "\n").encode("ascii")
 
 
-def write_jsonl(path: Path, records: list[Any]) -> None:
-    """Write records (already sorted by the caller) atomically."""
-    atomic_write(path, (to_line(r) if not isinstance(r, bytes) else r for r in records))
+def write_jsonl(path: Path, records: Iterable[Any]) -> None:
+    """Write records (already sorted by the caller) atomically; lines may be given as bytes."""
+    atomic_write(path, (r if isinstance(r, bytes) else to_line(r) for r in records))
+
+
+def iter_jsonl(path: Path, chunk: int = 4 << 20) -> Iterator[dict[str, Any]]:
+    """The records of a JSON Lines file as dicts, a few MiB at a time (records hold no raw
+    newlines: JSON escapes them): each chunk is parsed in one call, and memory stays bounded
+    whatever the file's size."""
+    with open(path, "rb") as f:
+        rest = b""
+        while True:
+            data = f.read(chunk)
+            if not data:
+                break
+            data = rest + data
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
+                continue
+            rest = data[cut + 1:]
+            body = data[:cut].strip()
+            if body:
+                yield from json.loads(b"[" + body.replace(b"\n", b",") + b"]")
+        if rest.strip():
+            yield json.loads(rest)
 
 
 def load_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Every record of a JSON Lines file as dicts, parsed in one call (records hold no raw
-    newlines: JSON escapes them)."""
-    with open(path, "rb") as f:
-        data = f.read().strip()
-    if not data:
-        return []
-    return json.loads(b"[" + data.replace(b"\n", b",") + b"]")
+    """Every record of a JSON Lines file as dicts."""
+    return list(iter_jsonl(path))
+
+
+def iter_walk(path: Path) -> Iterator[WalkRecord]:
+    """walk.jsonl read back as :class:`WalkRecord` s, in file order (sorted by root, path)."""
+    for d in iter_jsonl(path):
+        yield WalkRecord(**d)

@@ -55,6 +55,7 @@ def setup(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 def refused(capsys: pytest.CaptureFixture, argv: list[str], *needles: str) -> str:
     """Run ``bastion argv``: exit 1, one line on stderr naming every needle, no traceback."""
+    capsys.readouterr()  # what earlier runs printed (their final summary lines)
     rc = main(argv)
     err = capsys.readouterr().err
     assert rc == 1, err
@@ -296,7 +297,8 @@ def test_clean_sweep_exit_0(setup, capsys: pytest.CaptureFixture) -> None:
         [(r["root"], r["path"]) for r in jsonl(out / "walk.jsonl")]
     # a second sweep reuses everything and is still clean
     assert sweep(m, out) == 0
-    assert all(r["reused"] for r in jsonl(out / "extract.jsonl"))
+    s = json.loads((out / "extract.summary.json").read_text())
+    assert s["extracted"] == 0 and s["reused"] == len(recs)
 
 
 def test_doit_plugins_are_not_scanned_during_a_run(setup, monkeypatch: pytest.MonkeyPatch,
@@ -535,3 +537,69 @@ def test_pdftext_child_mode_speaks_the_line_protocol(tmp_path: Path) -> None:
                              input=b"%PDF-1.4\nnot really a pdf", capture_output=True,
                              cwd=REPO, timeout=120)
     assert garbage.returncode == 4
+
+
+# -- small CLI edges: the real command --------------------------------------------------------
+
+
+def bastion(*argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    """Run the real ``bastion`` command (``python -m tasks.cli``)."""
+    return subprocess.run([sys.executable, "-m", "tasks.cli", *argv], cwd=cwd, env=ENV,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_version_is_the_projects() -> None:
+    import tomllib
+
+    expected = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    proc = bastion("--version")
+    assert proc.returncode == 0, proc.stderr
+    import doit.version
+
+    doit_version = ".".join(map(str, doit.version.VERSION))
+    assert proc.stdout == (f"bastion {expected} (doit {doit_version}, Python "
+                           f"{'.'.join(map(str, sys.version_info[:3]))})\n")
+
+
+def test_no_command_exits_1_with_the_usage() -> None:
+    proc = bastion()
+    assert proc.returncode == 1  # 2 is "completed with error records"
+    assert proc.stderr.startswith("usage: bastion")
+    for command in COMMANDS:
+        assert command in proc.stderr
+    assert proc.stderr.endswith("bastion: error: a command is required\n")
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("argv", [["frob"], ["sweep", "--bogus"], ["sweep", "-j", "many"],
+                                  ["verify"], ["compare", "a"]])
+def test_usage_errors_exit_1_not_2(argv: list[str]) -> None:
+    proc = bastion(*argv)
+    assert proc.returncode == 1, proc.stderr
+    assert "usage: bastion" in proc.stderr and "error: " in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_jobs_outside_1_to_4_per_core_is_refused(setup) -> None:
+    m, _, out = setup
+    most = 4 * (os.cpu_count() or 1)
+    for jobs in ("0", "-1", str(most + 1), "500"):
+        for command in ("sweep", "extract"):
+            proc = bastion(command, str(m), "--out", str(out), "-j", jobs)
+            assert proc.returncode == 1, (jobs, proc.stderr)
+            assert proc.stderr.splitlines() == [
+                f"bastion: error: -j {jobs}: the number of reader workers must be between 1 "
+                f"and {most} (4 × {os.cpu_count()} core{'s' if os.cpu_count() != 1 else ''})"]
+    assert not out.exists()  # refused before anything was started or written
+    proc = bastion("sweep", str(m), "--out", str(out), "-q", "-j", str(most), "--no-external")
+    assert proc.returncode == 0, proc.stderr
+    assert len(jsonl(out / "extract.jsonl")) == 5
+
+
+def test_verify_trusted_keys_has_help() -> None:
+    proc = bastion("verify", "--help")
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    assert ("--trusted-keys TRUSTED_KEYS file of trusted public keys, one 'ed25519 <base64> "
+            "<comment>' line each as 'bastion keygen' writes them (default: "
+            "$BASTION_TRUSTED_KEYS, else /etc/bastion/trusted_keys)") in text

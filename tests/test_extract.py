@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-import tasks.extract
+import tasks.plan
 from tasks.cli import main
 from tasks.compare import compare_outputs
 
@@ -122,8 +122,8 @@ def test_one_record_per_walked_file_sorted(tree: tuple[Path, Path]) -> None:
     assert by["more/blob.bin"]["status"] == "unsupported"
     for r in recs:
         assert set(r) >= {"root", "path", "sha256", "mime", "status", "extractor", "chars",
-                          "error", "error_kind", "v", "reused", "tools"}
-        assert r["v"] == tasks.extract.EXTRACT_VERSION
+                          "error", "error_kind", "v", "reused", "tools_used", "text"}
+        assert r["v"] == tasks.plan.EXTRACT_VERSION
         has_text = text_of(out, r["sha256"]).exists()
         assert has_text == (r["status"] == "ok"), r
         if r["status"] == "ok":
@@ -192,9 +192,10 @@ def test_awkward_names(tmp_path: Path) -> None:
     assert all(r["status"] == "ok" for r in recs), recs
     for r in recs:
         assert text_of(out, r["sha256"]).read_bytes().startswith(b"content ")
+    first = (out / "extract.jsonl").read_bytes()
     assert run("sweep", m, out) == 0
     assert summary(out)["extracted"] == 0
-    assert all(r["reused"] for r in records(out))
+    assert (out / "extract.jsonl").read_bytes() == first  # nothing to do: left as it is
 
 
 # -- reuse and retry across runs ----------------------------------------------------------------
@@ -207,11 +208,17 @@ def test_second_run_reuses_everything_and_one_edit_redoes_one(tree: tuple[Path, 
     texts = {p: p.stat().st_mtime_ns for p in store_texts(out)}
     assert run("sweep", m, out) == 0
     recs = records(out)
-    assert all(r["reused"] for r in recs)
     s = summary(out)
     assert s["extracted"] == 0 and s["reused"] == len(recs)
     assert {p: p.stat().st_mtime_ns for p in store_texts(out)} == texts  # nothing rewritten
-    # only 'reused' differs from the first run's records
+    # nothing to do: extract.jsonl is left exactly as the run that wrote it left it
+    assert (out / "extract.jsonl").read_bytes() == first
+    # without the no-op stamp, the full plan gives the same records, all reused
+    (out / ".bastion" / "extract-stamp.json").unlink()
+    assert run("sweep", m, out) == 0
+    recs = records(out)
+    assert all(r["reused"] for r in recs)
+    assert summary(out)["extracted"] == 0
     strip = [{k: v for k, v in json.loads(line).items() if k != "reused"}
              for line in first.splitlines()]
     assert strip == [{k: v for k, v in r.items() if k != "reused"} for r in recs]
@@ -300,8 +307,8 @@ def test_tool_probe_asks_only_when_told(tmp_path: Path) -> None:
 
 def test_stage_module_loads_neither_doit_nor_the_readers() -> None:
     """The CLI creates the extract stage and starts its workers before it imports doit (and
-    the parent's reader registry): importing tasks.extract must not pull them in."""
-    code = ("import sys, tasks.extract; "
+    the parent's reader registry): importing tasks.run must not pull them in."""
+    code = ("import sys, tasks.run; "
             "print(sorted(m for m in ('doit', 'readers.dispatch', 'readers.pdf') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -351,13 +358,13 @@ def test_unsupported_retried_when_a_tool_appears(tmp_path: Path,
     png = by["r/scan.png"]
     assert png["mime"] == "image/png"
     assert png["status"] == "unsupported"
-    assert png["tools"] == []
+    assert png["tools_used"] == []
     assert "tesseract" in (png["error"] or "")
     assert summary(out)["tools"] == []
 
     assert run("sweep", m, out) == 0  # same PATH: kept
     by = by_path(records(out))
-    assert by["r/scan.png"]["reused"] is True and by["r/scan.png"]["status"] == "unsupported"
+    assert by["r/scan.png"]["status"] == "unsupported"
     assert summary(out)["extracted"] == 0
 
     if TESSERACT is None:
@@ -369,7 +376,6 @@ def test_unsupported_retried_when_a_tool_appears(tmp_path: Path,
     assert png["reused"] is False
     assert png["status"] in ("ok", "empty"), png
     assert png["extractor"] == "tesseract"
-    assert png["tools"] is None
     assert by["r/note.txt"]["reused"] is True
     s = summary(out)
     assert s["extracted"] == 1
@@ -379,9 +385,13 @@ def test_unsupported_retried_when_a_tool_appears(tmp_path: Path,
     assert run("sweep", m, out) == 0  # tool still there: the new verdict is kept
     assert summary(out)["extracted"] == 0
 
-    (bindir / "tesseract").unlink()  # uninstalled: an ok/empty verdict stays (bytes unchanged)
-    assert run("sweep", m, out) == 0
-    assert by_path(records(out))["r/scan.png"]["reused"] is True
+    (bindir / "tesseract").unlink()  # uninstalled: back to the tool set of the first run,
+    assert run("sweep", m, out) == 0  # whose verdict on the image is still in the store
+    by = by_path(records(out))
+    assert by["r/scan.png"]["status"] == "unsupported"
+    assert by["r/note.txt"]["reused"] is True
+    assert summary(out)["extracted"] == 0
+    assert not text_of(out, by["r/scan.png"]["sha256"]).exists()  # the OCR text: gone
 
 
 def test_error_records_are_retried_every_run(tmp_path: Path) -> None:
@@ -431,13 +441,13 @@ def test_raising_extract_version_redoes_everything(tree: tuple[Path, Path],
     m, out = tree
     assert run("sweep", m, out) == 0
     unique = len({r["sha256"] for r in records(out)})
-    monkeypatch.setattr(tasks.extract, "EXTRACT_VERSION", tasks.extract.EXTRACT_VERSION + 1)
+    monkeypatch.setattr(tasks.plan, "EXTRACT_VERSION", tasks.plan.EXTRACT_VERSION + 1)
     assert run("sweep", m, out) == 0
     recs = records(out)
     s = summary(out)
     assert s["extracted"] == unique
-    assert s["extract_version"] == tasks.extract.EXTRACT_VERSION
-    assert all(r["v"] == tasks.extract.EXTRACT_VERSION for r in recs)
+    assert s["extract_version"] == tasks.plan.EXTRACT_VERSION
+    assert all(r["v"] == tasks.plan.EXTRACT_VERSION for r in recs)
     assert [r["path"] for r in recs if r["reused"]] == ["dup2.txt"]  # the in-run duplicate
     assert run("sweep", m, out) == 0
     assert summary(out)["extracted"] == 0
@@ -451,8 +461,7 @@ def test_deleting_doits_db_costs_nothing(tree: tuple[Path, Path]) -> None:
     db.unlink()
     assert run("sweep", m, out) == 0
     s = summary(out)
-    assert s["extracted"] == 0
-    assert all(r["reused"] for r in records(out))
+    assert s["extracted"] == 0 and s["reused"] == s["records"]
 
 
 def test_deleting_a_store_text_redoes_that_file(tree: tuple[Path, Path]) -> None:
@@ -492,13 +501,13 @@ def test_summary_fields(tree: tuple[Path, Path]) -> None:
     assert s["records"] == len(recs) == 7
     assert s["reused"] == 1
     assert s["chars"] == sum(r["chars"] for r in recs)
-    assert s["extract_version"] == tasks.extract.EXTRACT_VERSION
+    assert s["extract_version"] == tasks.plan.EXTRACT_VERSION
     digest = hashlib.sha256(m.read_bytes()).hexdigest()
     assert s["manifest_digest"] == digest
     assert s["walk_manifest_digest"] == digest
     assert isinstance(s["tools"], list)
     for t in s["tools"]:
-        assert set(t) == {"name", "path", "version"}
+        assert set(t) == {"name", "path", "version", "identity"}
         assert os.path.isabs(t["path"])
     assert [t["name"] for t in s["tools"]] == sorted(t["name"] for t in s["tools"])
     assert isinstance(s["duration_s"], float)

@@ -166,7 +166,7 @@ KILLER = r"""
 import os, signal, sys
 point, n = sys.argv[1], int(sys.argv[2])
 del sys.argv[1:3]
-import tasks.walk as walk, tasks.extract as extract
+import tasks.walk as walk, tasks.session as session
 
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
@@ -181,14 +181,14 @@ if point == "walk-mid":  # after n files hashed
         return orig_file(self, *a, **k)
     walk.Walker._file = _file
 elif point == "extract-mid":  # after n verdicts (some committed, some texts without one)
-    orig_result = extract.ExtractStage.on_result
+    orig_record = session.ExtractSession.record
     seen = [0]
-    def on_result(self, result):
-        orig_result(self, result)
+    def record(self, *a, **k):
+        orig_record(self, *a, **k)
         seen[0] += 1
         if seen[0] == n:
             die()
-    extract.ExtractStage.on_result = on_result
+    session.ExtractSession.record = record
 elif point == "rewalk-shared":  # killed while forked helpers share a re-walk
     walk.Walker._helpers = lambda self: 1  # whatever the cores: one helper
     orig_shared = walk.Walker._run_shared
@@ -675,7 +675,9 @@ def test_odd_names_through_extract_and_doit_task_names(tmp_path: Path) -> None:
     for raw in ODD_NAMES:
         name = os.fsdecode(raw)
         before = jsonl(out / "extract.jsonl")
-        task = b"extract:docs/" + raw  # the bytes a shell would pass
+        from tasks.names import task_name
+
+        task = ("extract:" + task_name("docs", name)).encode()  # as doit lists it
         proc = subprocess.run(
             # (doit takes its options before the task names: "doit TASK -a", as
             # docs/architecture.md writes it, is refused with "Invalid parameter: -a")

@@ -1,0 +1,161 @@
+"""Cost against tree size: first sweep, no-op sweep, the walk alone, and a sweep after one
+change, as whole processes (wall, CPU, peak RSS from ``os.wait4``), on generated trees of small
+text files (1,000 per directory).
+
+    python bench/scale.py                          # 10k and 100k files
+    python bench/scale.py --sizes 10000,100000,300000,1000000 --rounds 3
+
+The walk alone and the no-op sweep alternate in each round, so drift hits both alike; the
+one-change sweep edits a different file each round.  Writes a table to stdout, the raw figures
+to ``bench/results/scale.json`` and a plot (wall time and peak RSS against tree size) to
+``bench/results/scale.png`` (drawn with Pillow, which bastion already depends on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+BASTION = [sys.executable, "-m", "tasks.cli"]
+
+
+def run(argv: list[str]) -> dict:
+    t0 = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - t0
+    proc.stderr.close()
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 2):
+        raise SystemExit(f"{argv} failed ({code}): {err[-500:]}")
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss": ru.ru_maxrss / 1024}
+
+
+def make_tree(root: Path, files: int) -> None:
+    if (root / ".done").exists():
+        return
+    shutil.rmtree(root, ignore_errors=True)
+    for i in range(files):
+        d = root / f"d{i // 1000:04d}"
+        if i % 1000 == 0:
+            d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i:07d}.txt").write_bytes(f"file {i}: a few words of text\n".encode())
+    (root / ".done").write_text("")
+
+
+def median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def measure(work: Path, n: int, rounds: int) -> dict:
+    root = work / f"tree{n}"
+    make_tree(root, n)
+    m = work / f"m{n}.yaml"
+    m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\n    exclude: ['.done']\n"
+                 "stages: [walk, extract]\n")
+    out = work / f"out{n}"
+    shutil.rmtree(out, ignore_errors=True)
+    sweep = [*BASTION, "sweep", str(m), "--out", str(out), "-q", "-j", "2"]
+    walk = [*BASTION, "walk", str(m), "--out", str(out), "-q"]
+    first = run(sweep)
+    res: dict[str, list[dict]] = {"walk": [], "noop": [], "change": []}
+    run(sweep)  # settle: the stat cache and the stamp are in place
+    for r in range(rounds):
+        res["walk"].append(run(walk))
+        res["noop"].append(run(sweep))
+    for r in range(rounds):
+        i = min(n - 1, ((r * 7) % max(1, n // 1000)) * 1000 + r)
+        victim = root / f"d{i // 1000:04d}" / f"f{i:07d}.txt"
+        victim.write_bytes(f"edited in round {r} at {time.time()}\n".encode())
+        res["change"].append(run(sweep))
+    row = {"files": n, "first": first}
+    for k, runs in res.items():
+        row[k] = {f: median([x[f] for x in runs]) for f in ("wall", "cpu", "rss")}
+    return row
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """Wall time (left) and peak RSS (right) against tree size, log-log, with Pillow."""
+    import math
+
+    from PIL import Image, ImageDraw
+
+    W, H, pad = 1100, 460, 60
+    img = Image.new("RGB", (W, H), "white")
+    d = ImageDraw.Draw(img)
+    series = [("first", (200, 30, 30)), ("noop", (30, 120, 30)), ("walk", (30, 30, 200)),
+              ("change", (200, 140, 0))]
+    xs = [r["files"] for r in rows]
+
+    def panel(x0: int, key: str, title: str, unit: str) -> None:
+        w = (W - 3 * pad) // 2
+        vals = [r[s][key] for r in rows for s, _ in series if r[s][key] > 0]
+        lo, hi = math.log10(min(vals)) - 0.1, math.log10(max(vals)) + 0.1
+        xlo, xhi = math.log10(min(xs)) - 0.1, math.log10(max(xs)) + 0.1
+
+        def pt(x: float, y: float) -> tuple[float, float]:
+            return (x0 + (math.log10(x) - xlo) / (xhi - xlo) * w,
+                    H - pad - (math.log10(y) - lo) / (hi - lo) * (H - 2 * pad))
+
+        d.rectangle([x0, pad, x0 + w, H - pad], outline="black")
+        d.text((x0, pad - 40), f"{title} ({unit}, log-log) against files", fill="black")
+        for n in xs:
+            x, _ = pt(n, 10 ** lo)
+            d.text((x - 15, H - pad + 5), f"{n:,}", fill="black")
+        for k in range(math.floor(lo), math.ceil(hi) + 1):
+            for mant in (1, 2, 5):
+                v = mant * 10 ** k
+                if lo <= math.log10(v) <= hi:
+                    _, y = pt(xs[0], v)
+                    d.line([x0, y, x0 + 5, y], fill="black")
+                    d.text((x0 - 50, y - 6), f"{v:g}", fill="black")
+        for i, (s, colour) in enumerate(series):
+            pts = [pt(r["files"], r[s][key]) for r in rows if r[s][key] > 0]
+            if len(pts) > 1:
+                d.line(pts, fill=colour, width=3)
+            for p in pts:
+                d.ellipse([p[0] - 4, p[1] - 4, p[0] + 4, p[1] + 4], fill=colour)
+            d.text((x0 + 10, pad + 10 + 14 * i), {"first": "first sweep", "noop": "no-op sweep",
+                   "walk": "walk alone", "change": "one file changed"}[s], fill=colour)
+
+    panel(pad, "wall", "wall time", "s")
+    panel(2 * pad + (W - 3 * pad) // 2, "rss", "peak RSS", "MiB")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img.save(path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--work", type=Path, default=HERE / ".corpus" / "scale")
+    ap.add_argument("--results", type=Path, default=HERE / "results")
+    args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        row = measure(args.work, n, args.rounds)
+        rows.append(row)
+        f, w, no, ch = row["first"], row["walk"], row["noop"], row["change"]
+        print(f"{n:>9,} files | first {f['wall']:7.2f} s {f['rss']:6.0f} MiB "
+              f"({n / f['wall']:6.0f} files/s) | walk {w['wall']:6.3f} s | no-op "
+              f"{no['wall']:6.3f} s ({no['wall'] / w['wall']:.2f}x walk, {no['rss']:4.0f} MiB)"
+              f" | one change {ch['wall']:6.3f} s ({ch['wall'] / no['wall']:.2f}x no-op, "
+              f"{ch['rss']:4.0f} MiB)", flush=True)
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "scale.json").write_text(json.dumps(rows, indent=1))
+    plot(rows, args.results / "scale.png")
+
+
+if __name__ == "__main__":
+    main()

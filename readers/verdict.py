@@ -1,0 +1,131 @@
+"""The verdict on one document: the one type from the worker, through the pool and the store,
+to the record.
+
+A worker reads a document and answers with a :class:`Verdict`; the pool hands it back (or makes
+one itself when the worker died, timed out or broke a cap); the store persists it under the
+document's sha256 and task key; ``extract.jsonl`` embeds its fields.  Its JSON form
+(:meth:`Verdict.to_json`) is the wire format between worker and parent and the store's row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    """What became of a document.  ``skipped`` is never a verdict, only a record: the file was
+    not extracted (not hashed by the walk, or not extracted yet)."""
+
+    OK = "ok"  # text in the store (possibly cut short: ``limit``)
+    EMPTY = "empty"  # read, and it holds no text
+    UNSUPPORTED = "unsupported"  # no reader, or the reader needs a tool that is absent
+    ERROR = "error"  # the reader failed (``error_kind``); retried on every run
+    SKIPPED = "skipped"
+
+
+VERDICT_STATUSES = frozenset({Status.OK, Status.EMPTY, Status.UNSUPPORTED, Status.ERROR})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Verdict:
+    """One document's outcome.  Everything here is small metadata: the text itself travels as
+    a file (worker → store), the PDF outline and per-page provenance as the sidecar."""
+
+    status: Status
+    extractor: str | None = None  # the reader's detail: "pdfium", "text:cp1252", …
+    chars: int = 0  # characters of text in the store (0 unless ok)
+    error: str | None = None  # why it is not ok (or why empty: "no text layer (scanned PDF?)")
+    error_kind: str | None = None  # error only: corrupt, encrypted, timeout, memory, …
+    limit: str | None = None  # the budget reached when the text was cut short (ok only)
+    tools_used: tuple[str, ...] = ()  # external tools that ran for this document, sorted
+    pages: int | None = None
+    title: str | None = None
+    pages_ocr: int | None = None  # PDF pages whose text came from OCR
+    members: dict[str, int] | None = None  # archive members by outcome: {"ok": 12, …}
+    encoding_source: str | None = None  # how the text encoding was chosen: bom, declared, …
+    warnings: tuple[str, ...] = ()  # problems the reader survived (at most MAX_WARNINGS)
+
+    MAX_WARNINGS = 20
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value, "extractor": self.extractor, "chars": self.chars,
+            "error": self.error, "error_kind": self.error_kind, "limit": self.limit,
+            "tools_used": list(self.tools_used), "pages": self.pages, "title": self.title,
+            "pages_ocr": self.pages_ocr, "members": self.members,
+            "encoding_source": self.encoding_source, "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Verdict":
+        """The verdict a JSON object describes; raises ValueError when it is not one (a worker
+        that broke the protocol, a damaged store row)."""
+        if not isinstance(d, dict):
+            raise ValueError("a verdict is a JSON object")
+        try:
+            status = Status(d.get("status"))
+        except ValueError:
+            raise ValueError(f"invalid status {d.get('status')!r}") from None
+        if status not in VERDICT_STATUSES:
+            raise ValueError(f"{status} is not a verdict")
+
+        def text(name: str) -> str | None:
+            v = d.get(name)
+            if v is not None and not isinstance(v, str):
+                raise ValueError(f"{name} must be a string")
+            return v
+
+        def count(name: str) -> int | None:
+            v = d.get(name)
+            if v is None:
+                return None
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"{name} must be a count")
+            return v
+
+        def strings(name: str, limit: int = 1000) -> tuple[str, ...]:
+            v = d.get(name) or ()
+            if not isinstance(v, (list, tuple)) or not all(isinstance(s, str) for s in v):
+                raise ValueError(f"{name} must be a list of strings")
+            return tuple(s[:500] for s in v[:limit])
+
+        members = d.get("members")
+        if members is not None:
+            if not isinstance(members, dict) or not all(
+                    isinstance(k, str) and isinstance(n, int) and not isinstance(n, bool)
+                    for k, n in members.items()):
+                raise ValueError("members must map outcomes to counts")
+            members = dict(sorted(members.items()))
+        return cls(
+            status=status, extractor=text("extractor"), chars=count("chars") or 0,
+            error=text("error"), error_kind=text("error_kind"), limit=text("limit"),
+            tools_used=tuple(sorted(set(strings("tools_used")))), pages=count("pages"),
+            title=text("title") or None, pages_ocr=count("pages_ocr"), members=members,
+            encoding_source=text("encoding_source"),
+            warnings=strings("warnings", cls.MAX_WARNINGS),
+        )
+
+    @classmethod
+    def from_store(cls, d: dict[str, Any]) -> "Verdict":
+        """A verdict read back from bastion's own store (written by :meth:`to_json`): the
+        types are taken as they are, without :meth:`from_json`'s checks (5x cheaper; a row
+        that does not even parse is dropped by the caller)."""
+        members = d.get("members")
+        return cls(
+            status=Status(d["status"]), extractor=d.get("extractor"),
+            chars=d.get("chars") or 0, error=d.get("error"), error_kind=d.get("error_kind"),
+            limit=d.get("limit"), tools_used=tuple(d.get("tools_used") or ()),
+            pages=d.get("pages"), title=d.get("title"), pages_ocr=d.get("pages_ocr"),
+            members=dict(members) if members else None,
+            encoding_source=d.get("encoding_source"), warnings=tuple(d.get("warnings") or ()),
+        )
+
+    @classmethod
+    def failed(cls, kind: str, message: str, extractor: str | None = None) -> "Verdict":
+        """An ``error`` verdict: the reader failed, or the parent failed the job for it."""
+        return cls(status=Status.ERROR, extractor=extractor, error=message, error_kind=kind)
+
+
+VERDICT_FIELDS = tuple(f.name for f in fields(Verdict))

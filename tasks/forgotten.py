@@ -1,0 +1,34 @@
+"""The extract tasks forgotten with ``doit forget``: a list beside doit's database.
+
+doit forgets a task by dropping its entry from its database; bastion decides up to date from
+its own store, so the backend (:mod:`tasks.doitdb`) also records the name here, and the next
+run's plan treats those files as not extracted.  The list is trimmed as they are redone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .fsio import write_json
+
+FORGOTTEN = "forgotten.json"
+ALL = "*"  # every extract task (doit forget --all)
+
+
+def forgotten(state_dir: Path) -> set[str]:
+    """The task names forgotten since they last ran (``{"*"}``: every extract task)."""
+    try:
+        names = json.loads((state_dir / FORGOTTEN).read_text(encoding="utf-8",
+                                                             errors="surrogateescape"))
+    except (OSError, ValueError):
+        return set()
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+
+
+def set_forgotten(state_dir: Path, names: set[str]) -> None:
+    path = state_dir / FORGOTTEN
+    if names:
+        write_json(path, sorted(names))
+    else:
+        path.unlink(missing_ok=True)

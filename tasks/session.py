@@ -1,0 +1,176 @@
+"""The running side of one extract run: the worker pool, the batched commits, progress.
+
+An :class:`ExtractSession` hands planned items to the sandboxed workers
+(:class:`readers.runtime.WorkerPool`) and commits each verdict as it arrives: the text first
+(moved into the store), then, in batches, the verdicts (one ``syncfs`` and one transaction per
+:data:`COMMIT_EVERY` verdicts or :data:`COMMIT_SECONDS`).  Items of one (sha256, key) share
+one job.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from readers.base import Limits
+from readers.runtime import Job, JobResult, WorkerPool
+from readers.tools import Tool
+from readers.verdict import Status, Verdict
+
+from .fsio import STATE_DIR, remove_stale_temps
+from .manifest import Root
+from .plan import Item
+from .store import Store
+
+COMMIT_EVERY = 500  # verdicts per commit (one syncfs + one transaction)
+COMMIT_SECONDS = 2.0
+SIDECAR_KEYS = ("pages", "title", "outline", "page_sources")
+
+
+def verdict_of(result: JobResult) -> Verdict:
+    """The verdict a worker (or the pool, for a worker it failed) gave on a job."""
+    meta = result.meta or {}
+
+    def count(name: str) -> int | None:
+        v = meta.get(name)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+    def text(name: str) -> str | None:
+        v = meta.get(name)
+        return v if isinstance(v, str) and v else None
+
+    members = meta.get("members")
+    if not (isinstance(members, dict) and all(isinstance(k, str) and isinstance(n, int)
+                                              for k, n in members.items())):
+        members = None
+    status = Status(result.status)
+    used = meta.get("tools_used")
+    return Verdict(
+        status=status, extractor=result.extractor,
+        chars=result.chars if status is Status.OK else 0, error=result.error,
+        error_kind=result.error_kind, limit=result.limit,
+        tools_used=tuple(sorted({t for t in used if isinstance(t, str)}))
+        if isinstance(used, list) else (),
+        pages=count("pages"), title=text("title"), pages_ocr=count("pages_ocr"),
+        members=dict(sorted(members.items())) if members else None,
+        encoding_source=text("encoding_source"),
+        warnings=tuple(str(w)[:500] for w in (result.warnings or ())[:Verdict.MAX_WARNINGS]),
+    )
+
+
+class ExtractSession:
+    """Workers, commits and progress for one run.  ``on_verdict(item, verdict)`` is told of
+    every verdict once it is recorded (the progress display)."""
+
+    def __init__(self, *, out: Path, store: Store, limits: Limits, workers: int,
+                 tools: Mapping[str, Tool], roots: Mapping[str, Root],
+                 on_verdict: Callable[[Item, Verdict], None] | None = None,
+                 extra_readers: tuple[str, ...] = ()) -> None:
+        self.out = out
+        self.store = store
+        self.limits = limits
+        self.workers = workers
+        self.tools = tools
+        self.roots = roots
+        self.on_verdict = on_verdict
+        self.extra_readers = extra_readers
+        self.pool: WorkerPool | None = None
+        self.produced: dict[tuple[str, str], Verdict] = {}  # made by this run
+        self.scheduled: set[tuple[str, str]] = set()
+        self.jobs: dict[int, Item] = {}  # in flight, by job id
+        self.job_seq = 0
+        self.pending: list[tuple[str, str, Verdict]] = []  # texts not yet known durable
+        self.last_commit = time.monotonic()
+
+    # -- workers --------------------------------------------------------------------------------
+
+    def start(self) -> WorkerPool:
+        """Start the workers (idempotent).  Clears the scratch a killed run left behind."""
+        if self.pool is not None:
+            return self.pool
+        tmp_root = self.out / STATE_DIR / "tmp"
+        tmp_root.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(self.out)
+        try:  # sidecars a killed run was writing into the store's buckets
+            buckets = [e.path for e in os.scandir(self.store.root) if e.is_dir()]
+        except OSError:
+            buckets = []
+        for bucket in buckets:
+            remove_stale_temps(Path(bucket))
+        for stale in tmp_root.iterdir():  # scratch of a killed run
+            shutil.rmtree(stale, ignore_errors=True)
+        self.pool = WorkerPool(self.workers, self.limits, tmp_root, self._on_result,
+                               extra_readers=self.extra_readers)
+        self.pool.warm()
+        return self.pool
+
+    def submit(self, item: Item) -> None:
+        """Extract one item (returns once a worker has it; an item whose (sha256, key) was
+        already handed out in this run is the same job)."""
+        pair = (item.sha256, item.key)
+        if pair in self.scheduled:
+            return
+        self.scheduled.add(pair)
+        if item.reader is None:
+            self.record(item, Verdict(status=Status.UNSUPPORTED,
+                                      error=f"no reader for {item.mime}"), None, {})
+            return
+        pool = self.start()
+        self.job_seq += 1
+        self.jobs[self.job_seq] = item
+        root = self.roots[item.root]
+        path = os.path.join(str(root.path), item.path)
+        if root.follow_symlinks:  # a file reached through a followed link: read the target
+            path = os.path.realpath(path)
+        pool.submit(Job(
+            id=self.job_seq, path=path, name=os.path.basename(item.path), mime=item.mime,
+            sha256=item.sha256, size=item.size, deadline_s=item.deadline_s,
+            tools={t: self.tools[t].path for t in item.tools},
+        ))
+
+    def _on_result(self, result: JobResult) -> None:
+        item = self.jobs.pop(result.job.id)
+        self.record(item, verdict_of(result), result.text_path, result.meta or {})
+
+    # -- commits --------------------------------------------------------------------------------
+
+    def record(self, item: Item, verdict: Verdict, text_path: Path | None,
+               meta: dict[str, Any]) -> None:
+        """Put a verdict's text and sidecar in place and queue the verdict for commit."""
+        stem = item.stem
+        if verdict.status is Status.OK and text_path is not None:
+            self.store.adopt_text(stem, text_path)
+            sidecar = {k: meta[k] for k in SIDECAR_KEYS if meta.get(k) is not None}
+            if "outline" in sidecar or "page_sources" in sidecar:
+                self.store.write_meta(stem, sidecar)
+            else:
+                self.store.remove_meta(stem)
+        else:
+            self.store.remove_text(stem)
+        self.pending.append((item.sha256, item.key, verdict))
+        self.produced[(item.sha256, item.key)] = verdict
+        if (len(self.pending) >= COMMIT_EVERY
+                or time.monotonic() - self.last_commit >= COMMIT_SECONDS):
+            self.commit()
+        if self.on_verdict is not None:
+            self.on_verdict(item, verdict)
+
+    def commit(self) -> None:
+        """Make the pending verdicts (and their texts) durable."""
+        self.store.put_many(self.pending)
+        self.pending = []
+        self.last_commit = time.monotonic()
+
+    def drain(self) -> None:
+        """Wait for every job in flight and commit."""
+        if self.pool is not None:
+            self.pool.drain()
+        self.commit()
+
+    def close(self) -> None:
+        """Stop the workers (idempotent)."""
+        if self.pool is not None:
+            self.pool.close()
