@@ -16,6 +16,10 @@ from .errors import CapReached, Unsupported
 
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
+    head = doc.data[: 1 << 16]
+    if not textcodec.looks_like_text(head):  # before any detector runs on binary bytes
+        reason = textcodec.binary_reason(head.decode("latin-1")) or "control characters"
+        raise Unsupported(f"binary content, not text ({doc.mime}): {reason}")
     choice = textcodec.choose(doc.data, textcodec.xml_declared(doc.data))
     extractor = f"text:{choice.codec}"
     first = True

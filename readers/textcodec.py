@@ -236,10 +236,9 @@ def _iso2022(data: bytes) -> str | None:
     return None
 
 
-def _decodes(data: bytes, codec: str, skip: int = 0, start: int = 0) -> bool:
-    """Whether ``data[skip:]`` decodes strictly with ``codec``, checked a chunk at a time;
-    for an ASCII-compatible codec the caller may say the bytes before ``start`` are ASCII."""
-    view = memoryview(data)[max(skip, _ascii_floor(data, start)) :]
+def _decodes(data: bytes, codec: str, skip: int = 0) -> bool:
+    """Whether ``data[skip:]`` decodes strictly with ``codec``, checked a chunk at a time."""
+    view = memoryview(data)[skip:]
     if len(view) <= 8 * CHUNK:
         try:
             codecs.decode(view, codec, "strict")
