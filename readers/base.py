@@ -10,7 +10,7 @@ inside a worker process.
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -21,23 +21,46 @@ MiB = 1024 * KiB
 GiB = 1024 * MiB
 
 
+# How a manifest writes each Limits field: "seconds" (a positive number), "size" (bytes, with
+# an optional unit), "count" (a positive integer), "engines" (a list of PDF engine names);
+# "internal" fields are not manifest keys.
+LIMIT_KINDS = ("seconds", "size", "count", "engines", "internal")
+
+
+def _limit(default: Any, kind: str) -> Any:
+    """A Limits field with its manifest kind."""
+    assert kind in LIMIT_KINDS, kind
+    return field(default=default, metadata={"kind": kind})
+
+
+def limit_kinds(limits: type | None = None) -> dict[str, str]:
+    """Each field of ``limits`` (default :class:`Limits`) by name: its kind, ``"internal"``
+    when the field declares none."""
+    return {f.name: f.metadata.get("kind", "internal")
+            for f in fields(limits if limits is not None else Limits)}
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Per-document budgets.  Defaults are the documented ones (docs/readers.md)."""
+    """Per-document budgets.  Defaults are the documented ones (docs/readers.md).
 
-    deadline_s: float = 60.0  # wall clock per document, built-in readers
-    tool_deadline_s: float = 300.0  # wall clock per document when an external tool runs
-    max_output_bytes: int = 64 * MiB  # text bytes a worker may hand back
-    memory_bytes: int = 1 * GiB  # RLIMIT_AS of a worker
-    max_chars: int = 16 * MiB  # characters of text per document (16 Mi)
-    max_parts: int = 200_000  # parts (runs, cells, fields) in one paragraph or row
-    max_member_bytes: int = 64 * MiB  # one zip member, decompressed
-    max_xml_bytes: int = 256 * MiB  # XML per document, decompressed
-    max_pages: int = 2000  # PDF pages extracted
-    ocr_max_pages: int = 50  # scanned-PDF pages sent to OCR
-    ocr_dpi: int = 200
-    stderr_bytes: int = 4 * KiB
-    pdf_engines: tuple[str, ...] = ("pdfium", "pdfplumber")
+    Each field's ``metadata["kind"]`` says how a manifest writes it (:data:`LIMIT_KINDS`);
+    the manifest's ``limits`` keys are derived from it, so a new field needs only its kind.
+    """
+
+    deadline_s: float = _limit(60.0, "seconds")  # wall clock per document, built-in readers
+    tool_deadline_s: float = _limit(300.0, "seconds")  # wall clock when an external tool runs
+    max_output_bytes: int = _limit(64 * MiB, "size")  # text bytes a worker may hand back
+    memory_bytes: int = _limit(1 * GiB, "size")  # RLIMIT_AS of a worker
+    max_chars: int = _limit(16 * MiB, "count")  # characters of text per document (16 Mi)
+    max_parts: int = _limit(200_000, "count")  # parts (runs, cells, fields) in a paragraph or row
+    max_member_bytes: int = _limit(64 * MiB, "size")  # one zip member, decompressed
+    max_xml_bytes: int = _limit(256 * MiB, "size")  # XML per document, decompressed
+    max_pages: int = _limit(2000, "count")  # PDF pages extracted
+    ocr_max_pages: int = _limit(50, "count")  # scanned-PDF pages sent to OCR
+    ocr_dpi: int = _limit(200, "count")
+    stderr_bytes: int = _limit(4 * KiB, "internal")
+    pdf_engines: tuple[str, ...] = _limit(("pdfium", "pdfplumber"), "engines")
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -35,6 +35,7 @@ class Tally:
     error_kinds: dict[str, int] = field(default_factory=dict)
     limits_hit: dict[str, int] = field(default_factory=dict)
     pages_ocr: int = 0
+    not_yet: int = 0  # files of a partial run not extracted yet
     referenced: set[str] = field(default_factory=set)  # store stems the records name
 
     def add(self, rec: ExtractRecord) -> None:
@@ -42,6 +43,7 @@ class Tally:
         self.records += 1
         self.counts[v.status.value] += 1
         if v.status is Status.SKIPPED:
+            self.not_yet += v.error == NOT_YET
             return
         self.reused += rec.reused
         self.chars += v.chars

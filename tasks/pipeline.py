@@ -109,7 +109,12 @@ def _walk_action(run: Run) -> TaskFailed | None:
     except RUN_ERRORS as e:
         return TaskFailed(str(e))
     if run.announce_in_actions and run.walk_summary is not None:
+        from .walk import describe_problems
+
         run.announce(describe_walk(run.walk_summary, run.out))
+        problems = describe_problems(run.walk_summary, run.out)
+        if problems:
+            run.say(problems)
     return None
 
 

@@ -85,6 +85,7 @@ class Run:
         self.walk_read: dict[str, Any] = {}
         self.forgotten: set[str] = set()
         self.cleaned_all = False
+        self.not_yet = 0  # records "not extracted yet" (a partial run)
         self.noop_from: dict[str, Any] | None = None  # the last summary, when nothing to do
         self.announce_in_actions = True  # the CLI prints the summaries itself
         # where lines for the person go: stderr as it is now, before doit replaces
@@ -299,8 +300,8 @@ class Run:
         if self.progress is None:
             # a run of named tasks (doit extract:<file>, wildcards) does not know its count
             total = 0 if self.cfg.all_tasks else len(self.stale)
-            self.progress = Progress("extract", total, quiet=self.cfg.quiet,
-                                     leave=self.announce_in_actions)
+            # no final line of its own: the summary line follows
+            self.progress = Progress("extract", total, quiet=self.cfg.quiet, leave=False)
         name = f"{item.root}/{item.path}"
         if (item.sha256, item.key) in session.scheduled:
             self.progress.update(1, name=None)  # the same content as a file handed out
@@ -351,6 +352,7 @@ class Run:
             # the records are durable (atomic_write fsyncs): texts they dropped can go
             removed = self.store.remove_unreferenced(tally.referenced)
             self.summary = self._summary(tally, len(produced), removed)
+            self.not_yet = tally.not_yet
             write_json(out / "extract.summary.json", self.summary.to_json())
             if self._known_tools != self._known_before:
                 write_json(out / TOOLS_CACHE, self._known_tools)
@@ -421,7 +423,7 @@ class Run:
         produced = self.session.produced if self.session is not None else {}
         done = sorted(f"{i.root}/{i.path}" for i in self.plan().items
                       if (i.sha256, i.key) in produced)
-        waiting = self.summary.counts.get(Status.SKIPPED.value, 0)
+        waiting = self.not_yet
         shown = ", ".join(done[:10]) + (f", … ({len(done) - 10} more)" if len(done) > 10
                                         else "")
         return (f"extract: re-extracted {len(done)} file(s){': ' + shown if done else ''}; "
