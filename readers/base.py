@@ -9,7 +9,6 @@ inside a worker process.
 
 from __future__ import annotations
 
-import codecs
 import unicodedata
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -215,24 +214,6 @@ class Reader:
             return True
         lower = name.lower()
         return any(lower.endswith(ext) for ext in self.extensions)
-
-
-# Byte-order marks, UTF-32 before UTF-16 (the UTF-32-LE mark begins with the UTF-16-LE one)
-_BOMS: tuple[tuple[bytes, str], ...] = (
-    (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF32_LE, "utf-32-le"),
-    (codecs.BOM_UTF32_BE, "utf-32-be"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"),
-    (codecs.BOM_UTF16_BE, "utf-16-be"),
-)
-
-
-def bom_codec(data: bytes) -> tuple[str, int] | None:
-    """(codec, bytes to skip) when ``data`` starts with a byte-order mark, else None."""
-    for bom, codec in _BOMS:
-        if data.startswith(bom):
-            return codec, len(bom)
-    return None
 
 
 def normalize_text(text: str) -> str:

@@ -6,9 +6,9 @@ Parsed with :class:`email.parser.BytesParser` and ``email.policy.default``.  Out
   decoded, folded lines joined), a blank line;
 * the body: the ``text/plain`` part :meth:`~email.message.EmailMessage.get_body` picks, else
   the HTML one through :func:`readers.markup.html_to_text`.  Transfer encodings are undone;
-  the declared charset is used when Python knows it and the bytes fit it, else strict UTF-8,
-  else the declared charset (or windows-1252) with replacement characters; a declared
-  ``us-ascii`` on 8-bit bytes counts as undeclared;
+  the part's bytes are decoded by :func:`readers.textcodec.choose` with the part's
+  ``charset=`` as the declared charset (BOM, NUL pattern, strict UTF-8, the declared charset
+  if the bytes decode with it, the detector, windows-1252);
 * every other leaf part, other than the alternative renderings of a body, as
   ``[attachment: name (mime, N bytes)]`` followed by its text, read through
   ``ctx.read_nested``; when that fails the line says why (``: not read: …``).  An attached
@@ -22,7 +22,6 @@ defects still yields its text.  Extractor ``email``; ``meta`` has ``subject`` an
 
 from __future__ import annotations
 
-import codecs
 import mimetypes
 from typing import TYPE_CHECKING
 
@@ -33,7 +32,8 @@ if TYPE_CHECKING:
 
 from .base import Context, Document, Reader, ReadResult, TextSink
 from .errors import CapReached, CorruptDocument, ReaderError, Unsupported
-from .markup import html_to_text, text_codec
+from . import textcodec
+from .markup import html_to_text
 
 HEADERS = ("From", "To", "Cc", "Date", "Subject")
 MAX_DEPTH = 3  # attached messages inside attached messages
@@ -67,21 +67,10 @@ def _header(msg: Message, name: str) -> str:
 
 
 def decode_payload(payload: bytes, charset: str | None) -> str:
-    """Text of a part's decoded bytes under its declared charset, with robust fallbacks."""
-    if payload.isascii():
+    """Text of a part's decoded bytes, ``charset`` being the part's declared one."""
+    if payload.isascii() and b"\x1b" not in payload and 0 not in payload:
         return payload.decode("ascii")
-    codec = text_codec(charset)
-    if codec and codecs.lookup(charset.strip().strip("\"'")).name == "ascii":
-        codec = None  # "us-ascii" on 8-bit text says nothing: guess as if undeclared
-    if codec:
-        try:
-            return payload.decode(codec)
-        except UnicodeDecodeError:
-            pass
-    try:
-        return payload.decode("utf-8")
-    except UnicodeDecodeError:
-        return payload.decode(codec or "cp1252", "replace")
+    return textcodec.decode(payload, charset)[0]
 
 
 def _payload(part: Message) -> bytes:

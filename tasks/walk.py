@@ -40,7 +40,7 @@ from .statcache import CACHE_NAME, EMPTY, DirCache, Key, Row, StatCache
 __all__ = ["CACHE_NAME", "WALK_VERSION", "RootWalk", "WalkStats", "Walker", "describe_problems",
            "run_walk"]
 
-WALK_VERSION = 3  # bump when records or detection change: the stat cache is then ignored
+WALK_VERSION = 4  # bump when records or detection change: the stat cache is then ignored
 MAX_WARNINGS_KEPT = 100
 PARALLEL_MIN_RECORDS = 20_000  # a re-walk this big is shared with forked helpers
 MAX_WALKERS = 4

@@ -33,9 +33,10 @@ def read_rtf(data: bytes, limits: Limits | None = None) -> Outcome:
 
 def test_rows_become_tab_separated_lines():
     out = read_csv('name,note,n\r\nCSVMARK,"has, comma",1\r\nx,"multi\nline\tcell",2\r\n')
-    assert out.status == "ok" and out.extractor == "csv"
+    assert out.status == "ok" and out.extractor == "csv:utf-8"
     assert out.text == "name\tnote\tn\nCSVMARK\thas, comma\t1\nx\tmulti line cell\t2\n"
-    assert out.meta == {"charset": "utf-8", "delimiter": ",", "rows": 3}
+    assert out.meta == {"charset": "utf-8", "encoding_source": "utf-8", "delimiter": ",",
+                        "rows": 3}
 
 
 def test_semicolon_dialect_sniffed():
@@ -46,12 +47,12 @@ def test_semicolon_dialect_sniffed():
 
 def test_tsv_by_extension_and_mime():
     out = read_csv("a\tb,c\nTSVMARK\t2,3\n", name="t.tsv", mime="text/tab-separated-values")
-    assert out.extractor == "tsv" and out.text == "a\tb,c\nTSVMARK\t2,3\n"
+    assert out.extractor == "tsv:utf-8" and out.text == "a\tb,c\nTSVMARK\t2,3\n"
 
 
 def test_single_column_falls_back_to_comma():
     out = read_csv("ONECOLMARK\nsecond\n")
-    assert out.text == "ONECOLMARK\nsecond\n" and out.extractor == "csv"
+    assert out.text == "ONECOLMARK\nsecond\n" and out.extractor == "csv:utf-8"
 
 
 def test_old_mac_line_ends_and_blank_lines():
@@ -106,7 +107,7 @@ def test_300k_cell_row_stops_at_max_parts():
     assert lines[0] == "HDRMARK"
     assert lines[1].split("\t") == [f"c{i}" for i in range(200_000)]
     assert lines[2] == "[bastion: text truncated, max_parts reached: a row of more than 200000 fields]"
-    assert out.extractor == "csv"
+    assert out.extractor == "csv:utf-8"
 
 
 def test_many_rows_hit_char_cap():
@@ -115,9 +116,18 @@ def test_many_rows_hit_char_cap():
     assert out.limit == "max_chars" and out.text.startswith("0\tROWMARK\n1\tROWMARK\n")
 
 
-def test_choose_encoding_nul_share():
-    assert delimited.choose_encoding("a,b\n".encode("utf-16-le") * 10) == ("utf-16-le", 0)
-    assert delimited.choose_encoding("a,b\n".encode("utf-16-be") * 10) == ("utf-16-be", 0)
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_bomless_wide_csv_by_nul_pattern(codec):
+    out = read_csv("a,b\nWIDEMARK,2\n".encode(codec) * 10)
+    assert out.extractor == f"csv:{codec}" and out.meta["encoding_source"] == "nul-pattern"
+    assert out.text.startswith("a\tb\nWIDEMARK\t2\n")
+
+
+def test_legacy_csv_is_detected_not_cp1252():
+    rows = "Город,Население\nМосква,13010112\nСанкт-Петербург,5601911\nНовосибирск,1633595\n"
+    out = read_csv(rows.encode("cp1251"))
+    assert out.extractor == "csv:cp1251" and out.meta["encoding_source"] == "detected"
+    assert "Москва\t13010112" in out.text
 
 
 # ---------------------------------------------------------------------------- RTF rules
