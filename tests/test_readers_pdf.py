@@ -64,7 +64,11 @@ def test_text_pages_and_title(engine, compress, tmp_path):
     assert len(pages) == 2
     assert "Hello marker alpha" in pages[0] and "second line" in pages[0]
     assert "page two zebra" in pages[1]
-    assert out.meta == {"pages": 2, "title": "My Title", "outline": []}
+    sources = out.meta.pop("page_sources")
+    assert out.meta == {"pages": 2, "title": "My Title", "outline": [], "pages_ocr": 0}
+    assert [(s["page"], s["source"], s["engine"]) for s in sources] == [
+        (1, "native", engine), (2, "native", engine)]
+    assert all(s["version"] for s in sources)  # PDFium's build, pdfplumber's, poppler's
 
 
 WORDS = [["words", "set", "apart", "without", "spaces"], ["second", "line", "of", "them"]] * 12
