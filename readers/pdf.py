@@ -55,6 +55,12 @@ _WHITE = bytes(range(248, 256))  # gray levels a blank page renders in
 _BAD = re.compile(
     "[\x00-\x08\x0e-\x1f\x7f-\x9f\ue000-\uf8ff\ufffd\ufffe\uffff\U000f0000-\U0010ffff]")
 _CID = re.compile(r"\(cid:\d+\)")
+# A C1 control character in a page's text is a byte of a font without a usable encoding read
+# as Latin-1; documents do not hold C1 controls, and such bytes are nearly always Windows-1252
+# punctuation (German „…“, dashes, €), so the ones Windows-1252 defines are read as it reads them.
+_C1 = re.compile("[\x80-\x9f]")
+_C1_CP1252 = {c: bytes([c]).decode("cp1252") for c in range(0x80, 0xA0)
+              if c not in (0x81, 0x8D, 0x8F, 0x90, 0x9D)}  # the five cp1252 leaves undefined
 
 Events = Generator[dict[str, Any], None, None]  # the meta event, then page events
 
@@ -91,6 +97,8 @@ def _clean_page(text: str) -> str:
     text = text.replace("\f", "\n").replace("\x00", "")
     if not text.isascii():
         text = text.encode("utf-8", "replace").decode("utf-8")
+        if _C1.search(text):
+            text = text.translate(_C1_CP1252)
     return "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")
 
 
@@ -906,10 +914,11 @@ def _time_left(ctx: Context) -> float | None:
 
 
 def _page_list(indices: list[int]) -> str:
-    """``2, 5, 7`` (1-based), at most MAX_PAGE_WARNINGS of them, then a count."""
+    """``page 2`` or ``pages 2, 5, 7`` (1-based), at most MAX_PAGE_WARNINGS, then a count."""
     shown = ", ".join(str(i + 1) for i in indices[:MAX_PAGE_WARNINGS])
     more = len(indices) - MAX_PAGE_WARNINGS
-    return shown + (f" and {more} more" if more > 0 else "")
+    return ("page " if len(indices) == 1 else "pages ") + shown + (
+        f" and {more} more" if more > 0 else "")
 
 
 def _finish(
@@ -944,12 +953,15 @@ def _finish(
                       "reason": f"garbage text ({ratio:.0%} printable)"}
     if garbage:
         why = "" if "tesseract" in ctx.tools else f", not OCRed: {NEEDS_TESSERACT}"
-        warnings.append(f"pages {_page_list(garbage)}: garbage text dropped{why}")
+        warnings.append(f"{_page_list(garbage)}: garbage text dropped{why}")
+    why = NEEDS_TESSERACT if "tesseract" not in ctx.tools else "no renderer opens the file"
+    for pages, reason in ((ocr.untried, why), (ocr.capped, "ocr_max_pages reached"),
+                          (ocr.stopped, "the deadline was near")):
+        for i in pages:
+            sources[i]["not_ocred"] = reason
     unread = [i for i in ocr.untried if kinds[i] == "blank"]
     if unread:
-        why = (NEEDS_TESSERACT if "tesseract" not in ctx.tools
-               else "no renderer opens the file")
-        warnings.append(f"pages {_page_list(unread)}: no text layer, not OCRed: {why}")
+        warnings.append(f"{_page_list(unread)}: no text layer, not OCRed: {why}")
     for i, message in sorted(ocr.failed.items())[:MAX_PAGE_WARNINGS]:
         warnings.append(f"OCR page {i + 1}: {message}")
     if len(ocr.failed) > MAX_PAGE_WARNINGS:
@@ -974,8 +986,7 @@ def _finish(
         total = len(ocr.done) + len(ocr.failed) + len(ocr.capped)
         caps.append(("ocr_max_pages", f"{limits.ocr_max_pages} of {total} pages to OCR"))
     if ocr.stopped:
-        caps.append(("ocr_deadline", f"{len(ocr.stopped)} pages not OCRed: pages "
-                                     f"{_page_list(ocr.stopped)}"))
+        caps.append(("ocr_deadline", f"not OCRed: {_page_list(ocr.stopped)}"))
     if caps:
         for cap, detail in caps[1:]:
             warnings.append(f"{cap} reached: {detail}")

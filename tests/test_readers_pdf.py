@@ -351,10 +351,12 @@ def test_image_only_page_is_ocred(engine, tmp_path):
     ctx = ctx_for(engine, tmp_path, tools=("pdftoppm", "tesseract"), ocr_dpi=150)
     out = read(pdfgen.make_image_only("QUOKKA 42 zebra"), ctx)
     assert out.status == "ok", out.error
-    assert out.extractor == "pdftoppm+tesseract"
+    assert out.extractor == f"{engine}+tesseract"  # the engine found no text layer
     assert "QUOKKA" in out.text
-    assert out.meta["pages"] == 1
-    assert list(tmp_path.iterdir()) == []  # the rendered page and the PDF copy are gone
+    assert out.meta["pages"] == 1 and out.meta["pages_ocr"] == 1
+    (source,) = out.meta["page_sources"]
+    assert source["source"] == "ocr" and source["renderer"] == "pdfium"
+    assert list(tmp_path.iterdir()) == []  # rendered in memory, read by tesseract from stdin
 
 
 @needs_ocr
@@ -366,8 +368,11 @@ def test_ocr_page_cap(tmp_path):
     ctx = ctx_for("pdfium", tmp_path, tools=("pdftoppm", "tesseract"), ocr_max_pages=1,
                   ocr_dpi=100)
     out = read(b.build(), ctx)
-    assert out.limit == "ocr_max_pages" and out.extractor == "pdftoppm+tesseract"
-    assert "WOMBAT" in out.text and "1 of 3 pages" in out.text
+    assert out.limit == "ocr_max_pages" and out.extractor == "pdfium+tesseract"
+    assert "WOMBAT" in out.text and "1 of 3 pages to OCR" in out.text
+    assert out.meta["pages_ocr"] == 1
+    assert [s.get("not_ocred") for s in out.meta["page_sources"]] == [
+        None, "ocr_max_pages reached", "ocr_max_pages reached"]
 
 
 # ----------------------------------------------------------------------------- real PDFs
