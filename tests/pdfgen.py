@@ -583,18 +583,32 @@ def make_mixed_scan(text_pages: list[str], scanned: dict[int, str]) -> bytes:
     return b.build()
 
 
-def make_garbage_page_among_text(text_pages: list[str], garbage_at: int) -> bytes:
-    """Text pages with one page set in a font whose codes map to control characters."""
+def make_garbage_page_among_text(
+    text_pages: list[str], garbage_at: int, scanned: str | None = None,
+) -> bytes:
+    """Text pages with one page whose text layer is in a font whose codes map to control
+    characters.  With ``scanned``, that layer is invisible (render mode 3) over an image of
+    ``scanned``: an OCR layer written with a broken font, the pixels still readable."""
     b = PdfBuilder()
     font = _box_font(b, {c: f"g{c}" for c in range(1, 30)})
     texts = iter(text_pages)
     for i in range(len(text_pages) + 1):
-        if i == garbage_at:
-            ops = b"BT /T3 12 Tf 72 720 Td " + b"".join(
-                _string(bytes(range(1, 30))) + b" Tj 0 -14 Td " for _ in range(20)) + b"ET"
-            b.add_page(ops, {"Font": {"T3": font}})
-        else:
+        if i != garbage_at:
             b.add_text_page(next(texts))
+            continue
+        mode = b"3 Tr " if scanned else b""
+        ops = b"BT /T3 12 Tf " + mode + b"72 720 Td " + b"".join(
+            _string(bytes(range(1, 30))) + b" Tj 0 -14 Td " for _ in range(20)) + b"ET"
+        resources: dict[str, Any] = {"Font": {"T3": font}}
+        if scanned:
+            gray, width, height = render_text_gray(scanned)
+            resources["XObject"] = {"Im1": b.w.add(Stream({
+                "Type": Name("XObject"), "Subtype": Name("Image"), "Width": width,
+                "Height": height, "ColorSpace": Name("DeviceGray"), "BitsPerComponent": 8,
+                "Filter": Name("FlateDecode")}, zlib.compress(gray)))}
+            h = 540 * height / width
+            ops = b"q 540 0 0 %.2f 36 %.2f cm /Im1 Do Q\n" % (h, 792 - 36 - h) + ops
+        b.add_page(ops, resources)
     return b.build()
 
 

@@ -587,3 +587,199 @@ def test_an_engine_refusing_a_password_falls_through_to_the_next(
     ctx = LocalContext(Limits(pdf_engines=("pdfium",)), {}, tmpdir=tmp_path)
     out = read_document(Document(data, "a.pdf", "application/pdf"), ctx)
     assert out.status == "error" and out.error_kind == "encrypted"
+
+
+# ------------------------------------------------------------------ OCR decided per page
+
+OCR_TOOLS = ("pdftoppm", "tesseract")
+COVER = "Typed cover page of the office scan"
+CLOSING = "Closing page typed as text"
+
+
+def mixed_scan() -> bytes:
+    return pdfgen.make_mixed_scan([COVER, CLOSING], {1: "QUOKKA 42 zebra"})
+
+
+@needs_ocr
+@pytest.mark.parametrize("engine", ENGINES)
+def test_mixed_pdf_ocrs_only_its_scanned_page(engine, tmp_path):
+    ctx = ctx_for(engine, tmp_path, tools=OCR_TOOLS, ocr_dpi=150)
+    out = read(mixed_scan(), ctx)
+    assert out.status == "ok", out.error
+    assert out.extractor == f"{engine}+tesseract" and out.warnings == []
+    pages = out.text.split("\f")
+    assert len(pages) == 3
+    assert COVER in pages[0] and CLOSING in pages[2]  # native text, in page order
+    assert "QUOKKA" in pages[1] and COVER not in pages[1]
+    sources = out.meta["page_sources"]
+    assert [s["source"] for s in sources] == ["native", "ocr", "native"]
+    assert sources[0]["engine"] == engine and sources[0]["version"]
+    ocr = sources[1]
+    assert (ocr["page"], ocr["engine"], ocr["renderer"], ocr["dpi"]) == (2, "tesseract",
+                                                                         "pdfium", 150)
+    assert ocr["version"] and ocr["version"][0].isdigit()  # "5.3.0"
+    assert isinstance(ocr["confidence"], float) and 50 < ocr["confidence"] <= 100
+    assert out.meta["pages_ocr"] == 1
+
+
+@needs_ocr
+def test_ocr_is_deterministic(tmp_path):
+    ctx = ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150)
+    first, second = read(mixed_scan(), ctx), read(mixed_scan(), ctx)
+    assert first.text == second.text and first.meta == second.meta
+
+
+def test_mixed_pdf_without_tesseract_keeps_its_text_and_says_so(tmp_path):
+    out = read(mixed_scan(), ctx_for("pdfium", tmp_path, tools=("pdftoppm",)))
+    assert out.status == "ok" and out.extractor == "pdfium"
+    assert out.text.split("\f")[1] == ""
+    assert out.warnings == [
+        "page 2: no text layer, not OCRed: needs tesseract on this machine"]
+    sources = out.meta["page_sources"]
+    assert sources[1]["not_ocred"] == "needs tesseract on this machine"
+    assert out.meta["pages_ocr"] == 0
+
+
+@needs_ocr
+def test_blank_pages_are_not_sent_to_tesseract(tmp_path, monkeypatch):
+    """A page with no text and no ink renders white: nothing to read, no tesseract run."""
+    calls = []
+    real = pdfreader.ocr_image
+    monkeypatch.setattr(pdfreader, "ocr_image",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    b = pdfgen.PdfBuilder()
+    b.add_text_page("A page of ordinary text before the blank one")
+    b.add_page(b"")
+    out = read(b.build(), ctx_for("pdfium", tmp_path, tools=OCR_TOOLS))
+    assert out.status == "ok" and out.extractor == "pdfium" and calls == []
+    assert out.meta["pages_ocr"] == 0 and out.warnings == []
+
+
+@needs_ocr
+def test_short_text_layer_is_ocred_and_kept_when_ocr_finds_nothing(tmp_path):
+    """Under 10 visible characters, a page is OCRed; its own text stays when OCR reads none."""
+    b = pdfgen.PdfBuilder()
+    b.add_text_page("A page of ordinary text comes first")
+    b.add_text_page("p. 2")
+    out = read(b.build(), ctx_for("pdfium", tmp_path, tools=OCR_TOOLS))
+    assert out.status == "ok"
+    assert out.text.split("\f")[1].strip() in ("p. 2", "p.2")
+
+
+@needs_ocr
+def test_ocr_stops_before_the_deadline_and_keeps_the_text(tmp_path):
+    ctx = LocalContext(Limits(pdf_engines=("pdfium",)),
+                       {n: shutil.which(n) for n in OCR_TOOLS}, tmpdir=tmp_path,
+                       deadline=time.monotonic() + pdfreader.OCR_RESERVE_S - 1)
+    out = read(mixed_scan(), ctx)
+    assert out.status == "ok" and out.limit == "ocr_deadline"
+    assert COVER in out.text and CLOSING in out.text
+    assert "ocr_deadline reached: not OCRed: page 2" in out.text
+    assert out.meta["page_sources"][1]["not_ocred"] == "the deadline was near"
+
+
+# ------------------------------------------------------------ garbage measured per page
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_german_prose_is_read(engine, tmp_path):
+    """Umlauts, ß and „…“ through /WinAnsiEncoding are letters, not garbage."""
+    out = read(pdfgen.make_german_prose(), ctx_for(engine, tmp_path))
+    assert out.status == "ok", out.error
+    assert out.warnings == []
+    text = " ".join(out.text.split())
+    assert "Größere Änderungen überließ man „den Fachleuten“ – so hieß es." in text
+    assert "Süße Äpfel, bittere Öfen: Maßstäbe für Qualität" in text
+
+
+def test_c1_bytes_are_read_as_windows_1252(tmp_path):
+    """A font that leaves punctuation unmapped gives the raw codes (U+0084 …); they are the
+    Windows-1252 marks, and the page is not garbage."""
+    data = pdfgen.make_raw_code_punctuation("Er sagte „hallo“ – dann ging er nach Hause.")
+    out = read(data, ctx_for("pdfium", tmp_path))
+    assert out.status == "ok", out.error
+    assert "Er sagte „hallo“ – dann ging er nach Hause." in out.text
+    assert not any("\x80" <= c <= "\x9f" for c in out.text)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_one_garbage_page_does_not_throw_away_the_document(engine, tmp_path):
+    data = pdfgen.make_garbage_page_among_text(["first readable page", "third readable page"], 1)
+    out = read(data, ctx_for(engine, tmp_path))
+    assert out.status == "ok", out.error
+    pages = out.text.split("\f")
+    assert "first readable page" in pages[0] and "third readable page" in pages[2]
+    assert pages[1] == ""  # never stored
+    assert "page 2: garbage text dropped, not OCRed: needs tesseract on this machine" \
+        in out.warnings
+    dropped = out.meta["page_sources"][1]
+    assert dropped["source"] == "dropped" and dropped["reason"].startswith("garbage text (")
+
+
+@needs_ocr
+def test_garbage_page_is_ocred(tmp_path):
+    data = pdfgen.make_garbage_page_among_text(["first readable page", "third readable page"],
+                                               1, scanned="WOMBAT 77 koala")
+    out = read(data, ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150))
+    assert out.status == "ok" and out.extractor == "pdfium+tesseract"
+    assert "WOMBAT" in out.text.split("\f")[1]
+    assert out.meta["page_sources"][1]["source"] == "ocr" and out.warnings == []
+
+
+@needs_ocr
+def test_all_garbage_is_ocred_when_tesseract_is_there(tmp_path):
+    data = pdfgen.make_garbage_page_among_text([], 0, scanned="WOMBAT 77 koala")
+    ctx = LocalContext(Limits(), {n: shutil.which(n) for n in OCR_TOOLS}, tmpdir=tmp_path)
+    out = read(data, ctx)
+    assert out.status == "ok" and out.extractor == "pdfium+tesseract"
+    assert "WOMBAT" in out.text
+    assert [w.split(" (")[0] for w in out.warnings] == [
+        "skipped pdfium: garbage text", "skipped pdfplumber: garbage text"]
+
+
+def test_page_kind():
+    assert pdfreader.page_kind("") == "blank"
+    assert pdfreader.page_kind(" \n\f ") == "blank"
+    assert pdfreader.page_kind("p. 12") == "short"
+    assert pdfreader.page_kind("Größe und Maß, überall") == "text"
+    assert pdfreader.page_kind("Ελληνικά και русский текст") == "text"
+    assert pdfreader.page_kind("(cid:3)(cid:4)(cid:5) ab") == "garbage"
+    assert pdfreader.page_kind("\ue000\ue001\ue002\ue003 text") == "garbage"
+
+
+# ------------------------------------------------------------------------- annotations
+
+NOTES = [("Text", "sticky NOTEMARKER one"), ("FreeText", "free TYPEDMARKER words"),
+         ("Highlight", "highlight comment\nsecond line")]
+
+
+@needs_ocr
+@pytest.mark.parametrize("engine", ["pdfium", "pdfplumber"])
+def test_annotation_only_pdf_is_ok_and_not_ocred(engine, tmp_path):
+    out = read(pdfgen.make_annotated(None, NOTES), ctx_for(engine, tmp_path, tools=OCR_TOOLS))
+    assert out.status == "ok", out.error
+    assert out.extractor == engine and out.meta["pages_ocr"] == 0
+    assert out.text == ("[annotation] sticky NOTEMARKER one\n"
+                        "[annotation] free TYPEDMARKER words\n"
+                        "[annotation] highlight comment\nsecond line\n")
+    assert out.meta["page_sources"][0]["annotations"] == 3
+
+
+@pytest.mark.parametrize("engine", ["pdfium", "pdfplumber"])
+def test_annotations_follow_the_page_text(engine, tmp_path):
+    out = read(pdfgen.make_annotated("Body text of the page", NOTES[:1]),
+               ctx_for(engine, tmp_path))
+    assert out.text == "Body text of the page\n[annotation] sticky NOTEMARKER one\n"
+    assert "link words" not in out.text and "widget words" not in out.text
+
+
+# ------------------------------------------------------------------------- rotated text
+
+def test_rotated_text_reads_in_order(tmp_path):
+    out = read(pdfgen.make_rotated_text(), ctx_for("pdfium", tmp_path))
+    assert out.status == "ok", out.error
+    pages = out.text.split("\f")
+    assert len(pages) == 6
+    block = "\n".join(pdfgen.ROTATED_LINES)
+    for n, page in enumerate(pages, 1):
+        assert block in page, (n, page)
+    assert pages[5].startswith("Heading above the side label\n")
