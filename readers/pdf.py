@@ -8,16 +8,19 @@ JSON lines for a parent, which parses them back with :func:`parse_pdftext_output
 
 Engines are tried in turn — ``Limits.pdf_engines`` (default PDFium, then pdfplumber), then
 ``pdftotext`` when the tool is present — until one opens the file, does not crash and gives
-text that is at least 90% printable; the record names the engine that produced the text and
-the warnings say why earlier ones were passed over.  Pages are separated by a form feed in the
-text.  A PDF without a text layer is OCRed page by page (``pdftoppm`` + ``tesseract``) when
-both tools are present.  ``docs/readers/pdf.md`` has the measurements behind these choices.
+at least one readable page; the record names the engine that produced the text and the
+warnings say why earlier ones were passed over.  Pages are separated by a form feed in the
+text, each page's annotation notes after its text.  Each page is judged on its own: a page
+whose text layer is blank, short or garbage (under 90% printable) is rendered (PDFium, or
+``pdftoppm``) and OCRed with ``tesseract`` when it is present, and ``meta["page_sources"]``
+says how every page's text was made.  ``docs/readers/pdf.md`` has the rules and measurements.
 """
 
 from __future__ import annotations
 
 import ctypes
 import io
+import itertools
 import json
 import logging
 import math
@@ -55,6 +58,7 @@ _WHITE = bytes(range(248, 256))  # gray levels a blank page renders in
 _BAD = re.compile(
     "[\x00-\x08\x0e-\x1f\x7f-\x9f\ue000-\uf8ff\ufffd\ufffe\uffff\U000f0000-\U0010ffff]")
 _CID = re.compile(r"\(cid:\d+\)")
+_ASCII_BAD = re.compile("[\x00-\x08\x0e-\x1f\x7f]")
 # A C1 control character in a page's text is a byte of a font without a usable encoding read
 # as Latin-1; documents do not hold C1 controls, and such bytes are nearly always Windows-1252
 # punctuation (German „…“, dashes, €), so the ones Windows-1252 defines are read as it reads them.
@@ -79,14 +83,22 @@ def decode_text_string(raw: bytes) -> str:
     return text.replace("\x00", "").strip()
 
 
+def _measure(text: str) -> tuple[int, int]:
+    """(visible characters, unprintable ones); a pdfminer ``(cid:N)`` counts as one of each."""
+    if "(cid:" in text:
+        text = _CID.sub("\ufffd", text)
+    visible = len(text) - sum(text.count(c) for c in " \t\n\r\f\v")
+    if not visible or (text.isascii() and not _ASCII_BAD.search(text)):
+        return visible, 0  # ASCII text without controls: no regex pass over every character
+    return visible, len(_BAD.findall(text))
+
+
 def printable_ratio(text: str) -> float:
     """Share of the non-space characters that are printable (1.0 for blank text)."""
-    text, cids = _CID.subn("\ufffd", text)
-    total = len(text) - sum(text.count(c) for c in " \t\n\r\f\v")
-    if total <= 0:
+    visible, bad = _measure(text)
+    if visible <= 0:
         return 1.0
-    bad = len(_BAD.findall(text))
-    return max(0.0, 1.0 - bad / total)
+    return max(0.0, 1.0 - bad / visible)
 
 
 def _clean_page(text: str) -> str:
@@ -332,8 +344,9 @@ class _Gaps:
 # character) and then laid out again in each angle's
 # own frame: lines split where the baseline moves across the text direction or the text runs
 # back, and ordered top to bottom, left to right as the rotated text reads.
-ANGLE_STRIDE = 16
+ANGLE_STRIDE = 32
 ANGLE_STEP = 5  # degrees: characters within one step share a frame
+ANGLE_TOLERANCE = math.radians(ANGLE_STEP / 2)
 
 
 class _Angles:
@@ -366,7 +379,13 @@ class _Angles:
         generated spaces and line breaks report 0)."""
         handle = ctypes.cast(textpage.raw, ctypes.c_void_p).value
         n = self._count(textpage.raw)
-        return any(self._step(self._angle(handle, i)) for i in range(0, n, ANGLE_STRIDE))
+        if n <= 0:
+            return False
+        # an angle (0…2π) more than ANGLE_TOLERANCE from 0 and from 2π is |a - π| < π - tol;
+        # min over map() keeps the loop in C
+        angles = map(self._angle, itertools.repeat(handle, n), range(0, n, ANGLE_STRIDE))
+        return min(map(abs, map(operator.sub, angles, itertools.repeat(math.pi)))) \
+            < math.pi - ANGLE_TOLERANCE
 
     def relayout(self, textpage: Any) -> str | None:
         """The page's text with each rotated run's lines split and ordered as it reads; None
@@ -441,29 +460,46 @@ def _clean_note(text: str) -> str:
     return _clean_page(text.replace("\x00", ""))
 
 
-def _pdfium_annotations(page: Any) -> list[str]:
-    """The /Contents of the page's annotations, in the page's /Annots order."""
-    import pypdfium2.raw as raw
+class _Notes:
+    """The /Contents of a page's annotations, in the page's /Annots order, through plain
+    prototypes of PDFium's functions (most pages have none, or only links: the checked
+    bindings cost ≈ 50 µs a page for the count alone)."""
 
-    notes = []
-    for k in range(raw.FPDFPage_GetAnnotCount(page.raw)):
-        annot = raw.FPDFPage_GetAnnot(page.raw, k)
-        if not annot:
-            continue
-        try:
-            if raw.FPDFAnnot_GetSubtype(annot) in _NOT_NOTES:
+    def __init__(self) -> None:
+        import pypdfium2.raw as raw
+
+        def plain(fn: Any, restype: Any, *argtypes: Any) -> Any:
+            address = ctypes.cast(fn, ctypes.c_void_p).value
+            return ctypes.CFUNCTYPE(restype, *argtypes)(address)
+
+        self._count = plain(raw.FPDFPage_GetAnnotCount, ctypes.c_int, ctypes.c_void_p)
+        self._get = plain(raw.FPDFPage_GetAnnot, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
+        self._subtype = plain(raw.FPDFAnnot_GetSubtype, ctypes.c_int, ctypes.c_void_p)
+        self._value = plain(raw.FPDFAnnot_GetStringValue, ctypes.c_ulong, ctypes.c_void_p,
+                            ctypes.c_char_p, ctypes.c_void_p, ctypes.c_ulong)
+        self._close = plain(raw.FPDFPage_CloseAnnot, None, ctypes.c_void_p)
+
+    def read(self, page: Any) -> list[str]:
+        handle = ctypes.cast(page.raw, ctypes.c_void_p).value
+        notes = []
+        for k in range(self._count(handle)):
+            annot = self._get(handle, k)
+            if not annot:
                 continue
-            size = raw.FPDFAnnot_GetStringValue(annot, b"Contents", None, 0)
-            if size <= 2:
-                continue
-            buf = (ctypes.c_ushort * (size // 2))()
-            raw.FPDFAnnot_GetStringValue(annot, b"Contents", buf, size)
-            note = _clean_note(bytes(buf)[: size - 2].decode("utf-16-le", "replace"))
-            if note.strip():
-                notes.append(note)
-        finally:
-            raw.FPDFPage_CloseAnnot(annot)
-    return notes
+            try:
+                if self._subtype(annot) in _NOT_NOTES:
+                    continue
+                size = self._value(annot, b"Contents", None, 0)
+                if size <= 2:
+                    continue
+                buf = ctypes.create_string_buffer(size)
+                self._value(annot, b"Contents", buf, size)
+                note = _clean_note(buf.raw[: size - 2].decode("utf-16-le", "replace"))
+                if note.strip():
+                    notes.append(note)
+            finally:
+                self._close(annot)
+        return notes
 
 
 def _miner_annotations(page: Any) -> list[str]:
@@ -506,7 +542,7 @@ def _pdfium_events(data: bytes, max_pages: int) -> Events:
         except Exception:  # a broken outline costs the outline, never the text
             outline = []
         yield {"meta": {"pages": n, "title": title or None, "outline": outline}}
-        gaps, angles = _Gaps(), _Angles()
+        gaps, angles, reader_notes = _Gaps(), _Angles(), _Notes()
         respace: bool | None = None  # None: probing; then every page, or none
         probed = breaks = 0
         for i in range(min(n, max_pages)):
@@ -534,7 +570,7 @@ def _pdfium_events(data: bytes, max_pages: int) -> Events:
                     finally:
                         textpage.close()
                     try:
-                        notes = _pdfium_annotations(page)
+                        notes = reader_notes.read(page)
                     except Exception:  # a broken annotation costs the notes, never the text
                         notes = []
                 finally:
@@ -757,19 +793,14 @@ def engine_version(engine: str, ctx: Context) -> str | None:
     return _ENGINE_VERSIONS[key]
 
 
-def _visible(text: str) -> int:
-    """Characters that are not white space."""
-    return len(text) - sum(text.count(c) for c in " \t\n\r\f\v")
-
-
 def page_kind(text: str) -> str:
     """How a page's own text layer reads: ``text``; ``garbage`` (under 90% printable: glyphs
     without a Unicode mapping); ``short`` (fewer than MIN_PAGE_CHARS visible characters) or
     ``blank`` (none).  Every page but ``text`` is a page to OCR."""
-    visible = _visible(text)
+    visible, bad = _measure(text)
     if not visible:
         return "blank"
-    if printable_ratio(text) < MIN_PRINTABLE:
+    if bad > (1 - MIN_PRINTABLE) * visible:
         return "garbage"
     return "short" if visible < MIN_PAGE_CHARS else "text"
 
@@ -801,6 +832,22 @@ class _PageImages:
     def close(self) -> None:
         if self.pdf is not None:
             self.pdf.close()
+
+    def has_content(self, number: int) -> bool:
+        """Whether page ``number`` holds any page object (image, path, text) to look at;
+        True when PDFium cannot tell."""
+        if self.pdf is None:
+            return True
+        import pypdfium2.raw as raw
+
+        try:
+            page = self.pdf[number - 1]
+            try:
+                return raw.FPDFPage_CountObjects(page.raw) != 0
+            finally:
+                page.close()
+        except Exception:
+            return True
 
     def image(self, number: int) -> _PageImage | None:
         """Page ``number`` (1-based) at ``ocr_dpi`` (less when the page would exceed
@@ -856,7 +903,7 @@ class _OcrPass:
     renderer: str | None = None
 
 
-def _ocr_pass(data: bytes, candidates: list[int], ctx: Context) -> _OcrPass:
+def _ocr_pass(data: bytes, candidates: list[int], kinds: list[str], ctx: Context) -> _OcrPass:
     """Render each candidate page and OCR it, one page at a time, in page order: at most
     ``ocr_max_pages`` pages go to tesseract, and none once less than OCR_RESERVE_S of the
     document's deadline is left, so the text already read is still written."""
@@ -877,6 +924,12 @@ def _ocr_pass(data: bytes, candidates: list[int], ctx: Context) -> _OcrPass:
             if tesseract and left is not None and left <= OCR_RESERVE_S:
                 out.stopped.append(i)
                 continue
+            if kinds[i] == "blank" and not images.has_content(i + 1):
+                out.blank.add(i)  # an empty page: nothing to render
+                continue
+            if not tesseract:  # a page to OCR, and no OCR: nothing rendered
+                out.untried.append(i)
+                continue
             try:
                 image = images.image(i + 1)
             except ToolFailed as e:
@@ -887,9 +940,6 @@ def _ocr_pass(data: bytes, candidates: list[int], ctx: Context) -> _OcrPass:
                 continue
             if image is None:
                 out.blank.add(i)
-                continue
-            if not tesseract:
-                out.untried.append(i)
                 continue
             sent += 1
             left = _time_left(ctx)
@@ -938,7 +988,7 @@ def _finish(
             entry["source"] = "failed"
         sources.append(entry)
     candidates = [i for i, k in enumerate(kinds) if k != "text" and i not in got.failed]
-    ocr = _ocr_pass(doc.data, candidates, ctx) if candidates else _OcrPass()
+    ocr = _ocr_pass(doc.data, candidates, kinds, ctx) if candidates else _OcrPass()
     for i, (found, renderer, dpi) in ocr.done.items():
         if found.text.strip():
             texts[i] = _clean_page(found.text)
