@@ -121,6 +121,29 @@ def ocr_image(
     return parse_tsv(result.stdout.decode("utf-8", "replace"))
 
 
+def detect_rotation(
+    image: bytes, ctx: Context, dpi: int | None = None, timeout: float | None = None,
+) -> int | None:
+    """How many degrees clockwise the image (bytes on tesseract's stdin) must be turned to
+    stand upright, by tesseract's orientation and script detection (``--psm 0``, the ``osd``
+    model); None when it finds none.  Raises ToolFailed when tesseract cannot run."""
+    tesseract = ctx.tools.get("tesseract")
+    if tesseract is None:
+        raise Unsupported(NEEDS_TESSERACT)
+    argv = [tesseract, "stdin", "stdout", "--psm", "0"]
+    if dpi:
+        argv += ["--dpi", str(dpi)]
+    result = ctx.run_tool(argv, input=image, scratch=False, timeout=timeout,
+                          max_output=64 * 1024)
+    if result.returncode != 0:  # too few characters, no osd model, …
+        return None
+    for line in result.stdout.decode("utf-8", "replace").splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "Rotate" and value.strip().isdigit():
+            return int(value) % 360
+    return None
+
+
 def ocr_image_file(path: Path, ctx: Context) -> str:
     """The text tesseract (English) reads in the image file ``path`` (see :func:`ocr_image`)."""
     return ocr_image(path, ctx).text

@@ -34,7 +34,7 @@ from .base import Context, Document, Limits, MiB, Reader, ReadResult, TextSink
 from .errors import (
     CapReached, CorruptDocument, EncryptedDocument, ReaderError, ToolFailed, Unsupported,
 )
-from .ocr import NEEDS_TESSERACT, OcrText, ocr_image, tesseract_version
+from .ocr import NEEDS_TESSERACT, OcrText, detect_rotation, ocr_image, tesseract_version
 
 ENCRYPTED = "encrypted PDF (password required)"
 NO_TEXT_LAYER = "no text layer (scanned PDF?)"
@@ -51,6 +51,7 @@ MAX_PAGE_WARNINGS = 20
 MIN_PAGE_CHARS = 10  # a page with fewer visible characters of its own is OCRed (as Tika does)
 MAX_OCR_PIXELS = 40_000_000  # a page image is rendered at a lower dpi beyond this (40 MB gray)
 OCR_RESERVE_S = 5.0  # no page goes to tesseract with less than this left of the deadline
+LOW_CONFIDENCE = 60.0  # under this mean word confidence, a page's orientation is checked
 _WHITE = bytes(range(248, 256))  # gray levels a blank page renders in
 
 # What makes text "not printable": C0/C1 controls other than whitespace, private-use code
@@ -807,8 +808,24 @@ def page_kind(text: str) -> str:
 
 @dataclass(frozen=True)
 class _PageImage:
-    pgm: bytes  # 8-bit gray, binary PGM
+    pixels: bytes  # 8-bit gray, row after row
+    width: int
+    height: int
     dpi: int
+
+    @property
+    def pgm(self) -> bytes:
+        """The image as binary PGM, which tesseract (leptonica) reads from its stdin."""
+        return b"P5\n%d %d\n255\n" % (self.width, self.height) + self.pixels
+
+    def turned(self, degrees: int) -> "_PageImage":
+        """The image turned ``degrees`` (90, 180, 270) clockwise."""
+        from PIL import Image
+
+        how = {90: Image.Transpose.ROTATE_270, 180: Image.Transpose.ROTATE_180,
+               270: Image.Transpose.ROTATE_90}[degrees]
+        im = Image.frombytes("L", (self.width, self.height), self.pixels).transpose(how)
+        return _PageImage(im.tobytes(), im.width, im.height, self.dpi)
 
 
 class _PageImages:
@@ -875,7 +892,6 @@ class _PageImages:
                     page.close()
             except Exception as e:
                 raise ToolFailed(f"rendering failed: {type(e).__name__}: {e}") from None
-            pgm = b"P5\n%d %d\n255\n" % (w, h) + pixels
         else:
             res = self.ctx.run_tool([self.ctx.tools["pdftoppm"], "-r", str(dpi), "-f",
                                      str(number), "-l", str(number), "-gray", "fd://0"],
@@ -883,18 +899,19 @@ class _PageImages:
             if res.returncode != 0 or res.truncated or not res.stdout.startswith(b"P5"):
                 why = "image over the output limit" if res.truncated else _first_line(res.stderr)
                 raise ToolFailed(f"pdftoppm: {why or 'no image'}")
-            pgm = res.stdout
-            pixels = pgm.split(b"\n", 3)[-1]  # after "P5", "width height", "255"
+            magic, size, _, pixels = res.stdout.split(b"\n", 3)  # P5, "w h", 255, pixels
+            w, h = (int(v) for v in size.split())
         if not pixels.translate(None, _WHITE):
             return None
-        return _PageImage(pgm, dpi)
+        return _PageImage(pixels, w, h, dpi)
 
 
 @dataclass
 class _OcrPass:
     """What OCR did with the pages that needed it (0-based indices)."""
 
-    done: dict[int, tuple[OcrText, str, int]] = field(default_factory=dict)  # text, renderer, dpi
+    # page -> (text, renderer, dpi, degrees the image was turned)
+    done: dict[int, tuple[OcrText, str, int, int]] = field(default_factory=dict)
     blank: set[int] = field(default_factory=set)  # rendered white: nothing to read
     untried: list[int] = field(default_factory=list)  # not blank, but no tesseract
     capped: list[int] = field(default_factory=list)  # past ocr_max_pages
@@ -952,10 +969,36 @@ def _ocr_pass(data: bytes, candidates: list[int], kinds: list[str], ctx: Context
                 else:
                     out.failed[i] = e.message
                 continue
-            out.done[i] = (got, images.name, image.dpi)
+            turned = 0
+            if (got.confidence or 0.0) < LOW_CONFIDENCE:
+                got, turned = _try_turned(image, got, ctx)
+            out.done[i] = (got, images.name, image.dpi, turned)
     finally:
         images.close()
     return out
+
+
+def _try_turned(image: _PageImage, got: OcrText, ctx: Context) -> tuple[OcrText, int]:
+    """A page read with low confidence may be a scan lying on its side or upside down:
+    tesseract's orientation detection (``--psm 0``) says how far to turn it; the turned image
+    is read again and kept when its confidence is higher.  (Tesseract reads text turned 90°
+    itself, often well; 180° and 270° it reads as garbage.)"""
+    left = _time_left(ctx)
+    if left is not None and left <= 2 * OCR_RESERVE_S:
+        return got, 0
+    try:
+        degrees = detect_rotation(image.pgm, ctx, dpi=image.dpi, timeout=None if left is None
+                                  else max(0.1, left - OCR_RESERVE_S))
+        if degrees not in (90, 180, 270):
+            return got, 0
+        left = _time_left(ctx)
+        again = ocr_image(image.turned(degrees).pgm, ctx, dpi=image.dpi,
+                          timeout=None if left is None else max(0.1, left - OCR_RESERVE_S))
+    except ToolFailed:  # no orientation found, no time: the first reading stands
+        return got, 0
+    if (again.confidence or 0.0) > (got.confidence or 0.0):
+        return again, degrees
+    return got, 0
 
 
 def _time_left(ctx: Context) -> float | None:
@@ -989,12 +1032,18 @@ def _finish(
         sources.append(entry)
     candidates = [i for i, k in enumerate(kinds) if k != "text" and i not in got.failed]
     ocr = _ocr_pass(doc.data, candidates, kinds, ctx) if candidates else _OcrPass()
-    for i, (found, renderer, dpi) in ocr.done.items():
+    for i, (found, renderer, dpi, turned) in ocr.done.items():
         if found.text.strip():
             texts[i] = _clean_page(found.text)
             sources[i] = {"page": i + 1, "source": "ocr", "engine": "tesseract",
                           "version": tesseract_version(ctx), "confidence": found.confidence,
                           "renderer": renderer, "dpi": dpi}
+            if turned:
+                sources[i]["turned"] = turned
+        else:
+            sources[i]["ocr_empty"] = True
+    for i in ocr.blank:
+        sources[i]["blank"] = True
     garbage = [i for i in candidates if kinds[i] == "garbage" and sources[i]["source"] != "ocr"]
     for i in garbage:  # never stored: a page of glyphs without a Unicode mapping
         ratio = printable_ratio(texts[i])

@@ -281,14 +281,16 @@ class PdfBuilder:
         return self.add_page(text_content(text))
 
     def add_image_page(self, gray: bytes, width: int, height: int) -> Ref:
-        """A page whose only content is an 8-bit grayscale image scaled to the page width."""
+        """A page whose only content is an 8-bit grayscale image scaled to the page width
+        (or to its height, for a tall image), at the top of the page."""
         image = self.w.add(Stream({
             "Type": Name("XObject"), "Subtype": Name("Image"), "Width": width,
             "Height": height, "ColorSpace": Name("DeviceGray"), "BitsPerComponent": 8,
             "Filter": Name("FlateDecode"),
         }, zlib.compress(gray)))
-        h = 540 * height / width
-        content = b"q 540 0 0 %.2f 36 %.2f cm /Im1 Do Q" % (h, 792 - 36 - h)
+        scale = min(540 / width, 720 / height)
+        w, h = width * scale, height * scale
+        content = b"q %.2f 0 0 %.2f 36 %.2f cm /Im1 Do Q" % (w, h, 792 - 36 - h)
         return self.add_page(content, {"XObject": {"Im1": image}})
 
     def add_outline(self, items: list[OutlineItem]) -> Ref:
@@ -498,23 +500,28 @@ def make_junk_header(text: str) -> bytes:
     return b"J" * 2000 + b"\n" + make_text_pdf([text])
 
 
-def render_text_gray(text: str, size: int = 48) -> tuple[bytes, int, int]:
-    """``text`` in black on white with Pillow's default font: (8-bit gray samples, width,
-    height)."""
+def render_text_gray(text: str, size: int = 48, turned: int = 0) -> tuple[bytes, int, int]:
+    """``text`` (lines split on newlines) in black on white with Pillow's default font,
+    turned ``turned`` degrees counter-clockwise (a scan lying on its side or upside down):
+    (8-bit gray samples, width, height)."""
     from PIL import Image, ImageDraw, ImageFont
 
     font = ImageFont.load_default(size=size)
-    left, top, right, bottom = font.getbbox(text)
+    probe = ImageDraw.Draw(Image.new("L", (1, 1)))
+    left, top, right, bottom = probe.multiline_textbbox((0, 0), text, font=font)
     width, height = right - left + 2 * size, bottom - top + 2 * size
     im = Image.new("L", (width, height), 255)
-    ImageDraw.Draw(im).text((size - left, size - top), text, font=font, fill=0)
-    return im.tobytes(), width, height
+    ImageDraw.Draw(im).multiline_text((size - left, size - top), text, font=font, fill=0)
+    if turned:
+        im = im.rotate(turned, expand=True, fillcolor=255)
+    return im.tobytes(), im.width, im.height
 
 
-def make_image_only(text: str) -> bytes:
-    """One page holding ``text`` only as pixels (a scanned page)."""
+def make_image_only(text: str, turned: int = 0) -> bytes:
+    """One page holding ``text`` only as pixels (a scanned page), turned ``turned`` degrees
+    counter-clockwise."""
     b = PdfBuilder()
-    gray, width, height = render_text_gray(text)
+    gray, width, height = render_text_gray(text, turned=turned)
     b.add_image_page(gray, width, height)
     return b.build()
 

@@ -783,3 +783,68 @@ def test_rotated_text_reads_in_order(tmp_path):
     for n, page in enumerate(pages, 1):
         assert block in page, (n, page)
     assert pages[5].startswith("Heading above the side label\n")
+
+
+@needs_ocr
+@pytest.mark.parametrize("turned", [90, 180])
+def test_scan_lying_on_its_side_or_upside_down_is_turned(turned, tmp_path):
+    """Tesseract reads a page turned 180° as garbage with a low confidence: its orientation
+    detection says how to turn it, and the turned page is read again."""
+    text = ("The quick brown fox jumps over\nthe lazy dog near the river bank\n"
+            "while seven wombats watch quietly\nfrom the tall grass by the road")
+    out = read(pdfgen.make_image_only(text, turned=turned),
+               ctx_for("pdfium", tmp_path, tools=("tesseract",), ocr_dpi=150))
+    assert out.status == "ok", out.error
+    assert "seven wombats watch quietly" in out.text
+    (source,) = out.meta["page_sources"]
+    assert source["confidence"] > 80
+    if turned == 180:  # at 90° tesseract's own reading may already be good enough
+        assert source["turned"] == 180
+
+
+# --------------------------------------------------------------- real samples of each class
+
+def test_real_annotations(tmp_path):
+    """xdvipdfmx text with two sticky notes added in a viewer, one of them with umlauts."""
+    out = read((SAMPLES / "pypdf-commented.pdf").read_bytes(), ctx_for("pdfium", tmp_path))
+    assert out.status == "ok", out.error
+    assert "The round pegs in the square holes." in out.text
+    assert out.text.index("The round pegs") < out.text.index("[annotation] Note in second")
+    assert "[annotation] note over \"kinds\"\n\nLike in \"kinds of people\"" in out.text
+    assert "Umlaut: äöüß" in out.text
+    assert out.meta["page_sources"][0]["annotations"] == 2
+
+
+def test_real_font_without_mapping(tmp_path):
+    data = (SAMPLES / "ocrmypdf-type3-font-nomapping.pdf").read_bytes()
+    out = read(data, LocalContext(Limits(), {}, tmpdir=tmp_path))
+    assert (out.status, out.error) == ("unsupported", "needs pdftotext (poppler) on this machine")
+
+
+@needs_ocr
+def test_real_font_without_mapping_is_ocred(tmp_path):
+    data = (SAMPLES / "ocrmypdf-type3-font-nomapping.pdf").read_bytes()
+    out = read(data, LocalContext(Limits(), {"tesseract": TESSERACT}, tmpdir=tmp_path))
+    assert out.status == "ok" and out.extractor == "pdfium+tesseract"
+    assert out.text == "ua\n"  # what the page shows
+
+
+@needs_ocr
+def test_real_mixed_document(tmp_path):
+    """A real text PDF with a real scanned page put after it (pages joined with PDFium)."""
+    import pypdfium2 as pdfium
+
+    joined = pdfium.PdfDocument.new()
+    for name in ("crazyones.pdf", "ocrmypdf-linn-scan.pdf"):
+        part = pdfium.PdfDocument((SAMPLES / name).read_bytes())
+        joined.import_pages(part)
+        part.close()
+    buf = io.BytesIO()
+    joined.save(buf)
+    joined.close()
+    out = read(buf.getvalue(), ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=100))
+    assert out.status == "ok", out.error
+    native, scanned = out.text.split("\f")
+    assert "the round pegs in the square holes" in native.lower()
+    assert "32 Track MIDI Sequence Recorder" in scanned
+    assert [s["source"] for s in out.meta["page_sources"]] == ["native", "ocr"]
