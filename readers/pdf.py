@@ -521,6 +521,16 @@ def _miner_annotations(page: Any) -> list[str]:
     return notes
 
 
+def _pdfium_meta(pdf: Any) -> dict[str, Any]:
+    """Page count, title and outline of an open PDFium document."""
+    title = (pdf.get_metadata_value("Title") or "").replace("\x00", "").strip()
+    try:
+        outline = walk_outline(_PdfiumOutline(pdf))
+    except Exception:  # a broken outline costs the outline, never the text
+        outline = []
+    return {"pages": len(pdf), "title": title or None, "outline": outline}
+
+
 def _pdfium_events(data: bytes, max_pages: int) -> Events:
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
@@ -537,12 +547,7 @@ def _pdfium_events(data: bytes, max_pages: int) -> Events:
         raise CorruptDocument(f"unreadable PDF: {reason}") from None
     try:
         n = len(pdf)
-        title = (pdf.get_metadata_value("Title") or "").replace("\x00", "").strip()
-        try:
-            outline = walk_outline(_PdfiumOutline(pdf))
-        except Exception:  # a broken outline costs the outline, never the text
-            outline = []
-        yield {"meta": {"pages": n, "title": title or None, "outline": outline}}
+        yield {"meta": _pdfium_meta(pdf)}
         gaps, angles, reader_notes = _Gaps(), _Angles(), _Notes()
         respace: bool | None = None  # None: probing; then every page, or none
         probed = breaks = 0
@@ -688,21 +693,40 @@ def _pdftotext_events(
     """pdftotext as an engine: ``-layout`` text split on its form feeds.  It gives no title or
     outline, so the meta is the one an engine already read, else PDFium's (read while
     pdftotext runs), else a page count.  The PDF goes to pdftotext's stdin as a memory file
-    (``fd://0``): no scratch directory, nothing written to disk."""
+    (``fd://0``): no scratch directory, nothing written to disk.  The annotation notes are
+    PDFium's, read while pdftotext runs too (none when PDFium cannot open the file)."""
     probed: list[dict[str, Any] | None] = []
+    notes: dict[int, list[str]] = {}
 
     def probe() -> None:
-        events = _pdfium_events(data, 0)
         try:
-            probed.append(next(events)["meta"])
-        except (CorruptDocument, EncryptedDocument):
+            import pypdfium2 as pdfium
+
+            pdf = pdfium.PdfDocument(data)
+        except Exception:  # PDFium cannot open it: pdftotext's text and page count alone
             probed.append(None)
+            return
+        try:
+            if meta is None:
+                probed.append(_pdfium_meta(pdf))
+            reader = _Notes()
+            for i in range(min(len(pdf), max_pages)):
+                try:
+                    page = pdf[i]
+                    try:
+                        found = reader.read(page)
+                    finally:
+                        page.close()
+                except Exception:  # a broken page or annotation costs its notes only
+                    continue
+                if found:
+                    notes[i + 1] = found
         finally:
-            events.close()
+            pdf.close()
 
     result = ctx.run_tool([ctx.tools["pdftotext"], "-layout", "-enc", "UTF-8", "-l",
                            str(max_pages), "fd://0", "-"], input=data, scratch=False,
-                          while_running=probe if meta is None else None)
+                          while_running=probe)
     if meta is None and probed:
         meta = probed[0]
     if result.truncated:
@@ -717,7 +741,14 @@ def _pdftotext_events(
         pages.pop()  # pdftotext ends every page, the last one too, with a form feed
     yield {"meta": meta or {"pages": len(pages), "title": None, "outline": []}}
     for i, text in enumerate(pages, 1):
-        yield {"page": i, "text": _clean_page(text)}
+        event: dict[str, Any] = {"page": i, "text": _clean_page(text)}
+        # poppler draws the appearance of some annotations (free text) into the page's text:
+        # a note already there is not repeated
+        flat = " ".join(text.split())
+        found = [n for n in notes.get(i, ()) if " ".join(n.split()) not in flat]
+        if found:
+            event["annotations"] = found
+        yield event
 
 
 # ------------------------------------------------------------------------------ the reader
