@@ -50,7 +50,7 @@ BUILTIN_ENGINES = ("pdfium", "pdfplumber")
 MAX_PAGE_WARNINGS = 20
 MIN_PAGE_CHARS = 10  # a page with fewer visible characters of its own is OCRed (as Tika does)
 MAX_OCR_PIXELS = 40_000_000  # a page image is rendered at a lower dpi beyond this (40 MB gray)
-OCR_RESERVE_S = 5.0  # no page goes to tesseract with less than this left of the deadline
+OCR_RESERVE_S = 5.0  # of the deadline, kept for writing the text: OCR stops before it
 LOW_CONFIDENCE = 60.0  # under this mean word confidence, a page's orientation is checked
 _WHITE = bytes(range(248, 256))  # gray levels a blank page renders in
 
@@ -969,7 +969,7 @@ def _ocr_pass(data: bytes, candidates: list[int], kinds: list[str], ctx: Context
                 out.capped.append(i)
                 continue
             left = _time_left(ctx)
-            if tesseract and left is not None and left <= OCR_RESERVE_S:
+            if tesseract and left is not None and left <= 0:
                 out.stopped.append(i)
                 continue
             if kinds[i] == "blank" and not images.has_content(i + 1):
@@ -992,8 +992,8 @@ def _ocr_pass(data: bytes, candidates: list[int], kinds: list[str], ctx: Context
             sent += 1
             left = _time_left(ctx)
             try:
-                got = ocr_image(image.pgm, ctx, dpi=image.dpi, timeout=None if left is None
-                                else max(0.1, left - OCR_RESERVE_S))
+                got = ocr_image(image.pgm, ctx, dpi=image.dpi,
+                                timeout=None if left is None else max(0.1, left))
             except ToolFailed as e:
                 if e.kind == "timeout":
                     out.stopped.append(i)
@@ -1015,16 +1015,16 @@ def _try_turned(image: _PageImage, got: OcrText, ctx: Context) -> tuple[OcrText,
     is read again and kept when its confidence is higher.  (Tesseract reads text turned 90°
     itself, often well; 180° and 270° it reads as garbage.)"""
     left = _time_left(ctx)
-    if left is not None and left <= 2 * OCR_RESERVE_S:
+    if left is not None and left <= OCR_RESERVE_S:  # two more tesseract runs would not fit
         return got, 0
     try:
-        degrees = detect_rotation(image.pgm, ctx, dpi=image.dpi, timeout=None if left is None
-                                  else max(0.1, left - OCR_RESERVE_S))
+        degrees = detect_rotation(image.pgm, ctx, dpi=image.dpi,
+                                  timeout=None if left is None else max(0.1, left))
         if degrees not in (90, 180, 270):
             return got, 0
         left = _time_left(ctx)
         again = ocr_image(image.turned(degrees).pgm, ctx, dpi=image.dpi,
-                          timeout=None if left is None else max(0.1, left - OCR_RESERVE_S))
+                          timeout=None if left is None else max(0.1, left))
     except ToolFailed:  # no orientation found, no time: the first reading stands
         return got, 0
     if (again.confidence or 0.0) > (got.confidence or 0.0):
@@ -1033,8 +1033,13 @@ def _try_turned(image: _PageImage, got: OcrText, ctx: Context) -> tuple[OcrText,
 
 
 def _time_left(ctx: Context) -> float | None:
+    """Seconds left of the document's deadline, less the reserve kept for writing the text
+    (OCR_RESERVE_S, or a tenth of a short ``tool_deadline_s``); None when the context has no
+    deadline."""
     time_left = getattr(ctx, "time_left", None)
-    return time_left() if callable(time_left) else None
+    if not callable(time_left):
+        return None
+    return time_left() - min(OCR_RESERVE_S, 0.1 * ctx.limits.tool_deadline_s)
 
 
 def _page_list(indices: list[int]) -> str:
@@ -1107,7 +1112,7 @@ def _finish(
     if not any(t.strip() for t in texts):
         return ReadResult(extractor=extractor, meta={**meta, "empty_reason": NO_TEXT_LAYER},
                           warnings=warnings)
-    _write_pages(sink, texts, extractor, meta)
+    _write_pages(sink, texts, extractor, meta, warnings)
     caps: list[tuple[str, str]] = []
     n = got.meta["pages"]
     if n > limits.max_pages and not got.chars_full:
@@ -1120,21 +1125,25 @@ def _finish(
     if caps:
         for cap, detail in caps[1:]:
             warnings.append(f"{cap} reached: {detail}")
-        raise CapReached(caps[0][0], caps[0][1], extractor=extractor, meta=meta)
+        raise CapReached(caps[0][0], caps[0][1], extractor=extractor, meta=meta,
+                         warnings=warnings)
     return ReadResult(extractor=extractor, meta=meta, warnings=warnings)
 
 
 def _write_pages(
     sink: TextSink, texts: list[str], extractor: str, meta: dict[str, Any],
+    warnings: list[str],
 ) -> None:
-    """Pages into the sink separated by form feeds; a character cap keeps extractor and meta."""
+    """Pages into the sink separated by form feeds; a character cap keeps extractor, meta and
+    warnings."""
     try:
         for i, text in enumerate(texts):
             if i:
                 sink.write("\f")
             sink.write(text + "\n" if text else "")
     except CapReached as cap:
-        raise CapReached(cap.cap, cap.detail, extractor=extractor, meta=meta) from None
+        raise CapReached(cap.cap, cap.detail, extractor=extractor, meta=meta,
+                         warnings=warnings) from None
 
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:

@@ -853,3 +853,17 @@ def test_real_mixed_document(tmp_path):
     assert "the round pegs in the square holes" in native.lower()
     assert "32 Track MIDI Sequence Recorder" in scanned
     assert [s["source"] for s in out.meta["page_sources"]] == ["native", "ocr"]
+
+
+@needs_ocr
+def test_two_caps_name_the_first_and_warn_of_the_second(tmp_path):
+    b = pdfgen.PdfBuilder()
+    gray, w, h = pdfgen.render_text_gray("WOMBAT")
+    for _ in range(3):
+        b.add_image_page(gray, w, h)
+    ctx = ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_max_pages=1, max_pages=2,
+                  ocr_dpi=100)
+    out = read(b.build(), ctx)
+    assert out.limit == "max_pages" and "2 of 3 pages" in out.text
+    assert out.warnings == ["ocr_max_pages reached: 1 of 2 pages to OCR"]
+    assert len(out.meta["page_sources"]) == 2
