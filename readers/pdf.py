@@ -61,11 +61,29 @@ _BAD = re.compile(
 _CID = re.compile(r"\(cid:\d+\)")
 _ASCII_BAD = re.compile("[\x00-\x08\x0e-\x1f\x7f]")
 # A C1 control character in a page's text is a byte of a font without a usable encoding read
-# as Latin-1; documents do not hold C1 controls, and such bytes are nearly always Windows-1252
-# punctuation (German „…“, dashes, €), so the ones Windows-1252 defines are read as it reads them.
+# as Latin-1 (documents do not hold C1 controls).  Such bytes are Windows-1252 punctuation
+# (German „…“, dashes, €) in fonts from Windows, or Mac OS Roman letters (ä = 0x8A, ö = 0x9A,
+# ü = 0x9F) in fonts from a Mac.  In Windows-1252 0x80-0x9F are marks: quotes touch a word on
+# one side, dashes and bullets on neither; in Mac Roman they are letters, mostly inside words.
+# So a page with more C1 bytes between two letters than between two non-letters is read as
+# Mac Roman — all its characters U+0080-U+00FF, since that font's other bytes (ß = 0xA7, „ =
+# 0xE3) were misread as Latin-1 too — and any other page's C1 bytes as Windows-1252 (0x92, the
+# Windows apostrophe of "don’t", does not vote).
 _C1 = re.compile("[\x80-\x9f]")
 _C1_CP1252 = {c: bytes([c]).decode("cp1252") for c in range(0x80, 0xA0)
               if c not in (0x81, 0x8D, 0x8F, 0x90, 0x9D)}  # the five cp1252 leaves undefined
+_C1_MAC = {c: bytes([c]).decode("mac_roman") for c in range(0x80, 0x100)}
+_LETTER = "[^\\W\\d_]"
+_C1_VOTER = "[\\x80-\\x91\\x93-\\x9f]"
+_C1_INSIDE = re.compile(f"(?<={_LETTER}){_C1_VOTER}(?={_LETTER})")
+_C1_APART = re.compile(f"(?<!{_LETTER}){_C1_VOTER}(?!{_LETTER})")
+
+
+def repair_c1(text: str) -> str:
+    """``text`` with its C1 control characters read as Windows-1252 or Mac Roman bytes."""
+    mac = len(_C1_INSIDE.findall(text)) > len(_C1_APART.findall(text))
+    return text.translate(_C1_MAC if mac else _C1_CP1252)
+
 
 Events = Generator[dict[str, Any], None, None]  # the meta event, then page events
 
@@ -111,7 +129,7 @@ def _clean_page(text: str) -> str:
     if not text.isascii():
         text = text.encode("utf-8", "replace").decode("utf-8")
         if _C1.search(text):
-            text = text.translate(_C1_CP1252)
+            text = repair_c1(text)
     return "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")
 
 

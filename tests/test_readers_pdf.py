@@ -867,3 +867,13 @@ def test_two_caps_name_the_first_and_warn_of_the_second(tmp_path):
     assert out.limit == "max_pages" and "2 of 3 pages" in out.text
     assert out.warnings == ["ocr_max_pages reached: 1 of 2 pages to OCR"]
     assert len(out.meta["page_sources"]) == 2
+
+
+def test_c1_bytes_by_their_font_encoding():
+    """Windows-1252 punctuation stands between words, Mac Roman letters inside them."""
+    assert pdfreader.repair_c1("Er sagte \x84hallo\x93 \x96 dann, don\x92t \x85") == (
+        "Er sagte „hallo“ – dann, don’t …")
+    assert pdfreader.repair_c1("\x84Zitat\x93") == "„Zitat“"
+    mac = "Die M\x8anner m\x9fssen gr\x9a\xa7ere \x80pfel sch\x8alen: \xe3so\xd2."
+    assert pdfreader.repair_c1(mac) == "Die Männer müssen größere Äpfel schälen: „so“."
+    assert pdfreader.repair_c1("Größe") == "Größe"
