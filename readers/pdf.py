@@ -360,10 +360,11 @@ class _Gaps:
 # on a portrait one, a /Rotate 90 scan with its text turned to match) comes out of PDFium
 # with its lines glued ("hotelindia") and out of order, since PDFium breaks lines on the page's
 # vertical axis.  Such pages are found by sampling character angles (every ANGLE_STRIDE-th
-# character) and then laid out again in each angle's
+# character, at most ANGLE_SAMPLES a page: ≈ 1 µs each) and then laid out again in each angle's
 # own frame: lines split where the baseline moves across the text direction or the text runs
 # back, and ordered top to bottom, left to right as the rotated text reads.
-ANGLE_STRIDE = 32
+ANGLE_STRIDE = 32  # every 32nd character is looked at, at most ANGLE_SAMPLES of them a page
+ANGLE_SAMPLES = 40
 ANGLE_STEP = 5  # degrees: characters within one step share a frame
 ANGLE_TOLERANCE = math.radians(ANGLE_STEP / 2)
 
@@ -402,7 +403,8 @@ class _Angles:
             return False
         # an angle (0…2π) more than ANGLE_TOLERANCE from 0 and from 2π is |a - π| < π - tol;
         # min over map() keeps the loop in C
-        angles = map(self._angle, itertools.repeat(handle, n), range(0, n, ANGLE_STRIDE))
+        stride = max(ANGLE_STRIDE, n // ANGLE_SAMPLES)
+        angles = map(self._angle, itertools.repeat(handle, n), range(0, n, stride))
         return min(map(abs, map(operator.sub, angles, itertools.repeat(math.pi)))) \
             < math.pi - ANGLE_TOLERANCE
 
