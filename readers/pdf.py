@@ -364,7 +364,7 @@ class _Gaps:
 # own frame: lines split where the baseline moves across the text direction or the text runs
 # back, and ordered top to bottom, left to right as the rotated text reads.
 ANGLE_STRIDE = 32  # every 32nd character is looked at, at most ANGLE_SAMPLES of them a page
-ANGLE_SAMPLES = 40
+ANGLE_SAMPLES = 16
 ANGLE_STEP = 5  # degrees: characters within one step share a frame
 ANGLE_TOLERANCE = math.radians(ANGLE_STEP / 2)
 
