@@ -427,7 +427,7 @@ class _Angles:
             if ch in "\r\n":
                 line = None
                 continue
-            if ch in _SPACE:
+            if ch in _SPACE and ch != "\x02":  # PDFium's line-end hyphen is a glyph
                 if line is not None:
                     line[4].append(" ")
                 continue
@@ -968,7 +968,6 @@ class _OcrPass:
     capped: list[int] = field(default_factory=list)  # past ocr_max_pages
     stopped: list[int] = field(default_factory=list)  # the deadline was near
     failed: dict[int, str] = field(default_factory=dict)
-    renderer: str | None = None
 
 
 def _ocr_pass(data: bytes, candidates: list[int], kinds: list[str], ctx: Context) -> _OcrPass:
@@ -977,7 +976,6 @@ def _ocr_pass(data: bytes, candidates: list[int], kinds: list[str], ctx: Context
     document's deadline is left, so the text already read is still written."""
     out = _OcrPass()
     images = _PageImages(data, ctx)
-    out.renderer = images.name
     if images.name is None:
         out.untried = list(candidates)
         return out

@@ -877,3 +877,25 @@ def test_c1_bytes_by_their_font_encoding():
     mac = "Die M\x8anner m\x9fssen gr\x9a\xa7ere \x80pfel sch\x8alen: \xe3so\xd2."
     assert pdfreader.repair_c1(mac) == "Die Männer müssen größere Äpfel schälen: „so“."
     assert pdfreader.repair_c1("Größe") == "Größe"
+
+
+@needs_ocr
+def test_pdftoppm_renders_what_pdfium_cannot_open(tmp_path):
+    """PDFium gives up on a header after 1 KiB of junk; pdfplumber finds no text layer and
+    pdftoppm (poppler recovers the file) renders the page for tesseract."""
+    data = b"J" * 2000 + b"\n" + pdfgen.make_image_only("QUOKKA 42 zebra")
+    ctx = LocalContext(Limits(ocr_dpi=150), {n: shutil.which(n) for n in OCR_TOOLS},
+                       tmpdir=tmp_path)
+    out = read(data, ctx)
+    assert out.status == "ok", out.error
+    assert out.extractor == "pdfplumber+tesseract" and "QUOKKA" in out.text
+    (source,) = out.meta["page_sources"]
+    assert (source["source"], source["renderer"]) == ("ocr", "pdftoppm")
+
+
+def test_scan_without_any_renderer_says_so(tmp_path):
+    data = b"J" * 2000 + b"\n" + pdfgen.make_image_only("QUOKKA 42 zebra")
+    out = read(data, LocalContext(Limits(), {"tesseract": TESSERACT or "/bin/false"},
+                                  tmpdir=tmp_path))
+    assert (out.status, out.error) == ("empty", "no text layer (scanned PDF?)")
+    assert out.warnings[-1] == "page 1: no text layer, not OCRed: no renderer opens the file"
