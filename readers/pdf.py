@@ -1087,15 +1087,20 @@ def _finish(
     candidates = [i for i, k in enumerate(kinds) if k != "text" and i not in got.failed]
     ocr = _ocr_pass(doc.data, candidates, kinds, ctx) if candidates else _OcrPass()
     for i, (found, renderer, dpi, turned) in ocr.done.items():
-        if found.text.strip():
+        read_chars, own_chars = _measure(found.text)[0], _measure(texts[i])[0]
+        if not read_chars:
+            sources[i]["ocr_unused"] = "read nothing"
+        elif kinds[i] == "short" and read_chars < 2 * own_chars:
+            # OCR of a few words drops and misreads letters ("Test" -> "est"): a short text
+            # layer stays unless OCR found text it lacks (a page number over a scan)
+            sources[i]["ocr_unused"] = "read no more than the text layer"
+        else:
             texts[i] = _clean_page(found.text)
             sources[i] = {"page": i + 1, "source": "ocr", "engine": "tesseract",
                           "version": tesseract_version(ctx), "confidence": found.confidence,
                           "renderer": renderer, "dpi": dpi}
             if turned:
                 sources[i]["turned"] = turned
-        else:
-            sources[i]["ocr_empty"] = True
     for i in ocr.blank:
         sources[i]["blank"] = True
     garbage = [i for i in candidates if kinds[i] == "garbage" and sources[i]["source"] != "ocr"]
