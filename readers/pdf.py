@@ -901,9 +901,10 @@ class _PageImages:
         if self.pdf is not None:
             self.pdf.close()
 
-    def has_content(self, number: int) -> bool:
-        """Whether page ``number`` holds any page object (image, path, text) to look at;
-        True when PDFium cannot tell."""
+    def has_content(self, number: int, images_only: bool = False) -> bool:
+        """Whether page ``number`` holds any page object (image, path, text) to look at, or
+        with ``images_only`` any image (or form XObject, which may hold one); True when
+        PDFium cannot tell."""
         if self.pdf is None:
             return True
         import pypdfium2.raw as raw
@@ -911,7 +912,14 @@ class _PageImages:
         try:
             page = self.pdf[number - 1]
             try:
-                return raw.FPDFPage_CountObjects(page.raw) != 0
+                n = raw.FPDFPage_CountObjects(page.raw)
+                if not images_only:
+                    return n != 0
+                for k in range(n):
+                    kind = raw.FPDFPageObj_GetType(raw.FPDFPage_GetObject(page.raw, k))
+                    if kind in (raw.FPDF_PAGEOBJ_IMAGE, raw.FPDF_PAGEOBJ_FORM):
+                        return True
+                return False
             finally:
                 page.close()
         except Exception:
@@ -993,6 +1001,8 @@ def _ocr_pass(data: bytes, candidates: list[int], kinds: list[str], ctx: Context
             if kinds[i] == "blank" and not images.has_content(i + 1):
                 out.blank.add(i)  # an empty page: nothing to render
                 continue
+            if kinds[i] == "short" and not images.has_content(i + 1, images_only=True):
+                continue  # a few words and drawings: the text layer is all there is to read
             if not tesseract:  # a page to OCR, and no OCR: nothing rendered
                 out.untried.append(i)
                 continue

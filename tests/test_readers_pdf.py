@@ -655,19 +655,57 @@ def test_blank_pages_are_not_sent_to_tesseract(tmp_path, monkeypatch):
     assert out.meta["pages_ocr"] == 0 and out.warnings == []
 
 
+def short_page_over_image(native: bytes, pictured: str) -> bytes:
+    """A page whose text layer is ``native`` (a few characters) over an image of
+    ``pictured``."""
+    b = pdfgen.PdfBuilder()
+    b.add_text_page("A page of ordinary text comes first")
+    gray, w, h = pdfgen.render_text_gray(pictured)
+    image = b.w.add(pdfgen.Stream({
+        "Type": pdfgen.Name("XObject"), "Subtype": pdfgen.Name("Image"), "Width": w,
+        "Height": h, "ColorSpace": pdfgen.Name("DeviceGray"), "BitsPerComponent": 8,
+        "Filter": pdfgen.Name("FlateDecode")}, pdfgen.zlib.compress(gray)))
+    content = (b"q 400 0 0 %.2f 72 400 cm /Im1 Do Q\n" % (400 * h / w)
+               + b"BT /F1 10 Tf 300 40 Td (" + native + b") Tj ET")
+    b.add_page(content, {"Font": {"F1": b.font}, "XObject": {"Im1": image}})
+    return b.build()
+
+
 @needs_ocr
-def test_short_text_layer_is_ocred_and_kept_when_ocr_finds_no_more(tmp_path):
-    """Under 10 visible characters, a page is OCRed; its own text stays when OCR reads no
-    more than it."""
+def test_short_text_layer_without_an_image_is_not_ocred(tmp_path, monkeypatch):
+    calls = []
+    real = pdfreader.ocr_image
+    monkeypatch.setattr(pdfreader, "ocr_image",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
     b = pdfgen.PdfBuilder()
     b.add_text_page("A page of ordinary text comes first")
     b.add_text_page("p. 2")
     out = read(b.build(), ctx_for("pdfium", tmp_path, tools=OCR_TOOLS))
+    assert out.status == "ok" and calls == []
+    assert out.text.split("\f")[1] == "p. 2\n"
+
+
+@needs_ocr
+def test_short_text_layer_is_kept_when_ocr_reads_no_more(tmp_path):
+    """A short text layer over an image without words: OCR reads the rendered layer again
+    (at best); the layer stays, exactly."""
+    data = short_page_over_image(b"Wombat", "")
+    out = read(data, ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150))
     assert out.status == "ok"
-    assert out.text.split("\f")[1] == "p. 2\n"  # its own text, exactly
+    assert out.text.split("\f")[1] == "Wombat\n"
     source = out.meta["page_sources"][1]
-    assert source["source"] == "native" and source["ocr_unused"] in (
-        "read nothing", "read no more than the text layer")
+    assert source["source"] == "native"
+    assert source["ocr_unused"] in ("read no more than the text layer", "read nothing")
+
+
+@needs_ocr
+def test_short_text_layer_over_a_scan_takes_the_ocr_text(tmp_path):
+    """A page number in the text layer over a scanned page: OCR reads far more; it is taken."""
+    data = short_page_over_image(b"12", "QUOKKA 42 zebra\nwombats and koalas")
+    out = read(data, ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150))
+    page = out.text.split("\f")[1]
+    assert out.status == "ok" and "QUOKKA" in page and "koalas" in page
+    assert out.meta["page_sources"][1]["source"] == "ocr"
 
 
 @needs_ocr
@@ -903,20 +941,3 @@ def test_scan_without_any_renderer_says_so(tmp_path):
                                   tmpdir=tmp_path))
     assert (out.status, out.error) == ("empty", "no text layer (scanned PDF?)")
     assert out.warnings[-1] == "page 1: no text layer, not OCRed: no renderer opens the file"
-
-
-@needs_ocr
-def test_short_text_layer_over_a_scan_takes_the_ocr_text(tmp_path):
-    """A page number in the text layer over a scanned page: OCR reads far more; it is taken."""
-    b = pdfgen.PdfBuilder()
-    gray, w, h = pdfgen.render_text_gray("QUOKKA 42 zebra\nwombats and koalas")
-    image = b.w.add(pdfgen.Stream({
-        "Type": pdfgen.Name("XObject"), "Subtype": pdfgen.Name("Image"), "Width": w,
-        "Height": h, "ColorSpace": pdfgen.Name("DeviceGray"), "BitsPerComponent": 8,
-        "Filter": pdfgen.Name("FlateDecode")}, pdfgen.zlib.compress(gray)))
-    content = (b"q 400 0 0 %.2f 72 400 cm /Im1 Do Q\n" % (400 * h / w)
-               + b"BT /F1 10 Tf 300 40 Td (12) Tj ET")
-    b.add_page(content, {"Font": {"F1": b.font}, "XObject": {"Im1": image}})
-    out = read(b.build(), ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150))
-    assert out.status == "ok" and "QUOKKA" in out.text and "koalas" in out.text
-    assert out.meta["page_sources"][0]["source"] == "ocr"
