@@ -83,7 +83,8 @@ def read_document(doc: Document, ctx: Context) -> Outcome:
         text += note + "\n"
         extractor = getattr(cap, "extractor", None) or reader.name
         meta = getattr(cap, "meta", None) or {}
-        return Outcome("ok", normalize_text(text), extractor, limit=limit, meta=meta)
+        return Outcome("ok", normalize_text(text), extractor, limit=limit, meta=meta,
+                       warnings=list(getattr(cap, "warnings", None) or []))
     except Unsupported as u:
         return Outcome("unsupported", extractor=reader.name, error=u.message)
     except ReaderError as e:
