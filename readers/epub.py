@@ -18,7 +18,8 @@ from urllib.parse import unquote
 
 from .base import Context, Document, Reader, ReadResult, TextSink
 from .errors import CapReached, CorruptDocument, EncryptedDocument
-from .markup import html_to_text, sniff_charset
+from . import textcodec
+from .markup import html_to_text, prescan
 from .xmlsafe import Budget, member_chunks, open_zip, parse_xml
 
 EPUB = "application/epub+zip"
@@ -139,8 +140,8 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
             except KeyError:
                 missing.append(path)
                 continue
-            codec, skip = sniff_charset(body)
-            html_to_text(body[skip:].decode(codec, "replace"), sink, ctx.limits)
+            text, _ = textcodec.decode(body, prescan(body) or textcodec.xml_declared(body))
+            html_to_text(text, sink, ctx.limits)
             read_items += 1
         meta["spine_items"] = read_items
     except CapReached as cap:

@@ -27,7 +27,8 @@ from email.utils import format_datetime
 
 from .base import Context, Document, Reader, ReadResult, TextSink
 from .errors import CapReached, CorruptDocument, ReaderError, Unsupported
-from .markup import html_to_text, sniff_charset
+from . import textcodec
+from .markup import html_to_text, prescan
 
 MSG = "application/vnd.ms-outlook"
 
@@ -169,10 +170,10 @@ def _body(msg: _Msg, sink: TextSink, ctx: Context, warnings: list[str]) -> None:
             html_to_text(text, sink, ctx.limits)
             return
     elif html.strip():
-        codec, skip = sniff_charset(html)
-        if codec == "windows-1252" and msg.codec != "cp1252":
-            codec = msg.codec
-        html_to_text(html[skip:].decode(codec, "replace"), sink, ctx.limits)
+        # the body's own declaration first, then the message's code page
+        declared = prescan(html) or textcodec.xml_declared(html) or msg.codec
+        text, _ = textcodec.decode(html, declared)
+        html_to_text(text, sink, ctx.limits)
         return
     rtf = msg.raw(PR_RTF_COMPRESSED, PT_BINARY)
     if rtf:
