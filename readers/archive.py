@@ -30,7 +30,7 @@ import zipfile
 import zlib
 from typing import Callable
 
-from .base import Context, Document, Reader, ReadResult, TextSink
+from .base import NESTED_LIBRARIES, Context, Document, Reader, ReadResult, TextSink
 from .errors import CapReached, CorruptDocument, EncryptedDocument, Unsupported
 from .nested import RATIO_GRACE, Members, Ratio, charge_unpacked
 
@@ -453,4 +453,5 @@ READER = Reader(
               "max_compression_ratio", "max_parts", "pdf_engines", "max_pages", "ocr_max_pages",
               "ocr_dpi", "max_xml_bytes"),
     read=read,
+    libraries=NESTED_LIBRARIES,
 )

@@ -208,6 +208,8 @@ class Reader:
     tools: tuple[str, ...] = ()  # external tools it may use (sensors, not dependencies)
     uses_tool_deadline: bool = False  # deadline is Limits.tool_deadline_s when a tool is present
     settings: tuple[str, ...] = ()  # Limits fields that change this reader's text (task key)
+    # Python distributions whose version changes its text (their versions are in the key)
+    libraries: tuple[str, ...] = ()
 
     def accepts(self, mime: str, name: str = "") -> bool:
         if mime in self.mimes:
@@ -225,3 +227,8 @@ def normalize_text(text: str) -> str:
     if not text.isascii():
         text = unicodedata.normalize("NFC", text)
     return text
+
+
+# Every library a reader of nested documents (an archive, an e-mail) may reach through them.
+NESTED_LIBRARIES = ("charset-normalizer", "compressed-rtf", "msoffcrypto-tool", "olefile",
+                    "pdfplumber", "pypdfium2", "xlrd")

@@ -199,4 +199,5 @@ READER = Reader(
     mimes=("text/csv", "text/tab-separated-values"),
     extensions=(".csv", ".tsv", ".tab"),
     read=read,
+    libraries=("charset-normalizer",),
 )

@@ -161,4 +161,5 @@ READER = Reader(
     extensions=(".epub",),
     settings=("max_member_bytes", "max_xml_bytes", "max_parts"),
     read=read,
+    libraries=("charset-normalizer",),
 )

@@ -21,7 +21,7 @@ import io
 from datetime import datetime
 from typing import Any
 
-from .base import Context, Document, Reader, ReadResult, SinkBuffer, TextSink
+from .base import NESTED_LIBRARIES, Context, Document, Reader, ReadResult, SinkBuffer, TextSink
 from .errors import CapReached, CorruptDocument, EncryptedDocument, Unsupported
 from .officecrypt import decrypt_default
 
@@ -291,4 +291,5 @@ READER = Reader(
               "max_pages", "ocr_max_pages", "ocr_dpi", "max_unpacked_bytes", "max_members",
               "max_compression_ratio"),
     read=read,
+    libraries=NESTED_LIBRARIES,
 )

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from email.message import Message
 
-from .base import Context, Document, Reader, ReadResult, TextSink
+from .base import NESTED_LIBRARIES, Context, Document, Reader, ReadResult, TextSink
 from .errors import CapReached, CorruptDocument, ReaderError, Unsupported
 from . import textcodec
 from .markup import html_to_text
@@ -228,4 +228,5 @@ READER = Reader(
               "max_xml_bytes", "max_depth", "max_members", "max_unpacked_bytes",
               "max_compression_ratio"),
     read=read,
+    libraries=NESTED_LIBRARIES,
 )

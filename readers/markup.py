@@ -433,4 +433,5 @@ READER = Reader(
     mimes=("text/html", "application/xhtml+xml"),
     extensions=(".html", ".htm", ".xhtml"),
     read=read,
+    libraries=("charset-normalizer",),
 )

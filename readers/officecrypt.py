@@ -83,4 +83,5 @@ READER = Reader(
     mimes=(ENCRYPTED_OOXML,),
     settings=("max_member_bytes", "max_xml_bytes"),
     read=read,
+    libraries=("msoffcrypto-tool",),
 )

@@ -25,7 +25,7 @@ import struct
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 
-from .base import Context, Document, Reader, ReadResult, TextSink
+from .base import NESTED_LIBRARIES, Context, Document, Reader, ReadResult, TextSink
 from .errors import CapReached, CorruptDocument, ReaderError, Unsupported
 from . import textcodec
 from .markup import html_to_text, prescan
@@ -335,4 +335,5 @@ READER = Reader(
               "max_pages", "ocr_max_pages", "ocr_dpi", "max_unpacked_bytes", "max_members",
               "max_compression_ratio"),
     read=read,
+    libraries=NESTED_LIBRARIES,
 )

@@ -1261,6 +1261,7 @@ READER = Reader(
     uses_tool_deadline=True,
     settings=("pdf_engines", "max_pages", "ocr_max_pages", "ocr_dpi"),
     read=read,
+    libraries=("pypdfium2", "pdfplumber"),
 )
 
 

@@ -51,4 +51,5 @@ READER = Reader(
     extensions=(".txt", ".text", ".log", ".md", ".rst", ".json", ".yaml", ".yml", ".toml",
                 ".xml", ".sql", ".svg", ".pem", ".py", ".c", ".h", ".js", ".css", ".sh"),
     read=read,
+    libraries=("charset-normalizer",),
 )

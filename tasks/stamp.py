@@ -35,8 +35,11 @@ def inputs_digest(*, manifest_digest: str, extract_version: int,
     """Everything besides the files that decides any task key."""
     parts: list[Any] = [VERSION, manifest_digest, extract_version, no_external,
                         limits.as_dict(), sorted(extra)]
+    from .plan import library_version
+
     parts.append([[r.name, r.version, list(r.mimes), list(r.extensions), list(r.tools),
-                   list(r.settings), r.uses_tool_deadline] for r in registry])
+                   list(r.settings), r.uses_tool_deadline,
+                   [[lib, library_version(lib)] for lib in r.libraries]] for r in registry])
     parts.append(sorted([t.name, t.path, t.key] for t in tools.values()))
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 

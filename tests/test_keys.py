@@ -310,3 +310,17 @@ def test_tool_versions_are_never_null_under_a_busy_pool(tmp_path: Path) -> None:
         assert set(versions) >= {"pdftotext", "pdftoppm", "tesseract"}
         assert all(versions[t] for t in ("pdftotext", "pdftoppm", "tesseract")), versions
         assert all(r["tools_used"] == ["pdftotext"] for r in recs.values()), recs
+
+
+def test_a_reader_library_version_is_in_its_key(monkeypatch) -> None:
+    """A new version of a library a reader reads with (charset-normalizer for text) changes
+    that reader's key, and no other's."""
+    import tasks.plan as plan_mod
+
+    lim = Limits()
+    text = Reader("text", 1, ("text/plain",), _read, libraries=("charset-normalizer",))
+    other = Reader("rtf", 1, ("application/rtf",), _read)
+    before = (task_key(text, "text/plain", lim, {}), task_key(other, "application/rtf", lim, {}))
+    monkeypatch.setattr(plan_mod, "library_version", lambda name: "999.0")
+    after = (task_key(text, "text/plain", lim, {}), task_key(other, "application/rtf", lim, {}))
+    assert before[0] != after[0] and before[1] == after[1]
