@@ -1597,7 +1597,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="ooxml",
-    version=3,
+    version=4,
     mimes=DOCX_MIMES + XLSX_MIMES + PPTX_MIMES + (ENCRYPTED_MIME,),
     extensions=tuple(_EXT_KIND),
     settings=("max_member_bytes", "max_xml_bytes"),

@@ -149,13 +149,16 @@ def test_rtf_body_text_and_symbols():
         "LINKMARK\n"
         "c1\tc2\n"
         "after pict\n"
+        "## header\n"
+        "HEADERMARK\n"
+        "## footer\n"
+        "FOOTERMARK\n"
     )
     assert out.meta == {"codepage": "cp1252"}
 
 
 @pytest.mark.parametrize("word", [
-    "FONTNAMEMARK", "STYLEMARK", "GENERATORMARK", "INFOTITLEMARK", "AUTHORMARK", "HEADERMARK",
-    "FOOTERMARK", "THEMEMARK", "STARMARK", "FLDINSTMARK", "BKMARK", "PICTMARK", "TRAILINGMARK",
+    "FONTNAMEMARK", "STYLEMARK", "GENERATORMARK", "INFOTITLEMARK", "AUTHORMARK", "THEMEMARK", "STARMARK", "FLDINSTMARK", "BKMARK", "PICTMARK", "TRAILINGMARK",
 ])
 def test_rtf_destinations_dropped(word):
     assert word not in read_rtf(RTF_DOC).text

@@ -275,6 +275,7 @@ def test_odt_paragraphs_lists_frames_notes_tables():
         "headingword",
         "one   two\tthree",
         "four spanword",
+        "[comment: x] commentword",
         " collapsed spaces ",
         "itemone",
         "itemtwo",
@@ -285,14 +286,14 @@ def test_odt_paragraphs_lists_frames_notes_tables():
     ]
 
 
-def test_fodt_flat_file_ignores_master_styles():
+def test_fodt_flat_file_master_header_after_the_body():
     styles = ("<office:master-styles><style:master-page xmlns:style=\"urn:oasis:names:tc:"
               "opendocument:xmlns:style:1.0\"><style:header><text:p>masterheader</text:p>"
               "</style:header></style:master-page></office:master-styles>")
     data = og.flat_odf("text", "<text:p>flatword</text:p>", styles)
     for mime in (ODT, "application/vnd.oasis.opendocument.text-flat-xml"):
         out = read(data, "f.fodt", mime)
-        assert (out.extractor, lines(out)) == ("odt", ["flatword"])
+        assert (out.extractor, lines(out)) == ("odt", ["flatword", "## header", "masterheader"])
 
 
 ODS_BODY = (
@@ -326,6 +327,7 @@ def test_ods_sheets_repeats_and_dates():
         "aword\t\t3.5\trep\trep\trep",
         "2024-01-15\tTRUE\t\tx",
         "2024-01-15\tTRUE\t\tx",
+        "[comment D1048572] cellcomment",
         "# Second",
         "secondword",
     ]
@@ -596,7 +598,7 @@ REAL = {
     "chinese_spreadsheet.ods": (ODS, "ods", "# \u5de5\u4f5c\u88681\ntest\ttest\ttest"),
     "pythagoras.ods": (ODS, "ods", "# Sheet1\n3\n4\n5\n7\n# Sheet2\n"),
     "cols.odp": (ODP, "odp", "41 Sed nisl lectus, dictum vel aliquam rhoncus"),
-    "ol.odp": (ODP, "odp", "Elf\nTsvelf\n"),
+    "ol.odp": (ODP, "odp", "1. Elf\n2. Tsvelf\n"),
 }
 
 
