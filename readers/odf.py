@@ -70,6 +70,7 @@ _LEVEL_STYLES = {TEXT + "list-level-style-number": "number",
                  TEXT + "list-level-style-image": "image",
                  TEXT + "outline-level-style": "number"}
 _WS = re.compile(r"[\t\n\r ]{2,}|[\t\n\r]")
+_WORD = re.compile(r"\w")
 _MAX_SPACES = 1000  # one text:s element expands to at most this many spaces
 _MAX_LEVELS = 10
 _MAX_STYLES = 100_000  # list and paragraph styles remembered at most
@@ -335,6 +336,8 @@ class _Content:
         else:
             target = self.captured[cap.kind]
             for line in cap.lines():
+                if not _WORD.search(line):  # only what a dropped field left: "()", " / "
+                    continue
                 if line not in target and self.captured_chars < self.max_chars:
                     target.append(line)
                     self.captured_chars += len(line)

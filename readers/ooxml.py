@@ -10,6 +10,7 @@ kept, in which order) are in ``docs/readers/office.md``.  Extractors: ``docx``, 
 
 from __future__ import annotations
 
+import io
 import math
 import posixpath
 import re
@@ -1016,11 +1017,15 @@ def _read_pptx_comments(pkg: _Package, part: str, authors: dict[str, dict[str, s
         elif tag == A + "p" and cur["buf"]:
             cur["buf"].append(" ")
 
+    body_tag = P188 + "txBody" if modern else P + "cm"
+
     def end(tag: str) -> None:
-        if tag in open_tags:
+        if tag == body_tag:  # a modern comment's text ends before its replies
             body = "".join(cur["buf"]).strip()
             if body:
                 lines.append(comment_line(cur["author"] or "", body))
+            cur["buf"] = []
+        if tag in open_tags:
             cur["author"], cur["buf"] = stack.pop() if stack else (None, [])
         elif tag == text_tag:
             cur["t"] = False
@@ -1572,10 +1577,37 @@ def _main_part(pkg: _Package, doc: Document) -> tuple[str, str]:
     return kind, main
 
 
+# The password Excel encrypts a workbook with when it is only protected (write-protected,
+# structure- or sheet-protected): it opens without asking, so it is read like any other.
+DEFAULT_PASSWORD = "VelvetSweatshop"
+
+
+def _decrypt_default(data: bytes) -> bytes | None:
+    """The package inside an encrypted OOXML file when the default password opens it."""
+    try:
+        import msoffcrypto
+    except ImportError:  # the optional dependency is absent: the file stays ``encrypted``
+        return None
+    out = io.BytesIO()
+    try:
+        office = msoffcrypto.OfficeFile(io.BytesIO(data))
+        office.load_key(password=DEFAULT_PASSWORD, verify_password=True)
+        office.decrypt(out)
+    except Exception:  # noqa: BLE001 - a wrong password or a damaged container: encrypted
+        return None
+    plain = out.getvalue()
+    return plain if plain[:2] == b"PK" else None
+
+
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     """Write the text of an OOXML package; see the module docstring for the rules."""
+    protected = False
     if doc.mime == ENCRYPTED_MIME or doc.data[:8] == OLE_MAGIC:
-        raise EncryptedDocument("encrypted document")
+        plain = _decrypt_default(doc.data)
+        if plain is None:
+            raise EncryptedDocument("encrypted document")
+        doc = Document(plain, doc.name, doc.mime)
+        protected = True
     zf = open_zip(doc.data)
     try:
         pkg = _Package(zf, Budget(ctx.limits))
@@ -1592,6 +1624,8 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         raise CorruptDocument(f"damaged {doc.name or 'document'}: {e!r}") from None
     finally:
         zf.close()
+    if protected:
+        meta["default_password"] = True
     return ReadResult(kind, meta)
 
 

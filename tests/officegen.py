@@ -43,8 +43,8 @@ def zip_members(data: bytes) -> dict[str, str | bytes]:
 
 
 def rels(*entries: tuple[str, str, str]) -> str:
-    body = "".join(f'<Relationship Id="{i}" Type="{OFFDOC}/{t}" Target="{target}"/>'
-                   for i, t, target in entries)
+    body = "".join(f'<Relationship Id="{i}" Type="{t if "/" in t else OFFDOC + "/" + t}" '
+                   f'Target="{target}"/>' for i, t, target in entries)
     return f'{DECL}<Relationships xmlns="{PKG}">{body}</Relationships>'
 
 
@@ -65,8 +65,14 @@ def w_p(*runs: str) -> str:
 
 
 def docx(body: str, *, headers: list[str] = (), footers: list[str] = (),
-         footnotes: str = "", endnotes: str = "") -> bytes:
-    """A DOCX whose body is ``body`` (paragraph/table XML); headers etc. are their inner XML."""
+         footnotes: str = "", endnotes: str = "", numbering: str = "", styles: str = "",
+         comments: str = "", parts: dict[str, str | bytes] | None = None,
+         part_rels: list[tuple[str, str, str]] = ()) -> bytes:
+    """A DOCX whose body is ``body`` (paragraph/table XML); headers etc. are their inner XML.
+
+    ``numbering``/``styles``/``comments``: the inner XML of those parts; ``parts``: more
+    members as they are; ``part_rels``: more ``(id, type, target)`` of document.xml (a type
+    with a ``/`` is taken whole, else as an officeDocument relationship type)."""
     members: dict[str, str | bytes] = {
         "[Content_Types].xml": content_types("application/vnd.openxmlformats-officedocument."
                                              "wordprocessingml.document.main+xml"),
@@ -84,6 +90,13 @@ def docx(body: str, *, headers: list[str] = (), footers: list[str] = (),
         if inner:
             members[f"word/{kind}s.xml"] = f"{DECL}<w:{kind}s {W_ROOT}>{inner}</w:{kind}s>"
             doc_rels.append((f"rId{kind}", f"{kind}s", f"{kind}s.xml"))
+    for name, root, inner in (("numbering", "numbering", numbering), ("styles", "styles", styles),
+                              ("comments", "comments", comments)):
+        if inner:
+            members[f"word/{name}.xml"] = f"{DECL}<w:{root} {W_ROOT}>{inner}</w:{root}>"
+            doc_rels.append((f"rId{name}", name, f"{name}.xml"))
+    members.update(parts or {})
+    doc_rels.extend(part_rels)
     members["word/_rels/document.xml.rels"] = rels(*doc_rels)
     return zip_bytes(members)
 
@@ -167,27 +180,48 @@ ODF_NS = (
     'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
     'xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0" '
     'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" '
-    'xmlns:dc="http://purl.org/dc/elements/1.1/"'
+    'xmlns:dc="http://purl.org/dc/elements/1.1/" '
+    'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+    'xmlns:chart="urn:oasis:names:tc:opendocument:xmlns:chart:1.0" '
+    'xmlns:xlink="http://www.w3.org/1999/xlink"'
 )
 ODF_KIND = {"text": "odt", "spreadsheet": "ods", "presentation": "odp"}
 
 
-def odf(kind: str, body: str, manifest_extra: str = "") -> bytes:
-    """An ODF package (``kind`` text/spreadsheet/presentation) whose body holds ``body``."""
+def odf(kind: str, body: str, manifest_extra: str = "", *, styles: str = "",
+        automatic: str = "", objects: dict[str, tuple[str, str]] | None = None) -> bytes:
+    """An ODF package (``kind`` text/spreadsheet/presentation) whose body holds ``body``.
+
+    ``styles``: the inner XML of ``styles.xml``'s root (``office:styles``,
+    ``office:master-styles``); ``automatic``: content.xml's automatic styles; ``objects``:
+    embedded object folders, name -> (kind, body), as LibreOffice writes ``Object 1/``."""
     mime = f"application/vnd.oasis.opendocument.{kind}"
-    content = (f'{DECL}<office:document-content {ODF_NS} office:version="1.3">'
-               f"<office:body><office:{kind}>{body}</office:{kind}></office:body>"
-               "</office:document-content>")
+
+    def content_xml(k: str, b: str, auto: str = "") -> str:
+        return (f'{DECL}<office:document-content {ODF_NS} office:version="1.3">'
+                f"<office:automatic-styles>{auto}</office:automatic-styles>"
+                f"<office:body><office:{k}>{b}</office:{k}></office:body>"
+                "</office:document-content>")
+
+    entries = ('<manifest:file-entry manifest:full-path="content.xml" manifest:media-type='
+               f'"text/xml">{manifest_extra}</manifest:file-entry>')
+    for name, (k, _) in (objects or {}).items():
+        entries += (f'<manifest:file-entry manifest:full-path="{name}/" manifest:media-type='
+                    f'"application/vnd.oasis.opendocument.{k}"/>')
     manifest = (f'{DECL}<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:'
-                'xmlns:manifest:1.0"><manifest:file-entry manifest:full-path="content.xml" '
-                f'manifest:media-type="text/xml">{manifest_extra}</manifest:file-entry>'
-                "</manifest:manifest>")
+                f'xmlns:manifest:1.0">{entries}</manifest:manifest>')
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr(zipfile.ZipInfo("mimetype"), mime)  # stored, first, as ODF wants
-        zf.writestr("content.xml", content)
+        zf.writestr("content.xml", content_xml(kind, body, automatic))
+        if styles:
+            zf.writestr("styles.xml", f'{DECL}<office:document-styles {ODF_NS} '
+                                      f'office:version="1.3">{styles}</office:document-styles>')
+        for name, (k, b) in (objects or {}).items():
+            zf.writestr(f"{name}/content.xml", content_xml(k, b))
         zf.writestr("META-INF/manifest.xml", manifest)
     return buf.getvalue()
+
 
 
 def flat_odf(kind: str, body: str, styles: str = "") -> bytes:
