@@ -182,6 +182,7 @@ class _Extras:
         cur = {"name": [], "cat": {}, "val": {}, "fmt": None}
         pt = {"idx": -1, "buf": []}
         state = {"t": False, "v": False, "fmtcode": False}
+        points = [0]  # categories and values of the series read so far
         max_parts = self.max_parts
         watched = {C + n: n for n in ("title", "ser", "tx", "cat", "val", "xVal", "yVal")}
 
@@ -217,8 +218,9 @@ class _Extras:
                     cats = [cur["cat"][i] for i in sorted(cur["cat"])]
                     fmt = cur["fmt"]
                     vals = [_shown(cur["val"][i], fmt) for i in sorted(cur["val"])]
-                    if len(cats) > max_parts or len(vals) > max_parts:
-                        raise CapReached("max_parts", f"{max_parts} points in a chart series")
+                    points[0] += len(cats) + len(vals)
+                    if points[0] > max_parts:
+                        raise CapReached("max_parts", f"{max_parts} points in one chart")
                     series.append((" ".join("".join(cur["name"]).split()), cats, vals))
                 return
             if tag == C + "v":
@@ -268,6 +270,7 @@ class _Extras:
         order: list[str] = []
         children: dict[str, list[tuple[int, str]]] = {}
         roots: list[str] = []
+        count = [0]  # connections read
         cur = {"id": None, "t": False, "in_t": 0}
 
         def start(tag: str, a: dict[str, str]) -> None:
@@ -288,9 +291,10 @@ class _Extras:
                 cur["t"] = True
             elif tag == DGM + "cxn" and a.get("type", "parOf") == "parOf":
                 src, dest = a.get("srcId", ""), a.get("destId", "")
-                kids = children.setdefault(src, [])
-                if len(kids) < max(self.max_parts, 1):
-                    kids.append((to_idx(a.get("srcOrd")), dest))
+                count[0] += 1
+                if count[0] + len(order) > self.max_parts:
+                    raise CapReached("max_parts", f"{self.max_parts} points in one diagram")
+                children.setdefault(src, []).append((to_idx(a.get("srcOrd")), dest))
 
         def end(tag: str) -> None:
             if tag == DGM + "pt":

@@ -1192,3 +1192,21 @@ def test_bench_class_documents_show_their_phrases():
 
         for phrase in phrases:
             assert norm(phrase) in norm(out.text), (cls, name, phrase)
+
+
+def test_hostile_chart_and_diagram_are_capped():
+    """A chart or SmartArt part with more points than max_parts stops with that cap, the text
+    so far kept, instead of holding every point."""
+    chart = og.chart_xml("hugechart", [(f"s{i}", ["c"] * 50, ["1"] * 50) for i in range(100)])
+    dgm = og.diagram_xml().replace("</dgm:cxnLst>", '<dgm:cxn srcId="1" destId="2"/>' * 5000
+                                   + "</dgm:cxnLst>")
+    for part, typ, el in (("word/charts/chart1.xml", "chart",
+                           f'<c:chart xmlns:c="{og.NS_C}" r:id="rX"/>'),
+                          ("word/diagrams/data1.xml", "diagramData",
+                           f'<dgm:relIds xmlns:dgm="{og.NS_DGM}" r:dm="rX"/>')):
+        data = og.docx(og.w_p("beforecap", og.drawing_run(el)),
+                       parts={part: chart if typ == "chart" else dgm},
+                       part_rels=[("rX", typ, part.split("/", 1)[1])])
+        out = read(data, "h.docx", DOCX, max_parts=1000)
+        assert out.limit == "max_parts", typ
+        assert out.text.startswith("beforecap\n")
