@@ -179,7 +179,7 @@ class _Extras:
         titles: list[str] = []
         series: list[tuple[str, list[str], list[str]]] = []
         stack: list[str] = []  # open c:title / c:ser / c:tx / c:cat / c:val / c:xVal / c:yVal
-        cur = {"name": [], "cat": {}, "val": {}, "fmt": None}
+        cur = {"name": [], "cat": {}, "val": {}, "fmt": None, "cat_fmt": None}
         pt = {"idx": -1, "buf": []}
         state = {"t": False, "v": False, "fmtcode": False}
         points = [0]  # categories and values of the series read so far
@@ -191,7 +191,7 @@ class _Extras:
             if n is not None:
                 stack.append(n)
                 if n == "ser":
-                    cur.update(name=[], cat={}, val={}, fmt=None)
+                    cur.update(name=[], cat={}, val={}, fmt=None, cat_fmt=None)
                 elif n == "title":
                     titles.append("")
                 return
@@ -215,7 +215,7 @@ class _Extras:
                 if stack:
                     stack.pop()
                 if n == "ser":
-                    cats = [cur["cat"][i] for i in sorted(cur["cat"])]
+                    cats = [_category(cur["cat"][i], cur["cat_fmt"]) for i in sorted(cur["cat"])]
                     fmt = cur["fmt"]
                     vals = [_shown(cur["val"][i], fmt) for i in sorted(cur["val"])]
                     points[0] += len(cats) + len(vals)
@@ -242,6 +242,8 @@ class _Extras:
                 state["fmtcode"] = False
                 if "val" in stack or "yVal" in stack:
                     cur["fmt"] = compile_format("".join(pt["buf"]))
+                elif "cat" in stack or "xVal" in stack:
+                    cur["cat_fmt"] = compile_format("".join(pt["buf"]))
 
         def text(data: str) -> None:
             if state["v"] or state["fmtcode"]:
@@ -371,6 +373,19 @@ def _cell_text(s: str) -> str:
     if "\t" in s or "\n" in s or "\r" in s:
         s = " ".join(s.split())
     return s
+
+
+def _category(raw: str, fmt: NumberFormat | None) -> str:
+    """A chart category: a number category (a date axis' serials) as its format shows it."""
+    if fmt is None:
+        return raw
+    try:
+        float(raw)
+    except ValueError:
+        return raw
+    if fmt.kind in ("number", "literal"):
+        return _shown(raw, fmt)
+    return _serial_date(raw, fmt, _BASE_1900)
 
 
 def _shown(raw: str, fmt: NumberFormat | None) -> str:
