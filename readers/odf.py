@@ -20,8 +20,8 @@ from .base import Context, Document, Reader, ReadResult, TextSink
 from .errors import CapReached, CorruptDocument, EncryptedDocument, ReaderError, Unsupported
 from .ooxml import alt_line, comment_line, list_number
 from .xmlsafe import (
-    Budget, Flow, bytes_chunks, member_chunks, one_line, open_zip, parse_xml, run_capped,
-    to_int,
+    Budget, Flow, bytes_chunks, feed, member_chunks, new_parser, one_line, open_zip,
+    parse_xml, run_capped, to_int,
 )
 
 OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0 "
@@ -34,6 +34,7 @@ STYLE = "urn:oasis:names:tc:opendocument:xmlns:style:1.0 "
 DC = "http://purl.org/dc/elements/1.1/ "
 XLINK = "http://www.w3.org/1999/xlink "
 MANIFEST = "urn:oasis:names:tc:opendocument:xmlns:manifest:1.0 "
+NUMBER = "urn:oasis:names:tc:opendocument:xmlns:datastyle:1.0 "
 
 _BASE = "application/vnd.oasis.opendocument."
 MIMES = tuple(
@@ -69,6 +70,18 @@ _LEVEL_STYLES = {TEXT + "list-level-style-number": "number",
                  TEXT + "list-level-style-bullet": "bullet",
                  TEXT + "list-level-style-image": "image",
                  TEXT + "outline-level-style": "number"}
+# Outside the body, subtrees with nothing the reader uses: skipped with no start callbacks
+# (expat then builds no attribute dictionaries); none of them nests its own element.
+_STYLE_SKIPPED = frozenset({
+    OFFICE + "font-face-decls", OFFICE + "scripts", STYLE + "page-layout",
+    STYLE + "default-style", STYLE + "presentation-page-layout", OFFICE + "settings",
+    DRAW + "frame", DRAW + "custom-shape",
+} | {NUMBER + k for k in ("number-style", "currency-style", "percentage-style", "date-style",
+                          "time-style", "boolean-style", "text-style")})
+_LIST_STYLE, _OUTLINE_STYLE = TEXT + "list-style", TEXT + "outline-style"
+_STYLE_STYLE, _STYLE_NAME = STYLE + "style", STYLE + "name"
+_LIST_STYLE_NAME, _LEVEL = STYLE + "list-style-name", TEXT + "level"
+_OFFICE_BODY = OFFICE + "body"
 _WS = re.compile(r"[\t\n\r ]{2,}|[\t\n\r]")
 _WORD = re.compile(r"\w")
 _MAX_SPACES = 1000  # one text:s element expands to at most this many spaces
@@ -155,6 +168,7 @@ class _Content:
                  max_chars: int = 0) -> None:
         self.flow = flow
         self.objects = objects  # reads an embedded object (draw:object) into lines
+        self.parser = None  # the running expat parser (for skipping subtrees)
         self.kind = ""  # odt / ods / odp / odg once the body element is seen
         self.in_body = False
         self.skip = 0
@@ -218,12 +232,12 @@ class _Content:
             self._cap_start(tag, attrs)
         elif self.in_body:
             if tag in _SKIPPED:
-                self.skip = 1
+                self._skip_subtree(tag)
                 return
             f = self.starts.get(tag)
             if f is not None:
                 f(attrs)
-        elif tag == OFFICE + "body":
+        elif tag == _OFFICE_BODY:
             self.in_body = True
         elif tag in _HF_KINDS:
             if attrs.get(STYLE + "display") != "false":
@@ -237,14 +251,32 @@ class _Content:
         elif self.capture is not None:
             self._cap_end(tag)
         elif self.in_body:
-            if tag == OFFICE + "body":
+            if tag == _OFFICE_BODY:
                 self.in_body = False
                 return
             f = self.ends.get(tag)
             if f is not None:
                 f()
-        elif tag in (TEXT + "list-style", TEXT + "outline-style"):
+        elif tag == _LIST_STYLE or tag == _OUTLINE_STYLE:
             self.style = None
+
+    def _skip_subtree(self, tag: str) -> None:
+        """Skip the element just started: no callbacks until its end tag (the skipped
+        elements never nest themselves); without a parser, count depth instead."""
+        p = self.parser
+        if p is None:
+            self.skip = 1
+            return
+
+        def until_end(t: str) -> None:
+            if t == tag:
+                p.StartElementHandler = self.start
+                p.EndElementHandler = self.end
+                p.CharacterDataHandler = self.text
+
+        p.StartElementHandler = None
+        p.CharacterDataHandler = None
+        p.EndElementHandler = until_end
 
     def text(self, data: str) -> None:
         cap = self.capture
@@ -262,19 +294,22 @@ class _Content:
 
     def _style_start(self, tag: str, a: dict[str, str]) -> None:
         lists = self.lists
-        if tag == TEXT + "list-style":
-            name = a.get(STYLE + "name", "")
+        if tag == _STYLE_STYLE:
+            ls = a.get(_LIST_STYLE_NAME)
+            if ls and len(lists.para_list) < _MAX_STYLES:
+                lists.para_list[a.get(_STYLE_NAME, "")] = ls
+            self._skip_subtree(tag)  # its properties
+        elif tag in _STYLE_SKIPPED:
+            self._skip_subtree(tag)
+        elif tag == _LIST_STYLE:
+            name = a.get(_STYLE_NAME, "")
             if len(lists.styles) < _MAX_STYLES:
                 self.style = lists.styles.setdefault(name, {})
-        elif tag == TEXT + "outline-style":
+        elif tag == _OUTLINE_STYLE:
             self.style = lists.outline
         elif tag in _LEVEL_STYLES and self.style is not None:
-            level = min(max(to_int(a.get(TEXT + "level"), 1), 1), _MAX_LEVELS)
+            level = min(max(to_int(a.get(_LEVEL), 1), 1), _MAX_LEVELS)
             self.style[level] = _ListLevel(_LEVEL_STYLES[tag], a)
-        elif tag == STYLE + "style":
-            ls = a.get(STYLE + "list-style-name")
-            if ls and len(lists.para_list) < _MAX_STYLES:
-                lists.para_list[a.get(STYLE + "name", "")] = ls
 
     # -- captured text: annotations, headers and footers -----------------------------------
 
@@ -512,6 +547,19 @@ class _Content:
                 self.flow.emit(line)
 
 
+def _parse(content: "_Content", chunks, name: str) -> None:
+    """Stream one part through a refusing parser driving ``content``."""
+    p = new_parser()
+    p.StartElementHandler = content.start
+    p.EndElementHandler = content.end
+    p.CharacterDataHandler = content.text
+    content.parser = p
+    try:
+        feed(p, chunks, name)
+    finally:
+        content.parser = None
+
+
 def _check_manifest(zf: zipfile.ZipFile, names: set[str], budget: Budget) -> dict[str, str]:
     """Refuse a password-protected package (its manifest carries encryption data); return the
     media type of every folder entry (the embedded objects)."""
@@ -573,8 +621,7 @@ class _Objects:
         flow = Flow(sink, self.ctx.limits)
         content = _Content(flow)
         part = f"{folder}/content.xml"
-        run_capped(flow, lambda: parse_xml(member_chunks(self.zf, part, self.budget), part,
-                                           content.start, content.end, content.text))
+        run_capped(flow, lambda: _parse(content, member_chunks(self.zf, part, self.budget), part))
         lines = [ln for ln in sink.getvalue().splitlines() if ln.strip()]
         if content.kind:  # not a chart after all: a document read as one
             return [f"[embedded: {one_line(folder)} ({content.kind})]"] + lines if lines else []
@@ -610,7 +657,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     content = _Content(flow, max_chars=ctx.limits.max_chars)
 
     def parse(chunks, name: str) -> None:
-        parse_xml(chunks, name, content.start, content.end, content.text)
+        _parse(content, chunks, name)
 
     try:
         if doc.data[:2] == b"PK":

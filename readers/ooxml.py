@@ -92,6 +92,7 @@ class _Package:
     def __init__(self, zf: zipfile.ZipFile, budget: Budget) -> None:
         self.zf = zf
         self.budget = budget
+        self.rels_cache: dict[str, list[tuple[str, str, str]]] = {}
         self.parts: dict[str, str] = {}
         for name in zf.namelist():
             self.parts.setdefault(name.replace("\\", "/").lower(), name)
@@ -115,7 +116,15 @@ def _rels_path(part: str) -> str:
 
 
 def _read_rels(pkg: _Package, part: str) -> list[tuple[str, str, str]]:
-    """``(id, type, target part)`` of a part's internal relationships, in file order."""
+    """``(id, type, target part)`` of a part's internal relationships, in file order (read
+    once per part)."""
+    cached = pkg.rels_cache.get(part)
+    if cached is None:
+        cached = pkg.rels_cache[part] = _parse_rels(pkg, part)
+    return cached
+
+
+def _parse_rels(pkg: _Package, part: str) -> list[tuple[str, str, str]]:
     path = _rels_path(part)
     if path not in pkg:
         return []
@@ -146,6 +155,11 @@ def _rel_map(pkg: _Package, part: str) -> dict[str, tuple[str, str]]:
 # -- what every family embeds: charts, diagrams, embedded documents, alt text -----------------
 
 _EMBED_TYPES = ("/package", "/oleObject")
+_C_PT, _C_V, _C_FMT, _A_T, _A_P = C + "pt", C + "v", C + "formatCode", A + "t", A + "p"
+# chart subtrees without shown text (none nests itself)
+_CHART_SKIPPED = frozenset(C + t for t in ("spPr", "txPr", "extLst", "marker", "dPt",
+                                           "printSettings", "externalData", "scaling",
+                                           "layout", "majorGridlines", "minorGridlines"))
 
 
 def alt_line(descr: str) -> str:
@@ -186,8 +200,21 @@ class _Extras:
         max_parts = self.max_parts
         watched = {C + n: n for n in ("title", "ser", "tx", "cat", "val", "xVal", "yVal")}
 
+        p = new_parser()
+
         def start(tag: str, a: dict[str, str]) -> None:
             n = watched.get(tag)
+            if n is None and tag in _CHART_SKIPPED:  # shape and text formatting, extensions
+                p.StartElementHandler = None
+                p.CharacterDataHandler = None
+
+                def until(t: str, tag: str = tag) -> None:
+                    if t == tag:
+                        p.StartElementHandler = start
+                        p.EndElementHandler = end
+                        p.CharacterDataHandler = text
+                p.EndElementHandler = until
+                return
             if n is not None:
                 stack.append(n)
                 if n == "ser":
@@ -195,17 +222,17 @@ class _Extras:
                 elif n == "title":
                     titles.append("")
                 return
-            if tag == C + "pt":
+            if tag == _C_PT:
                 pt["idx"] = to_idx(a.get("idx"))
                 pt["buf"] = []
-            elif tag == C + "v":
+            elif tag == _C_V:
                 state["v"] = True
                 pt["buf"] = []
-            elif tag == A + "t" and "title" in stack:
+            elif tag == _A_T and "title" in stack:
                 state["t"] = True
-            elif tag == A + "p" and "title" in stack and titles and titles[-1]:
+            elif tag == _A_P and "title" in stack and titles and titles[-1]:
                 titles[-1] += " "
-            elif tag == C + "formatCode":
+            elif tag == _C_FMT:
                 state["fmtcode"] = True
                 pt["buf"] = []
 
@@ -223,7 +250,7 @@ class _Extras:
                         raise CapReached("max_parts", f"{max_parts} points in one chart")
                     series.append((" ".join("".join(cur["name"]).split()), cats, vals))
                 return
-            if tag == C + "v":
+            if tag == _C_V:
                 state["v"] = False
                 text = "".join(pt["buf"])
                 where = stack[-1] if stack else ""
@@ -236,9 +263,9 @@ class _Extras:
                         cur["val"][pt["idx"]] = text
                 elif "title" in stack and titles:
                     titles[-1] += text
-            elif tag == A + "t":
+            elif tag == _A_T:
                 state["t"] = False
-            elif tag == C + "formatCode":
+            elif tag == _C_FMT:
                 state["fmtcode"] = False
                 if "val" in stack or "yVal" in stack:
                     cur["fmt"] = compile_format("".join(pt["buf"]))
@@ -251,7 +278,10 @@ class _Extras:
             elif state["t"] and titles:
                 titles[-1] += data
 
-        parse_xml(self.pkg.chunks(part), part, start, end, text)
+        p.StartElementHandler = start
+        p.EndElementHandler = end
+        p.CharacterDataHandler = text
+        feed(p, self.pkg.chunks(part), part)
         lines = [t for t in (" ".join(t.split()) for t in titles) if t]
         last_cats: list[str] | None = None
         for name, cats, vals in series:
@@ -582,10 +612,14 @@ class _Numbering:
             return None
         self = cls()
         self._read_numbering(pkg, num_part)
+        if not self.nums:
+            return None
         style_part = next((t for typ, t in rels.values() if typ.endswith("/styles")),
                           "word/styles.xml")
         if style_part in pkg:
-            self._read_styles(pkg, style_part)
+            data = b"".join(pkg.chunks(style_part))
+            if b"numId" in data:  # some style is numbered: read them
+                self._read_styles(data, style_part)
         return self
 
     def _read_numbering(self, pkg: _Package, part: str) -> None:
@@ -646,8 +680,9 @@ class _Numbering:
 
         parse_xml(pkg.chunks(part), part, start, end)
 
-    def _read_styles(self, pkg: _Package, part: str) -> None:
+    def _read_styles(self, data: bytes, part: str) -> None:
         state: dict = {"id": None, "num": None, "ilvl": None, "based": None, "ppr": 0}
+        p = new_parser()
 
         def start(tag: str, a: dict[str, str]) -> None:
             if tag == W + "style":
@@ -669,7 +704,23 @@ class _Numbering:
                 self.styles[state["id"]] = (state["num"], state["ilvl"], state["based"])
                 state["id"] = None
 
-        parse_xml(pkg.chunks(part), part, start, end)
+        def skipping(tag: str) -> Callable[[str], None]:
+            def until(t: str) -> None:
+                if t == tag:
+                    p.StartElementHandler = start_all
+                    p.EndElementHandler = end
+            return until
+
+        def start_all(tag: str, a: dict[str, str]) -> None:
+            if tag in _STYLE_SKIPPED:  # run, table and latent-style properties: no numbering
+                p.StartElementHandler = None
+                p.EndElementHandler = skipping(tag)
+            else:
+                start(tag, a)
+
+        p.StartElementHandler = start_all
+        p.EndElementHandler = end
+        feed(p, [data], part)
 
     def _style_num(self, style: str | None) -> tuple[str | None, int | None]:
         for _ in range(_MAX_STYLE_DEPTH):
@@ -730,20 +781,34 @@ class _Numbering:
 
 
 _LEVEL_REF = re.compile(r"%([1-9])")
+_STYLE_SKIPPED = frozenset(W + t for t in ("rPr", "tblPr", "tcPr", "trPr", "latentStyles",
+                                          "rPrDefault", "tblStylePr"))
 
 
 class _DocxState:
-    """What every part of one DOCX shares: numbering counters, comments, the extras reader."""
+    """What every part of one DOCX shares: numbering counters, comments, the extras reader.
+
+    The numbering definitions (and the paragraph styles, when any names a numbering) are read
+    when the first paragraph with properties needs them."""
 
     def __init__(self, pkg: _Package, ctx: Context, main_rels: dict) -> None:
         self.pkg = pkg
+        self.main_rels = main_rels
         self.extras = _Extras(pkg, ctx)
-        self.numbering = _Numbering.read(pkg, main_rels)
+        self._numbering: _Numbering | None = None
+        self.numbering_read = False
         self.comments: dict[str, str] = {}
         self.shown: set[str] = set()
         part = next((t for typ, t in main_rels.values() if typ.endswith("/comments")), None)
         if part is not None and part in pkg:
             self.comments = _read_docx_comments(pkg, part)
+
+    @property
+    def numbering(self) -> "_Numbering | None":
+        if not self.numbering_read:
+            self.numbering_read = True
+            self._numbering = _Numbering.read(self.pkg, self.main_rels)
+        return self._numbering
 
 
 def _read_docx_comments(pkg: _Package, part: str) -> dict[str, str]:
