@@ -613,8 +613,8 @@ def class_documents(work: Path) -> list[tuple[str, Path, list[str], str]]:
     except ImportError:
         OOXMLFile = None
     if OOXMLFile is not None:
-        m = og.zip_members(og.xlsx([("Locked", "sheet1.xml", '<row r="1"><c r="A1" '
-                                     't="inlineStr"><is><t>protectedamethyst</t></is></c></row>')]))
+        m = og.zip_members(og.xlsx([("Locked", "sheet1.xml", '<row r="1"><c r="A1" t="inlineStr">'
+                                     "<is><t>protectedamethyst</t></is></c></row>")]))
         m["docProps/thumbnail.jpeg"] = random.Random(3).randbytes(6000)
         buf = io.BytesIO()
         OOXMLFile(io.BytesIO(og.zip_bytes(m))).encrypt("VelvetSweatshop", buf)
@@ -679,7 +679,7 @@ def main() -> int:
                          "that edits in this checkout during the run do not count)")
     ap.add_argument("--big", type=int, default=1000, help="pages of the generated RSS PDF (0: skip)")
     ap.add_argument("--classes-only", action="store_true",
-                    help="only the table of issue 20's classes of office text (no corpus needed)")
+                    help="only the table of issue 20's classes of office text (no corpus)")
     ap.add_argument("--no-classes", action="store_true", help="skip that table")
     args = ap.parse_args()
     ROOT = args.bastion.resolve()

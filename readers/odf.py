@@ -1,11 +1,14 @@
 """ODT, ODS and ODP (and templates, and the flat ``.fodt/.fods/.fodp`` files) as plain text.
 
-A zip package is read from its ``content.xml``; a flat file is one XML document.  Both go
-through :mod:`readers.xmlsafe` (capped bytes, an expat parser that refuses DTDs) and are
-streamed: only the open paragraph or row is held.  Which family it is comes from the body
-element (``office:text``, ``office:spreadsheet``, ``office:presentation``), so one set of
-rules serves all three; they are listed in ``docs/readers/office.md``.  Extractors: ``odt``,
-``ods``, ``odp`` (``odg`` for a drawing read as a presentation).
+A zip package is read from its ``styles.xml`` (list styles, master pages) then its
+``content.xml``; a flat file is one XML document.  Both go through :mod:`readers.xmlsafe`
+(capped bytes, an expat parser that refuses DTDs) and are streamed: only the open paragraph or
+row is held, beside the list styles and the header and footer lines.  Which family it is comes
+from the body element (``office:text``, ``office:spreadsheet``, ``office:presentation``), so one
+set of rules serves all three: list labels, annotations, headers and footers, embedded objects
+(charts in place, documents through ``ctx.read_nested``); they are listed in
+``docs/readers/office.md``.  Extractors: ``odt``, ``ods``, ``odp`` (``odg`` for a drawing read as
+a presentation).
 """
 
 from __future__ import annotations

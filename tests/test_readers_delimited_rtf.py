@@ -158,7 +158,8 @@ def test_rtf_body_text_and_symbols():
 
 
 @pytest.mark.parametrize("word", [
-    "FONTNAMEMARK", "STYLEMARK", "GENERATORMARK", "INFOTITLEMARK", "AUTHORMARK", "THEMEMARK", "STARMARK", "FLDINSTMARK", "BKMARK", "PICTMARK", "TRAILINGMARK",
+    "FONTNAMEMARK", "STYLEMARK", "GENERATORMARK", "INFOTITLEMARK", "AUTHORMARK", "THEMEMARK",
+    "STARMARK", "FLDINSTMARK", "BKMARK", "PICTMARK", "TRAILINGMARK",
 ])
 def test_rtf_destinations_dropped(word):
     assert word not in read_rtf(RTF_DOC).text

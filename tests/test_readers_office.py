@@ -587,8 +587,8 @@ def test_peak_rss_bounded(bomb_path: Path, tmp_path: Path):
 # file name -> (MIME, extractor, phrase); each phrase checked against the part's XML
 # (``unzip -p FILE PART``).  Origins and generators are in samples/office/ORIGIN.md.
 REAL = {
-    "hdr-header-footer.docx": (DOCX, "docx",
-                               "## header\nHeader for section-1\n## footer\nFooter for section 1\n"),
+    "hdr-header-footer.docx": (DOCX, "docx", "## header\nHeader for section-1\n## footer\n"
+                                             "Footer for section 1\n"),
     "blk-paras-and-tables.docx": (DOCX, "docx", "Donec semper facilisis metus finibus malesuada."),
     "reveng1.xlsx": (XLSX, "xlsx", "# ZZZfirstsheet\ndescription\tentered\tcalculated\n"),
     "merged_cells.xlsx": (XLSX, "xlsx", "# Sheet3\nFoo\t\tBar\nBaz\t\tBoo\n"),
@@ -988,8 +988,9 @@ def test_pptx_comments_alt_text_diagram_and_embedded():
               "</p188:cm></p188:cmLst>")
     members["ppt/comments/comment1.xml"] = legacy
     members["ppt/comments/modernComment_1.xml"] = modern
-    members["ppt/commentAuthors.xml"] = (f'{og.DECL}<p:cmAuthorLst xmlns:p="{og.NS_P}">'
-                                         '<p:cmAuthor id="1" name="Leo Legacy"/></p:cmAuthorLst>')
+    members["ppt/commentAuthors.xml"] = (
+        f'{og.DECL}<p:cmAuthorLst xmlns:p="{og.NS_P}"><p:cmAuthor id="1" name="Leo Legacy"/>'
+        "</p:cmAuthorLst>")
     members["ppt/authors.xml"] = (f'{og.DECL}<p188:authorLst xmlns:p188="{P188_NS}">'
                                   '<p188:author id="{A1}" name="Mo Modern"/><p188:author '
                                   'id="{A2}" name="Ray Reply"/></p188:authorLst>')
@@ -1142,14 +1143,16 @@ REAL_CLASSES = {
     "sheets_order.xlsx": (XLSX, ["14\t2744\n[chart]\n\t-10\t-9\t-8",
                                  "y\t-1000\t-729\t-512", "## footer\nPage\n# e\n"]),
     # a footer with font codes and fields (Excel)
-    "input-weird.xlsx": (XLSX, ["## footer\nSHP\\\\SRSReports\tCompany Confidential\tPage of\n"]),
+    "input-weird.xlsx": (XLSX, [
+        "## footer\nSHP\\\\SRSReports\tCompany Confidential\tPage of\n"]),
     # time-only formats (hh:mm:ss) and a date-time one
     "timeformat.xlsx": (XLSX, ["2017-08-03 14:35:00\t14:40:30\n", "00:01:59\n"]),
     # percent formats rounded as Excel rounds (0.005 with 0% shows 1%)
     "percentage.xlsx": (XLSX, ["1.23%\n50%\n1%\n0.01%\n"]),
     # PowerPoint: picture alt text, a chart with its data, SmartArt
     "shp-shapes.pptx": (PPTX, ["Picture is shapes[2]\n[alt text: python-powered.png]\n",
-                               "\t1st Qtr\t2nd Qtr\t3rd Qtr\t4th Qtr\nSales\t8.2\t3.2\t1.4\t1.2\n",
+                               "\t1st Qtr\t2nd Qtr\t3rd Qtr\t4th Qtr\n"
+                               "Sales\t8.2\t3.2\t1.4\t1.2\n",
                                "[diagram]\nshapes[5]\nSmart Art\n"]),
     # an Excel workbook embedded in a slide, read through the readers
     "shp-access-ole-object.pptx": (PPTX, [
