@@ -49,7 +49,7 @@ SKIP_DESTINATIONS = frozenset({
     "colorschememapping", "datastore", "latentstyles", "listtable", "listoverridetable",
     "rsidtbl", "generator", "xmlnstbl", "filetbl", "revtbl", "fldinst", "bkmkstart",
     "bkmkend", "pn", "nonshppict", "shppict", "shpinst", "objdata", "field_inst",
-    "userprops", "docvar", "xe", "tc", "private", "annotation", "atnid", "atnauthor",
+    "userprops", "docvar", "xe", "tc", "private", "atnid",
     "comment", "ftnsep", "ftnsepc", "ftncn", "aftnsep", "aftnsepc", "aftncn", "mmathPr",
     "protusertbl", "pgdsctbl", "wgrffmtfilter", "passwordhash", "template",
 })
@@ -74,7 +74,7 @@ _CHARSETS: dict[int, str] = {
 
 
 (_BIN, _DEST, _FONT, _FCHARSET, _CPG, _UNICODE, _UC, _SYMBOL, _CELL, _ROW, _ANSICPG, _CHARSET,
- _DEFF, _HEADER, _FOOTER, _SHPTXT) = range(1, 17)
+ _DEFF, _HEADER, _FOOTER, _SHPTXT, _ANNOT, _ATNAUTHOR) = range(1, 19)
 # header and footer groups: kept apart from the body, written after it
 _HEADERS = ("header", "headerl", "headerr", "headerf")
 _FOOTERS = ("footer", "footerl", "footerr", "footerf")
@@ -83,7 +83,8 @@ _ANSI_CHARSETS = {b"mac": "mac_roman", b"pc": "cp437", b"pca": "cp850"}
 _ACTIONS: dict[bytes, int] = {
     b"bin": _BIN, b"f": _FONT, b"fcharset": _FCHARSET, b"cpg": _CPG, b"u": _UNICODE,
     b"uc": _UC, b"cell": _CELL, b"nestcell": _CELL, b"row": _ROW, b"nestrow": _ROW,
-    b"ansicpg": _ANSICPG, b"deff": _DEFF, b"shptxt": _SHPTXT,
+    b"ansicpg": _ANSICPG, b"deff": _DEFF, b"shptxt": _SHPTXT, b"annotation": _ANNOT,
+    b"atnauthor": _ATNAUTHOR,
     **{w.encode(): _HEADER for w in _HEADERS},
     **{w.encode(): _FOOTER for w in _FOOTERS},
     **{w.encode(): _DEST for w in SKIP_DESTINATIONS},
@@ -154,8 +155,11 @@ def _convert(data: bytes, start: int, out: _Out, max_parts: int,
     fonts: dict[int, str] = {}  # font number -> code page
     deff = -1
     stack: list[tuple[bool, int, int, bool, int]] = []
-    target = 0  # 0: the body; _HEADER or _FOOTER inside such a group
-    apart = apart if apart is not None else {_HEADER: [], _FOOTER: []}
+    target = 0  # 0: the body; _HEADER, _FOOTER, _ANNOT, _ATNAUTHOR inside such a group
+    apart = apart if apart is not None else {}
+    for key in (_HEADER, _FOOTER, _ANNOT, _ATNAUTHOR):
+        apart.setdefault(key, [])
+    comments: list[str] = []  # finished annotations, written after their paragraph
     apart_size = [0]
     body_put = out.put
 
@@ -217,6 +221,20 @@ def _convert(data: bytes, start: int, out: _Out, max_parts: int,
                 if stack:
                     skip, uc, font, fonttbl, was = stack.pop()
                     if was != target:
+                        if target == _ANNOT:  # an annotation ended: its line is due
+                            body = " ".join("".join(apart[_ANNOT]).split())
+                            author = " ".join("".join(apart[_ATNAUTHOR]).split())
+                            apart_size[0] -= sum(len(x) for x in apart[_ANNOT])
+                            apart_size[0] -= sum(len(x) for x in apart[_ATNAUTHOR])
+                            apart[_ANNOT].clear()
+                            apart[_ATNAUTHOR].clear()
+                            if body:
+                                comments.append(f"[comment: {author}] {body}" if author
+                                                else f"[comment] {body}")
+                                if len(comments) > max_parts:
+                                    out.flush()
+                                    raise CapReached("max_parts", f"{max_parts} annotations "
+                                                                  "in one paragraph")
                         target = was
                         put = apart_put if target else body_put
                 if not stack:  # the outer group closed: the document ends
@@ -278,6 +296,11 @@ def _convert(data: bytes, start: int, out: _Out, max_parts: int,
                 if not skip:
                     target = act
                     put = apart_put
+            elif act in (_ANNOT, _ATNAUTHOR):  # starred: read unless its group is skipped
+                if stack and not stack[-1][0] and target == 0:
+                    skip = False
+                    target = act
+                    put = apart_put
             elif act == _FONT:
                 if param is not None:
                     font = int(param)
@@ -288,6 +311,10 @@ def _convert(data: bytes, start: int, out: _Out, max_parts: int,
                 put(_SYMBOLS[word])
                 if word == "par":
                     cells = 0
+                    if comments and target == 0:
+                        for line in comments:
+                            put(line + "\n")
+                        comments.clear()
             elif act == _CELL:
                 cells += 1
                 if cells > max_parts:
@@ -310,6 +337,8 @@ def _convert(data: bytes, start: int, out: _Out, max_parts: int,
             pos = n
     if pending:
         decode()
+    if comments:
+        put("\n" + "\n".join(comments) + "\n")
     return ansi
 
 
@@ -319,7 +348,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     if not data.startswith(b"{\\rtf", start):
         raise CorruptDocument("not an RTF document (no {\\rtf header)")
     out = _Out(sink)
-    apart: dict[int, list[str]] = {_HEADER: [], _FOOTER: []}
+    apart: dict[int, list[str]] = {}
     try:
         codepage = _convert(data, start, out, ctx.limits.max_parts, apart, ctx.limits.max_chars)
         out.flush(final=True)

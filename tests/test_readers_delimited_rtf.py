@@ -276,3 +276,14 @@ def test_rtf_headers_footers_apart_and_shape_text():
     out = read_rtf(rtf)
     assert out.text == ("bodyword informa-tion\nboxword\ntail\n## header\nhdrword\n"
                         "## footer\nfootword 1\n")
+
+
+def test_rtf_annotations_after_their_paragraph():
+    """A comment (``\\*\\annotation``, author from ``\\*\\atnauthor``) is one line after the
+    paragraph it is anchored in; its id and reference are not text."""
+    rtf = (rb"{\rtf1\ansi\pard first {\*\atnid AA}{\*\atnauthor Ann Auditor}\chatn"
+           rb"{\*\annotation{\*\atnref 1}\pard\plain rtfremark\par more}para\par"
+           rb"\pard second{\*\annotation orphanremark}\par}")
+    out = read_rtf(rtf)
+    assert out.text == ("first para\n[comment: Ann Auditor] rtfremark more\nsecond\n"
+                        "[comment] orphanremark\n")
