@@ -448,6 +448,10 @@ def issue20_documents() -> list[tuple[str, str, bytes, list[str], str]]:
         "odtannotationpapa</text:p></office:annotation></text:p>")), ["odtannotationpapa"],
         "exact"))
 
+    out.append(("comments", "comments.rtf", (
+        rb"{\rtf1\ansi\pard bodypapa{\*\atnauthor R}\chatn{\*\annotation rtfcommentquebec}"
+        rb"\par}"), ["rtfcommentquebec"], "exact"))
+
     out.append(("headers and footers", "header.docx", docx(
         w_p("bodyquebec"), headers=[w_p("docxheaderromeo")], footers=[w_p("docxfootersierra")]),
         ["docxheaderromeo", "docxfootersierra"], "exact"))
