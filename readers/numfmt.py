@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from fractions import Fraction
 
@@ -377,6 +378,7 @@ class NumberFormat:
         return self.sections[0].time(serial)
 
 
+@lru_cache(maxsize=512)  # a chart or workbook repeats a few codes; compiled formats never change
 def compile_format(code: str) -> NumberFormat | None:
     """The compiled format, or None for General, text-only or an over-long code."""
     if not code or len(code) > MAX_CODE:
