@@ -36,7 +36,11 @@ and precision over lower-cased ``\\w+`` tokens as multisets, summed over the fil
   through ``html.parser`` when a message has no text/plain part).
 
 Prints a Markdown report (tables of medians, ratios taken pairwise per round, target checks)
-and writes it to ``--out`` (default ``bench/results/peers.md``).
+and writes it to ``--out`` (default ``bench/results/peers.md``).  It ends with the table of
+issue 20's classes of office text (comments, list numbers, headers and footers, charts,
+SmartArt, alt text, embedded documents, numbers as shown, …): one run of each general tool over
+``tests/officegen.issue20_documents`` and real samples of ``tests/samples``, scored by the share
+of each class's phrases shown; ``--classes-only`` runs just that (no corpus needed).
 """
 
 from __future__ import annotations

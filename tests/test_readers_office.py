@@ -1213,3 +1213,25 @@ def test_hostile_chart_and_diagram_are_capped():
         out = read(data, "h.docx", DOCX, max_parts=1000)
         assert out.limit == "max_parts", typ
         assert out.text.startswith("beforecap\n")
+
+
+def test_xlsx_drawing_smartart_and_embedded_document():
+    xdr = "http://schemas.openxmlformats.org/drawingml/2006/spreadsheetDrawing"
+    drawing = (f'{og.DECL}<xdr:wsDr xmlns:xdr="{xdr}" xmlns:a="{og.NS_A}" xmlns:r="{og.NS_R}">'
+               "<xdr:twoCellAnchor><xdr:graphicFrame><a:graphic><a:graphicData>"
+               f'<dgm:relIds xmlns:dgm="{og.NS_DGM}" r:dm="rIdD"/></a:graphicData></a:graphic>'
+               "</xdr:graphicFrame></xdr:twoCellAnchor></xdr:wsDr>")
+    data = xlsx_with_extras(
+        '<row r="1"><c r="A1"><v>7</v></c></row>',
+        '<drawing r:id="rD"/><oleObjects><oleObject progId="Word.Document.12" r:id="rO"/>'
+        "</oleObjects>",
+        members={"xl/drawings/drawing1.xml": drawing,
+                 "xl/drawings/_rels/drawing1.xml.rels": og.rels(
+                     ("rIdD", "diagramData", "../diagrams/data1.xml")),
+                 "xl/diagrams/data1.xml": og.diagram_xml("xlparent", "xlchild", "xlsibling"),
+                 "xl/embeddings/Microsoft_Word_Document.docx": og.docx(og.w_p("xlembedword"))},
+        sheet_rels=[("rD", "drawing", "../drawings/drawing1.xml"),
+                    ("rO", "package", "../embeddings/Microsoft_Word_Document.docx")])
+    assert lines(read(data, "s.xlsx", XLSX)) == [
+        "# Data", "7", "[diagram]", "xlparent", "xlchild", "xlsibling",
+        "[embedded: Microsoft_Word_Document.docx (docx)]", "xlembedword"]
