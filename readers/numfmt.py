@@ -194,11 +194,15 @@ class _Section:
             istr = ""
         if thousands:
             zeros = sum(1 for c in iph if c == "0")
-            if istr:
-                istr = f"{int(istr):,}"
-            if len(istr.replace(",", "")) < zeros:
-                istr = f"{int(istr or 0):0{zeros}d}" if zeros else istr
-                istr = f"{int(istr):,}".rjust(len(istr), "0") if istr else istr
+            digits = istr.zfill(zeros) if zeros else istr
+            # group by thousands, keeping the leading zeros the placeholders ask for
+            groups = []
+            while len(digits) > 3:
+                groups.insert(0, digits[-3:])
+                digits = digits[:-3]
+            if digits:
+                groups.insert(0, digits)
+            istr = ",".join(groups)
             ilits = "".join(c for k, c in ipart if k == "lit")
             itext = istr + ilits
         else:
@@ -351,7 +355,7 @@ class NumberFormat:
 
     def _section(self, value: float) -> tuple[_Section, bool]:
         s = self.sections
-        if value < 0 and len(s) >= 2 and s[1].kind == "number":
+        if value < 0 and len(s) >= 2 and s[1].kind in ("number", "literal"):
             return s[1], False
         if value == 0 and len(s) >= 3 and s[2].kind in ("number", "literal"):
             return s[2], False

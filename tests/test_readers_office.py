@@ -1235,3 +1235,10 @@ def test_xlsx_drawing_smartart_and_embedded_document():
     assert lines(read(data, "s.xlsx", XLSX)) == [
         "# Data", "7", "[diagram]", "xlparent", "xlchild", "xlsibling",
         "[embedded: Microsoft_Word_Document.docx (docx)]", "xlembedword"]
+
+
+def test_number_format_grouping_and_literal_sections():
+    from readers.numfmt import compile_format
+    assert compile_format("#,#00000").render(42) == "00,042"
+    assert compile_format('0;"negative"').render(-3) == "negative"
+    assert compile_format("#,##0").render(0.3) == "0"
