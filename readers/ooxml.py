@@ -538,9 +538,13 @@ class _Level:
 
 _ROMAN = ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"),
           (50, "l"), (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i"))
-_ORDINAL_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
-                  "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen",
-                  "sixteen", "seventeen", "eighteen", "nineteen", "twenty")
+_CARDINAL_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
+                   "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen",
+                   "sixteen", "seventeen", "eighteen", "nineteen", "twenty")
+_ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth",
+                  "ninth", "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth",
+                  "fifteenth", "sixteenth", "seventeenth", "eighteenth", "nineteenth",
+                  "twentieth")
 # Symbol-font (private use) bullets Word writes, as the characters they draw
 _BULLETS = {"\uf0b7": "\u2022", "\uf0a7": "\u25aa", "\uf0d8": "\u27a2", "\uf0fc": "\u2713",
             "\uf076": "\u2756", "\uf0a8": "\u25e6", "\uf06e": "\u25a0", "\uf0e8": "\u2794",
@@ -583,9 +587,10 @@ def list_number(n: int, fmt: str) -> str:
     if fmt == "ordinal":
         suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
         return f"{n}{suffix}"
-    if fmt in ("cardinalText", "ordinalText") and 0 <= n <= 20:
-        word = _ORDINAL_WORDS[n]
-        return word.capitalize()
+    if fmt == "cardinalText" and 0 <= n <= 20:
+        return _CARDINAL_WORDS[n].capitalize()
+    if fmt == "ordinalText" and 1 <= n <= 20:
+        return _ORDINAL_WORDS[n - 1].capitalize()
     if fmt == "decimalEnclosedCircle" and 1 <= n <= 20:
         return chr(0x2460 + n - 1)
     if fmt in ("none", "", "bullet"):

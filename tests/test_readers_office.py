@@ -738,6 +738,7 @@ def test_list_number_formats():
         "IV", "IX", "XIV", "MCMXCIX"]
     assert list_number(3, "decimalZero") == "03" and list_number(2, "ordinal") == "2nd"
     assert list_number(12, "ordinal") == "12th" and list_number(5, "unknownFmt") == "5"
+    assert list_number(3, "cardinalText") == "Three" and list_number(3, "ordinalText") == "Third"
 
 
 DOCX_COMMENTS = (
