@@ -42,6 +42,7 @@ WP = "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing "
 XDR = "http://schemas.openxmlformats.org/drawingml/2006/spreadsheetDrawing "
 DGM = "http://schemas.openxmlformats.org/drawingml/2006/diagram "
 O = "urn:schemas-microsoft-com:office:office "
+V = "urn:schemas-microsoft-com:vml "
 P188 = "http://schemas.microsoft.com/office/powerpoint/2018/8/main "
 TC = "http://schemas.microsoft.com/office/spreadsheetml/2018/threadedcomments "
 PKG_REL = "http://schemas.openxmlformats.org/package/2006/relationships Relationship"
@@ -908,6 +909,7 @@ class _Docx(_Walker):
             W + "pStyle": self._pstyle,
             W + "commentReference": self._comment,
             WP + "docPr": self._alt,
+            V + "shape": self._vml_alt,
             C + "chart": self._related,
             DGM + "relIds": self._diagram,
             O + "OLEObject": self._related,
@@ -951,6 +953,13 @@ class _Docx(_Walker):
 
     def _alt(self, attrs: dict[str, str]) -> None:
         descr = attrs.get("descr", "").strip()
+        if descr:
+            self.flow.emit(alt_line(descr))
+
+    def _vml_alt(self, attrs: dict[str, str]) -> None:
+        """A VML picture's alternative text (older Word; the DrawingML branch, when there is
+        one, is read instead)."""
+        descr = attrs.get("alt", "").strip()
         if descr:
             self.flow.emit(alt_line(descr))
 

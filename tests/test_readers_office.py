@@ -794,6 +794,19 @@ def test_docx_chart_diagram_alt_text_and_embedded_workbook():
         "afterword"]
 
 
+def test_docx_vml_picture_alt_text_once():
+    """A VML picture's ``alt`` is its alt text; inside mc:AlternateContent the DrawingML
+    branch is read and the VML fallback not, so it appears once."""
+    vml = '<w:r><w:pict><v:shape alt="vmlaltword"><v:imagedata/></v:shape></w:pict></w:r>'
+    both = ('<w:r><mc:AlternateContent><mc:Choice Requires="wps">'
+            + drawing_run("", descr="choicealtword")[5:-6]
+            + "</mc:Choice><mc:Fallback><w:pict><v:shape alt=\"choicealtword\"/></w:pict>"
+            "</mc:Fallback></mc:AlternateContent></w:r>")
+    out = read(og.docx(og.w_p("oldpic", vml) + og.w_p("newpic", both)), "v.docx", DOCX)
+    assert lines(out) == ["oldpic", "[alt text: vmlaltword]", "newpic",
+                          "[alt text: choicealtword]"]
+
+
 def test_docx_embedded_nesting_is_bounded_and_failures_are_one_line():
     """A document embedding itself embeds no deeper than the nesting limit; an embedded part
     no reader takes is one line saying why."""
