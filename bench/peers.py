@@ -43,7 +43,11 @@ and precision over lower-cased ``\\w+`` tokens as multisets, summed over the fil
   through ``html.parser`` when a message has no text/plain part).
 
 Prints a Markdown report (tables of medians, ratios taken pairwise per round, target checks)
-and writes it to ``--out`` (default ``bench/results/peers.md``).
+and writes it to ``--out`` (default ``bench/results/peers.md``).  It ends with the table of
+issue 20's classes of office text (comments, list numbers, headers and footers, charts,
+SmartArt, alt text, embedded documents, numbers as shown, …): one run of each general tool over
+``tests/officegen.issue20_documents`` and real samples of ``tests/samples``, scored by the share
+of each class's phrases shown; ``--classes-only`` runs just that (no corpus needed).
 """
 
 from __future__ import annotations
@@ -650,6 +654,111 @@ def pdf_pages(files: list[Path]) -> int:
     return total
 
 
+# =============================================================================================
+# Issue 20: classes of office text (comments, list numbers, headers and footers, charts, …).
+# Kept apart from the per-format tables above: one run of each tool over small documents, each
+# holding one class, scored by the phrases a reader must show.  `--classes-only` runs just this.
+# =============================================================================================
+
+# real documents of tests/samples (origins in their ORIGIN.md): (class, path, phrases, match);
+# every phrase occurs only in that class's text of the file
+CLASS_SAMPLES = (
+    ("comments", "office/comments-rich-para.docx",
+     ["Paragraph with Heading 2 paragraph style"], "exact"),
+    ("comments", "office/test_comments_excel.xlsx", ["1st line 2nd line"], "exact"),
+    ("comments", "office/test_comments_gdocs.xlsx", ["Just a test"], "exact"),
+    ("list numbering", "office/num-having-numbering-part.docx",
+     ["1 Paragraph having List Number style"], "words"),
+    ("list numbering", "office/definitionlists.odt", ["1 nummer 1", "2 nummer 2"], "words"),
+    ("headers and footers", "office/headerfooter.odt", ["Bottom"], "exact"),
+    ("headers and footers", "office/input-weird.xlsx", ["Company Confidential"], "exact"),
+    ("headers and footers", "rtf/headers_footers.rtf",
+     ["Odd Page Header", "First Page Footer"], "exact"),
+    ("charts", "office/shp-inline-shape-access.docx", ["Category 3", "Series 2"], "exact"),
+    ("SmartArt", "office/shp-shapes.pptx", ["Smart Art"], "exact"),
+    ("alt text", "office/shp-shapes.pptx", ["python-powered.png"], "exact"),
+    ("embedded objects", "office/emb_spreadsheet.odp", ["val11", "val33"], "exact"),
+    ("numbers as shown", "office/percentage.xlsx", ["1.23%", "0.01%"], "exact"),
+    ("numbers as shown", "office/timeformat.xlsx", ["14:40:30", "00:01:59"], "exact"),
+)
+_PUNCT = re.compile(r"[^\w]+")
+
+
+def _norm(text: str, match: str) -> str:
+    text = text.lower()
+    if match == "words":
+        text = _PUNCT.sub(" ", text)
+    return " ".join(text.split())
+
+
+def class_documents(work: Path) -> list[tuple[str, Path, list[str], str]]:
+    """The documents of the class table, written to ``work/classes``: generated ones
+    (``tests/officegen.issue20_documents``, a default-password workbook when msoffcrypto is
+    installed) and the real ones of :data:`CLASS_SAMPLES`."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import officegen as og
+
+    folder = work / "classes"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    docs = []
+    for cls, name, data, phrases, match in og.issue20_documents():
+        (folder / f"gen-{name}").write_bytes(data)
+        docs.append((cls, folder / f"gen-{name}", phrases, match))
+    try:
+        from msoffcrypto.format.ooxml import OOXMLFile
+    except ImportError:
+        OOXMLFile = None
+    if OOXMLFile is not None:
+        m = og.zip_members(og.xlsx([("Locked", "sheet1.xml", '<row r="1"><c r="A1" t="inlineStr">'
+                                     "<is><t>protectedamethyst</t></is></c></row>")]))
+        m["docProps/thumbnail.jpeg"] = random.Random(3).randbytes(6000)
+        buf = io.BytesIO()
+        OOXMLFile(io.BytesIO(og.zip_bytes(m))).encrypt("VelvetSweatshop", buf)
+        (folder / "gen-protected.xlsx").write_bytes(buf.getvalue())
+        docs.append(("protected workbooks", folder / "gen-protected.xlsx", ["protectedamethyst"],
+                     "exact"))
+    for cls, rel, phrases, match in CLASS_SAMPLES:
+        target = folder / f"real-{Path(rel).name}"
+        shutil.copy2(ROOT / "tests" / "samples" / rel, target)
+        docs.append((cls, target, phrases, match))
+    return docs
+
+
+def class_agreement(tools: list[Tool], work: Path) -> list[str]:
+    """The Markdown table: per class, the share of its phrases each tool shows."""
+    docs = class_documents(work)
+    files = sorted({d[1] for d in docs})
+    texts: dict[str, dict[Path, str]] = {}
+    for tool in tools:
+        tw = work / f"classes-{tool.name}"
+        tw.mkdir(exist_ok=True)
+        _, tx, _ = tool.run(files, files[0].parent, tw)
+        texts[tool.name] = tx
+    names = [t.name for t in tools]
+    classes: dict[str, list[tuple[Path, list[str], str]]] = {}
+    for cls, path, phrases, match in docs:
+        classes.setdefault(cls, []).append((path, phrases, match))
+    out = ["\n### Classes of office text (issue 20): share of each class's phrases shown\n",
+           "| class | documents (generated + real) | phrases | " + " | ".join(names) + " |",
+           "| --- | --- | ---: | " + " | ".join("---:" for _ in names) + " |"]
+    totals = {n: [0, 0] for n in names}
+    for cls, items in classes.items():
+        gen = sum(1 for p, _, _ in items if p.name.startswith("gen-"))
+        n_phr = sum(len(ph) for _, ph, _ in items)
+        row = [cls, f"{gen} + {len(items) - gen}", str(n_phr)]
+        for n in names:
+            found = sum(1 for path, phrases, match in items for ph in phrases
+                        if _norm(ph, match) in _norm(texts[n].get(path, ""), match))
+            totals[n][0] += found
+            totals[n][1] += n_phr
+            row.append(f"{found / n_phr:.0%}")
+        out.append("| " + " | ".join(row) + " |")
+    out.append("| **all** | " + str(len(docs)) + " | " + str(totals[names[0]][1]) + " | "
+               + " | ".join(f"**{totals[n][0] / totals[n][1]:.0%}**" for n in names) + " |")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 
 def main() -> int:
@@ -666,6 +775,9 @@ def main() -> int:
                     help="the bastion source tree to measure (e.g. a `git archive` snapshot, so "
                          "that edits in this checkout during the run do not count)")
     ap.add_argument("--big", type=int, default=1000, help="pages of the generated RSS PDF (0: skip)")
+    ap.add_argument("--classes-only", action="store_true",
+                    help="only the table of issue 20's classes of office text (no corpus)")
+    ap.add_argument("--no-classes", action="store_true", help="skip that table")
     args = ap.parse_args()
     ROOT = args.bastion.resolve()
     start_spawner()
@@ -675,6 +787,19 @@ def main() -> int:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tasks"),
                     str(ROOT / "readers")], check=True, env=dict(os.environ,
                                                                  PYTHONDONTWRITEBYTECODE=""))
+    if args.classes_only:
+        work = args.work.resolve()
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        driver = work / "driver.py"
+        driver.write_text(PEER_DRIVER)
+        tools = [Bastion("bastion-j2", 2)] + [
+            Driver(name, ensure_venv(name, spec), driver) for name, spec in PEERS.items()]
+        report = "\n".join(class_agreement(tools, work)) + "\n"
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(report)
+        print(report)
+        return 0
     corpus = args.corpus.resolve()
     if not (corpus / "MANIFEST.tsv").exists():
         raise SystemExit(f"no corpus in {corpus}: run python bench/corpus.py first")
@@ -757,6 +882,9 @@ def main() -> int:
     big = big_pdf_rss(args.big, work) if args.big else []
     report = render(by_fmt, runs, texts, status, refs, tools, args.rounds, load0,
                     os.getloadavg(), time.monotonic() - t_start, big)
+    if not args.no_classes:  # issue 20's classes of office text
+        general = [t for t in tools if t.formats is None and t.name != "bastion-j1"]
+        report += "\n".join(class_agreement(general, work)) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
     print(report)

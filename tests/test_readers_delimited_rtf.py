@@ -159,13 +159,17 @@ def test_rtf_body_text_and_symbols():
         "LINKMARK\n"
         "c1\tc2\n"
         "after pict\n"
+        "## header\n"
+        "HEADERMARK\n"
+        "## footer\n"
+        "FOOTERMARK\n"
     )
     assert out.meta == {"codepage": "cp1252"}
 
 
 @pytest.mark.parametrize("word", [
-    "FONTNAMEMARK", "STYLEMARK", "GENERATORMARK", "INFOTITLEMARK", "AUTHORMARK", "HEADERMARK",
-    "FOOTERMARK", "THEMEMARK", "STARMARK", "FLDINSTMARK", "BKMARK", "PICTMARK", "TRAILINGMARK",
+    "FONTNAMEMARK", "STYLEMARK", "GENERATORMARK", "INFOTITLEMARK", "AUTHORMARK", "THEMEMARK",
+    "STARMARK", "FLDINSTMARK", "BKMARK", "PICTMARK", "TRAILINGMARK",
 ])
 def test_rtf_destinations_dropped(word):
     assert word not in read_rtf(RTF_DOC).text
@@ -250,6 +254,10 @@ def test_garbage_never_escapes_as_an_exception():
      ["State Name\tState Abbreviate\tCode\tMontgomery GI Bill-Active Duty",
       "CALIFORNIA\tCA\t06\t34,942\t2,987"], []),
     ("csv/dummy.tsv", "text/tab-separated-values", ["a\tb\tc\n1\t2\t3\n"], []),
+    ("rtf/headers_footers.rtf", "application/rtf",
+     ["Body Text\n\nBody Text page 2\n\nBody Text page 3\n## header\nEven page header\n"
+      "Odd Page Header\nFirst Page Header\n## footer\nEven Page Footer\nOdd Page Footer\n"
+      "First Page Footer\n"], []),
     ("rtf/la_dame.rtf", "application/rtf",
      ["La dame\nToc toc Il a fermé la porte\nLes lys du jardin sont flétris\n",
       "– Guillaume Apollinaire, Alcools", "to take\xa0[out/away/etc.]"],
@@ -263,3 +271,29 @@ def test_real_samples(path, mime, phrases, absent):
         assert phrase in out.text
     for phrase in absent:
         assert phrase not in out.text
+
+
+def test_rtf_headers_footers_apart_and_shape_text():
+    """Header and footer groups are written after the body under ``## header`` /
+    ``## footer``, each distinct line once; a shape's text (``\\shptxt``) is read where the
+    shape sits and its fallback picture group (``\\shprslt``) is not read twice; the optional
+    hyphen ``\\-`` and U+00AD are removed, ``\\_`` is '-'."""
+    rtf = (rb"{\rtf1\ansi{\fonttbl{\f0 Arial;}}{\header \pard hdrword\par}"
+           rb"{\headerf \pard hdrword\par}{\footerl \pard footword {\field{\*\fldinst PAGE}"
+           rb"{\fldrslt 1}}\par}\pard bodyword in\-for\u173?ma\_tion\par"
+           rb"{\shp{\*\shpinst{\sp{\sn shapeType}{\sv 202}}{\shptxt \pard boxword\par}}"
+           rb"{\shprslt{\*\do\dobxcolumn{\dptxbx{\pard boxword\par}}}}}\pard tail\par}")
+    out = read_rtf(rtf)
+    assert out.text == ("bodyword informa-tion\nboxword\ntail\n## header\nhdrword\n"
+                        "## footer\nfootword 1\n")
+
+
+def test_rtf_annotations_after_their_paragraph():
+    """A comment (``\\*\\annotation``, author from ``\\*\\atnauthor``) is one line after the
+    paragraph it is anchored in; its id and reference are not text."""
+    rtf = (rb"{\rtf1\ansi\pard first {\*\atnid AA}{\*\atnauthor Ann Auditor}\chatn"
+           rb"{\*\annotation{\*\atnref 1}\pard\plain rtfremark\par more}para\par"
+           rb"\pard second{\*\annotation orphanremark}\par}")
+    out = read_rtf(rtf)
+    assert out.text == ("first para\n[comment: Ann Auditor] rtfremark more\nsecond\n"
+                        "[comment] orphanremark\n")
