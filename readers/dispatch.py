@@ -93,7 +93,11 @@ def read_document(doc: Document, ctx: Context) -> Outcome:
     text = normalize_text(sink.getvalue())
     status = "ok" if text.strip() else "empty"
     error = result.meta.pop("empty_reason", None) if status == "empty" else None
+    # a cap a reader met and went on past (an embedded document nested too deep, noted in
+    # its place in the text): the record names it, the text is not cut short
+    limit = result.meta.pop("limit", None)
     return Outcome(status, text if status == "ok" else "", result.extractor, error=error,
+                   limit=limit if isinstance(limit, str) and status == "ok" else None,
                    meta=result.meta, warnings=result.warnings)
 
 

@@ -105,10 +105,13 @@ def _read_ppt(ole, data: bytes, decrypted: bool, warnings: list[str]) -> tuple[s
 
 # Excel --------------------------------------------------------------------------------------
 
-def _cell_text(book, cell, kinds: dict[int, str | None]) -> str:
+def _cell_text(book, cell, formats: dict[int, Any]) -> str:
+    """A cell as the XLSX reader shows one: numbers by their format (readers/numfmt.py),
+    dates as ISO 8601, times by the format's own tokens."""
     import xlrd
 
-    from .ooxml import _format_number, _number, _serial_date
+    from .numfmt import compile_format
+    from .ooxml import _number, _serial_date
 
     ctype = cell.ctype
     if ctype in (xlrd.XL_CELL_EMPTY, xlrd.XL_CELL_BLANK):
@@ -122,25 +125,32 @@ def _cell_text(book, cell, kinds: dict[int, str | None]) -> str:
     if ctype == xlrd.XL_CELL_ERROR:
         return xlrd.error_text_from_code.get(cell.value, "#ERR")
     value = float(cell.value)
-    kind = kinds.get(cell.xf_index)
-    if ctype == xlrd.XL_CELL_DATE or kind in ("date", "datetime", "time"):
+    fmt = formats.get(cell.xf_index)
+    timey = fmt is not None and fmt.kind in ("date", "datetime", "time", "elapsed")
+    if ctype == xlrd.XL_CELL_DATE or timey:
         base = datetime(1904, 1, 1) if book.datemode else datetime(1899, 12, 30)
-        return _serial_date(repr(value), kind or "date", base)
-    if kind and kind.startswith("num:"):
-        return _format_number(repr(value), kind)
+        return _serial_date(repr(value), fmt if timey else compile_format("yyyy-mm-dd"),
+                            base)
+    if fmt is not None and fmt.kind in ("number", "literal"):
+        shown = fmt.render(value)
+        if shown is not None:
+            return shown
     if value.is_integer() and abs(value) < 1e15:
         return str(int(value))
     return _number(repr(value))
 
 
-def _xf_kinds(book) -> dict[int, str | None]:
-    from .ooxml import _format_kind
+def _xf_kinds(book) -> dict[int, Any]:
+    """The compiled number format of each XF record (cell style) that has one."""
+    from .numfmt import compile_format
 
-    kinds: dict[int, str | None] = {}
+    formats: dict[int, Any] = {}
     for i, xf in enumerate(getattr(book, "xf_list", ()) or ()):
         fmt = book.format_map.get(xf.format_key)
-        kinds[i] = _format_kind(fmt.format_str) if fmt is not None else None
-    return kinds
+        compiled = compile_format(fmt.format_str) if fmt is not None else None
+        if compiled is not None:
+            formats[i] = compiled
+    return formats
 
 
 def _read_xls(ole, data: bytes, decrypted: bool, sink: TextSink, ctx: Context

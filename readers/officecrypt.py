@@ -74,6 +74,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         ctx.decrypting = False  # type: ignore[attr-defined]
     result.extractor = f"{result.extractor}+velvetsweatshop"
     result.warnings.append("decrypted with the default password VelvetSweatshop")
+    result.meta["default_password"] = True
     return result
 
 

@@ -14,7 +14,6 @@ are decrypted.  The rules (what is kept, in which order, with which marker) are 
 
 from __future__ import annotations
 
-import io
 import math
 import posixpath
 import re
@@ -98,6 +97,7 @@ class _Package:
         self.zf = zf
         self.budget = budget
         self.rels_cache: dict[str, list[tuple[str, str, str]]] = {}
+        self.limit: str | None = None  # a cap met and gone past (an embed nested too deep)
         self.parts: dict[str, str] = {}
         for name in zf.namelist():
             self.parts.setdefault(name.replace("\\", "/").lower(), name)
@@ -371,8 +371,12 @@ class _Extras:
         sink = TextSink(max(self.ctx.limits.max_chars, 0))
         try:
             extractor = self.ctx.read_nested(data, name, sink)
-        except CapReached:
-            raise
+        except CapReached as cap:
+            if cap.cap != "max_depth" or sink.chars:
+                raise
+            self.pkg.limit = cap.cap  # noted here; the record names the cap
+            return [f"[embedded: {one_line(name)}: not read: nested too deep "
+                    f"({cap.detail})]"]
         except Unsupported as e:
             return [f"[embedded: {one_line(name)}: not read: {e.message}]"]
         except ReaderError as e:
@@ -1679,37 +1683,12 @@ def _main_part(pkg: _Package, doc: Document) -> tuple[str, str]:
     return kind, main
 
 
-# The password Excel encrypts a workbook with when it is only protected (write-protected,
-# structure- or sheet-protected): it opens without asking, so it is read like any other.
-DEFAULT_PASSWORD = "VelvetSweatshop"
-
-
-def _decrypt_default(data: bytes) -> bytes | None:
-    """The package inside an encrypted OOXML file when the default password opens it."""
-    try:
-        import msoffcrypto
-    except ImportError:  # the optional dependency is absent: the file stays ``encrypted``
-        return None
-    out = io.BytesIO()
-    try:
-        office = msoffcrypto.OfficeFile(io.BytesIO(data))
-        office.load_key(password=DEFAULT_PASSWORD, verify_password=True)
-        office.decrypt(out)
-    except Exception:  # noqa: BLE001 - a wrong password or a damaged container: encrypted
-        return None
-    plain = out.getvalue()
-    return plain if plain[:2] == b"PK" else None
-
-
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     """Write the text of an OOXML package; see the module docstring for the rules."""
-    protected = False
-    if doc.mime == ENCRYPTED_MIME or doc.data[:8] == OLE_MAGIC:
-        plain = _decrypt_default(doc.data)
-        if plain is None:
-            raise EncryptedDocument("encrypted document")
-        doc = Document(plain, doc.name, doc.mime)
-        protected = True
+    # (an encrypted package — Excel's "protected" workbooks under the default password — is
+    # readers/officecrypt.py's: it decrypts it and hands the package back to this reader)
+    if doc.data[:8] == OLE_MAGIC:
+        raise EncryptedDocument("encrypted document")
     zf = open_zip(doc.data)
     try:
         pkg = _Package(zf, Budget(ctx.limits))
@@ -1726,15 +1705,15 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         raise CorruptDocument(f"damaged {doc.name or 'document'}: {e!r}") from None
     finally:
         zf.close()
-    if protected:
-        meta["default_password"] = True
+    if pkg.limit:
+        meta["limit"] = pkg.limit
     return ReadResult(kind, meta)
 
 
 READER = Reader(
     name="ooxml",
     version=4,
-    mimes=DOCX_MIMES + XLSX_MIMES + PPTX_MIMES + (ENCRYPTED_MIME,),
+    mimes=DOCX_MIMES + XLSX_MIMES + PPTX_MIMES,
     extensions=tuple(_EXT_KIND),
     settings=("max_member_bytes", "max_xml_bytes"),
     read=read,

@@ -827,6 +827,7 @@ def test_docx_embedded_nesting_is_bounded_and_failures_are_one_line():
     assert out.text.count("levelword") == 4  # this document and MAX_NESTING levels inside
     last = lines(out)[-1]
     assert last.startswith("[embedded: Document.docx: not read: ") and "too deep" in last
+    assert out.limit == "max_depth"  # the cap met is named in the record, never a silent ok
     out = read(with_embed(b"\x00\x01 not a document", "oleObject1.bin"), "b.docx", DOCX)
     assert lines(out)[0] == "levelword"
     assert lines(out)[1].startswith("[embedded: oleObject1.bin: not read: ")
