@@ -369,8 +369,13 @@ class _Extras:
         name = posixpath.basename(part)
         data = b"".join(self.pkg.chunks(part))
         sink = TextSink(max(self.ctx.limits.max_chars, 0))
+        from .nested import read_embedded
+
         try:
-            extractor = self.ctx.read_nested(data, name, sink)
+            result = read_embedded(self.ctx, data, name, sink)
+            extractor = result.extractor
+            if isinstance(result.meta.get("limit"), str):  # met deeper down, gone past
+                self.pkg.limit = result.meta["limit"]
         except CapReached as cap:
             if cap.cap != "max_depth" or sink.chars:
                 raise
