@@ -232,7 +232,10 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
         backends = {"BACKEND": {doitdb.NAME: doitdb.LOCATION}}
         with _no_plugin_scan():
             while True:  # one doit run per slice of files to extract (RunConfig.slice)
-                rc = DoitMain(ModuleTaskLoader(pipeline.namespace(run)),
+                # config_filenames=(): the pyproject.toml or doit.cfg of the directory the
+                # command runs in is the user's, not bastion's (a broken or foreign one
+                # must not change or stop a run)
+                rc = DoitMain(ModuleTaskLoader(pipeline.namespace(run)), config_filenames=(),
                               extra_config=backends).run(argv)
                 if rc != 0 or not run.more:
                     break
