@@ -779,7 +779,7 @@ def parse_pdftext_output(stdout: bytes, returncode: int, stderr: bytes) -> PdfDo
 def run_pdftext(argv: list[str], data: bytes, *, timeout: float, max_output: int) -> PdfDoc:
     """Run a ``pdftext`` child (``argv`` up to and including its flags) on ``data``, killed
     with its process group at ``timeout`` or past ``max_output`` bytes, and parse its lines."""
-    from .runtime import run_tool
+    from .toolrun import run_tool
 
     try:
         result = run_tool(argv, input=data, timeout=timeout, max_output=max_output)

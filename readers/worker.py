@@ -1,6 +1,6 @@
 """A worker: the child process that reads documents, many in a row.
 
-Started by :class:`readers.runtime.WorkerPool` as ``python -I -c …`` with one JSON argument
+Started by :class:`readers.pool.WorkerPool` as ``python -I -c …`` with one JSON argument
 (its private directory and the limits).  It enters the sandbox first, then loads the readers
 once and answers one JSON line per job line::
 
@@ -78,9 +78,9 @@ def _read_checked(path: str, size: int, sha256: str) -> bytes:
 
 def handle(job: dict[str, Any], workdir: Path, limits, seq: int) -> dict[str, Any]:
     from .base import Document
-    from .dispatch import Outcome, read_document
+    from .context import LocalContext
+    from .dispatch import Outcome, read_document, read_nested
     from .errors import ReaderError
-    from .runtime import LocalContext
 
     result: dict[str, Any] = {"id": job["id"], "fatal": False, "text": None}
     scratch = workdir / f"job{seq}"  # made only if the reader asks for it (ctx.tmpdir)
@@ -91,7 +91,8 @@ def handle(job: dict[str, Any], workdir: Path, limits, seq: int) -> dict[str, An
             outcome = Outcome("error", extractor=None, error=e.message, error_kind=e.kind)
         else:
             ctx = LocalContext(limits, job.get("tools") or {}, scratch,
-                               deadline=time.monotonic() + float(job.get("deadline", 60)))
+                               deadline=time.monotonic() + float(job.get("deadline", 60)),
+                               nested=read_nested)
             outcome = read_document(Document(data, job["name"], job["mime"]), ctx)
             del data
     except MemoryError:
@@ -140,7 +141,7 @@ def main() -> None:
     config = json.loads(sys.argv[1])
     workdir = Path(config["dir"])
     from .base import Limits
-    from .runtime import enter_sandbox
+    from .sandbox import enter_sandbox
 
     limits = Limits.from_dict(config["limits"])
     jobs, results, _abi = enter_sandbox(workdir, limits)

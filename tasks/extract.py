@@ -7,7 +7,7 @@ settings (:func:`task_key`); the verdict stored for its sha256 decides whether i
 * ``unsupported``: kept while, in addition, the tools present for its type are unchanged;
 * ``error``: never kept — retried on every run.
 
-Task actions hand documents to the :class:`readers.runtime.WorkerPool` and return at once;
+Task actions hand documents to the :class:`readers.pool.WorkerPool` and return at once;
 verdicts arrive in the pool's callback and are committed to the store one by one.  The finish
 step (the ``_extract_finish`` setup of the ``extract`` group, or the teardown of a single-file
 run) drains the pool and writes ``extract.jsonl`` and ``extract.summary.json``.
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from readers.base import Limits, Reader
-from readers.runtime import Job, JobResult, PoolError, WorkerPool
+from readers.pool import Job, JobResult, PoolError, WorkerPool
 from readers.tools import Tool, ToolProbe
 
 from .config import FINISH_TASK, PrerequisiteError, RunConfig, load

@@ -93,7 +93,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     elif cmd == "tool":
         # a multi-process tool (sh and two sleeps marked with the argument), with a deadline
         # far past the document's: the pool's kill must take the tool and its children too
-        from readers.runtime import run_tool
+        from readers.toolrun import run_tool
 
         run_tool(["sh", "-c", f"sleep 1000.{arg} & sleep 999.{arg}"], timeout=100.0)
         sink.write("tool returned\n")

@@ -19,9 +19,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import pdfgen  # noqa: E402
 from readers import pdf as pdfreader  # noqa: E402
 from readers.base import Document, Limits  # noqa: E402
+from readers.context import LocalContext  # noqa: E402
 from readers.dispatch import Outcome, read_document  # noqa: E402
 from readers.errors import CorruptDocument, EncryptedDocument, ReaderError  # noqa: E402
-from readers.runtime import LocalContext, run_tool  # noqa: E402
+from readers.toolrun import run_tool  # noqa: E402
 
 PDFTOTEXT = shutil.which("pdftotext")
 PDFTOPPM = shutil.which("pdftoppm")
@@ -304,7 +305,7 @@ sys.path[:0] = [{root!r}, {tests!r}]
 from pdfgen import make_many_pages
 from readers.base import Document, Limits
 from readers.dispatch import read_document
-from readers.runtime import LocalContext
+from readers.context import LocalContext
 engine, pages, tools = sys.argv[1], int(sys.argv[2]), dict(a.split("=") for a in sys.argv[3:])
 data = make_many_pages(pages)
 import pdfplumber, pypdfium2  # imported before the baseline

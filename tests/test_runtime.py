@@ -24,8 +24,10 @@ import pytest
 from readers.base import Document, Limits, MiB
 from readers.dispatch import read_document
 from readers.errors import ToolFailed
-from readers.runtime import (CHILD_ENV, Job, JobResult, LocalContext, RunningTool, WorkerPool,
-                             run_tool)
+from readers.context import LocalContext
+from readers.pool import Job, JobResult, WorkerPool
+from readers.procs import CHILD_ENV
+from readers.toolrun import RunningTool, run_tool
 
 from procutil import alive, pids_with  # tests/ is on sys.path
 
@@ -117,7 +119,7 @@ def landlock_abi() -> int:
     """The Landlock ABI the sandbox gets, asked in a throw-away child (it restricts itself)."""
     global _ABI
     if _ABI is None:
-        code = ("import sys, tempfile, pathlib; from readers.runtime import landlock_restrict; "
+        code = ("import sys, tempfile, pathlib; from readers.sandbox import landlock_restrict; "
                 "print(landlock_restrict([pathlib.Path(tempfile.mkdtemp())]))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              cwd=str(Path(__file__).resolve().parent.parent), timeout=30)
