@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .base import Limits
-from .procs import CHILD_ENV, kill_group, kill_session, start_worker
+from .procs import CHILD_ENV, start_worker, stop_worker
 
 _REPO = str(Path(__file__).resolve().parent.parent)
 _BOOT = (
@@ -67,7 +67,7 @@ class JobResult:
 
 class _Worker:
     __slots__ = ("proc", "dir", "buf", "err", "job", "deadline", "done", "ready", "killed",
-                 "started")
+                 "started", "contained")
 
     def __init__(self, proc: subprocess.Popen, wdir: Path) -> None:
         self.proc = proc
@@ -80,6 +80,7 @@ class _Worker:
         self.ready = False
         self.killed: str | None = None
         self.started = time.monotonic()
+        self.contained: str | None = None  # how it holds its descendants (its ready line)
 
 
 class PoolError(Exception):
@@ -106,6 +107,7 @@ class WorkerPool:
         recycle_after: int = 5000,
         rss_limit: int | None = None,
         extra_readers: tuple[str, ...] = (),
+        pid_namespace: bool = True,
     ) -> None:
         self.size = max(1, size)
         self.limits = limits
@@ -114,6 +116,7 @@ class WorkerPool:
         self.recycle_after = recycle_after
         self.rss_limit = rss_limit if rss_limit is not None else limits.memory_bytes // 2
         self.extra_readers = extra_readers
+        self.pid_namespace = pid_namespace  # False: the subreaper fallback (tests force it)
         self.workers: list[_Worker] = []
         self.sel = selectors.DefaultSelector()
         self._seq = 0
@@ -187,7 +190,7 @@ class WorkerPool:
         wdir = self.tmp_root / f"w{os.getpid()}-{self._seq}"
         wdir.mkdir(parents=True, exist_ok=False)
         config = {"dir": str(wdir), "limits": self.limits.as_dict(),
-                  "extra_readers": list(self.extra_readers)}
+                  "extra_readers": list(self.extra_readers), "pid_namespace": self.pid_namespace}
         argv = [sys.executable, "-I", "-S", "-c", _BOOT.format(path=_worker_path()),
                 json.dumps(config)]
         env = dict(CHILD_ENV, TMPDIR=str(wdir))
@@ -244,13 +247,7 @@ class WorkerPool:
                 w.proc.stdin.close()
         except OSError:
             pass
-        if w.proc.returncode is None:  # not reaped yet: its pid (the session id) stays taken
-            try:
-                os.killpg(w.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        kill_session(w.proc.pid)  # tools it started, in groups of their own, and their children
-        kill_group(w.proc)
+        stop_worker(w.proc, w.contained)  # with every process it started, wherever it went
         for stream in (w.proc.stdout, w.proc.stderr):
             try:
                 stream.close()  # type: ignore[union-attr]
@@ -321,6 +318,7 @@ class WorkerPool:
                 return
             if msg.get("ready"):
                 w.ready = True
+                w.contained = msg.get("contained")
                 if w.job is not None:
                     w.deadline = time.monotonic() + w.job.deadline_s
                 continue

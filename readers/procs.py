@@ -1,19 +1,21 @@
 """Starting and killing processes: the only module that starts child processes.
 
-Every child bastion makes is started here: reader workers (:func:`start_worker`), the
-external tools readers run (:func:`start_tool`), the walk's forked helpers
-(:func:`fork_helper`).  Every child gets :data:`CHILD_ENV` (nothing of the parent's
-environment) and dies with its parent (``PR_SET_PDEATHSIG``); the kills here take a child's
-process group, session or whole tree, and always reap.
+Every child bastion makes is started here: reader workers (:func:`start_worker`, and the fork
+that puts a worker in a PID namespace of its own, :func:`contain_descendants`), the external
+tools readers run (:func:`start_tool`), the walk's forked helpers (:func:`fork_helper`).
+Every child gets :data:`CHILD_ENV` (nothing of the parent's environment) and dies with its
+parent (``PR_SET_PDEATHSIG``); :func:`stop_worker` takes a worker with every process it
+started, including one that left its session, and always reaps.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
-from typing import IO, Callable
+from typing import IO, Callable, NoReturn
 
 # The whole environment a child gets: nothing from the parent's leaks in.
 CHILD_ENV: dict[str, str] = {
@@ -27,6 +29,15 @@ CHILD_ENV: dict[str, str] = {
 
 SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin")
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+
+# How a worker holds every process it starts (:func:`contain_descendants`)
+PID_NAMESPACE = "pid-namespace"  # PID 1 of a namespace of its own (root)
+USER_PID_NAMESPACE = "user-pid-namespace"  # the same, inside a user namespace (not root)
+SUBREAPER = "subreaper"  # the fallback: a child subreaper, its tree killed from outside
+NAMESPACES = (PID_NAMESPACE, USER_PID_NAMESPACE)
 
 _in_worker = False  # set by the sandbox: tools then stay in the worker's session, die with it
 
@@ -111,6 +122,98 @@ def fork_helper(work: Callable[[], bytes]) -> tuple[int, int]:
     return pid, r
 
 
+# -- containing what a worker starts ----------------------------------------------------------
+
+
+def contain_descendants(namespace: bool = True) -> str:
+    """Make every process this one will start die with it, wherever it moves; returns how.
+
+    Called by a worker as its very first act.  With ``namespace`` (the default) the process
+    enters a PID namespace of its own (``unshare(CLONE_NEWPID)``; inside a user namespace of
+    its own when it is not root) and forks: the child, PID 1 of the new namespace, goes on as
+    the worker; this process stays behind as its *keeper*, reaps it and exits as it did (same
+    status, same signal).  When PID 1 of a namespace dies the kernel kills every process in
+    it, so a reader's child that calls ``setsid`` or double-forks goes too.  Where no
+    namespace can be made (not root and no user namespaces) the worker becomes a child
+    subreaper (``PR_SET_CHILD_SUBREAPER``): orphans of its descendants are re-parented to it,
+    so the pool finds them in its tree and kills them before the worker (:func:`stop_worker`).
+
+    Returns :data:`PID_NAMESPACE`, :data:`USER_PID_NAMESPACE` or :data:`SUBREAPER`.
+    """
+    set_parent_death_signal()  # the keeper dies with the pool, and PID 1 with the keeper
+    lib = libc()
+    how = None
+    if namespace:
+        uid, gid = os.getuid(), os.getgid()
+        if lib.unshare(_CLONE_NEWPID) == 0:
+            how = PID_NAMESPACE
+        elif uid != 0 and lib.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) == 0:
+            try:  # the same uid and gid inside: files are read as before
+                _write("/proc/self/setgroups", "deny")
+                _write("/proc/self/uid_map", f"{uid} {uid} 1")
+                _write("/proc/self/gid_map", f"{gid} {gid} 1")
+                how = USER_PID_NAMESPACE
+            except OSError:
+                os._exit(1)  # half made: this worker cannot go on (the pool reports it)
+    if how is None:
+        lib.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        return SUBREAPER
+    keeper = os.getpid()
+    pid = os.fork()
+    if pid:
+        _keep(pid)
+    set_parent_death_signal()  # not inherited through fork
+    if _host_ppid() != keeper:  # the keeper died before the line above
+        os._exit(1)
+    return how
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _host_ppid() -> int:
+    """This process's parent as ``/proc`` (the host's) numbers it: ``os.getppid()`` is 0 in
+    a PID namespace whose parent lives outside."""
+    fields = _proc_stat("self")
+    return int(fields[1]) if fields else -1
+
+
+def host_pid() -> int:
+    """This process's pid as ``/proc`` (the host's, as the pool sees it) numbers it."""
+    try:
+        return int(os.readlink("/proc/self"))
+    except (OSError, ValueError):
+        return os.getpid()
+
+
+def _keep(child: int) -> NoReturn:
+    """The keeper: hold no descriptor of the worker's, reap it, exit as it did."""
+    import resource
+
+    code = 1
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # it may re-raise SIGSEGV below
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # the pool sees EOF when the worker dies, not when this does
+            os.dup2(null, fd)
+        os.closerange(3, 1 << 16)
+        _, status = os.waitpid(child, 0)
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass  # SIGKILL: its disposition cannot be (and need not be) set
+            os.kill(os.getpid(), sig)
+            code = 128 + sig
+        else:
+            code = os.waitstatus_to_exitcode(status)
+    finally:
+        os._exit(code)
+
+
 # -- killing --------------------------------------------------------------------------------
 
 
@@ -137,16 +240,36 @@ def _proc_stat(pid: str) -> list[bytes] | None:
         return None
 
 
-def kill_session(sid: int) -> None:
-    """SIGKILL every process still in session ``sid``: what a killed worker left running.
+def stop_worker(proc: subprocess.Popen, contained: str | None) -> None:
+    """Kill a worker and every process it started, even one that left its session; reap it.
 
-    A worker is a session leader; the tools it starts run in process groups of their own
-    inside its session, so ``killpg`` of the worker's group misses them (``PR_SET_PDEATHSIG``
-    takes the tool itself, not the children it started).  A session id is not reused while
-    any process still belongs to it.
+    ``contained`` is what :func:`contain_descendants` returned in the worker (None when the
+    worker never said).  In a PID namespace, killing its PID 1 kills the rest, and the
+    keeper exits once it has reaped it; a subreaper is stopped first (it can start nothing
+    more), its tree killed, then it.  Either way the worker's session goes too: the tools a
+    worker starts run in groups of their own inside it.
     """
+    if proc.returncode is None:
+        if contained == SUBREAPER:
+            try:
+                os.kill(proc.pid, signal.SIGSTOP)
+            except (ProcessLookupError, PermissionError):
+                pass
+        kill_descendants(proc.pid, tree=True)
+        # the keeper reaps PID 1 and follows it; anything else is killed with its group
+        if not (contained in NAMESPACES and wait_exit(proc, 2.0)):
+            kill_group(proc)
+    # After the reap the pid may be another process's: only its session is safe to sweep
+    # (a session id is not reused while any process belongs to it).
+    kill_descendants(proc.pid, tree=False)
+
+
+def kill_descendants(pid: int, *, tree: bool) -> None:
+    """SIGKILL every live process in session ``pid`` and, with ``tree``, every descendant of
+    ``pid`` (not ``pid`` itself), until none is left (five sweeps of ``/proc`` at most)."""
     for _ in range(5):
-        found = False
+        parents: dict[int, list[int]] = {}
+        targets: set[int] = set()
         try:
             entries = os.listdir("/proc")
         except OSError:
@@ -156,11 +279,52 @@ def kill_session(sid: int) -> None:
                 continue
             fields = _proc_stat(name)
             try:
-                if fields is None or int(fields[3]) != sid or fields[0] in (b"Z", b"X"):
+                if fields is None or fields[0] in (b"Z", b"X"):
                     continue
-                os.kill(int(name), signal.SIGKILL)
-                found = True
-            except (OSError, ValueError, IndexError):
+                if int(fields[3]) == pid:
+                    targets.add(int(name))
+                if tree:
+                    parents.setdefault(int(fields[1]), []).append(int(name))
+            except (ValueError, IndexError):
                 continue
-        if not found:
+        todo, seen = list(parents.get(pid, ())), set()
+        while todo:
+            child = todo.pop()
+            if child not in seen:
+                seen.add(child)
+                todo.extend(parents.get(child, ()))
+        targets |= seen
+        targets.discard(pid)
+        if not targets:
             return
+        for target in targets:
+            try:
+                os.kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
+    """Reap ``proc`` within ``timeout`` seconds; whether it exited.  Sleeps on a pidfd, which
+    wakes at the exit itself: ``Popen.wait(timeout)`` polls with growing sleeps, ~1 ms lost
+    per tool run (a pdftotext per PDF)."""
+    if proc.poll() is not None:
+        return True
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd here (old kernel): Popen's polling
+        try:
+            proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        waiter = select.poll()  # poll, not select: no limit on the descriptor's number
+        waiter.register(fd, select.POLLIN)
+        ready = waiter.poll(timeout * 1000)
+    finally:
+        os.close(fd)
+    if not ready:
+        return proc.poll() is not None
+    proc.wait()  # it has exited: reaped at once
+    return True

@@ -8,7 +8,6 @@ Readers run ``pdftotext``, ``pdftoppm`` and ``tesseract`` through :func:`run_too
 from __future__ import annotations
 
 import os
-import select
 import selectors
 import signal
 import subprocess
@@ -19,7 +18,7 @@ from typing import IO, Callable
 
 from .base import ToolResult
 from .errors import ToolFailed
-from .procs import kill_group, start_tool
+from .procs import kill_group, start_tool, wait_exit
 
 
 def _drain(
@@ -149,7 +148,7 @@ class RunningTool:
                 raise
             if timed_out or truncated:
                 kill_group(proc)
-            elif not _wait_exit(proc, max(0.1, self.deadline - time.monotonic())):
+            elif not wait_exit(proc, max(0.1, self.deadline - time.monotonic())):
                 kill_group(proc)  # closed its output but kept running past the deadline
                 timed_out = True
             # Anything the tool started and left behind goes with its group.
@@ -179,29 +178,3 @@ class RunningTool:
         if self._input is not None:
             self._input.close()
             self._input = None
-
-
-def _wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
-    """Reap ``proc`` within ``timeout`` seconds; whether it exited.  Sleeps on a pidfd, which
-    wakes at the exit itself: ``Popen.wait(timeout)`` polls with growing sleeps, ~1 ms lost
-    per tool run (a pdftotext per PDF)."""
-    if proc.poll() is not None:
-        return True
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # no pidfd here (old kernel): Popen's polling
-        try:
-            proc.wait(timeout=timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-    try:
-        waiter = select.poll()  # poll, not select: no limit on the descriptor's number
-        waiter.register(fd, select.POLLIN)
-        ready = waiter.poll(timeout * 1000)
-    finally:
-        os.close(fd)
-    if not ready:
-        return proc.poll() is not None
-    proc.wait()  # it has exited: reaped at once
-    return True

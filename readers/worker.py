@@ -140,6 +140,11 @@ def handle(job: dict[str, Any], workdir: Path, limits, seq: int) -> dict[str, An
 def main() -> None:
     config = json.loads(sys.argv[1])
     workdir = Path(config["dir"])
+    from .procs import contain_descendants
+
+    # first, before anything else runs: a PID namespace of its own (the process that started
+    # stays behind as its keeper), so nothing a reader starts outlives this worker
+    contained = contain_descendants(config.get("pid_namespace", True))
     from .base import Limits
     from .sandbox import enter_sandbox
 
@@ -154,7 +159,7 @@ def main() -> None:
     if extras:  # readers added by the embedding program (the tests' misbehaving readers)
         dispatch.REGISTRY = extras + dispatch.REGISTRY
 
-    results.write(b'{"ready": true}\n')
+    results.write(json.dumps({"ready": True, "contained": contained}).encode() + b"\n")
     seq = 0
     buf = b""
     while True:

@@ -585,12 +585,25 @@ def test_timeout_kills_a_tool_the_reader_started(harness: Harness) -> None:
     assert pids_with(f".{token}") == [], "the tool's children outlived the killed worker"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a reader's descendant that leaves the worker's session (setsid / start_new_session) "
-    "escapes the kill: killpg and kill_session reach only the worker's group and session. "
-    "Needs the worker to be a child subreaper (PR_SET_CHILD_SUBREAPER) and the pool to kill "
-    "its descendant tree, or a PID namespace / cgroup"))
-def test_timeout_kills_a_descendant_that_left_the_session(harness: Harness) -> None:
+@pytest.mark.parametrize("pid_namespace", [True, False], ids=["pid-namespace", "subreaper"])
+def test_timeout_kills_a_descendant_that_left_the_session(tmp_path: Path,
+                                                          pid_namespace: bool) -> None:
+    """A reader's child that calls ``setsid`` leaves the worker's session and group: the kill
+    still takes it, through the worker's PID namespace (its PID 1 dies, the kernel kills the
+    rest) or, in the fallback, through the subreaper's tree."""
+    harness = Harness(tmp_path, pid_namespace=pid_namespace)
+    try:
+        assert_goes_on(harness)
+        expected = (("pid-namespace", "user-pid-namespace") if pid_namespace
+                    else ("subreaper",))
+        assert harness.pool.workers[0].contained in expected
+        run_daemon(harness)
+        assert_goes_on(harness)
+    finally:
+        harness.close()
+
+
+def run_daemon(harness: Harness) -> None:
     token = uuid.uuid4().int % 10**9
     job = harness.job("daemon", str(token), deadline=1.5)
     try:
