@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .base import Limits
-from .procs import CHILD_ENV, start_worker, stop_worker
+from .procs import AUTO, CHILD_ENV, containment, start_worker, stop_worker
 
 _REPO = str(Path(__file__).resolve().parent.parent)
 _BOOT = (
@@ -107,7 +107,7 @@ class WorkerPool:
         recycle_after: int = 5000,
         rss_limit: int | None = None,
         extra_readers: tuple[str, ...] = (),
-        pid_namespace: bool = True,
+        contain: str = AUTO,
     ) -> None:
         self.size = max(1, size)
         self.limits = limits
@@ -116,7 +116,7 @@ class WorkerPool:
         self.recycle_after = recycle_after
         self.rss_limit = rss_limit if rss_limit is not None else limits.memory_bytes // 2
         self.extra_readers = extra_readers
-        self.pid_namespace = pid_namespace  # False: the subreaper fallback (tests force it)
+        self.contain = contain  # how workers hold their descendants (tests force a fallback)
         self.workers: list[_Worker] = []
         self.sel = selectors.DefaultSelector()
         self._seq = 0
@@ -190,12 +190,13 @@ class WorkerPool:
         wdir = self.tmp_root / f"w{os.getpid()}-{self._seq}"
         wdir.mkdir(parents=True, exist_ok=False)
         config = {"dir": str(wdir), "limits": self.limits.as_dict(),
-                  "extra_readers": list(self.extra_readers), "pid_namespace": self.pid_namespace}
+                  "extra_readers": list(self.extra_readers),
+                  "contain": containment(self.contain)[1]}
         argv = [sys.executable, "-I", "-S", "-c", _BOOT.format(path=_worker_path()),
                 json.dumps(config)]
         env = dict(CHILD_ENV, TMPDIR=str(wdir))
         try:
-            proc = start_worker(argv, env, str(wdir))
+            proc = start_worker(argv, env, str(wdir), self.contain)
         except OSError as e:
             raise PoolError(f"cannot start a reader worker: {e}") from None
         worker = _Worker(proc, wdir)

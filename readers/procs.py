@@ -1,8 +1,8 @@
 """Starting and killing processes: the only module that starts child processes.
 
-Every child bastion makes is started here: reader workers (:func:`start_worker`, and the fork
-that puts a worker in a PID namespace of its own, :func:`contain_descendants`), the external
-tools readers run (:func:`start_tool`), the walk's forked helpers (:func:`fork_helper`).
+Every child bastion makes is started here: reader workers (:func:`start_worker`, each PID 1 of
+a PID namespace of its own: :func:`containment`), the external tools readers run
+(:func:`start_tool`), the walk's forked helpers (:func:`fork_helper`).
 Every child gets :data:`CHILD_ENV` (nothing of the parent's environment) and dies with its
 parent (``PR_SET_PDEATHSIG``); :func:`stop_worker` takes a worker with every process it
 started, including one that left its session, and always reaps.
@@ -10,12 +10,13 @@ started, including one that left its session, and always reaps.
 
 from __future__ import annotations
 
+import functools
 import os
 import select
 import shutil
 import signal
 import subprocess
-from typing import IO, Callable, NoReturn
+from typing import IO, Callable
 
 # The whole environment a child gets: nothing from the parent's leaks in.
 CHILD_ENV: dict[str, str] = {
@@ -30,10 +31,9 @@ CHILD_ENV: dict[str, str] = {
 SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin")
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWPID = 0x20000000
 
-# How a worker holds every process it starts (:func:`contain_descendants`)
+# How a worker holds every process it starts (:func:`containment`)
+AUTO = "auto"  # the first of the three below that this machine allows
 PID_NAMESPACE = "pid-namespace"  # PID 1 of a namespace of its own (root)
 USER_PID_NAMESPACE = "user-pid-namespace"  # the same, inside a user namespace (not root)
 SUBREAPER = "subreaper"  # the fallback: a child subreaper, its tree killed from outside
@@ -66,11 +66,15 @@ def set_parent_death_signal() -> None:
 # -- starting -------------------------------------------------------------------------------
 
 
-def start_worker(argv: list[str], env: dict[str, str], cwd: str) -> subprocess.Popen:
+def start_worker(argv: list[str], env: dict[str, str], cwd: str,
+                 contain: str = AUTO) -> subprocess.Popen:
     """A reader worker: its own session, pipes for the protocol and stderr, no descriptor of
-    the parent's.  Raises OSError when it cannot start."""
+    the parent's, PID 1 of a PID namespace of its own where the machine allows it
+    (``containment(contain)``, whose mode the worker is to be told).  Raises OSError when it
+    cannot start."""
+    prefix, _ = containment(contain)
     return subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [*prefix, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env=env, cwd=cwd, close_fds=True, start_new_session=True,
     )
 
@@ -125,93 +129,72 @@ def fork_helper(work: Callable[[], bytes]) -> tuple[int, int]:
 # -- containing what a worker starts ----------------------------------------------------------
 
 
-def contain_descendants(namespace: bool = True) -> str:
-    """Make every process this one will start die with it, wherever it moves; returns how.
+_NAMESPACE_FLAGS = {  # util-linux unshare(1): the worker is PID 1 of a namespace of its own
+    PID_NAMESPACE: ["--pid"],
+    USER_PID_NAMESPACE: ["--map-current-user", "--pid"],  # same uid and gid inside
+}
 
-    Called by a worker as its very first act.  With ``namespace`` (the default) the process
-    enters a PID namespace of its own (``unshare(CLONE_NEWPID)``; inside a user namespace of
-    its own when it is not root) and forks: the child, PID 1 of the new namespace, goes on as
-    the worker; this process stays behind as its *keeper*, reaps it and exits as it did (same
-    status, same signal).  When PID 1 of a namespace dies the kernel kills every process in
-    it, so a reader's child that calls ``setsid`` or double-forks goes too.  Where no
-    namespace can be made (not root and no user namespaces) the worker becomes a child
-    subreaper (``PR_SET_CHILD_SUBREAPER``): orphans of its descendants are re-parented to it,
-    so the pool finds them in its tree and kills them before the worker (:func:`stop_worker`).
 
-    Returns :data:`PID_NAMESPACE`, :data:`USER_PID_NAMESPACE` or :data:`SUBREAPER`.
+@functools.cache
+def containment(how: str = AUTO) -> tuple[tuple[str, ...], str]:
+    """How workers started now hold their descendants: (argv prefix, mode).
+
+    The prefix runs the worker as PID 1 of a PID namespace of its own, through util-linux:
+    ``setpriv --pdeathsig KILL -- unshare --pid --fork --kill-child --`` (``--pid`` needs
+    root; ``--map-current-user`` adds a user namespace that maps only the caller's own uid
+    and gid, for a user who is not).  ``unshare`` stays as the worker's parent, its
+    *keeper*: it reaps the worker and exits as it did (same status, same signal), dies with
+    bastion (``--pdeathsig``) and takes the worker with it (``--kill-child``).  When PID 1 of
+    a namespace dies the kernel kills every process in it, so a reader's child that calls
+    ``setsid`` or double-forks goes too.
+
+    Each mode is tried once per process (``unshare … true``, ~2 ms).  Where none works (no
+    ``unshare``/``setpriv``, not root and user namespaces disabled) the mode is
+    :data:`SUBREAPER` and the prefix empty: the worker makes itself a child subreaper
+    (:func:`contain_descendants`).  ``how`` is :data:`AUTO` (the first mode this machine
+    allows) or a mode to force (the tests' way to reach the fallbacks).
     """
-    set_parent_death_signal()  # the keeper dies with the pool, and PID 1 with the keeper
-    lib = libc()
-    how = None
-    if namespace:
-        uid, gid = os.getuid(), os.getgid()
-        if lib.unshare(_CLONE_NEWPID) == 0:
-            how = PID_NAMESPACE
-        elif uid != 0 and lib.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) == 0:
-            try:  # the same uid and gid inside: files are read as before
-                _write("/proc/self/setgroups", "deny")
-                _write("/proc/self/uid_map", f"{uid} {uid} 1")
-                _write("/proc/self/gid_map", f"{gid} {gid} 1")
-                how = USER_PID_NAMESPACE
-            except OSError:
-                os._exit(1)  # half made: this worker cannot go on (the pool reports it)
-    if how is None:
-        lib.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        return SUBREAPER
-    keeper = os.getpid()
-    pid = os.fork()
-    if pid:
-        _keep(pid)
-    set_parent_death_signal()  # not inherited through fork
-    if _host_ppid() != keeper:  # the keeper died before the line above
-        os._exit(1)
-    return how
+    unshare = shutil.which("unshare", path="/usr/bin:/bin")
+    true = shutil.which("true", path=CHILD_ENV["PATH"])
+    modes = (PID_NAMESPACE, USER_PID_NAMESPACE) if how == AUTO else (how,)
+    for mode in modes:
+        if mode not in _NAMESPACE_FLAGS or not (unshare and SETPRIV and true):
+            continue
+        prefix = (SETPRIV, "--pdeathsig", "KILL", "--", unshare, *_NAMESPACE_FLAGS[mode],
+                  "--fork", "--kill-child", "--")
+        try:
+            probe = subprocess.run([*prefix[4:], true], env=CHILD_ENV, timeout=10,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if probe.returncode == 0:
+            return prefix, mode
+    return (), SUBREAPER
 
 
-def _write(path: str, text: str) -> None:
-    with open(path, "w") as f:
-        f.write(text)
+def contain_descendants(mode: str) -> str:
+    """The worker's side of :func:`containment`, its very first act; returns the mode it got.
 
-
-def _host_ppid() -> int:
-    """This process's parent as ``/proc`` (the host's) numbers it: ``os.getppid()`` is 0 in
-    a PID namespace whose parent lives outside."""
-    fields = _proc_stat("self")
-    return int(fields[1]) if fields else -1
+    In a namespace (``mode`` says so and this process is its PID 1) nothing more is needed.
+    Otherwise the worker becomes a child subreaper (``PR_SET_CHILD_SUBREAPER``): the orphans
+    of its descendants are re-parented to it rather than to init, so the pool finds them in
+    its tree and kills them before it (:func:`stop_worker`).  What the fallback misses: a
+    descendant that outlives a worker which died on its own (then nobody holds it).
+    """
+    if mode in NAMESPACES and os.getpid() == 1:
+        return mode
+    libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    return SUBREAPER
 
 
 def host_pid() -> int:
-    """This process's pid as ``/proc`` (the host's, as the pool sees it) numbers it."""
+    """This process's pid as ``/proc`` (the host's, as the pool sees it) numbers it: in a
+    PID namespace ``os.getpid()`` counts from 1."""
     try:
         return int(os.readlink("/proc/self"))
     except (OSError, ValueError):
         return os.getpid()
-
-
-def _keep(child: int) -> NoReturn:
-    """The keeper: hold no descriptor of the worker's, reap it, exit as it did."""
-    import resource
-
-    code = 1
-    try:
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # it may re-raise SIGSEGV below
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):  # the pool sees EOF when the worker dies, not when this does
-            os.dup2(null, fd)
-        os.closerange(3, 1 << 16)
-        _, status = os.waitpid(child, 0)
-        if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            try:
-                signal.signal(sig, signal.SIG_DFL)
-            except (OSError, ValueError):
-                pass  # SIGKILL: its disposition cannot be (and need not be) set
-            os.kill(os.getpid(), sig)
-            code = 128 + sig
-        else:
-            code = os.waitstatus_to_exitcode(status)
-    finally:
-        os._exit(code)
 
 
 # -- killing --------------------------------------------------------------------------------

@@ -142,9 +142,8 @@ def main() -> None:
     workdir = Path(config["dir"])
     from .procs import contain_descendants
 
-    # first, before anything else runs: a PID namespace of its own (the process that started
-    # stays behind as its keeper), so nothing a reader starts outlives this worker
-    contained = contain_descendants(config.get("pid_namespace", True))
+    # first, before anything else runs: nothing a reader starts may outlive this worker
+    contained = contain_descendants(config.get("contain", ""))
     from .base import Limits
     from .sandbox import enter_sandbox
 

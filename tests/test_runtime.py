@@ -26,7 +26,7 @@ from readers.dispatch import read_document
 from readers.errors import ToolFailed
 from readers.context import LocalContext
 from readers.pool import Job, JobResult, WorkerPool
-from readers.procs import CHILD_ENV
+from readers.procs import CHILD_ENV, SUBREAPER, containment
 from readers.toolrun import RunningTool, run_tool
 
 from procutil import alive, pids_with  # tests/ is on sys.path
@@ -585,18 +585,17 @@ def test_timeout_kills_a_tool_the_reader_started(harness: Harness) -> None:
     assert pids_with(f".{token}") == [], "the tool's children outlived the killed worker"
 
 
-@pytest.mark.parametrize("pid_namespace", [True, False], ids=["pid-namespace", "subreaper"])
-def test_timeout_kills_a_descendant_that_left_the_session(tmp_path: Path,
-                                                          pid_namespace: bool) -> None:
+@pytest.mark.parametrize("contain", ["auto", "user-pid-namespace", "subreaper"])
+def test_timeout_kills_a_descendant_that_left_the_session(tmp_path: Path, contain: str) -> None:
     """A reader's child that calls ``setsid`` leaves the worker's session and group: the kill
     still takes it, through the worker's PID namespace (its PID 1 dies, the kernel kills the
-    rest) or, in the fallback, through the subreaper's tree."""
-    harness = Harness(tmp_path, pid_namespace=pid_namespace)
+    rest; as root, or inside a user namespace) or, in the fallback, through the subreaper's
+    tree."""
+    harness = Harness(tmp_path, contain=contain)
     try:
         assert_goes_on(harness)
-        expected = (("pid-namespace", "user-pid-namespace") if pid_namespace
-                    else ("subreaper",))
-        assert harness.pool.workers[0].contained in expected
+        expected = {"auto": "pid-namespace" if os.geteuid() == 0 else "user-pid-namespace"}
+        assert harness.pool.workers[0].contained == expected.get(contain, contain)
         run_daemon(harness)
         assert_goes_on(harness)
     finally:
@@ -620,4 +619,47 @@ def run_daemon(harness: Harness) -> None:
         assert pids_with(f"1000.{token}") == [], "a setsid descendant outlived its worker"
     finally:
         for pid in pids_with(f"1000.{token}"):  # the stray sleep this test started
+            os.kill(pid, 9)
+
+
+def test_kill_9_of_the_parent_takes_a_setsid_descendant(tmp_path: Path) -> None:
+    """bastion itself killed with SIGKILL (no cleanup runs): its worker dies with it
+    (``PR_SET_PDEATHSIG`` down the chain), and with the worker's PID namespace every process
+    in it, even one that left the worker's session."""
+    if containment()[1] == SUBREAPER:
+        pytest.skip("no PID namespace here (not root, no user namespaces): the subreaper "
+                    "fallback cannot hold what outlives its worker")
+    token = uuid.uuid4().int % 10**9
+    doc = tmp_path / "d.hostile"
+    doc.write_bytes(f"daemon\n{token}".encode())
+    code = f"""
+import hashlib, sys, time
+from pathlib import Path
+from readers.base import Limits
+from readers.pool import Job, WorkerPool
+data = Path({str(doc)!r}).read_bytes()
+pool = WorkerPool(1, Limits(deadline_s=600), Path({str(tmp_path / "pool")!r}), print,
+                  extra_readers=("tests.hostile_readers",))
+pool.submit(Job(1, {str(doc)!r}, "d.hostile", "application/x-hostile",
+                hashlib.sha256(data).hexdigest(), len(data), 600.0))
+time.sleep(600)
+"""
+    parent = subprocess.Popen([sys.executable, "-c", code],
+                              cwd=str(Path(__file__).resolve().parent.parent))
+    try:
+        end = time.monotonic() + 20
+        while not pids_with(f"1000.{token}") and time.monotonic() < end:
+            time.sleep(0.02)
+        assert pids_with(f"1000.{token}"), "the daemon never started"
+        parent.kill()
+        parent.wait()
+        end = time.monotonic() + 2.0
+        while pids_with(f"1000.{token}") and time.monotonic() < end:
+            time.sleep(0.02)
+        assert pids_with(f"1000.{token}") == [], "a setsid descendant outlived bastion"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        for pid in pids_with(f"1000.{token}"):
             os.kill(pid, 9)
