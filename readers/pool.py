@@ -14,10 +14,12 @@ import re
 import selectors
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
 import time
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -66,11 +68,12 @@ class JobResult:
 
 
 class _Worker:
-    __slots__ = ("proc", "dir", "buf", "err", "job", "deadline", "done", "ready", "killed",
-                 "started", "contained")
+    __slots__ = ("proc", "jobs", "dir", "buf", "err", "job", "deadline", "done", "ready",
+                 "killed", "started", "contained")
 
-    def __init__(self, proc: subprocess.Popen, wdir: Path) -> None:
+    def __init__(self, proc: subprocess.Popen, jobs: socket.socket, wdir: Path) -> None:
         self.proc = proc
+        self.jobs = jobs  # the parent's end of the job socket
         self.dir = wdir
         self.buf = bytearray()
         self.err = bytearray()
@@ -195,11 +198,16 @@ class WorkerPool:
         argv = [sys.executable, "-I", "-S", "-c", _BOOT.format(path=_worker_path()),
                 json.dumps(config)]
         env = dict(CHILD_ENV, TMPDIR=str(wdir))
+        # one message per job, with the document's descriptor: SOCK_SEQPACKET keeps both whole
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            proc = start_worker(argv, env, str(wdir), self.contain)
+            proc = start_worker(argv, env, str(wdir), theirs.fileno(), self.contain)
         except OSError as e:
+            ours.close()
             raise PoolError(f"cannot start a reader worker: {e}") from None
-        worker = _Worker(proc, wdir)
+        finally:
+            theirs.close()
+        worker = _Worker(proc, ours, wdir)
         assert proc.stdout is not None and proc.stderr is not None
         os.set_blocking(proc.stdout.fileno(), False)
         os.set_blocking(proc.stderr.fileno(), False)
@@ -218,18 +226,24 @@ class WorkerPool:
         return None
 
     def _dispatch(self, w: _Worker, job: Job) -> bool:
-        line = json.dumps({
-            "id": job.id, "path": job.path, "name": job.name, "mime": job.mime,
-            "sha256": job.sha256, "size": job.size, "tools": job.tools,
-            "deadline": job.deadline_s,
-        }, ensure_ascii=True).encode() + b"\n"
+        fd, why = open_document(job.path)
+        message = {
+            "id": job.id, "name": job.name, "mime": job.mime, "sha256": job.sha256,
+            "size": job.size, "tools": job.tools, "deadline": job.deadline_s,
+        }
+        if why is not None:
+            message["open_error"] = why
+        line = json.dumps(message, ensure_ascii=True).encode()
         try:
-            assert w.proc.stdin is not None
-            w.proc.stdin.write(line)
-            w.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
+            fds = ([(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", [fd]))]
+                   if fd is not None else [])
+            w.jobs.sendmsg([line], fds)
+        except OSError:
             self._retire(w)  # died while idle: replace it and try again
             return False
+        finally:
+            if fd is not None:
+                os.close(fd)
         w.job = job
         w.err.clear()
         if w.ready:
@@ -243,11 +257,7 @@ class WorkerPool:
                 self.sel.unregister(stream)
             except (KeyError, ValueError):
                 pass
-        try:
-            if w.proc.stdin:
-                w.proc.stdin.close()
-        except OSError:
-            pass
+        w.jobs.close()
         stop_worker(w.proc, w.contained)  # with every process it started, wherever it went
         for stream in (w.proc.stdout, w.proc.stderr):
             try:
@@ -404,6 +414,30 @@ class WorkerPool:
             if kind == "crash" and stderr:
                 message = f"{message}: {stderr}"
             self.callback(JobResult(job=job, status="error", error=message, error_kind=kind))
+
+
+def open_document(path: str) -> tuple[int | None, str | None]:
+    """A read-only descriptor of the document for its worker, or why there is none.
+
+    The parent opens it (the worker may run as a user who could not) without following a
+    symlink and without opening anything but a regular file: ``O_PATH`` first, then the file
+    itself through ``/proc/self/fd`` once ``fstat`` says it is one (opening a device or a FIFO
+    can act on it).  Size and content are checked by the worker against the walk.
+    """
+    try:
+        handle = os.open(os.fsencode(path), os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, "file disappeared since the walk"
+    except OSError as e:
+        return None, f"cannot open: {e.strerror}"
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return None, "no longer a regular file"
+        return os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY), None
+    except OSError as e:
+        return None, f"cannot open: {e.strerror}"
+    finally:
+        os.close(handle)
 
 
 def _worker_path() -> list[str]:

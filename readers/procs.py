@@ -66,15 +66,15 @@ def set_parent_death_signal() -> None:
 # -- starting -------------------------------------------------------------------------------
 
 
-def start_worker(argv: list[str], env: dict[str, str], cwd: str,
+def start_worker(argv: list[str], env: dict[str, str], cwd: str, jobs: int,
                  contain: str = AUTO) -> subprocess.Popen:
-    """A reader worker: its own session, pipes for the protocol and stderr, no descriptor of
-    the parent's, PID 1 of a PID namespace of its own where the machine allows it
-    (``containment(contain)``, whose mode the worker is to be told).  Raises OSError when it
-    cannot start."""
+    """A reader worker: its own session, ``jobs`` (the worker's end of the job socket) as its
+    stdin, pipes for its results and stderr, no other descriptor of the parent's, PID 1 of a
+    PID namespace of its own where the machine allows it (``containment(contain)``, whose
+    mode the worker is to be told).  Raises OSError when it cannot start."""
     prefix, _ = containment(contain)
     return subprocess.Popen(
-        [*prefix, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [*prefix, *argv], stdin=jobs, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env=env, cwd=cwd, close_fds=True, start_new_session=True,
     )
 

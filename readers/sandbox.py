@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 from pathlib import Path
 from typing import IO
 
@@ -83,13 +84,14 @@ def landlock_restrict(writable: list[Path]) -> int:
     return int(abi)
 
 
-def enter_sandbox(tmpdir: Path, limits: Limits) -> tuple[IO[bytes], IO[bytes], int]:
+def enter_sandbox(tmpdir: Path, limits: Limits) -> tuple[socket.socket, IO[bytes], int]:
     """Called by a worker before it reads anything: limits, private I/O, Landlock.
 
     * ``RLIMIT_AS`` = ``limits.memory_bytes``; ``RLIMIT_FSIZE`` = the output cap (a larger
       write fails with EFBIG: SIGXFSZ is ignored); no core dumps.
-    * The protocol moves to private descriptors; fd 0 and 1 become ``/dev/null`` so a reader
-      that prints or reads stdin cannot corrupt the protocol.
+    * The protocol moves to private descriptors (jobs: the socket on fd 0, each job one
+      message with the document's descriptor; results: the pipe on fd 1); fd 0 and 1 become
+      ``/dev/null`` so a reader that prints or reads stdin cannot corrupt the protocol.
     * Dies with its parent (``PR_SET_PDEATHSIG``).
     * Landlock: no filesystem change outside ``tmpdir``, no TCP.
 
@@ -114,4 +116,4 @@ def enter_sandbox(tmpdir: Path, limits: Limits) -> tuple[IO[bytes], IO[bytes], i
     os.set_inheritable(results_fd, False)
     os.chdir(tmpdir)
     abi = landlock_restrict([tmpdir])
-    return os.fdopen(jobs_fd, "rb", buffering=0), os.fdopen(results_fd, "wb", buffering=0), abi
+    return socket.socket(fileno=jobs_fd), os.fdopen(results_fd, "wb", buffering=0), abi

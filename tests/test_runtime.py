@@ -305,6 +305,7 @@ def test_child_has_no_parent_descriptors(tmp_path: Path) -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen()
     os.set_inheritable(sock.fileno(), True)
+    parent_socket = f"socket:[{os.fstat(sock.fileno()).st_ino}]"
     try:
         h = Harness(tmp_path)
         try:
@@ -318,12 +319,14 @@ def test_child_has_no_parent_descriptors(tmp_path: Path) -> None:
     fds = {int(k): v for k, v in json.loads(text).items()}
     targets = {v for v in fds.values() if v is not None}
     assert str(secret) not in targets
-    assert not any(t.startswith("socket:") for t in targets), fds
+    assert parent_socket not in targets, fds
+    assert not any(t.endswith(".hostile") for t in targets), fds  # the document: read, closed
     # 0 and 1 are /dev/null (a reader's prints cannot reach the protocol), 2 is the stderr pipe
     assert fds[0] == "/dev/null" and fds[1] == "/dev/null"
     assert fds[2].startswith("pipe:")
-    protocol = [n for n, t in fds.items() if n > 2 and t and t.startswith("pipe:")]
-    assert len(protocol) == 2, fds
+    # the protocol: the job socket and the result pipe
+    protocol = [n for n, t in fds.items() if n > 2 and t and t.startswith(("pipe:", "socket:"))]
+    assert sorted(fds[n].partition(":")[0] for n in protocol) == ["pipe", "socket"], fds
     # everything else is the listing's own descriptor (/proc/<pid>/fd), nothing of the parent
     rest = {n: t for n, t in fds.items() if n > 2 and n not in protocol}
     assert all(t is None or t.startswith("/proc/") for t in rest.values()), rest
