@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .base import Limits
-from .procs import AUTO, CHILD_ENV, containment, start_worker, stop_worker
+from .procs import AUTO, CHILD_ENV, PID_NAMESPACE, containment, start_worker, stop_worker
+from .sandbox import WORKER_DIR
 
 _REPO = str(Path(__file__).resolve().parent.parent)
 _BOOT = (
@@ -33,6 +34,7 @@ _BOOT = (
     "from readers.worker import main; main()"
 )
 _TEXT_NAME = re.compile(r"t[0-9]{1,12}\.txt")
+DEFAULT_USER = "nobody"  # whom the workers of a pool run as root run as
 MAX_RESULT_LINE = 32 << 20  # bytes of one result line (the outline of a PDF can be long)
 STARTUP_DEADLINE_S = 60.0
 
@@ -111,6 +113,7 @@ class WorkerPool:
         rss_limit: int | None = None,
         extra_readers: tuple[str, ...] = (),
         contain: str = AUTO,
+        user: str | None = DEFAULT_USER,
     ) -> None:
         self.size = max(1, size)
         self.limits = limits
@@ -120,6 +123,10 @@ class WorkerPool:
         self.rss_limit = rss_limit if rss_limit is not None else limits.memory_bytes // 2
         self.extra_readers = extra_readers
         self.contain = contain  # how workers hold their descendants (tests force a fallback)
+        # run as root: the workers run as ``user`` (uid, gid), or say why they cannot
+        self.user, self.user_note = worker_user(user, contain)
+        self._staging = self.tmp_root / f"s{os.getpid()}"  # texts moved out of worker reach
+        self._tool_paths: dict[str, str] = {}  # a tool's path -> the one its workers run
         self.workers: list[_Worker] = []
         self.sel = selectors.DefaultSelector()
         self._seq = 0
@@ -174,6 +181,7 @@ class WorkerPool:
         if not self.closed:
             self.closed = True
             self.sel.close()
+            shutil.rmtree(self._staging, ignore_errors=True)
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -192,16 +200,21 @@ class WorkerPool:
         self._seq += 1
         wdir = self.tmp_root / f"w{os.getpid()}-{self._seq}"
         wdir.mkdir(parents=True, exist_ok=False)
-        config = {"dir": str(wdir), "limits": self.limits.as_dict(),
-                  "extra_readers": list(self.extra_readers),
-                  "contain": containment(self.contain)[1]}
+        mount = self.user is not None
+        if self.user is not None:  # its own directory, seen as WORKER_DIR in its namespace
+            os.chown(wdir, *self.user)
+            os.chmod(wdir, 0o700)
+        seen_as = str(WORKER_DIR) if mount else str(wdir)
+        config = {"dir": seen_as, "bind": str(wdir) if mount else None, "user": self.user,
+                  "limits": self.limits.as_dict(), "extra_readers": list(self.extra_readers),
+                  "contain": containment(self.contain, mount)[1]}
         argv = [sys.executable, "-I", "-S", "-c", _BOOT.format(path=_worker_path()),
                 json.dumps(config)]
-        env = dict(CHILD_ENV, TMPDIR=str(wdir))
+        env = dict(CHILD_ENV, TMPDIR=seen_as)
         # one message per job, with the document's descriptor: SOCK_SEQPACKET keeps both whole
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            proc = start_worker(argv, env, str(wdir), theirs.fileno(), self.contain)
+            proc = start_worker(argv, env, str(wdir), theirs.fileno(), self.contain, mount)
         except OSError as e:
             ours.close()
             raise PoolError(f"cannot start a reader worker: {e}") from None
@@ -229,7 +242,8 @@ class WorkerPool:
         fd, why = open_document(job.path)
         message = {
             "id": job.id, "name": job.name, "mime": job.mime, "sha256": job.sha256,
-            "size": job.size, "tools": job.tools, "deadline": job.deadline_s,
+            "size": job.size, "tools": self._tools_for_worker(job.tools),
+            "deadline": job.deadline_s,
         }
         if why is not None:
             message["open_error"] = why
@@ -249,6 +263,21 @@ class WorkerPool:
         if w.ready:
             w.deadline = time.monotonic() + job.deadline_s
         return True
+
+    def _tools_for_worker(self, tools: dict[str, str]) -> dict[str, str]:
+        """The tools' paths as a worker that gave up root can run them: a path it cannot
+        reach (a symlink in a directory of root's, say) becomes the binary it points to."""
+        if self.user is None or not tools:
+            return tools
+        out = {}
+        for name, path in tools.items():
+            if path not in self._tool_paths:
+                real = os.path.realpath(path)
+                usable = (_reachable(path, *self.user, need=1)
+                          or not _passable(real, *self.user, need=1))
+                self._tool_paths[path] = path if usable else real
+            out[name] = self._tool_paths[path]
+        return out
 
     def _retire(self, w: _Worker) -> None:
         """Stop a worker (idle, dead or to be killed) and forget it."""
@@ -372,18 +401,27 @@ class WorkerPool:
             self._retire(w)
 
     def _checked_text(self, w: _Worker, name: Any) -> Path | None:
-        """The worker's text file, only if it is a plain regular file in its own directory."""
+        """The worker's text file, only if it is a plain regular file in its own directory.
+
+        It is first renamed out of the worker's directory, into one only this process can
+        reach, and checked there: checked in place, a worker could swap it for a symlink
+        between the check and the store's rename.  A worker's text then belongs to us."""
         if not isinstance(name, str) or not _TEXT_NAME.fullmatch(name):
             return None
-        path = w.dir / name
+        self._staging.mkdir(mode=0o700, exist_ok=True)
+        path = self._staging / f"{w.dir.name}-{name}"
         try:
+            os.rename(w.dir / name, path)
             st = os.lstat(path)
         except OSError:
             return None
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 \
+                or st.st_size > self.limits.max_output_bytes:
+            path.unlink()
             return None
-        if st.st_size > self.limits.max_output_bytes:
-            return None
+        if self.user is not None:
+            os.chown(path, os.geteuid(), os.getegid())
+            os.chmod(path, 0o600)
         return path
 
     def _on_death(self, w: _Worker) -> None:
@@ -414,6 +452,59 @@ class WorkerPool:
             if kind == "crash" and stderr:
                 message = f"{message}: {stderr}"
             self.callback(JobResult(job=job, status="error", error=message, error_kind=kind))
+
+
+def worker_user(name: str | None,
+                contain: str = AUTO) -> tuple[tuple[int, int] | None, str | None]:
+    """The (uid, gid) reader workers run as, and why not when they run as root.
+
+    Only a pool running as root changes user: its workers become ``name`` (``nobody`` by
+    default; None keeps root) with that user's primary group and no other.  They need a PID
+    and mount namespace (their directory is bound where the user can reach it) and read
+    access to the interpreter's library and bastion's own modules: without either, they stay
+    root and the note says why.
+    """
+    if name is None or os.geteuid() != 0:
+        return None, None
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise PoolError(f"no user {name!r} to run the reader workers as") from None
+    if entry.pw_uid == 0:
+        return None, None
+    if containment(contain, mount=True)[1] != PID_NAMESPACE:
+        return None, f"reader workers run as root: no PID and mount namespace to give {name}"
+    for entry_path in [os.path.dirname(os.__file__), *_worker_path()]:
+        if os.path.isdir(entry_path) and not _reachable(entry_path, entry.pw_uid,
+                                                        entry.pw_gid):
+            return None, f"reader workers run as root: {entry_path} is not readable by {name}"
+    return (entry.pw_uid, entry.pw_gid), None
+
+
+def _reachable(path: str, uid: int, gid: int, need: int = 5) -> bool:
+    """Whether ``uid``/``gid`` (no other group) has the ``need`` bits on ``path`` (r-x: list
+    a directory; --x: run a file) and may pass every directory above it, both along the
+    path as written and along the one its symlinks lead to, by the permission bits (ACLs
+    are not read)."""
+    return all(_passable(p, uid, gid, need)
+               for p in {os.path.abspath(path), os.path.realpath(path)})
+
+
+def _passable(path: str, uid: int, gid: int, need: int) -> bool:
+    while True:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        bits = (st.st_mode >> 6 if st.st_uid == uid else
+                st.st_mode >> 3 if st.st_gid == gid else st.st_mode) & 7
+        if bits & need != need:
+            return False
+        if path == "/":
+            return True
+        path, need = os.path.dirname(path), 1
 
 
 def open_document(path: str) -> tuple[int | None, str | None]:

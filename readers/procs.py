@@ -67,12 +67,13 @@ def set_parent_death_signal() -> None:
 
 
 def start_worker(argv: list[str], env: dict[str, str], cwd: str, jobs: int,
-                 contain: str = AUTO) -> subprocess.Popen:
+                 contain: str = AUTO, mount: bool = False) -> subprocess.Popen:
     """A reader worker: its own session, ``jobs`` (the worker's end of the job socket) as its
     stdin, pipes for its results and stderr, no other descriptor of the parent's, PID 1 of a
     PID namespace of its own where the machine allows it (``containment(contain)``, whose
-    mode the worker is to be told).  Raises OSError when it cannot start."""
-    prefix, _ = containment(contain)
+    mode the worker is to be told; ``mount``: in a mount namespace too).  Raises OSError when
+    it cannot start."""
+    prefix, _ = containment(contain, mount)
     return subprocess.Popen(
         [*prefix, *argv], stdin=jobs, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env=env, cwd=cwd, close_fds=True, start_new_session=True,
@@ -136,7 +137,7 @@ _NAMESPACE_FLAGS = {  # util-linux unshare(1): the worker is PID 1 of a namespac
 
 
 @functools.cache
-def containment(how: str = AUTO) -> tuple[tuple[str, ...], str]:
+def containment(how: str = AUTO, mount: bool = False) -> tuple[tuple[str, ...], str]:
     """How workers started now hold their descendants: (argv prefix, mode).
 
     The prefix runs the worker as PID 1 of a PID namespace of its own, through util-linux:
@@ -152,7 +153,9 @@ def containment(how: str = AUTO) -> tuple[tuple[str, ...], str]:
     ``unshare``/``setpriv``, not root and user namespaces disabled) the mode is
     :data:`SUBREAPER` and the prefix empty: the worker makes itself a child subreaper
     (:func:`contain_descendants`).  ``how`` is :data:`AUTO` (the first mode this machine
-    allows) or a mode to force (the tests' way to reach the fallbacks).
+    allows) or a mode to force (the tests' way to reach the fallbacks).  ``mount`` adds a
+    mount namespace (``--mount``, private propagation) to the PID namespace, for a worker that
+    binds its directory in place before it gives up root (:mod:`readers.sandbox`).
     """
     unshare = shutil.which("unshare", path="/usr/bin:/bin")
     true = shutil.which("true", path=CHILD_ENV["PATH"])
@@ -160,8 +163,9 @@ def containment(how: str = AUTO) -> tuple[tuple[str, ...], str]:
     for mode in modes:
         if mode not in _NAMESPACE_FLAGS or not (unshare and SETPRIV and true):
             continue
-        prefix = (SETPRIV, "--pdeathsig", "KILL", "--", unshare, *_NAMESPACE_FLAGS[mode],
-                  "--fork", "--kill-child", "--")
+        flags = [*_NAMESPACE_FLAGS[mode], *(["--mount"] if mount else [])]
+        prefix = (SETPRIV, "--pdeathsig", "KILL", "--", unshare, *flags, "--fork",
+                  "--kill-child", "--")
         try:
             probe = subprocess.run([*prefix[4:], true], env=CHILD_ENV, timeout=10,
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

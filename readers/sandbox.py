@@ -1,4 +1,4 @@
-"""The sandbox a reader worker enters as its first act: resource limits, private I/O, Landlock."""
+"""The sandbox a reader worker enters as its first act: limits, private I/O, no root, Landlock."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ _SYS_LANDLOCK_CREATE_RULESET = 444
 _SYS_LANDLOCK_ADD_RULE = 445
 _SYS_LANDLOCK_RESTRICT_SELF = 446
 _PR_SET_NO_NEW_PRIVS = 38
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 2, 4, 8, 32, 4096
+
+# Where a worker that gives up root sees its own directory: bound over /tmp in its own mount
+# namespace, so the path to it needs no permission on the output's (private) directories
+WORKER_DIR = Path("/tmp")
 
 # Landlock filesystem rights that change the filesystem (reading and executing stay allowed).
 _LL_WRITE_FILE = 1 << 1
@@ -84,7 +89,38 @@ def landlock_restrict(writable: list[Path]) -> int:
     return int(abi)
 
 
-def enter_sandbox(tmpdir: Path, limits: Limits) -> tuple[socket.socket, IO[bytes], int]:
+def bind_worker_dir(host_dir: str) -> Path:
+    """Bind ``host_dir`` over :data:`WORKER_DIR` (``nosuid``, ``nodev``, ``noexec``) in this
+    worker's mount namespace; returns :data:`WORKER_DIR`.  Needs root in that namespace, so it
+    comes before :func:`drop_privileges`; the namespace's propagation is private (unshare's
+    default), so the host never sees the mount."""
+    import ctypes
+
+    lib = libc()
+    lib.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                          ctypes.c_void_p]
+    target = os.fsencode(WORKER_DIR)
+    if lib.mount(os.fsencode(host_dir), target, None, _MS_BIND, None) != 0:
+        raise OSError(ctypes.get_errno(), f"cannot bind {host_dir} over {WORKER_DIR}")
+    flags = _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    if lib.mount(None, target, None, flags, None) != 0:
+        raise OSError(ctypes.get_errno(), f"cannot remount {WORKER_DIR} noexec")
+    return WORKER_DIR
+
+
+def drop_privileges(uid: int, gid: int) -> None:
+    """Become ``uid``/``gid`` for good (real, effective and saved), with no supplementary
+    group; raises OSError if anything of root is left."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid) \
+            or os.getgroups():
+        raise OSError(f"could not give up root for uid {uid}")
+
+
+def enter_sandbox(tmpdir: Path, limits: Limits,
+                  user: tuple[int, int] | None = None) -> tuple[socket.socket, IO[bytes], int]:
     """Called by a worker before it reads anything: limits, private I/O, Landlock.
 
     * ``RLIMIT_AS`` = ``limits.memory_bytes``; ``RLIMIT_FSIZE`` = the output cap (a larger
@@ -92,7 +128,10 @@ def enter_sandbox(tmpdir: Path, limits: Limits) -> tuple[socket.socket, IO[bytes
     * The protocol moves to private descriptors (jobs: the socket on fd 0, each job one
       message with the document's descriptor; results: the pipe on fd 1); fd 0 and 1 become
       ``/dev/null`` so a reader that prints or reads stdin cannot corrupt the protocol.
-    * Dies with its parent (``PR_SET_PDEATHSIG``).
+    * ``user`` (uid, gid): gives up root for that user, with no supplementary group
+      (:func:`drop_privileges`; ``tmpdir`` is its own, bound by :func:`bind_worker_dir`).
+    * Dies with its parent (``PR_SET_PDEATHSIG``, set again after the change of user, which
+      clears it).
     * Landlock: no filesystem change outside ``tmpdir``, no TCP.
 
     Returns (jobs in, results out, landlock ABI or 0).
@@ -115,5 +154,8 @@ def enter_sandbox(tmpdir: Path, limits: Limits) -> tuple[socket.socket, IO[bytes
     os.set_inheritable(jobs_fd, False)
     os.set_inheritable(results_fd, False)
     os.chdir(tmpdir)
+    if user is not None:
+        drop_privileges(*user)
+        set_parent_death_signal()
     abi = landlock_restrict([tmpdir])
     return socket.socket(fileno=jobs_fd), os.fdopen(results_fd, "wb", buffering=0), abi

@@ -153,10 +153,13 @@ def main() -> None:
     # first, before anything else runs: nothing a reader starts may outlive this worker
     contained = contain_descendants(config.get("contain", ""))
     from .base import Limits
-    from .sandbox import enter_sandbox
+    from .sandbox import bind_worker_dir, enter_sandbox
 
+    if config.get("bind"):  # it gives up root: its directory where its user can reach it
+        workdir = bind_worker_dir(config["bind"])
+    user = config.get("user")
     limits = Limits.from_dict(config["limits"])
-    jobs, results, _abi = enter_sandbox(workdir, limits)
+    jobs, results, _abi = enter_sandbox(workdir, limits, tuple(user) if user else None)
     sys.setrecursionlimit(10_000)
     import importlib
 

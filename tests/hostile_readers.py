@@ -25,6 +25,8 @@ net        tries a TCP connection to 127.0.0.1:<argument>; returns ``connected``
            ``refused: …``
 env        returns the environment it sees, as JSON
 fds        returns its open descriptors as JSON ``{fd: readlink target}``
+whoami     returns its uid, euid, gid, groups, and whether it can open the path in its argument
+           itself (``opened`` or ``denied: …``), as JSON
 pid        returns its pid as the pool sees it (in its PID namespace, ``os.getpid()`` is 1)
 ok         returns ``fine``
 =========  ===================================================================================
@@ -162,6 +164,15 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
             except OSError:
                 fds[name] = None  # the listdir's own descriptor, closed by now
         sink.write(json.dumps(fds, sort_keys=True) + "\n")
+    elif cmd == "whoami":
+        try:
+            open(arg, "rb").close()
+            opened = "opened"
+        except OSError as e:
+            opened = f"denied: {e.strerror}"
+        sink.write(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(),
+                               "groups": os.getgroups(), "open": opened,
+                               "tmpdir": str(ctx.tmpdir)}) + "\n")
     elif cmd == "pid":
         from readers.procs import host_pid
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pwd
 import socket
 import subprocess
 import sys
@@ -25,8 +26,9 @@ from readers.base import Document, Limits, MiB
 from readers.dispatch import read_document
 from readers.errors import ToolFailed
 from readers.context import LocalContext
-from readers.pool import Job, JobResult, WorkerPool
+from readers.pool import Job, JobResult, WorkerPool, worker_user
 from readers.procs import CHILD_ENV, SUBREAPER, containment
+from readers.sandbox import WORKER_DIR
 from readers.toolrun import RunningTool, run_tool
 
 from procutil import alive, pids_with  # tests/ is on sys.path
@@ -289,7 +291,10 @@ def test_child_environment_is_exactly_child_env(tmp_path: Path,
         assert result.status == "ok", result
         env = json.loads(text)
         wdir = env.pop("TMPDIR")
-        assert Path(wdir).parent == tmp_path / "pool"
+        if h.pool.user is None:
+            assert Path(wdir).parent == tmp_path / "pool"
+        else:  # a worker that gave up root sees its directory bound over /tmp
+            assert Path(wdir) == WORKER_DIR
         assert env == CHILD_ENV
         assert "leaked-secret" not in text
     finally:
@@ -560,15 +565,19 @@ def test_text_file_replaced_by_a_symlink_is_refused(harness: Harness) -> None:
 
 
 def test_worker_dead_while_idle_is_replaced(harness: Harness) -> None:
+    """The process the pool started (the worker's keeper, ``unshare``) killed from outside:
+    the worker dies with it, and the next document goes to a new worker."""
     assert_goes_on(harness)
+    worker = int(harness.run("pid")[1])
     (pid,) = harness.pool.pids()
     os.kill(pid, 9)
     end = time.monotonic() + 2
-    while proc_state(pid) not in ("Z", None) and time.monotonic() < end:
+    while (proc_state(pid) not in ("Z", None) or alive(worker)) and time.monotonic() < end:
         time.sleep(0.01)
+    assert not alive(worker)
     assert_goes_on(harness)
     assert harness.pool.pids() != [pid]
-    assert [r.status for r, _ in harness.results] == ["ok", "ok"]
+    assert [r.status for r, _ in harness.results] == ["ok", "ok", "ok"]
 
 
 def test_timeout_kills_a_tool_the_reader_started(harness: Harness) -> None:
@@ -666,3 +675,74 @@ time.sleep(600)
             parent.wait()
         for pid in pids_with(f"1000.{token}"):
             os.kill(pid, 9)
+
+
+# -- a pool run as root: workers without root ----------------------------------------------
+
+ROOT_POOL = """
+import hashlib, json, os, sys
+from pathlib import Path
+from readers.base import Limits
+from readers.pool import Job, WorkerPool
+doc, tmp = Path(sys.argv[1]), Path(sys.argv[2])
+data = doc.read_bytes()
+out = {}
+def collect(result):
+    out["status"], out["error"] = result.status, result.error
+    if result.text_path is not None:
+        st = os.stat(result.text_path)
+        out["text"] = json.loads(result.text_path.read_text())
+        out["text_owner"], out["text_mode"] = st.st_uid, st.st_mode & 0o777
+pool = WorkerPool(1, Limits(), tmp / "pool", collect, extra_readers=("tests.hostile_readers",))
+out["user"], out["note"] = pool.user, pool.user_note
+if pool.user is not None:
+    pool.submit(Job(1, str(doc), doc.name, "application/x-hostile",
+                    hashlib.sha256(data).hexdigest(), len(data), 30.0))
+    pool.drain()
+pool.close()
+print(json.dumps(out))
+"""
+
+
+def _root_pool_python() -> tuple[list[str], dict[str, str]]:
+    """An interpreter whose library the user ``nobody`` can read: this one, or (where this
+    one lives in a private directory, e.g. under /root) the system's, given this one's
+    third-party packages."""
+    if worker_user("nobody")[0] is not None:
+        return [sys.executable], {}
+    site = [p for p in sys.path if p.endswith("site-packages")]
+    system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    return [system], {"PYTHONPATH": os.pathsep.join(site)}
+
+
+def test_a_root_pool_runs_its_workers_as_nobody_who_still_read_root_only_documents(
+        tmp_path: Path) -> None:
+    """Run as root, the pool's workers give up root for ``nobody`` (no supplementary group);
+    the parent opens each document and hands over the descriptor, so a 0600 document of
+    root's is read although ``nobody`` cannot open it; the worker's own directory, under a
+    directory only root can enter, is bound where it can reach it; its text ends up root's."""
+    if os.geteuid() != 0:
+        pytest.skip("workers change user only in a pool run as root")
+    os.chmod(tmp_path, 0o700)
+    doc = tmp_path / "secret.hostile"
+    doc.write_bytes(f"whoami\n{doc}".encode())
+    os.chmod(doc, 0o600)
+    python, env = _root_pool_python()
+    if not os.path.exists(python[0]):
+        pytest.skip(f"no interpreter readable by nobody ({python[0]})")
+    repo = Path(__file__).resolve().parent.parent
+    run = subprocess.run([*python, "-c", ROOT_POOL, str(doc), str(tmp_path)],
+                         capture_output=True, text=True, timeout=60, cwd=str(repo),
+                         env=dict(os.environ, **env))
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    nobody = pwd.getpwnam("nobody")
+    assert out["user"] == [nobody.pw_uid, nobody.pw_gid], out["note"]
+    assert out["status"] == "ok", out
+    seen = out["text"]
+    assert (seen["uid"], seen["euid"], seen["gid"]) == (nobody.pw_uid, nobody.pw_uid,
+                                                        nobody.pw_gid)
+    assert seen["groups"] == []
+    assert seen["open"].startswith("denied:"), seen  # the path itself stays closed to it
+    assert seen["tmpdir"].startswith(str(WORKER_DIR) + "/")
+    assert (out["text_owner"], out["text_mode"]) == (0, 0o600)
