@@ -1,9 +1,11 @@
 """The pool of long-lived reader workers (parent side): jobs in, verdicts out, every limit enforced.
 
 A worker (:mod:`readers.worker`, started by :func:`readers.procs.start_worker`) reads many
-documents in a row, so no interpreter starts per file.  The pool gives each document a
-deadline, caps the result line and the text file, and kills a worker past a limit with its
-whole process group and session, then replaces it.  See ``docs/architecture.md``.
+documents in a row, so no interpreter starts per file.  The pool opens each document and
+hands the worker its descriptor, gives it a deadline, caps the result line and the text file,
+and kills a worker past a limit with every process it started (its PID namespace), then
+replaces it.  Run as root, its workers run as an unprivileged user (:func:`worker_user`).
+See ``docs/architecture.md``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Every child bastion makes is started here: reader workers (:func:`start_worker`, each PID 1 of
 a PID namespace of its own: :func:`containment`), the external tools readers run
 (:func:`start_tool`), the walk's forked helpers (:func:`fork_helper`).
-Every child gets :data:`CHILD_ENV` (nothing of the parent's environment) and dies with its
-parent (``PR_SET_PDEATHSIG``); :func:`stop_worker` takes a worker with every process it
+Every program started gets :data:`CHILD_ENV` (nothing of the parent's environment), and every
+child dies with its parent (``PR_SET_PDEATHSIG``); :func:`stop_worker` takes a worker with every process it
 started, including one that left its session, and always reaps.
 """
 

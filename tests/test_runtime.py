@@ -27,7 +27,7 @@ from readers.dispatch import read_document
 from readers.errors import ToolFailed
 from readers.context import LocalContext
 from readers.pool import Job, JobResult, WorkerPool, worker_user
-from readers.procs import CHILD_ENV, SUBREAPER, containment
+from readers.procs import CHILD_ENV, SUBREAPER, containment, fork_helper
 from readers.sandbox import WORKER_DIR
 from readers.toolrun import RunningTool, run_tool
 
@@ -746,3 +746,25 @@ def test_a_root_pool_runs_its_workers_as_nobody_who_still_read_root_only_documen
     assert seen["open"].startswith("denied:"), seen  # the path itself stays closed to it
     assert seen["tmpdir"].startswith(str(WORKER_DIR) + "/")
     assert (out["text_owner"], out["text_mode"]) == (0, 0o600)
+
+
+# -- the walk's forked helpers ----------------------------------------------------------------
+
+
+def test_fork_helper_sends_back_what_its_work_returns() -> None:
+    def read_all(fd: int) -> bytes:
+        with open(fd, "rb") as f:
+            return f.read()
+
+    pid, fd = fork_helper(lambda: b"counted %d" % os.getpid())
+    data = read_all(fd)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0 and data == b"counted %d" % pid  # done in the helper, not here
+
+    def fails() -> bytes:
+        raise ValueError("helper failed on purpose")
+
+    pid, fd = fork_helper(fails)
+    assert read_all(fd) == b""
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 1
