@@ -476,12 +476,12 @@ def worker_user(name: str | None,
         raise PoolError(f"no user {name!r} to run the reader workers as") from None
     if entry.pw_uid == 0:
         return None, None
-    if containment(contain, mount=True)[1] != PID_NAMESPACE:
-        return None, f"reader workers run as root: no PID and mount namespace to give {name}"
     for entry_path in [os.path.dirname(os.__file__), *_worker_path()]:
         if os.path.isdir(entry_path) and not _reachable(entry_path, entry.pw_uid,
                                                         entry.pw_gid):
             return None, f"reader workers run as root: {entry_path} is not readable by {name}"
+    if containment(contain, mount=True)[1] != PID_NAMESPACE:  # probed once per process
+        return None, f"reader workers run as root: no PID and mount namespace to give {name}"
     return (entry.pw_uid, entry.pw_gid), None
 
 
