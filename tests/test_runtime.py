@@ -26,7 +26,7 @@ from readers.base import Document, Limits, MiB
 from readers.dispatch import read_document
 from readers.errors import ToolFailed
 from readers.context import LocalContext
-from readers.pool import Job, JobResult, WorkerPool, worker_user
+from readers.pool import Job, JobResult, WorkerPool, open_document, worker_user
 from readers.procs import CHILD_ENV, SUBREAPER, containment, fork_helper
 from readers.sandbox import WORKER_DIR
 from readers.toolrun import RunningTool, run_tool
@@ -768,3 +768,35 @@ def test_fork_helper_sends_back_what_its_work_returns() -> None:
     assert read_all(fd) == b""
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 1
+
+
+def test_the_parent_opens_only_regular_files_for_its_workers(tmp_path: Path) -> None:
+    """What a worker is handed: a descriptor of a regular file, never of a symlink's target,
+    a FIFO (no blocking on it either) or a device; else why not."""
+    regular = tmp_path / "a.txt"
+    regular.write_bytes(b"text\n")
+    fd, why = open_document(str(regular))
+    assert why is None and fd is not None
+    try:
+        assert os.read(fd, 100) == b"text\n"
+    finally:
+        os.close(fd)
+    (tmp_path / "link").symlink_to(regular)
+    os.mkfifo(tmp_path / "fifo")
+    assert open_document(str(tmp_path / "link")) == (
+        None, "cannot open: Too many levels of symbolic links")
+    assert open_document(str(tmp_path / "fifo")) == (None, "no longer a regular file")
+    assert open_document("/dev/null") == (None, "no longer a regular file")
+    assert open_document(str(tmp_path / "gone")) == (None, "file disappeared since the walk")
+
+
+def test_a_document_the_parent_cannot_open_is_one_changed_error(harness: Harness) -> None:
+    job = harness.job("ok")
+    Path(job.path).unlink()
+    os.mkfifo(job.path)  # swapped for a FIFO after the walk
+    harness.pool.submit(job)
+    harness.pool.drain()
+    result, _ = harness.only(job)
+    assert (result.status, result.error_kind, result.error) == (
+        "error", "changed", "no longer a regular file")
+    assert_goes_on(harness)
