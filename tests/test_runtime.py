@@ -2,9 +2,12 @@
 and ``run_tool``'s deadline and output cap.
 
 Each misbehaviour must give exactly one ``error`` JobResult with the right ``error_kind`` and a
-useful message, and the pool must go on (an ``ok`` job after it succeeds).  Kills take the
-worker's whole process group; the child sees only ``CHILD_ENV`` + ``TMPDIR`` and none of the
-parent's descriptors; with Landlock it cannot write outside its directory nor open TCP.
+useful message, and the pool must go on (an ``ok`` job after it succeeds).  Kills take every
+process the worker started, even one that left its session (its PID namespace, or the
+subreaper fallback); the child sees only ``CHILD_ENV`` + ``TMPDIR`` and none of the parent's
+descriptors but its protocol and the document's; with Landlock it cannot write outside its
+directory nor open TCP; run as root, the pool's workers are ``nobody`` and still read root-only
+documents.
 """
 
 from __future__ import annotations
