@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .base import Limits
-from .procs import AUTO, CHILD_ENV, PID_NAMESPACE, containment, start_worker, stop_worker
+from .procs import (AUTO, CHILD_ENV, PID_NAMESPACE, containment, start_worker, stop_worker,
+                    worker_status)
 from .sandbox import WORKER_DIR
 
 _REPO = str(Path(__file__).resolve().parent.parent)
@@ -73,7 +74,7 @@ class JobResult:
 
 class _Worker:
     __slots__ = ("proc", "jobs", "dir", "buf", "err", "job", "deadline", "done", "ready",
-                 "killed", "started", "contained")
+                 "killed", "started", "contained", "pid")
 
     def __init__(self, proc: subprocess.Popen, jobs: socket.socket, wdir: Path) -> None:
         self.proc = proc
@@ -88,6 +89,7 @@ class _Worker:
         self.killed: str | None = None
         self.started = time.monotonic()
         self.contained: str | None = None  # how it holds its descendants (its ready line)
+        self.pid = proc.pid  # the worker itself, once its ready line says (else its keeper)
 
 
 class PoolError(Exception):
@@ -192,7 +194,9 @@ class WorkerPool:
         self.close()
 
     def pids(self) -> list[int]:
-        return [w.proc.pid for w in self.workers]
+        """The workers' pids (as this process numbers them; a worker not ready yet: the
+        process started for it, its keeper)."""
+        return [w.pid for w in self.workers]
 
     # -- workers --------------------------------------------------------------------------------
 
@@ -361,6 +365,8 @@ class WorkerPool:
             if msg.get("ready"):
                 w.ready = True
                 w.contained = msg.get("contained")
+                if _is_child(msg.get("pid"), w.proc.pid):  # PID 1 of its namespace
+                    w.pid = msg["pid"]
                 if w.job is not None:
                     w.deadline = time.monotonic() + w.job.deadline_s
                 continue
@@ -435,7 +441,7 @@ class WorkerPool:
                     rc = w.proc.wait(timeout=1.0)
                 except subprocess.TimeoutExpired:
                     rc = None
-            kind, message = _classify_death(rc, bytes(w.err))
+            kind, message = _classify_death(*worker_status(rc, bytes(w.err)))
         else:
             kind, message = "crash", w.killed
         self._retire(w)
@@ -454,6 +460,20 @@ class WorkerPool:
             if kind == "crash" and stderr:
                 message = f"{message}: {stderr}"
             self.callback(JobResult(job=job, status="error", error=message, error_kind=kind))
+
+
+def _is_child(pid: Any, parent: int) -> bool:
+    """Whether ``pid`` is ``parent`` or a child of it (what a worker says is checked)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    if pid == parent:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rindex(b")") + 2 :].split()[1]) == parent
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def worker_user(name: str | None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import select
 import shutil
 import signal
@@ -175,6 +176,19 @@ def containment(how: str = AUTO, mount: bool = False) -> tuple[tuple[str, ...], 
         if probe.returncode == 0:
             return prefix, mode
     return (), SUBREAPER
+
+
+# unshare(1) (util-linux 2.38) passes a worker's death by signal on by raising the signal in
+# itself, but fails for SIGKILL (it cannot reset SIGKILL's disposition) and exits 1 with this
+_KEEPER_SIGKILL = re.compile(rb"^unshare: sigprocmask unblock failed: .*$\n?", re.MULTILINE)
+
+
+def worker_status(returncode: int | None, stderr: bytes) -> tuple[int | None, bytes]:
+    """The worker's own exit status and stderr, from its keeper's: a worker killed by
+    SIGKILL (the OOM killer, an operator) comes back as -SIGKILL, not as unshare's exit 1."""
+    if returncode == 1 and _KEEPER_SIGKILL.search(stderr):
+        return -signal.SIGKILL, _KEEPER_SIGKILL.sub(b"", stderr)
+    return returncode, stderr
 
 
 def contain_descendants(mode: str) -> str:

@@ -17,7 +17,8 @@ first, then loads the readers once and answers one JSON line per job.  Jobs come
 here; the parent moves it into the store and makes it durable with one ``syncfs`` per
 batch).  ``fatal`` asks the parent to replace this worker (after a MemoryError the
 interpreter's state is suspect).  The first line, before any job, is ``{"ready": true,
-"contained": …}``: how it holds what its readers start (:func:`readers.procs.containment`).
+"contained": …, "pid": …}``: how it holds what its readers start
+(:func:`readers.procs.containment`) and its pid as the pool numbers it.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
 def main() -> None:
     config = json.loads(sys.argv[1])
     workdir = Path(config["dir"])
-    from .procs import contain_descendants
+    from .procs import contain_descendants, host_pid
 
     # first, before anything else runs: nothing a reader starts may outlive this worker
     contained = contain_descendants(config.get("contain", ""))
@@ -169,7 +170,8 @@ def main() -> None:
     if extras:  # readers added by the embedding program (the tests' misbehaving readers)
         dispatch.REGISTRY = extras + dispatch.REGISTRY
 
-    results.write(json.dumps({"ready": True, "contained": contained}).encode() + b"\n")
+    ready = {"ready": True, "contained": contained, "pid": host_pid()}
+    results.write(json.dumps(ready).encode() + b"\n")
     seq = 0
     room = socket.CMSG_SPACE(4 * array("i").itemsize)
     while True:
