@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import selectors
 import shutil
 import signal
@@ -74,7 +75,7 @@ class JobResult:
 
 class _Worker:
     __slots__ = ("proc", "jobs", "dir", "buf", "err", "job", "deadline", "done", "ready",
-                 "killed", "started", "contained", "pid")
+                 "killed", "started", "contained", "pid", "pidfd")
 
     def __init__(self, proc: subprocess.Popen, jobs: socket.socket, wdir: Path) -> None:
         self.proc = proc
@@ -90,6 +91,7 @@ class _Worker:
         self.started = time.monotonic()
         self.contained: str | None = None  # how it holds its descendants (its ready line)
         self.pid = proc.pid  # the worker itself, once its ready line says (else its keeper)
+        self.pidfd: int | None = None  # readable once the worker (not its keeper) has exited
 
 
 class PoolError(Exception):
@@ -245,6 +247,11 @@ class WorkerPool:
         return None
 
     def _dispatch(self, w: _Worker, job: Job) -> bool:
+        if w.pidfd is not None and _exited(w.pidfd):
+            # dead while idle; its keeper, which holds the job socket too, may not have
+            # followed yet (a job sent now would be lost with it): replace it, try again
+            self._retire(w)
+            return False
         fd, why = open_document(job.path)
         message = {
             "id": job.id, "name": job.name, "mime": job.mime, "sha256": job.sha256,
@@ -293,6 +300,9 @@ class WorkerPool:
             except (KeyError, ValueError):
                 pass
         w.jobs.close()
+        if w.pidfd is not None:
+            os.close(w.pidfd)
+            w.pidfd = None
         stop_worker(w.proc, w.contained)  # with every process it started, wherever it went
         for stream in (w.proc.stdout, w.proc.stderr):
             try:
@@ -367,6 +377,11 @@ class WorkerPool:
                 w.contained = msg.get("contained")
                 if _is_child(msg.get("pid"), w.proc.pid):  # PID 1 of its namespace
                     w.pid = msg["pid"]
+                    if w.pid != w.proc.pid:
+                        try:
+                            w.pidfd = os.pidfd_open(w.pid)
+                        except (AttributeError, OSError):
+                            pass
                 if w.job is not None:
                     w.deadline = time.monotonic() + w.job.deadline_s
                 continue
@@ -460,6 +475,14 @@ class WorkerPool:
             if kind == "crash" and stderr:
                 message = f"{message}: {stderr}"
             self.callback(JobResult(job=job, status="error", error=message, error_kind=kind))
+
+
+def _exited(pidfd: int) -> bool:
+    """Whether the process behind ``pidfd`` has exited (poll, not select: no limit on the
+    descriptor's number)."""
+    waiter = select.poll()
+    waiter.register(pidfd, select.POLLIN)
+    return bool(waiter.poll(0))
 
 
 def _is_child(pid: Any, parent: int) -> bool:
