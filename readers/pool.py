@@ -456,6 +456,7 @@ class WorkerPool:
                     rc = w.proc.wait(timeout=1.0)
                 except subprocess.TimeoutExpired:
                     rc = None
+            self._read_stderr(w)  # what it (or its keeper) said last may not be read yet
             kind, message = _classify_death(*worker_status(rc, bytes(w.err)))
         else:
             kind, message = "crash", w.killed
@@ -463,6 +464,20 @@ class WorkerPool:
         if job is not None:
             self.killed += 1
             self.callback(JobResult(job=job, status="error", error=message, error_kind=kind))
+
+    def _read_stderr(self, w: _Worker) -> None:
+        """Read what is left in a dead worker's stderr pipe, up to the cap."""
+        stream = w.proc.stderr
+        if stream is None or stream.closed:
+            return
+        while len(w.err) < self.limits.stderr_bytes:
+            try:
+                data = os.read(stream.fileno(), 1 << 16)
+            except (BlockingIOError, OSError):
+                return
+            if not data:
+                return
+            w.err += data[: self.limits.stderr_bytes - len(w.err)]
 
     def _fail(self, w: _Worker, kind: str, message: str) -> None:
         """Kill a worker (with its process group) and fail its job."""
