@@ -51,7 +51,7 @@ sys.path.insert(0, tree)
 from readers.base import Document, Limits
 from readers.detect import HEAD_BYTES, detect_file
 from readers.dispatch import read_document
-from readers.runtime import LocalContext
+from readers.context import LocalContext
 
 def choose(data):
     try:

@@ -3,7 +3,7 @@
 A reader is a frozen :class:`Reader` spec (name, version, MIME types, extensions, tools) plus
 one ``read(doc, sink, ctx)`` function.  It writes text into a :class:`TextSink`, returns a
 :class:`ReadResult` with the extractor detail and metadata, and raises the named errors of
-:mod:`readers.errors`.  Readers never run in the parent: :mod:`readers.runtime` calls them
+:mod:`readers.errors`.  Readers never run in the parent: :mod:`readers.worker` calls them
 inside a worker process.
 """
 
@@ -167,7 +167,7 @@ class ReadResult:
 
 
 class Context(Protocol):
-    """What a reader may use besides its document.  Implemented by the runtime."""
+    """What a reader may use besides its document (:class:`readers.context.LocalContext`)."""
 
     limits: Limits
     tools: dict[str, str]  # tool name -> absolute path, only the tools present and allowed
@@ -178,6 +178,10 @@ class Context(Protocol):
         max_output: int | None = None, scratch: bool = True,
         while_running: "Callable[[], None] | None" = None,
     ) -> "ToolResult": ...
+
+    def select(self, mime: str, name: str) -> "Reader | None":
+        """The reader the registry chooses for an embedded document."""
+        ...
 
     def read_nested(self, data: bytes, name: str, sink: TextSink) -> str:
         """Read an embedded document (an e-mail attachment) into ``sink``; returns its

@@ -95,12 +95,14 @@ class Ratio:
             )
 
 
-def select_for(data: bytes, name: str) -> tuple[str, "Reader | None"]:
+def select_for(ctx: Context, data: bytes, name: str) -> tuple[str, "Reader | None"]:
+    """The type of an embedded document and its reader, chosen by the context's registry
+    (``ctx.select``: the registry is not imported here, which would close an import circle
+    through every reader that nests)."""
     from .detect import detect_bytes
-    from .dispatch import select
 
     mime = detect_bytes(data, name)
-    return mime, select(mime, name)
+    return mime, ctx.select(mime, name)
 
 
 def read_embedded(ctx: Context, data: bytes, name: str, sink: TextSink, *,
@@ -116,7 +118,7 @@ def read_embedded(ctx: Context, data: bytes, name: str, sink: TextSink, *,
     if deeper and depth >= ctx.limits.max_depth:
         raise CapReached("max_depth", f"{name} nested deeper than {ctx.limits.max_depth}")
     _nesting(ctx)
-    mime, reader = select_for(data, name)
+    mime, reader = select_for(ctx, data, name)
     if reader is None:
         raise Unsupported(f"no reader for {mime}")
     ctx.depth = depth + (1 if deeper else 0)  # type: ignore[attr-defined]

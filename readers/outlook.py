@@ -312,7 +312,7 @@ def read_ole(ole, doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
-    from .legacy import kind_of, open_ole
+    from .ole import kind_of, open_ole
 
     ole = open_ole(doc.data)
     try:

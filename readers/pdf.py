@@ -4,7 +4,7 @@ One protocol serves both ways of running the built-in engines.  :func:`iter_pdf`
 ``{"meta": {"pages", "title", "outline"}}`` event and then one ``{"page": n, "text": …}`` (or
 ``{"page": n, "error": …}``) event per page; :func:`read` consumes it inside the worker, and
 :func:`pdftext_main` (``bastion pdftext [-max-pages N] [-engine NAME] < file.pdf``) writes it as
-JSON lines for a parent, which parses them back with :func:`parse_pdftext_output`.
+JSON lines for a parent (``tests/pdftext_client.py`` reads them back).
 
 Engines are tried in turn — ``Limits.pdf_engines`` (default PDFium, then pdfplumber), then
 ``pdftotext`` when the tool is present — until one opens the file, does not crash and gives
@@ -1265,7 +1265,7 @@ READER = Reader(
 )
 
 
-# --------------------------------------------------------------- child mode and its parent
+# ------------------------------------------------------------------------------ child mode
 
 def pdftext_main(argv: list[str], stdin: BinaryIO, stdout: TextIO) -> int:
     """``bastion pdftext [-max-pages N] [-engine NAME] < file.pdf``: the protocol as JSON lines.
@@ -1311,62 +1311,3 @@ def pdftext_main(argv: list[str], stdin: BinaryIO, stdout: TextIO) -> int:
         print(f"pdftext: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     return 0
-
-
-@dataclass
-class PdfDoc:
-    """A document as the parent reads it back from the child's lines."""
-
-    pages: int  # in the document, not only those extracted
-    title: str | None
-    outline: list[dict[str, Any]]
-    texts: list[str]  # text of pages 1…, "" for a failed page
-    failed: dict[int, str]  # page number -> error
-    empty_reason: str | None = None  # NO_TEXT_LAYER when every extracted page is blank
-
-
-def parse_pdftext_output(stdout: bytes, returncode: int, stderr: bytes) -> PdfDoc:
-    """The parent's side of the protocol: exit code and lines to a :class:`PdfDoc` or an error."""
-    if returncode == 3:
-        raise EncryptedDocument(ENCRYPTED)
-    why = _first_line(stderr)
-    if returncode != 0:
-        if not why:
-            why = (f"killed by signal {-returncode}" if returncode < 0
-                   else f"pdftext exit {returncode}")
-        raise CorruptDocument(f"unreadable PDF: {why}")
-    try:
-        lines = stdout.decode("utf-8").splitlines()
-        meta = json.loads(lines[0])["meta"]
-        doc = PdfDoc(int(meta["pages"]), meta.get("title") or None, list(meta["outline"]),
-                     [], {})
-        for n, line in enumerate(lines[1:], 1):
-            event = json.loads(line)
-            if event["page"] != n:
-                raise ValueError(f"page {event['page']} out of order")
-            if "error" in event:
-                doc.failed[n] = str(event["error"])
-                doc.texts.append("")
-            else:
-                doc.texts.append(str(event["text"]))
-    except (ValueError, KeyError, IndexError, TypeError) as e:
-        raise CorruptDocument(f"unreadable PDF: {why or f'bad pdftext output ({e})'}") from None
-    if not any(t.strip() for t in doc.texts):
-        doc.empty_reason = NO_TEXT_LAYER
-    return doc
-
-
-def run_pdftext(argv: list[str], data: bytes, *, timeout: float, max_output: int) -> PdfDoc:
-    """Run a ``pdftext`` child (``argv`` up to and including its flags) on ``data``, killed
-    with its process group at ``timeout`` or past ``max_output`` bytes, and parse its lines."""
-    from .runtime import run_tool
-
-    try:
-        result = run_tool(argv, input=data, timeout=timeout, max_output=max_output)
-    except ToolFailed as e:
-        if e.kind == "timeout":
-            raise ReaderError(TIMED_OUT, kind="timeout") from None
-        raise
-    if result.truncated:
-        raise ReaderError(OVER_OUTPUT, kind="output_limit")
-    return parse_pdftext_output(result.stdout, result.returncode, result.stderr)

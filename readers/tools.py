@@ -21,7 +21,7 @@ import shutil
 from dataclasses import dataclass
 
 from .errors import ToolFailed
-from .runtime import RunningTool
+from .toolrun import RunningTool
 
 KNOWN_TOOLS: dict[str, list[str]] = {
     "pdftotext": ["-v"],

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 from readers.verdict import Status
 
@@ -16,8 +16,8 @@ from .extract import ExtractSummary, Tally, summarize, write_records
 from .forgotten import trim_forgotten
 from .fsio import STATE_DIR, write_json
 
-if TYPE_CHECKING:
-    from .run import Run
+# ``run`` below is a tasks.run.Run (not imported: run.py calls into this module)
+Run = Any
 
 
 def finish(run: Run) -> ExtractSummary | None:

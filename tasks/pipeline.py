@@ -21,8 +21,8 @@ from doit.exceptions import TaskFailed
 from doit.reporter import ConsoleReporter
 
 from . import doitdb
-from .config import FINISH_TASK, PrerequisiteError, RunConfig, jobs_error, load
-from .fsio import STATE_DIR, LockedError, OutputError
+from .config import FINISH_TASK, PrerequisiteError, RunConfig, doit_db, jobs_error
+from .fsio import LockedError, OutputError
 from .manifest import ManifestError
 from .names import task_name
 from .signing import SignatureError
@@ -122,7 +122,7 @@ def _extract_action(run: Run, item: Item) -> TaskFailed | None:
     """doit action of ``extract:<root>/<path>``: hand the document to a worker."""
     if run.refused:
         return TaskFailed(run.refused)
-    from readers.runtime import PoolError
+    from readers.pool import PoolError
 
     try:
         run.extract(item)
@@ -298,17 +298,6 @@ def finish_task(run: Run) -> dict:
         "uptodate": [False],
         "verbosity": 0,
     }
-
-
-def doit_db(cfg: RunConfig) -> str:
-    """Where doit keeps its database: under the output directory's state dir when known."""
-    try:
-        _, out = load(cfg)
-    except RUN_ERRORS:
-        return ".doit.db"
-    # nothing is created here: a listing command (doit list) must leave no trace, and the
-    # backend makes the directory when it first writes
-    return str(out / STATE_DIR / "doit.json")
 
 
 def doit_config(cfg: RunConfig, backend: str | None = None, run: Run | None = None) -> dict:

@@ -248,7 +248,7 @@ class Run:
         """Start the workers now, before doit is loaded and the walk runs: a worker's start
         (interpreter, readers, sandbox) then overlaps the CLI's loading of doit, the walk
         and the plan.  A failure here is left for the first document to report."""
-        from readers.runtime import PoolError
+        from readers.pool import PoolError
 
         try:
             if not (self.cfg.all_tasks or self.cfg.listing):

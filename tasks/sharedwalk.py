@@ -31,28 +31,11 @@ def share(owners: int, walk_share: Callable[[int], Any]) -> Iterator[tuple[int, 
 
 
 def _fork(walk_share: Callable[[int], Any], owner: int) -> tuple[int, int]:
-    """Fork the helper of ``owner``; (its pid, the read end of its pipe).  The one place the
-    walk starts a process: it uses the runtime's process helpers."""
-    from readers.runtime import set_parent_death_signal
+    """Fork the helper of ``owner``; (its pid, the read end of its pipe), through the
+    runtime's process helper (readers/procs.py: the only place processes start)."""
+    from readers.procs import fork_helper
 
-    r, w = os.pipe()
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # the helper: walk its share, send it, exit without cleanup
-        code = 1
-        try:
-            set_parent_death_signal()  # a killed parent takes its helpers along
-            if os.getppid() != parent:
-                os._exit(1)
-            os.close(r)
-            data = marshal.dumps(walk_share(owner))
-            with open(w, "wb") as f:
-                f.write(data)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(w)
-    return pid, r
+    return fork_helper(lambda: marshal.dumps(walk_share(owner)))
 
 
 def _collect(pid: int, fd: int) -> Any:

@@ -23,7 +23,7 @@ from readers import detect
 from readers.base import Document, Limits
 from readers.detect import detect_bytes, detect_file
 from readers.dispatch import read_document
-from readers.runtime import LocalContext
+from readers.context import LocalContext
 
 SAMPLES = Path(__file__).parent / "samples"
 DOCX = detect.DOCX

@@ -28,7 +28,8 @@ import officegen as og  # tests/ is on sys.path
 from readers.base import Document, Limits, MiB
 from readers.detect import detect_bytes
 from readers.dispatch import read_document, select
-from readers.runtime import Job, JobResult, LocalContext, WorkerPool
+from readers.context import LocalContext
+from readers.pool import Job, JobResult, WorkerPool
 
 SAMPLES = Path(__file__).parent / "samples" / "archive"
 SEVEN = shutil.which("7zz") or shutil.which("7z")

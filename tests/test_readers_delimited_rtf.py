@@ -11,7 +11,7 @@ import pytest
 from readers import delimited
 from readers.base import Document, Limits
 from readers.dispatch import Outcome, read_document
-from readers.runtime import LocalContext
+from readers.context import LocalContext
 
 SAMPLES = Path(__file__).parent / "samples"
 

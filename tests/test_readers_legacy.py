@@ -18,7 +18,7 @@ from readers import pptdoc, worddoc
 from readers.base import Document, Limits
 from readers.detect import detect_bytes
 from readers.dispatch import read_document, select
-from readers.runtime import LocalContext
+from readers.context import LocalContext
 
 SAMPLES = Path(__file__).parent / "samples" / "legacy"
 OFFICE = Path(__file__).parent / "samples" / "office"

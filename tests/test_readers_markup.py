@@ -11,8 +11,8 @@ import pytest
 
 from readers import mail, markup
 from readers.base import Document, Limits, TextSink
-from readers.dispatch import Outcome, read_document
-from readers.runtime import LocalContext
+from readers.context import LocalContext
+from readers.dispatch import Outcome, read_document, read_nested
 
 SAMPLES = Path(__file__).parent / "samples"
 
@@ -26,7 +26,7 @@ def read_html(data: bytes | str, limits: Limits | None = None, name: str = "page
 
 def read_mail(data: bytes, limits: Limits | None = None) -> Outcome:
     return read_document(Document(data, "msg.eml", "message/rfc822"),
-                         LocalContext(limits or Limits()))
+                         LocalContext(limits or Limits(), nested=read_nested))
 
 
 # ---------------------------------------------------------------------------- HTML rules

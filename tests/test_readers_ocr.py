@@ -14,7 +14,7 @@ from readers import ocr
 from readers.base import Document, Limits
 from readers.dispatch import read_document, select
 from readers.errors import ToolFailed
-from readers.runtime import LocalContext
+from readers.context import LocalContext
 
 TESSERACT = shutil.which("tesseract")
 needs_tesseract = pytest.mark.skipif(TESSERACT is None, reason="tesseract not installed")

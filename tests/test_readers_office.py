@@ -21,7 +21,7 @@ import officegen as og
 from readers.base import Document, Limits, MiB
 from readers.dispatch import Outcome, read_document
 from readers.errors import CapReached
-from readers.runtime import LocalContext
+from readers.context import LocalContext
 from readers import xmlsafe
 
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -544,7 +544,7 @@ RSS_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {repo!r})
     from readers.base import Document, Limits
     from readers.dispatch import read_document
-    from readers.runtime import LocalContext
+    from readers.context import LocalContext
 
     def peak_kib():
         # VmHWM belongs to this exec'd image; ru_maxrss may carry the forking parent's peak

@@ -17,11 +17,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import pdfgen  # noqa: E402
+import pdftext_client  # noqa: E402
 from readers import pdf as pdfreader  # noqa: E402
 from readers.base import Document, Limits  # noqa: E402
+from readers.context import LocalContext  # noqa: E402
 from readers.dispatch import Outcome, read_document  # noqa: E402
 from readers.errors import CorruptDocument, EncryptedDocument, ReaderError  # noqa: E402
-from readers.runtime import LocalContext, run_tool  # noqa: E402
+from readers.toolrun import run_tool  # noqa: E402
 
 PDFTOTEXT = shutil.which("pdftotext")
 PDFTOPPM = shutil.which("pdftoppm")
@@ -308,7 +310,7 @@ sys.path[:0] = [{root!r}, {tests!r}]
 from pdfgen import make_many_pages
 from readers.base import Document, Limits
 from readers.dispatch import read_document
-from readers.runtime import LocalContext
+from readers.context import LocalContext
 engine, pages, tools = sys.argv[1], int(sys.argv[2]), dict(a.split("=") for a in sys.argv[3:])
 data = make_many_pages(pages)
 import pdfplumber, pypdfium2  # imported before the baseline
@@ -464,8 +466,8 @@ def in_repo(monkeypatch):
 @pytest.mark.parametrize("engine", ["pdfium", "pdfplumber"])
 def test_child_process_round_trip(engine, in_repo):
     data = pdfgen.make_nested_outline()
-    doc = pdfreader.run_pdftext(child_argv("-max-pages", "3", "-engine", engine), data,
-                                timeout=30, max_output=1 << 20)
+    doc = pdftext_client.run_pdftext(child_argv("-max-pages", "3", "-engine", engine), data,
+                                     timeout=30, max_output=1 << 20)
     assert doc.pages == 4 and len(doc.texts) == 3
     assert "Chapter page 3" in doc.texts[2]
     assert doc.outline[0] == {"title": "Introduction", "page": 1, "level": 1}
@@ -475,18 +477,18 @@ def test_child_process_round_trip(engine, in_repo):
 def test_child_process_errors(in_repo):
     locked = pdfgen.make_text_pdf(["x"], security=pdfgen.RC4Security(user=b"pw"))
     with pytest.raises(EncryptedDocument, match=r"^encrypted PDF \(password required\)$"):
-        pdfreader.run_pdftext(child_argv(), locked, timeout=30, max_output=1 << 20)
+        pdftext_client.run_pdftext(child_argv(), locked, timeout=30, max_output=1 << 20)
     with pytest.raises(CorruptDocument, match=r"^unreadable PDF: .*Data format error"):
-        pdfreader.run_pdftext(child_argv(), b"garbage", timeout=30, max_output=1 << 20)
-    doc = pdfreader.run_pdftext(child_argv(), pdfgen.make_image_only("X"), timeout=30,
-                                max_output=1 << 20)
+        pdftext_client.run_pdftext(child_argv(), b"garbage", timeout=30, max_output=1 << 20)
+    doc = pdftext_client.run_pdftext(child_argv(), pdfgen.make_image_only("X"), timeout=30,
+                                     max_output=1 << 20)
     assert doc.empty_reason == "no text layer (scanned PDF?)"
 
 
 def test_child_process_output_cap(in_repo):
     with pytest.raises(ReaderError, match="pdf text over the output limit") as e:
-        pdfreader.run_pdftext(child_argv(), pdfgen.make_many_pages(50), timeout=30,
-                              max_output=2000)
+        pdftext_client.run_pdftext(child_argv(), pdfgen.make_many_pages(50), timeout=30,
+                                   max_output=2000)
     assert e.value.kind == "output_limit"
 
 
@@ -515,8 +517,8 @@ def test_child_process_deadline_kills_the_group(in_repo, tmp_path):
     argv = [sys.executable, "-c", SLOW_CHILD, str(pidfile), "-max-pages", "2"]
     started = time.monotonic()
     with pytest.raises(ReaderError, match="^pdf extraction timed out$") as e:
-        pdfreader.run_pdftext(argv, pdfgen.make_text_pdf(["x"]), timeout=1.5,
-                              max_output=1 << 20)
+        pdftext_client.run_pdftext(argv, pdfgen.make_text_pdf(["x"]), timeout=1.5,
+                                   max_output=1 << 20)
     assert e.value.kind == "timeout"
     assert time.monotonic() - started < 10
     child, grandchild = (int(p) for p in pidfile.read_text().split())
@@ -541,7 +543,7 @@ def test_child_process_deadline_kills_the_group(in_repo, tmp_path):
 ])
 def test_parse_pdftext_output_errors(stdout, code, stderr, error):
     with pytest.raises(error) as e:
-        pdfreader.parse_pdftext_output(stdout, code, stderr)
+        pdftext_client.parse_pdftext_output(stdout, code, stderr)
     if code == 4:
         assert e.value.message == "unreadable PDF: Data format error"
     if code == -11:
@@ -551,7 +553,7 @@ def test_parse_pdftext_output_errors(stdout, code, stderr, error):
 def test_parse_pdftext_output_pages():
     lines = [{"meta": {"pages": 3, "title": "T", "outline": []}},
              {"page": 1, "text": " "}, {"page": 2, "error": "boom"}]
-    doc = pdfreader.parse_pdftext_output(
+    doc = pdftext_client.parse_pdftext_output(
         "".join(json.dumps(x) + "\n" for x in lines).encode(), 0, b"")
     assert (doc.pages, doc.title, doc.failed, doc.texts) == (3, "T", {2: "boom"}, [" ", ""])
     assert doc.empty_reason == "no text layer (scanned PDF?)"

@@ -12,7 +12,7 @@ from readers import textcodec
 from readers.base import Document, Limits, normalize_text
 from readers.detect import detect_bytes
 from readers.dispatch import Outcome, read_document
-from readers.runtime import LocalContext
+from readers.context import LocalContext
 
 TEXT = Path(__file__).parent / "samples" / "text"
 
