@@ -132,6 +132,7 @@ class WorkerPool:
         # run as root: the workers run as ``user`` (uid, gid), or say why they cannot
         self.user, self.user_note = worker_user(user, contain)
         self._staging = self.tmp_root / f"s{os.getpid()}"  # texts moved out of worker reach
+        self._staged = False  # the staging directory is made
         self._tool_paths: dict[str, str] = {}  # a tool's path -> the one its workers run
         self.workers: list[_Worker] = []
         self.sel = selectors.DefaultSelector()
@@ -431,7 +432,9 @@ class WorkerPool:
         between the check and the store's rename.  A worker's text then belongs to us."""
         if not isinstance(name, str) or not _TEXT_NAME.fullmatch(name):
             return None
-        self._staging.mkdir(mode=0o700, exist_ok=True)
+        if not self._staged:
+            self._staging.mkdir(mode=0o700, exist_ok=True)
+            self._staged = True
         path = self._staging / f"{w.dir.name}-{name}"
         try:
             os.rename(w.dir / name, path)
