@@ -65,9 +65,19 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_document(doc: Document, ctx: Context) -> Outcome:
-    """Select a reader and run it; every way a reader can fail becomes an Outcome."""
-    reader = select(doc.mime, doc.name)
+def by_name(name: str | None) -> Reader | None:
+    """The registry's reader of that name (the one the parent chose for a job)."""
+    for reader in REGISTRY:
+        if reader.name == name:
+            return reader
+    return None
+
+
+def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> Outcome:
+    """Run ``reader`` (selected here when not given: the parent gives the one it chose);
+    every way a reader can fail becomes an Outcome."""
+    if reader is None:
+        reader = select(doc.mime, doc.name)
     if reader is None:
         return Outcome("unsupported", extractor=None, error=f"no reader for {doc.mime}")
     sink = TextSink(ctx.limits.max_chars)

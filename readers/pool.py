@@ -31,6 +31,7 @@ from .base import Limits
 from .procs import (AUTO, CHILD_ENV, PID_NAMESPACE, containment, start_worker, stop_worker,
                     worker_status)
 from .sandbox import WORKER_DIR
+from .verdict import Status, Verdict
 
 _REPO = str(Path(__file__).resolve().parent.parent)
 _BOOT = (
@@ -55,22 +56,46 @@ class Job:
     size: int
     deadline_s: float
     tools: dict[str, str] = field(default_factory=dict)
+    reader: str | None = None  # the reader the parent chose (None: the worker's registry's)
 
 
-@dataclass
+@dataclass(frozen=True)
 class JobResult:
-    """A worker's verdict on a job, or the parent's when the worker failed it."""
+    """A job and its verdict: the worker's, or the parent's when the worker failed it."""
 
     job: Job
-    status: str
-    extractor: str | None = None
-    chars: int = 0
-    error: str | None = None
-    error_kind: str | None = None
-    limit: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    verdict: Verdict
     text_path: Path | None = None  # the text to move into the store (status ok only)
+    sidecar: dict[str, Any] = field(default_factory=dict)  # outline, page sources, …
+
+    # the verdict's fields, read through (callers that only look at one)
+    @property
+    def status(self) -> str:
+        return self.verdict.status.value
+
+    @property
+    def extractor(self) -> str | None:
+        return self.verdict.extractor
+
+    @property
+    def error(self) -> str | None:
+        return self.verdict.error
+
+    @property
+    def error_kind(self) -> str | None:
+        return self.verdict.error_kind
+
+    @property
+    def limit(self) -> str | None:
+        return self.verdict.limit
+
+    @property
+    def chars(self) -> int:
+        return self.verdict.chars
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.verdict.warnings
 
 
 class _Worker:
@@ -255,7 +280,8 @@ class WorkerPool:
             return False
         fd, why = open_document(job.path)
         message = {
-            "id": job.id, "name": job.name, "mime": job.mime, "sha256": job.sha256,
+            "id": job.id, "name": job.name, "mime": job.mime, "reader": job.reader,
+            "sha256": job.sha256,
             "size": job.size, "tools": self._tools_for_worker(job.tools),
             "deadline": job.deadline_s,
         }
@@ -394,22 +420,18 @@ class WorkerPool:
             self._fail(w, "crash", "reader worker answered a job it was not given")
             return
         text_path = None
-        status = msg.get("status")
-        if status not in ("ok", "empty", "unsupported", "error"):
-            self._fail(w, "crash", "reader worker sent an invalid status")
+        try:
+            verdict = Verdict.from_json(msg.get("verdict"))
+        except ValueError as e:
+            self._fail(w, "crash", f"reader worker sent an invalid verdict ({e})")
             return
-        if status == "ok":
+        sidecar = msg.get("sidecar") if isinstance(msg.get("sidecar"), dict) else {}
+        if verdict.status is Status.OK:
             text_path = self._checked_text(w, msg.get("text"))
             if text_path is None:
                 self._fail(w, "crash", "reader worker's text file is missing or not a file")
                 return
-        result = JobResult(
-            job=job, status=status, extractor=msg.get("extractor"),
-            chars=int(msg.get("chars") or 0), error=msg.get("error"),
-            error_kind=msg.get("error_kind"), limit=msg.get("limit"),
-            meta=msg.get("meta") or {}, warnings=list(msg.get("warnings") or []),
-            text_path=text_path,
-        )
+        result = JobResult(job=job, verdict=verdict, text_path=text_path, sidecar=sidecar)
         w.job = None
         w.deadline = None
         w.done += 1
@@ -466,7 +488,7 @@ class WorkerPool:
         self._retire(w)
         if job is not None:
             self.killed += 1
-            self.callback(JobResult(job=job, status="error", error=message, error_kind=kind))
+            self.callback(JobResult(job=job, verdict=Verdict.failed(kind, message)))
 
     def _read_stderr(self, w: _Worker) -> None:
         """Read what is left in a dead worker's stderr pipe, up to the cap."""
@@ -492,7 +514,7 @@ class WorkerPool:
             stderr = _first_line(bytes(w.err))
             if kind == "crash" and stderr:
                 message = f"{message}: {stderr}"
-            self.callback(JobResult(job=job, status="error", error=message, error_kind=kind))
+            self.callback(JobResult(job=job, verdict=Verdict.failed(kind, message)))
 
 
 def _exited(pidfd: int) -> bool:

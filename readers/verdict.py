@@ -123,6 +123,37 @@ class Verdict:
         )
 
     @classmethod
+    def of_outcome(cls, status: str, *, chars: int, extractor: str | None, error: str | None,
+                   error_kind: str | None, limit: str | None, meta: dict[str, Any],
+                   warnings: list[str], tools_used: Any = ()) -> "Verdict":
+        """The verdict on a document a reader read (the worker's side): the reader's outcome
+        and what it put in its result's metadata (``pages``, ``title``, ``pages_ocr``,
+        ``members``, ``encoding_source``)."""
+
+        def count(name: str) -> int | None:
+            v = meta.get(name)
+            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+        def text(name: str) -> str | None:
+            v = meta.get(name)
+            return v if isinstance(v, str) and v else None
+
+        members = meta.get("members")
+        if not (isinstance(members, dict) and all(
+                isinstance(k, str) and isinstance(n, int) for k, n in members.items())):
+            members = None
+        st = Status(status)
+        return cls(
+            status=st, extractor=extractor, chars=chars if st is Status.OK else 0,
+            error=error, error_kind=error_kind, limit=limit,
+            tools_used=tuple(sorted({t for t in tools_used if isinstance(t, str)})),
+            pages=count("pages"), title=text("title"), pages_ocr=count("pages_ocr"),
+            members=dict(sorted(members.items())) if members else None,
+            encoding_source=text("encoding_source"),
+            warnings=tuple(str(w)[:500] for w in list(warnings)[:cls.MAX_WARNINGS]),
+        )
+
+    @classmethod
     def failed(cls, kind: str, message: str, extractor: str | None = None) -> "Verdict":
         """An ``error`` verdict: the reader failed, or the parent failed the job for it."""
         return cls(status=Status.ERROR, extractor=extractor, error=message, error_kind=kind)

@@ -6,12 +6,17 @@ first, then loads the readers once and answers one JSON line per job.  Jobs come
 ``SOCK_SEQPACKET`` socket, one message each, with the document's read-only descriptor attached
 (``SCM_RIGHTS``: the parent opened the file, so the worker needs no access to its path)::
 
-    job    {"id": 7, "name": "a.pdf", "mime": "application/pdf", "sha256": "…", "size": 1234,
-            "tools": {"pdftotext": "/usr/bin/pdftotext"}, "deadline": 300}
+    job    {"id": 7, "name": "a.pdf", "mime": "application/pdf", "reader": "pdf",
+            "sha256": "…", "size": 1234, "tools": {"pdftotext": "/usr/bin/pdftotext"},
+            "deadline": 300}
            (no descriptor and "open_error": "…" when the parent could not open it)
-    result {"id": 7, "status": "ok", "extractor": "pdftotext", "chars": 99, "text": "t7.txt",
-            "error": null, "error_kind": null, "limit": null, "meta": {…}, "warnings": [],
+    result {"id": 7, "verdict": {"status": "ok", "extractor": "pdfium", "chars": 99, …},
+            "text": "t7.txt", "sidecar": {"outline": […], "page_sources": […]},
             "rss": 51234816, "fatal": false}
+
+The reader is the one the parent chose (``reader``; none: the registry chooses, as for a
+document handed over without a plan); ``verdict`` is a :class:`readers.verdict.Verdict` in its
+JSON form.
 
 ``text`` names a file in the worker's directory holding the normalised UTF-8 text (written
 here; the parent moves it into the store and makes it durable with one ``syncfs`` per
@@ -35,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 READ_CHUNK = 1 << 20
+SIDECAR = ("pages", "title", "outline", "page_sources")  # what the store keeps beside a text
 MAX_JOB = 1 << 20  # bytes of one job message (a path, a name, the tools)
 
 
@@ -83,10 +89,13 @@ def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
            seq: int) -> dict[str, Any]:
     from .base import Document
     from .context import LocalContext
-    from .dispatch import Outcome, read_document, read_nested
+    from .dispatch import Outcome, by_name, read_document, read_nested
     from .errors import ChangedSinceWalk, ReaderError
 
+    from .verdict import Verdict
+
     result: dict[str, Any] = {"id": job["id"], "fatal": False, "text": None}
+    used: set[str] = set()
     scratch = workdir / f"job{seq}"  # made only if the reader asks for it (ctx.tmpdir)
     try:
         try:
@@ -100,8 +109,11 @@ def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
             ctx = LocalContext(limits, job.get("tools") or {}, scratch,
                                deadline=time.monotonic() + float(job.get("deadline", 60)),
                                nested=read_nested)
-            outcome = read_document(Document(data, job["name"], job["mime"]), ctx)
-            outcome.meta["tools_used"] = sorted(ctx.tools_used)
+            reader = by_name(job.get("reader"))  # chosen by the parent, not again here
+            if reader is None and job.get("reader") is not None:
+                raise RuntimeError(f"no reader named {job.get('reader')!r} in this worker")
+            outcome = read_document(Document(data, job["name"], job["mime"]), ctx, reader)
+            used = ctx.tools_used
             del data
     except MemoryError:
         outcome = Outcome("error", error="reader ran out of memory (memory cap)",
@@ -139,11 +151,12 @@ def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
                 os.unlink(workdir / name)
             except OSError:
                 pass
-    result.update(
-        status=outcome.status, extractor=outcome.extractor, chars=len(outcome.text),
+    verdict = Verdict.of_outcome(
+        outcome.status, chars=len(outcome.text), extractor=outcome.extractor,
         error=outcome.error, error_kind=outcome.error_kind, limit=outcome.limit,
-        meta=outcome.meta, warnings=outcome.warnings[:20], rss=_rss(),
-    )
+        meta=outcome.meta, warnings=outcome.warnings, tools_used=used)
+    sidecar = {k: outcome.meta[k] for k in SIDECAR if outcome.meta.get(k) is not None}
+    result.update(verdict=verdict.to_json(), sidecar=sidecar, rss=_rss())
     return result
 
 

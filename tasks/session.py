@@ -27,38 +27,6 @@ from .store import Store
 
 COMMIT_EVERY = 500  # verdicts per commit (one syncfs + one transaction)
 COMMIT_SECONDS = 2.0
-SIDECAR_KEYS = ("pages", "title", "outline", "page_sources")
-
-
-def verdict_of(result: JobResult) -> Verdict:
-    """The verdict a worker (or the pool, for a worker it failed) gave on a job."""
-    meta = result.meta or {}
-
-    def count(name: str) -> int | None:
-        v = meta.get(name)
-        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
-
-    def text(name: str) -> str | None:
-        v = meta.get(name)
-        return v if isinstance(v, str) and v else None
-
-    members = meta.get("members")
-    if not (isinstance(members, dict) and all(isinstance(k, str) and isinstance(n, int)
-                                              for k, n in members.items())):
-        members = None
-    status = Status(result.status)
-    used = meta.get("tools_used")
-    return Verdict(
-        status=status, extractor=result.extractor,
-        chars=result.chars if status is Status.OK else 0, error=result.error,
-        error_kind=result.error_kind, limit=result.limit,
-        tools_used=tuple(sorted({t for t in used if isinstance(t, str)}))
-        if isinstance(used, list) else (),
-        pages=count("pages"), title=text("title"), pages_ocr=count("pages_ocr"),
-        members=dict(sorted(members.items())) if members else None,
-        encoding_source=text("encoding_source"),
-        warnings=tuple(str(w)[:500] for w in (result.warnings or ())[:Verdict.MAX_WARNINGS]),
-    )
 
 
 class ExtractSession:
@@ -128,22 +96,23 @@ class ExtractSession:
         pool.submit(Job(
             id=self.job_seq, path=path, name=os.path.basename(item.path), mime=item.mime,
             sha256=item.sha256, size=item.size, deadline_s=item.deadline_s,
-            tools={t: self.tools[t].path for t in item.tools},
+            tools={t: self.tools[t].path for t in item.tools}, reader=item.reader,
         ))
 
     def _on_result(self, result: JobResult) -> None:
         item = self.jobs.pop(result.job.id)
-        self.record(item, verdict_of(result), result.text_path, result.meta or {})
+        self.record(item, result.verdict, result.text_path, result.sidecar)
 
     # -- commits --------------------------------------------------------------------------------
 
     def record(self, item: Item, verdict: Verdict, text_path: Path | None,
-               meta: dict[str, Any]) -> None:
-        """Put a verdict's text and sidecar in place and queue the verdict for commit."""
+               sidecar: dict[str, Any]) -> None:
+        """Put a verdict's text and sidecar in place and queue the verdict for commit.  The
+        sidecar (PDFs: pages, title, outline, how each page's text was made) is kept only
+        beside a PDF's text."""
         stem = item.stem
         if verdict.status is Status.OK and text_path is not None:
             self.store.adopt_text(stem, text_path)
-            sidecar = {k: meta[k] for k in SIDECAR_KEYS if meta.get(k) is not None}
             if "outline" in sidecar or "page_sources" in sidecar:
                 self.store.write_meta(stem, sidecar)
             else:

@@ -803,3 +803,23 @@ def test_a_document_the_parent_cannot_open_is_one_changed_error(harness: Harness
     assert (result.status, result.error_kind, result.error) == (
         "error", "changed", "no longer a regular file")
     assert_goes_on(harness)
+
+
+def test_the_worker_reads_with_the_reader_the_parent_chose(tmp_path: Path) -> None:
+    """The reader is chosen once, in the parent: a job names it and the worker does not pick
+    again (a job for the hostile type handed to the plain-text reader is read as text); the
+    verdict comes back as one Verdict."""
+    from readers.verdict import Status, Verdict
+
+    h = Harness(tmp_path)
+    try:
+        job = h.job("ok")
+        h.pool.submit(Job(**{**job.__dict__, "reader": "text"}))
+        h.pool.drain()
+        (result, text), = h.results
+        assert isinstance(result.verdict, Verdict)
+        assert result.verdict.status is Status.OK
+        assert result.extractor.startswith("text:"), result
+        assert text == "ok\n"  # the document's own bytes, not the hostile reader's answer
+    finally:
+        h.close()
