@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .base import Context, Limits, TextSink, ToolResult
-from .errors import Unsupported
 from .toolrun import run_tool
 
 # (context, data, name, sink) -> extractor name; raises the errors a reader raises
@@ -24,9 +23,9 @@ NestedRead = Callable[[Context, bytes, str, TextSink], str]
 class LocalContext:
     """A reader context for one document: limits, allowed tools, a private scratch dir.
 
-    The worker builds one per document; tests build one to call a reader directly.  Without
-    ``nested`` an embedded document (an e-mail attachment) is not read: its reader is told
-    so (:class:`readers.errors.Unsupported`) and says it in the text.
+    The worker builds one per document; tests build one to call a reader directly.  Embedded
+    documents (attachments, archive members) are read through ``nested`` and chosen with
+    :meth:`select`: the registry's, unless the builder gives its own.
     """
 
     def __init__(
@@ -84,6 +83,10 @@ class LocalContext:
         )
 
     def read_nested(self, data: bytes, name: str, sink: TextSink) -> str:
-        if self.nested is None:
-            raise Unsupported("embedded documents are not read in this context")
-        return self.nested(self, data, name, sink)
+        """Read an embedded document through ``nested`` (given by whoever built the context;
+        by default the registry's :func:`readers.dispatch.read_nested`, imported here only
+        when needed, so no reader module imports the registry)."""
+        nested = self.nested
+        if nested is None:
+            from .dispatch import read_nested as nested
+        return nested(self, data, name, sink)
