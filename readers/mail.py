@@ -163,31 +163,9 @@ def _write_attachment(part: Message, state: _State, depth: int) -> None:
         return
     data = _payload(part)
     line = f"[attachment: {shown} ({mime}, {len(data)} bytes)"
-    room = sink.max_chars - sink.chars
-    sub = TextSink(max(room, 0))
-    note = ""
-    try:
-        state.ctx.read_nested(data, name, sub)
-    except CapReached as cap:
-        from .nested import DOCUMENT_CAPS
+    from .nested import attachment
 
-        sink.write(line + "]\n")
-        text = sub.getvalue()
-        sink.write(text if text.endswith("\n") or not text else text + "\n")
-        if cap.cap in DOCUMENT_CAPS:
-            raise
-        # a cap of this attachment only (nesting depth, an archive's caps): the message goes on,
-        # and the record names the cap at its end
-        state.caps.append(cap)
-        sink.write(f"[bastion: attachment not read to its end, {cap.cap} reached]\n")
-        return
-    except Unsupported as e:
-        note = f": not read: {e.message}"
-    except ReaderError as e:
-        note = f": not read: {e.kind}: {e.message}"
-    text = sub.getvalue()
-    sink.write(line + note + "]\n")
-    sink.write(text if text.endswith("\n") or not text else text + "\n")
+    attachment(state.ctx, sink, line, data, name, state.caps)
 
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:

@@ -304,3 +304,32 @@ class Members:
         cap.extractor = cap.extractor or extractor
         cap.meta = {**(cap.meta or {}), **self.meta()}
         return cap
+
+
+def attachment(ctx: Context, sink: TextSink, line: str, data: bytes, name: str,
+               caps: list[CapReached]) -> None:
+    """Write an attachment (of an e-mail, an Outlook message): its ``line`` (``[attachment:
+    name (type, size)``, closed here with what became of it), then its text read through the
+    readers.  A cap of the attachment alone (nesting depth, an archive's caps) ends only the
+    attachment, noted in place and kept in ``caps`` for the message's record; a cap of the
+    whole document is raised."""
+    sub = TextSink(max(sink.max_chars - sink.chars, 0))
+    note = ""
+    try:
+        ctx.read_nested(data, name, sub)
+    except CapReached as cap:
+        sink.write(line + "]\n")
+        text = sub.getvalue()
+        sink.write(text if text.endswith("\n") or not text else text + "\n")
+        if cap.cap in DOCUMENT_CAPS:
+            raise
+        caps.append(cap)
+        sink.write(f"[bastion: attachment not read to its end, {cap.cap} reached]\n")
+        return
+    except Unsupported as e:
+        note = f": not read: {e.message}"
+    except ReaderError as e:
+        note = f": not read: {e.kind}: {e.message}"
+    text = sub.getvalue()
+    sink.write(line + note + "]\n")
+    sink.write(text if text.endswith("\n") or not text else text + "\n")

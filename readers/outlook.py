@@ -262,30 +262,10 @@ def _write_attachment(msg: _Msg, storage: str, state: _State, level: int) -> Non
                    "object)]\n")
         return
     line = f"[attachment: {shown} ({mime}, {len(data)} bytes)"
-    room = max(sink.max_chars - sink.chars, 0)
-    sub = TextSink(room)
-    note = ""
-    detect_name = shown if shown != "(unnamed)" else "attachment"
-    try:
-        state.ctx.read_nested(data, detect_name, sub)
-    except CapReached as cap:
-        sink.write(line + "]\n")
-        text = sub.getvalue()
-        sink.write(text if text.endswith("\n") or not text else text + "\n")
-        from .nested import DOCUMENT_CAPS
+    from .nested import attachment
 
-        if cap.cap in DOCUMENT_CAPS:
-            raise
-        state.caps.append(cap)
-        sink.write(f"[bastion: attachment truncated, {cap.cap} reached]\n")
-        return
-    except Unsupported as e:
-        note = f": not read: {e.message}"
-    except ReaderError as e:
-        note = f": not read: {e.kind}: {e.message}"
-    text = sub.getvalue()
-    sink.write(line + note + "]\n")
-    sink.write(text if text.endswith("\n") or not text else text + "\n")
+    detect_name = shown if shown != "(unnamed)" else "attachment"
+    attachment(state.ctx, sink, line, data, detect_name, state.caps)
 
 
 def read_ole(ole, doc: Document, sink: TextSink, ctx: Context) -> ReadResult:

@@ -38,13 +38,7 @@ def finish(run: Run) -> ExtractSummary | None:
     manifest, out = run.load()
     assert run.store is not None
     try:
-        if run.session is not None:
-            try:
-                run.session.drain()
-            finally:
-                run.session.close()
-        run.lock()
-        produced = run.session.produced if run.session is not None else {}
+        produced = _drained(run)
         tally = write_records(out, plan, run.verdicts, produced)
         # the records are durable (atomic_write fsyncs): texts they dropped can go
         removed = run.store.remove_unreferenced(tally.referenced)
@@ -66,6 +60,18 @@ def finish(run: Run) -> ExtractSummary | None:
     else:
         stamp.drop(out)
     return run.summary
+
+
+def _drained(run: Run) -> dict:
+    """Wait for the documents in flight, stop the workers, lock the output; the verdicts this
+    run made."""
+    if run.session is not None:
+        try:
+            run.session.drain()
+        finally:
+            run.session.close()
+    run.lock()
+    return run.session.produced if run.session is not None else {}
 
 
 def _finish_noop(run: Run) -> ExtractSummary:
@@ -99,13 +105,7 @@ def _finish_merge(run: Run) -> ExtractSummary:
     out = run.out
     assert run.store is not None
     try:
-        if run.session is not None:
-            try:
-                run.session.drain()
-            finally:
-                run.session.close()
-        run.lock()
-        produced = run.session.produced if run.session is not None else {}
+        produced = _drained(run)
         fresh = Tally()
         lines = build_records(plan, run.verdicts, produced, fresh)
         records = out / "extract.jsonl"

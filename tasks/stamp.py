@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping
 from readers.base import Limits, Reader
 from readers.tools import Tool
 
+from .delta import file_identity
 from .fsio import STATE_DIR, read_json, write_json
 
 STAMP = f"{STATE_DIR}/extract-stamp.json"
@@ -44,14 +45,6 @@ def inputs_digest(*, manifest_digest: str, extract_version: int,
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def _identity(path: Path) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-
-
 def files_identity(out: Path) -> dict[str, Any]:
     """The identities of the files the verdicts live in (a few stats: the store has at most
     256 bucket directories)."""
@@ -67,11 +60,11 @@ def files_identity(out: Path) -> dict[str, Any]:
         pass
     buckets.sort()
     return {
-        "walk": _identity(out / "walk.jsonl"),
-        "records": _identity(out / "extract.jsonl"),
-        "verdicts": _identity(out / STATE_DIR / "verdicts.sqlite"),
-        "forgotten": _identity(out / STATE_DIR / "forgotten.json"),
-        "store": _identity(store),
+        "walk": file_identity(out / "walk.jsonl"),
+        "records": file_identity(out / "extract.jsonl"),
+        "verdicts": file_identity(out / STATE_DIR / "verdicts.sqlite"),
+        "forgotten": file_identity(out / STATE_DIR / "forgotten.json"),
+        "store": file_identity(store),
         "buckets": hashlib.sha256(json.dumps(buckets).encode()).hexdigest(),
     }
 
