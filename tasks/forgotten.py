@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .fsio import write_json
+from .fsio import unlink, write_json
 
 FORGOTTEN = "forgotten.json"
 ALL = "*"  # every extract task (doit forget --all)
@@ -31,4 +31,4 @@ def set_forgotten(state_dir: Path, names: set[str]) -> None:
     if names:
         write_json(path, sorted(names))
     else:
-        path.unlink(missing_ok=True)
+        unlink(path)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,8 @@ from readers.verdict import Status, Verdict
 from .config import PrerequisiteError, RunConfig, load
 from .forgotten import ALL, forgotten, set_forgotten
 from .extract import ExtractSummary, Tally, ToolInfo, build_records
-from .fsio import STATE_DIR, OutputError, OutputLock, read_json, write_json
+from .fsio import STATE_DIR, OutputError, OutputLock, read_json, rmtree, unlink, write_json
+from .outdir import MODES
 from .manifest import Manifest
 from .names import task_name
 from . import plan as plan_module
@@ -92,6 +92,7 @@ class Run:
         self.console = sys.stderr
         self.t0 = time.monotonic()
         self.started = time.time()
+        self._told_tightened = False
 
     # -- settings ---------------------------------------------------------------------------------
 
@@ -110,7 +111,18 @@ class Run:
         return self.load()[1]
 
     def lock(self) -> None:
-        OutputLock.acquire(self.out)
+        """Open, check and lock the output directory (tasks/outdir.py: a symlink, another
+        user's or a group/world-writable one is refused), with the manifest's modes."""
+        lock = OutputLock.acquire(self.out, MODES[self.manifest.output_mode])
+        if lock.dir is not None and lock.dir.tightened and not self._told_tightened:
+            self._told_tightened = True
+            self.announce(f"tightened {lock.dir.tightened} file(s) and director(ies) of "
+                          f"{self.out} to {lock.dir.modes.dir:o}/{lock.dir.modes.file:o}")
+
+    @property
+    def tightened(self) -> int:
+        lock = OutputLock._held.get(os.path.abspath(self.out))
+        return lock.dir.tightened if lock is not None and lock.dir is not None else 0
 
     # -- the walk ---------------------------------------------------------------------------------
 
@@ -377,6 +389,7 @@ class Run:
         times and tools; extract.jsonl and the store are left exactly as they are."""
         if self.session is not None:
             self.session.close()
+        self.lock()
         prev = self.noop_from or {}
         counts = dict(prev.get("counts") or {})
         self.summary = ExtractSummary(
@@ -387,7 +400,7 @@ class Run:
             extracted=0, chars=int(prev.get("chars", 0)),
             error_kinds=dict(prev.get("error_kinds") or {}),
             limits_hit=dict(prev.get("limits_hit") or {}),
-            pages_ocr=int(prev.get("pages_ocr", 0)), removed=0,
+            pages_ocr=int(prev.get("pages_ocr", 0)), removed=0, tightened=self.tightened,
             tools=[ToolInfo(t.name, t.path, t.version, t.identity)
                    for t in sorted(self.tools.values(), key=lambda t: t.name)],
             no_external=self.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
@@ -437,11 +450,11 @@ class Run:
         if self.store is not None:
             self.store.close()
         for name in ("extract.jsonl", "extract.summary.json"):
-            (out / name).unlink(missing_ok=True)
-        shutil.rmtree(out / "extract", ignore_errors=True)
+            unlink(out / name)
+        rmtree(out / "extract")
         for name in ("verdicts.sqlite", "verdicts.sqlite-wal", "verdicts.sqlite-shm",
                      "forgotten.json", "tools.json"):
-            (out / STATE_DIR / name).unlink(missing_ok=True)
+            unlink(out / STATE_DIR / name)
         self.cleaned_all = True
         self.say(f"removed the extract stage's outputs in {out}")
 
@@ -462,7 +475,7 @@ class Run:
         out = self.out
         self.lock()
         for name in ("walk.jsonl", "walk.summary.json", f"{STATE_DIR}/walk-cache"):
-            (out / name).unlink(missing_ok=True)
+            unlink(out / name)
         self.say(f"removed the walk's outputs in {out}")
 
     def _summary(self, tally: Tally, extracted: int, removed: int) -> ExtractSummary:
@@ -475,7 +488,7 @@ class Run:
             extracted=extracted, chars=tally.chars,
             error_kinds=dict(sorted(tally.error_kinds.items())),
             limits_hit=dict(sorted(tally.limits_hit.items())), pages_ocr=tally.pages_ocr,
-            removed=removed,
+            removed=removed, tightened=self.tightened,
             tools=[ToolInfo(t.name, t.path, t.version, t.identity)
                    for t in sorted(self.tools.values(), key=lambda t: t.name)],
             no_external=self.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",

@@ -10,7 +10,6 @@ one job.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -20,7 +19,7 @@ from readers.runtime import Job, JobResult, WorkerPool
 from readers.tools import Tool
 from readers.verdict import Status, Verdict
 
-from .fsio import STATE_DIR, remove_stale_temps
+from .fsio import STATE_DIR, makedirs, remove_stale_temps, rmtree
 from .manifest import Root
 from .plan import Item
 from .store import Store
@@ -92,7 +91,7 @@ class ExtractSession:
         if self.pool is not None:
             return self.pool
         tmp_root = self.out / STATE_DIR / "tmp"
-        tmp_root.mkdir(parents=True, exist_ok=True)
+        makedirs(tmp_root)  # through the output's checked descriptor (tasks/outdir.py)
         remove_stale_temps(self.out)
         try:  # sidecars a killed run was writing into the store's buckets
             buckets = [e.path for e in os.scandir(self.store.root) if e.is_dir()]
@@ -101,7 +100,10 @@ class ExtractSession:
         for bucket in buckets:
             remove_stale_temps(Path(bucket))
         for stale in tmp_root.iterdir():  # scratch of a killed run
-            shutil.rmtree(stale, ignore_errors=True)
+            try:
+                rmtree(stale)
+            except OSError:
+                pass
         self.pool = WorkerPool(self.workers, self.limits, tmp_root, self._on_result,
                                extra_readers=self.extra_readers)
         self.pool.warm()

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 from readers.base import Limits, Reader
 from readers.tools import Tool
 
-from .fsio import STATE_DIR, read_json, write_json
+from .fsio import STATE_DIR, read_json, unlink, write_json
 
 STAMP = f"{STATE_DIR}/extract-stamp.json"
 VERSION = 1
@@ -80,7 +80,7 @@ def save(out: Path, inputs: str) -> None:
 
 def drop(out: Path) -> None:
     try:
-        os.unlink(out / STAMP)
+        unlink(out / STAMP)
     except OSError:
         pass
 

@@ -23,7 +23,7 @@ from typing import Callable
 
 from readers.detect import HEAD_BYTES, detect_file
 
-from .fsio import STATE_DIR, atomic_write, remove_stale_temps, write_json
+from .fsio import STATE_DIR, atomic_write, makedirs, output, remove_stale_temps, write_json
 from .manifest import Manifest, Root, dir_excluded, path_excluded, root_selects
 from .records import WalkRecord, to_line
 
@@ -515,7 +515,7 @@ class Walker:
         st = os.stat(walk_path)
         cache = {"settings": self.settings, "walk": [st.st_size, st.st_mtime_ns],
                  "roots": roots, "count": len(rows)}
-        (self.out / STATE_DIR).mkdir(exist_ok=True)
+        makedirs(self.out / STATE_DIR)
         atomic_write(self.out / CACHE_NAME, marshal.dumps(cache))
 
 
@@ -528,7 +528,7 @@ def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
     """Walk, write ``walk.jsonl``, the stat cache and ``walk.summary.json``; return the summary."""
     started = time.time()
     t0 = time.monotonic()
-    out.mkdir(parents=True, exist_ok=True)
+    od = output(out)  # opened and checked (tasks/outdir.py); written through its fd
     remove_stale_temps(out)
     remove_stale_temps(out / STATE_DIR)  # the stat cache's temp file of a killed walk
     walker = Walker(manifest, out, no_hash=no_hash, progress=progress)
@@ -555,6 +555,7 @@ def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
         "max_file_bytes": manifest.max_file_bytes,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "duration_s": round(time.monotonic() - t0, 3),
+        "tightened": od.tightened,
     }
     write_json(out / "walk.summary.json", summary)
     return summary
