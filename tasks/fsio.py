@@ -25,7 +25,7 @@ from .outdir import TMP_PREFIX, Modes, OutputDir, OutputError, UnsafeOutputError
 
 __all__ = ["TMP_PREFIX", "STATE_DIR", "OutputError", "UnsafeOutputError", "LockedError",
            "OutputLock", "atomic_write", "write_json", "read_json", "dumps", "output",
-           "unlink", "makedirs", "rmtree", "remove_stale_temps", "fsync_dir"]
+           "unlink", "makedirs", "rmtree", "read_bytes", "stat", "remove_stale_temps", "fsync_dir"]
 
 STATE_DIR = ".bastion"  # under the output directory: caches, doit's database, worker scratch
 
@@ -104,6 +104,24 @@ def read_json(path: Path) -> Any:
         return json.loads(inside[0].read(inside[1]))
     with open(path, "rb") as f:
         return json.loads(f.read())
+
+
+def read_bytes(path: Path) -> bytes:
+    """A file's bytes (inside a held output: through its checked descriptor, so a swapped
+    output path cannot feed bastion another directory's caches)."""
+    inside = outdir.find(path)
+    if inside is not None:
+        return inside[0].read(inside[1])
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def stat(path: Path) -> os.stat_result:
+    """``lstat`` of a path (inside a held output: through its descriptor)."""
+    inside = outdir.find(path)
+    if inside is not None:
+        return inside[0].stat(inside[1])
+    return os.lstat(path)
 
 
 def output(out: Path, modes: Modes | None = None) -> OutputDir:

@@ -23,6 +23,7 @@ that take only paths (sqlite) get the ``/proc/self/fd/N/…`` form of a checked 
 
 from __future__ import annotations
 
+import errno
 import os
 import pwd
 import stat
@@ -99,8 +100,27 @@ def _open_child(parent: int, name: str, path: Path) -> int:
         raise OutputError(f"cannot use output directory {path}: {e.strerror}") from None
 
 
-def open_output(path: Path, modes: Modes = PRIVATE) -> "OutputDir":
-    """Open (creating what is missing) and check the output directory; see the module doc."""
+def secure_path(path: Path) -> bool:
+    """Whether no other user can rename or replace a component of ``path``: each directory
+    on its real path (OpenSSH's ``secure_path``) owned by root or this user and writable by
+    no one else, or sticky (``/tmp``: others cannot move what is not theirs)."""
+    me = os.geteuid()
+    p = Path(os.path.realpath(path))
+    for d in (p, *p.parents):
+        try:
+            st = os.stat(d)
+        except OSError:
+            return False
+        if st.st_uid not in (0, me):
+            return False
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            return False
+    return True
+
+
+def open_output(path: Path, modes: Modes | None = None) -> "OutputDir":
+    """Open (creating what is missing) and check the output directory; see the module doc.
+    ``modes`` None: the modes the output was last given (``.bastion/modes``), else private."""
     path = Path(os.path.abspath(path))
     missing: list[str] = []
     base = path.parent
@@ -117,7 +137,7 @@ def open_output(path: Path, modes: Modes = PRIVATE) -> "OutputDir":
             current = current / name
             created = True
             try:
-                os.mkdir(name, modes.dir, dir_fd=pfd)
+                os.mkdir(name, (modes or PRIVATE).dir, dir_fd=pfd)
             except FileExistsError:
                 created = False
             except OSError as e:
@@ -126,12 +146,14 @@ def open_output(path: Path, modes: Modes = PRIVATE) -> "OutputDir":
             os.close(pfd)
             pfd = fd
             st = check_dir(fd, current)
-            if created and stat.S_IMODE(st.st_mode) != modes.dir:
-                os.fchmod(fd, modes.dir)  # mkdir's mode went through the umask
+            if created and stat.S_IMODE(st.st_mode) != (modes or PRIVATE).dir:
+                os.fchmod(fd, (modes or PRIVATE).dir)  # mkdir's mode went through the umask
     except BaseException:
         os.close(pfd)
         raise
-    out = OutputDir(path, pfd, modes)
+    out = OutputDir(path, pfd, modes or PRIVATE, secure=secure_path(base))
+    if modes is None:
+        out.modes = MODES.get(out.marker() or "", PRIVATE)
     try:
         out.tighten()
     except BaseException:
@@ -143,10 +165,13 @@ def open_output(path: Path, modes: Modes = PRIVATE) -> "OutputDir":
 class OutputDir:
     """An open, checked output directory and the descriptors of its subdirectories."""
 
-    def __init__(self, path: Path, fd: int, modes: Modes) -> None:
+    def __init__(self, path: Path, fd: int, modes: Modes, *, secure: bool = False) -> None:
         self.path = path
         self.fd = fd
         self.modes = modes
+        # whether the name ``path`` itself cannot be swapped by another user (its existing
+        # ancestors are secure_path): then a library or process may use it by name
+        self.secure = secure
         self.tightened = 0  # files and directories whose mode this run narrowed
         self._dirs: dict[str, int] = {"": fd}
 
@@ -188,11 +213,16 @@ class OutputDir:
             made = False
         try:
             fd = os.open(name, DIR_FLAGS, dir_fd=parent)
-        except FileNotFoundError:
-            raise
         except OSError as e:
-            raise OutputError(f"cannot use {where}: {e.strerror}"
-                              f"{' (a symbolic link)' if e.errno == 40 else ''}") from None
+            if not create or e.errno == errno.ENOENT:
+                raise  # a reader's business (missing, or a link where a directory should be)
+            try:
+                link = stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+            except OSError:
+                link = False
+            raise OutputError(f"cannot use {where}: "
+                              f"{'a symbolic link (never followed)' if link else e.strerror}"
+                              ) from None
         if made:
             os.fchmod(fd, self.modes.dir)
         self._dirs[rel] = fd
@@ -263,7 +293,12 @@ class OutputDir:
         source = (f"/proc/self/fd/{self.fd}/{src_rel}" if src_rel else str(src))
         dfd, name = self.split(rel)
         try:
-            os.replace(source, name, dst_dir_fd=dfd)
+            try:
+                os.replace(source, name, dst_dir_fd=dfd)
+            except OSError as e:
+                if e.errno != errno.EXDEV:
+                    raise
+                self._copy_in(source, dfd, name)  # scratch on another filesystem
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                          dir_fd=dfd)
         except OSError as e:
@@ -287,6 +322,28 @@ class OutputDir:
         finally:
             os.close(fd)
 
+    def _copy_in(self, source: str, dfd: int, name: str) -> None:
+        """Copy file ``source`` to ``name`` under ``dfd`` atomically, then remove it."""
+        sfd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(sfd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file")
+            tmp = f"{TMP_PREFIX}{name}.{os.getpid()}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, self.modes.file, dir_fd=dfd)
+            try:
+                while os.sendfile(fd, sfd, None, 1 << 24):
+                    pass
+            except BaseException:
+                os.close(fd)
+                os.unlink(tmp, dir_fd=dfd)
+                raise
+            os.close(fd)
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        finally:
+            os.close(sfd)
+        os.unlink(source)
+
     def create(self, rel: str) -> None:
         """Make file ``rel`` if it does not exist, with the output's file mode (for a file a
         library then opens by path: sqlite gives its journal files the database's mode)."""
@@ -308,7 +365,7 @@ class OutputDir:
             dfd, name = self.split(rel, create=False)
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                          dir_fd=dfd)
-        except (FileNotFoundError, OutputError):
+        except OSError:
             return
         try:
             if stat.S_IMODE(os.fstat(fd).st_mode) != self.modes.file:
@@ -343,6 +400,8 @@ class OutputDir:
             fd = self.dir_fd(rel, create=False)
         except FileNotFoundError:
             return
+        except OSError as e:
+            raise OutputError(f"cannot remove {self.path / rel}: {e.strerror}") from None
         self._empty(fd, self.path / rel)
         self.forget_dirs(rel)
         pfd, name = self.split(rel, create=False)
@@ -376,8 +435,8 @@ class OutputDir:
         """Delete the temp files a killed run left in directory ``rel``; how many."""
         try:
             fd = self.dir_fd(rel, create=False)
-        except (FileNotFoundError, OutputError):
-            return 0
+        except OSError:
+            return 0  # missing, or not a directory: nothing of ours to clean
         n = 0
         with os.scandir(fd) as it:
             names = [e.name for e in it if e.name.startswith(TMP_PREFIX)]
@@ -388,6 +447,12 @@ class OutputDir:
             except OSError:
                 pass
         return n
+
+    def stat(self, rel: str) -> os.stat_result:
+        """``lstat`` of ``rel`` through the checked descriptors."""
+        parent, _, name = rel.rpartition("/")
+        return os.stat(name or ".", dir_fd=self.dir_fd(parent, create=False),
+                       follow_symlinks=False)
 
     def read(self, rel: str) -> bytes:
         """The bytes of file ``rel``, opened through the checked descriptors."""
@@ -404,16 +469,19 @@ class OutputDir:
         recorded in ``.bastion/modes`` and the tree walked again only when they change or the
         output directory itself was loosened).  Returns how many were narrowed."""
         top = stat.S_IMODE(os.fstat(self.fd).st_mode)
-        try:
-            marker = self.read(MODES_MARKER).decode("ascii", "replace").strip()
-        except (OSError, OutputError):
-            marker = None
-        if top == self.modes.dir and marker == self.modes.name:
+        if top == self.modes.dir and self.marker() == self.modes.name:
             return 0
         n = self._tighten(self.fd, self.path)
         self.tightened += n
         self.write(MODES_MARKER, f"{self.modes.name}\n".encode("ascii"), sync=False)
         return n
+
+    def marker(self) -> str | None:
+        """The name of the modes the tree was last tightened to, if recorded."""
+        try:
+            return self.read(MODES_MARKER).decode("ascii", "replace").strip()
+        except OSError:
+            return None
 
     def _tighten(self, fd: int, where: Path) -> int:
         n = 0
@@ -479,7 +547,7 @@ def held(out: Path, modes: Modes | None = None) -> OutputDir:
             od.modes = modes
             od.tighten()
             return od
-    od = open_output(Path(key), modes or PRIVATE)
+    od = open_output(Path(key), modes)
     _held[key] = od
     return od
 

@@ -192,16 +192,24 @@ class Store:
     # -- texts ----------------------------------------------------------------------------------
 
     def text_names(self) -> set[str]:
-        """The file names in the store (one ``scandir`` per bucket, not a stat per text)."""
+        """The file names in the store (one ``scandir`` per bucket, not a stat per text),
+        read through the buckets' descriptors."""
         names: set[str] = set()
+        od = self.dir
         for bucket in self._bucket_dirs():
-            with os.scandir(bucket) as it:
-                names.update(e.name for e in it)
+            try:
+                with os.scandir(od.dir_fd(f"extract/{bucket}", create=False)) as it:
+                    names.update(e.name for e in it)
+            except OSError:
+                continue  # gone, or a link where a bucket should be: never followed
         return names
 
     def _bucket_dirs(self) -> list[str]:
+        """The names of the bucket directories (two hex digits; links are not buckets)."""
         try:
-            return sorted(e.path for e in os.scandir(self.root) if e.is_dir())
+            with os.scandir(self.dir.dir_fd("extract", create=False)) as it:
+                return sorted(e.name for e in it if len(e.name) == 2
+                              and e.is_dir(follow_symlinks=False))
         except OSError:
             return []
 
@@ -248,11 +256,11 @@ class Store:
         removed = 0
         od = self.dir
         for bucket in self._bucket_dirs():
-            rel_bucket = f"extract/{os.path.basename(bucket)}"
+            rel_bucket = f"extract/{bucket}"
             try:
                 bfd = od.dir_fd(rel_bucket, create=False)
-            except FileNotFoundError:
-                continue
+            except OSError:
+                continue  # gone, or a link where a bucket should be: never followed
             with os.scandir(bfd) as it:
                 entries = [e.name for e in it]
             for name in entries:

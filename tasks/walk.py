@@ -23,7 +23,9 @@ from typing import Callable
 
 from readers.detect import HEAD_BYTES, detect_file
 
-from .fsio import STATE_DIR, atomic_write, makedirs, output, remove_stale_temps, write_json
+from .fsio import (STATE_DIR, atomic_write, makedirs, output, read_bytes, remove_stale_temps,
+                   write_json)
+from .fsio import stat as out_stat
 from .manifest import Manifest, Root, dir_excluded, path_excluded, root_selects
 from .records import WalkRecord, to_line
 
@@ -77,11 +79,11 @@ def _load_cache(out: Path, settings: list, roots: tuple[Root, ...]
     """The previous walk's records by root, directory and name, and how many there were
     (-1 when there is no usable cache).  A root whose settings changed gets no entries."""
     try:
-        with open(out / CACHE_NAME, "rb") as f:
-            data = marshal.loads(f.read())  # marshal.load(f) reads item by item: 8x slower
+        # read through the output's checked descriptor: marshal is no parser for hostile data
+        data = marshal.loads(read_bytes(out / CACHE_NAME))  # not marshal.load(f): 8x slower
         if not isinstance(data, dict) or data.get("settings") != settings:
             return {}, -1
-        st = os.stat(out / "walk.jsonl")
+        st = out_stat(out / "walk.jsonl")
         if data.get("walk") != [st.st_size, st.st_mtime_ns]:
             return {}, -1  # walk.jsonl is not the file the line numbers refer to
         cached = data["roots"]
@@ -490,8 +492,7 @@ class Walker:
             return  # walk.jsonl and its cache are already right
         rows = self.fresh
         if self.hits:
-            with open(self.out / "walk.jsonl", "rb") as f:
-                previous = f.read().splitlines(keepends=True)
+            previous = read_bytes(self.out / "walk.jsonl").splitlines(keepends=True)
             where: dict[int, tuple[str, str, str, tuple]] = {}
             for root_name, dirs in self.cache.items():
                 for rel, dc in dirs.items():
@@ -512,7 +513,7 @@ class Walker:
             if dc is None:
                 dc = dirs[rel] = {}
             dc[name] = (i, *key) if key is not None else (i, -1, 0, 0, 0, line)
-        st = os.stat(walk_path)
+        st = out_stat(walk_path)
         cache = {"settings": self.settings, "walk": [st.st_size, st.st_mtime_ns],
                  "roots": roots, "count": len(rows)}
         makedirs(self.out / STATE_DIR)
