@@ -206,6 +206,8 @@ class Store:
 
     def _bucket_dirs(self) -> list[str]:
         """The names of the bucket directories (two hex digits; links are not buckets)."""
+        if self._dir is None and not os.path.isdir(self.root):
+            return []  # nothing stored: and a listing command must not create the output
         try:
             with os.scandir(self.dir.dir_fd("extract", create=False)) as it:
                 return sorted(e.name for e in it if len(e.name) == 2

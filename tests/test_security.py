@@ -320,6 +320,7 @@ def exchange(a, b):
     return libc.renameat2(AT_FDCWD, a.encode(), AT_FDCWD, b.encode(), RENAME_EXCHANGE) == 0
 
 mode, target, outside, stop, links = sys.argv[1:6]  # links: where the symlinks are made
+pause = 0.0 if mode == "buckets" else 0.002
 swaps = 0
 print("ready", flush=True)
 while not os.path.exists(stop):
@@ -343,6 +344,7 @@ while not os.path.exists(stop):
             swaps += 1
             time.sleep(0.0002)
             exchange(place, link)
+            time.sleep(pause)  # the real directory in place: a run may start and be swapped
         try:
             os.unlink(link)
         except OSError:
@@ -415,7 +417,8 @@ def test_racing_bucket_swap_writes_nothing_outside(tmp_path: Path,
 
 
 @as_root
-def test_racing_output_swap_at_start_writes_nothing_outside(shared: Path) -> None:
+def test_racing_output_swap_at_start_writes_nothing_outside(
+        shared: Path, capsys: pytest.CaptureFixture) -> None:
     """Another user who can write the root swaps ``<root>/.agent`` for a symlink to their own
     directory, over and over, while runs start: each run refuses the link or keeps writing
     to the directory it checked; nothing reaches theirs."""
@@ -433,7 +436,7 @@ def test_racing_output_swap_at_start_writes_nothing_outside(shared: Path) -> Non
                         "one", root / ".agent", theirs, stop, root)
     rcs = []
     try:
-        for i in range(8):
+        for i in range(12):
             (root / f"doc{i}.txt").write_bytes(f"private marker {i} edit {time.time()}\n"
                                                .encode())
             rcs.append(sweep(m))
