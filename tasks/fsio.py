@@ -224,6 +224,12 @@ class OutputLock:
         self.fd = fd
 
     @classmethod
+    def tightened(cls, out: Path) -> int:
+        """How many files and directories of ``out`` this process narrowed (0: not held)."""
+        lock = cls._held.get(os.path.abspath(out))
+        return lock.dir.tightened if lock is not None and lock.dir is not None else 0
+
+    @classmethod
     def release_all(cls) -> None:
         """Release every lock and close every output directory this process holds."""
         for lock in cls._held.values():

@@ -121,8 +121,7 @@ class Run:
 
     @property
     def tightened(self) -> int:
-        lock = OutputLock._held.get(os.path.abspath(self.out))
-        return lock.dir.tightened if lock is not None and lock.dir is not None else 0
+        return OutputLock.tightened(self.out)
 
     # -- the walk ---------------------------------------------------------------------------------
 
