@@ -1,11 +1,14 @@
 """Benchmarks of the walk and extract stages, measured side by side in one run.
 
-    python bench/core.py [--files 100000] [--rounds 3] [--work DIR]
+    python bench/core.py [--files 100000] [--rounds 3] [--work DIR] [--against DIR] [--walk-only]
 
 Builds its trees under ``--work`` (default ``bench/.corpus/core``, not committed), then times
 whole processes (wall, CPU, peak RSS from ``wait4``), alternating the commands compared so that
 drift on a shared machine hits both alike, and prints a Markdown table of medians and ratios.
-Figures are quoted in docs/performance.md.
+``--against DIR`` times the walk rows (first walk, re-walk, hashing) of a second source tree too
+(e.g. ``git archive OLD | tar -x -C /tmp/old``), alternating with this one, with the pairwise
+ratio this ÷ that; ``--walk-only`` stops after the walk rows.  Figures are quoted in
+docs/performance.md.
 """
 
 from __future__ import annotations
@@ -84,6 +87,11 @@ def row(name: str, runs: list[dict], base: list[dict] | None = None, unit: str =
     return f"| {name} | {w:.2f} | {c:.2f} | {m:.0f} | {ratio} {unit} |"
 
 
+def cpu_ratio(runs: list[dict], base: list[dict]) -> str:
+    ratios = [a["cpu"] / b["cpu"] for a, b in zip(runs, base)]
+    return f"(CPU {statistics.median(ratios):.2f}×)"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=100_000)
@@ -91,7 +99,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", type=Path, default=HERE / ".corpus" / "core")
     ap.add_argument("--skip-hash", action="store_true")
+    ap.add_argument("--against", type=Path, help="another bastion source tree to time the walk of")
+    ap.add_argument("--walk-only", action="store_true")
     args = ap.parse_args()
+    other = args.against.resolve() if args.against else None
+    # byte-compile what is timed: with PYTHONDONTWRITEBYTECODE set, a tree without
+    # __pycache__ would pay for compiling its sources in every process (≈ 20 ms a walk)
+    for tree_dir in filter(None, (HERE.parent, other)):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree_dir / "tasks"),
+                        str(tree_dir / "readers")], check=True, stdout=subprocess.DEVNULL)
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     tree = work / f"tree{args.files}"
@@ -106,15 +122,25 @@ def main() -> None:
 
     # 1. walk: first walk, re-walk of the unchanged tree, find -printf
     first, again, find = [], [], []
-    for _ in range(args.rounds):
-        shutil.rmtree(out, ignore_errors=True)
-        first.append(run(BASTION + ["walk", str(m_tree), "--out", str(out), "-q"]))
-        again.append(run(BASTION + ["walk", str(m_tree), "--out", str(out), "-q"]))
+    first_o, again_o = [], []
+    out_o = work / "out-against"
+    pairs = [(out, first, again, None)] + ([(out_o, first_o, again_o, other)] if other else [])
+    for i in range(args.rounds):
+        for o, fw, rw, cwd in (pairs if i % 2 == 0 else pairs[::-1]):  # alternate who goes first
+            shutil.rmtree(o, ignore_errors=True)
+            fw.append(run(BASTION + ["walk", str(m_tree), "--out", str(o), "-q"], cwd=cwd))
+            rw.append(run(BASTION + ["walk", str(m_tree), "--out", str(o), "-q"], cwd=cwd))
         find.append(run(["find", str(tree), "-printf", "%s %T@\n"]))
     lines.append(row(f"first walk, {args.files} files", first))
     lines.append(row("re-walk, unchanged (vs first walk)", again, first))
     lines.append(row("re-walk, unchanged (vs find -printf)", again, find))
     lines.append(row("find -printf '%s %T@'", find))
+    if other is not None:
+        lines.append(row(f"first walk, {other}", first_o))
+        lines.append(row("  this first walk vs that one", first, first_o,
+                         cpu_ratio(first, first_o)))
+        lines.append(row(f"re-walk, {other}", again_o))
+        lines.append(row("  this re-walk vs that one", again, again_o, cpu_ratio(again, again_o)))
 
     # 2. hashing 1 GiB: bastion walk vs sha256sum
     if not args.skip_hash:
@@ -122,13 +148,22 @@ def main() -> None:
         make_big(big)
         m_big = manifest(work / "big.yaml", big, "1GiB")
         blobs = sorted(str(p) for p in big.glob("blob*.bin"))
-        hw, ss = [], []
-        for _ in range(args.rounds):
-            shutil.rmtree(work / "out-big", ignore_errors=True)
-            hw.append(run(BASTION + ["walk", str(m_big), "--out", str(work / "out-big"), "-q"]))
+        hw, ss, hw_o = [], [], []
+        hashers = [(hw, None)] + ([(hw_o, other)] if other else [])
+        for i in range(args.rounds):
+            for runs, cwd in (hashers if i % 2 == 0 else hashers[::-1]):
+                shutil.rmtree(work / "out-big", ignore_errors=True)
+                runs.append(run(BASTION + ["walk", str(m_big), "--out", str(work / "out-big"),
+                                           "-q"], cwd=cwd))
             ss.append(run(["sha256sum", *blobs]))
         lines.append(row("walk (hash) 1 GiB", hw))
         lines.append(row("sha256sum 1 GiB (vs walk)", ss, hw, "= walk throughput ÷ sha256sum's"))
+        if other is not None:
+            lines.append(row(f"walk (hash) 1 GiB, {other}", hw_o))
+            lines.append(row("  this hashing walk vs that one", hw, hw_o, cpu_ratio(hw, hw_o)))
+    if args.walk_only:
+        print("\n".join(lines))
+        return
 
     # 3. extract: first extract of small text files, then no-op re-runs
     fx, noop = [], []

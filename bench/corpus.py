@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,7 @@ FORMATS = {  # extension -> format directory
     ".pdf": "pdf", ".docx": "docx", ".xlsx": "xlsx", ".pptx": "pptx", ".odt": "odt",
     ".ods": "ods", ".odp": "odp", ".html": "html", ".htm": "html", ".csv": "csv",
     ".eml": "eml", ".rtf": "rtf", ".png": "image", ".jpg": "image", ".jpeg": "image",
+    ".doc": "doc", ".xls": "xls", ".ppt": "ppt", ".msg": "msg", ".7z": "7z", ".epub": "epub",
 }
 
 
@@ -61,7 +63,12 @@ SOURCES = (
     Source("pypi", "python-docx", "1.1.2", (Pick("*/test_files/*.docx", "docx", 40),)),
     Source("pypi", "python-pptx", "1.0.2", (Pick("*/test_files/*.pptx", "pptx", 40),
                                             Pick("*/test_files/*.xlsx", "xlsx"))),
-    Source("pypi", "xlrd", "1.2.0", (Pick("*/tests/samples/*.xlsx", "xlsx"),)),
+    Source("pypi", "xlrd", "1.2.0", (Pick("*/tests/samples/*.xlsx", "xlsx"),
+                                     Pick("*/tests/*.xls", "xls"),
+                                     Pick("*/examples/*.xls", "xls"))),
+    Source("pypi", "olefile", "0.47", (Pick("*/tests/images/*.doc", "doc"),)),
+    Source("pypi", "msg-parser", "1.2.0", (Pick("*/tests/files/*.msg", "msg"),)),
+    Source("pypi", "py7zr", "0.20.0", (Pick("*/tests/data/*.7z", "7z", 30),)),
     Source("pypi", "xlsx2csv", "0.8.6", (Pick("*/test/*.xlsx", "xlsx"),)),
     Source("pypi", "csvkit", "2.2.0", (Pick("*.csv", "csv", 40), Pick("*.xlsx", "xlsx"))),
     Source("pypi", "odfpy", "1.4.1", (Pick("*.odt", "odt"), Pick("*.ods", "ods"),
@@ -202,6 +209,73 @@ def build(out: Path, downloads: Path) -> list[list[str]]:
     return rows
 
 
+# Formats no package here ships enough of, written by LibreOffice from the corpus's own files
+# (recorded as registry "derived", package "libreoffice"), and archives of corpus files.
+DERIVED = (("docx", "doc", "doc"), ("xlsx", "xls", "xls"), ("pptx", "ppt", "ppt"),
+           ("docx", "epub", "epub"))
+ARCHIVED = ("csv", "html", "eml", "docx", "pdf", "rtf")  # members of the derived zip/tar.gz
+ARCHIVE_MEMBERS = 5
+
+
+def derive(out: Path, rows: list[list[str]]) -> list[list[str]]:
+    made: list[list[str]] = []
+    soffice = shutil.which("soffice")
+    if soffice is None:
+        print("soffice not found: no derived doc/xls/ppt/epub", file=sys.stderr)
+    else:
+        version = subprocess.run([soffice, "--version"], capture_output=True,
+                                 text=True).stdout.split()[1]
+        profile = Path(tempfile.mkdtemp(prefix="lo-profile-"))
+        try:
+            for src_fmt, target, fmt in DERIVED:
+                sources = sorted(out.glob(f"{src_fmt}/*"))
+                tmp = Path(tempfile.mkdtemp(prefix="derive-"))
+                subprocess.run([soffice, f"-env:UserInstallation=file://{profile}",
+                                "--headless", "--convert-to", target, "--outdir", str(tmp),
+                                *map(str, sources)], capture_output=True, timeout=1800)
+                for src in sources:
+                    got = tmp / f"{src.stem}.{target}"
+                    if not got.exists():
+                        continue
+                    data = got.read_bytes()
+                    dest = out / fmt / f"lo--{src.stem}.{target}"
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    dest.write_bytes(data)
+                    made.append([fmt, f"{fmt}/{dest.name}", "derived", "libreoffice", version,
+                                 f"{src_fmt}/{src.name}", str(len(data)),
+                                 hashlib.sha256(data).hexdigest()])
+                shutil.rmtree(tmp, ignore_errors=True)
+        finally:
+            shutil.rmtree(profile, ignore_errors=True)
+    members = sorted(p for fmt in ARCHIVED for p in out.glob(f"{fmt}/*"))
+    groups = [members[i:i + ARCHIVE_MEMBERS] for i in range(0, len(members), ARCHIVE_MEMBERS)]
+    for n, group in enumerate(spread(groups, 30)):
+        for fmt, ext in (("zip", "zip"), ("tgz", "tar.gz")):
+            dest = out / fmt / f"corpus-{n:02}.{ext}"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if fmt == "zip":
+                import zipfile
+                with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
+                    for m in group:
+                        zf.writestr(zipfile.ZipInfo(f"{m.parent.name}/{m.name}",
+                                                    (2026, 1, 1, 0, 0, 0)), m.read_bytes())
+            else:
+                import io
+                buf = io.BytesIO()
+                with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+                    for m in group:
+                        info = tf.gettarinfo(str(m), f"{m.parent.name}/{m.name}")
+                        info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+                        with open(m, "rb") as f:
+                            tf.addfile(info, f)
+                dest.write_bytes(gzip.compress(buf.getvalue(), mtime=0))
+            data = dest.read_bytes()
+            made.append([fmt, f"{fmt}/{dest.name}", "derived", "bench/corpus.py", "1",
+                         " ".join(f"{m.parent.name}/{m.name}" for m in group), str(len(data)),
+                         hashlib.sha256(data).hexdigest()])
+    return made
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=HERE / ".corpus" / "peers")
@@ -211,6 +285,7 @@ def main() -> int:
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
     rows = build(args.out, args.downloads.resolve())
+    rows += derive(args.out, rows)
     rows.sort(key=lambda r: r[1])
     with open(args.out / "MANIFEST.tsv", "w") as f:
         f.write("format\tfile\tregistry\tpackage\tversion\tpath_in_package\tbytes\tsha256\n")

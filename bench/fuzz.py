@@ -76,7 +76,8 @@ def _child(conn, seed: int, slot: int, stop_at: float) -> None:
     _quiet()
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    from readers.runtime import LocalContext
+    from readers.context import LocalContext
+    from readers.dispatch import read_nested
     from tests import robust_fuzzlib as fl
 
     seeds = fl.all_seeds()
@@ -84,7 +85,7 @@ def _child(conn, seed: int, slot: int, stop_at: float) -> None:
     seen: set[tuple] = set()
     rng = random.Random(seed)
     scratch = Path(tempfile.mkdtemp(prefix="bastion-fuzz-"))
-    ctx = LocalContext(fl.fuzz_limits(), {}, scratch)
+    ctx = LocalContext(fl.fuzz_limits(), {}, scratch, nested=read_nested)
     current = CRASH_DIR / f".current-{slot}"
     counts: collections.Counter = collections.Counter()
     last = time.monotonic()
@@ -189,7 +190,7 @@ def in_process(seconds: float, seed: int, jobs: int) -> tuple[collections.Counte
 def through_pool(seconds: float, seed: int) -> tuple[collections.Counter, list[dict]]:
     from readers.base import Limits, MiB
     from readers.detect import detect_bytes
-    from readers.runtime import Job, WorkerPool
+    from readers.pool import Job, WorkerPool
     from tests import robust_fuzzlib as fl
 
     warnings.simplefilter("ignore")

@@ -9,10 +9,14 @@ Each engine runs in a process of its own (so its CPU time and peak RSS are its o
 * ``pdftotext``      a bare ``pdftotext -layout -enc UTF-8 FILE -`` loop (CPU of the children);
 * ``pdfium``         bastion's PDFium engine (:func:`readers.pdf.iter_pdf`, ``get_text_bounded``);
 * ``pdfium-range``   the same pages through PDFium's ``get_text_range`` instead;
-* ``pdfplumber``     bastion's pdfplumber engine (:func:`readers.pdf.iter_pdf`).
+* ``pdfplumber``     bastion's pdfplumber engine (:func:`readers.pdf.iter_pdf`);
+* ``reader``         the whole PDF reader (``read_document``: engine chain, per-page verdicts,
+                     annotations, provenance), no external tools.
 
 Agreement is the token F1 against a reference engine's text of the same files: tokens are
-``\\w+`` runs, lower-cased, counted as multisets (2·|A∩B| / (|A|+|B|), summed over the files).
+``\\w+`` runs, lower-cased, counted as multisets (2·|A∩B| / (|A|+|B|), summed over the files);
+"order" is the same F1 over token bigrams, which also counts words out of reading order
+(rotated text read in the wrong direction, lines glued).
 Files that an engine could not open count as zero tokens for it.  The table is Markdown.
 """
 
@@ -30,7 +34,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ENGINES = ("pdftotext", "pdfium", "pdfium-range", "pdfplumber")
+ENGINES = ("pdftotext", "pdfium", "pdfium-range", "pdfplumber")  # and "reader"
 TOKEN = re.compile(r"\w+")
 
 
@@ -63,6 +67,15 @@ def _run_engine(engine: str, files: list[Path], out: Path) -> None:
                     textpage.close()
                     page.close()
                 pdf.close()
+            elif engine == "reader":
+                from readers.base import Document, Limits
+                from readers.dispatch import read_document
+                from readers.runtime import LocalContext
+
+                got = read_document(Document(data, path.name, "application/pdf"),
+                                    LocalContext(Limits(), {}))
+                pages = got.text.split("\f") if got.text else []
+                error = None if got.status in ("ok", "empty") else got.error
             else:
                 pages = [e.get("text", "") for e in iter_pdf(data, engine, 10**9)
                          if "page" in e]
@@ -88,14 +101,15 @@ def _spawn(engine: str, files: list[Path], tmp: Path) -> dict:
     return json.loads(out.read_text())
 
 
-def _tokens(text: str) -> Counter:
-    return Counter(TOKEN.findall(text.lower()))
+def _tokens(text: str, n: int = 1) -> Counter:
+    words = TOKEN.findall(text.lower())
+    return Counter(words) if n == 1 else Counter(zip(*(words[i:] for i in range(n))))
 
 
-def _agreement(run: dict, ref: dict) -> float:
+def _agreement(run: dict, ref: dict, n: int = 1) -> float:
     common = total = 0
     for mine, theirs in zip(run["files"], ref["files"]):
-        a, b = _tokens(mine["text"]), _tokens(theirs["text"])
+        a, b = _tokens(mine["text"], n), _tokens(theirs["text"], n)
         common += sum((a & b).values())
         total += sum(a.values()) + sum(b.values())
     return 2 * common / total if total else 1.0
@@ -105,7 +119,8 @@ def _table(runs: dict[str, dict]) -> str:
     base = runs.get("pdftotext")
     refs = [r for r in ("pdftotext", "pdfplumber") if r in runs]
     head = ["engine", "files failed", "pages", "CPU s", "pages / CPU s", "CPU vs pdftotext",
-            "peak RSS MiB"] + [f"agreement vs {r}" for r in refs]
+            "peak RSS MiB"] + [f"agreement vs {r}" for r in refs] + [
+            f"order vs {r}" for r in refs[:1]]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for name, run in runs.items():
         files = run["files"]
@@ -115,6 +130,7 @@ def _table(runs: dict[str, dict]) -> str:
         row = [name, str(sum(1 for f in files if f["error"])), str(pages), f"{cpu:.1f}",
                f"{pages / cpu:.0f}" if cpu else "-", ratio, f"{run['rss_kib'] / 1024:.0f}"]
         row += [f"{_agreement(run, runs[r]):.3f}" for r in refs]
+        row += [f"{_agreement(run, runs[r], 2):.3f}" for r in refs[:1]]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 

@@ -14,6 +14,8 @@ all the files of that format:
   missing), offline (``HF_HUB_OFFLINE=1`` …), through a driver that converts every file of the
   list in ONE process (``MarkItDown().convert`` / ``kreuzberg.extract_file_sync``), catching
   per-file exceptions;
+* on .doc/.xls/.ppt also the C tools a user might call instead, as sensors: ``antiword``,
+  ``catdoc``, ``xls2csv``, ``catppt`` (each present on PATH; GPL, so never a dependency);
 * on the PDFs also: a bare ``pdftotext -layout`` loop, a bare pdfplumber process
   (``page.extract_text()`` per page), and bastion's PDF paths: pdftotext first (``-j 1``),
   the built-in default (PDFium, ``--no-external``, ``-j 1`` and ``-j 2``) and pdfplumber only
@@ -25,9 +27,14 @@ against an independent reference per format (cached in ``bench/.corpus/refs/``):
 and precision over lower-cased ``\\w+`` tokens as multisets, summed over the files of a format
 (a file a tool fails on contributes no tokens).  References:
 
-* DOCX, ODT, RTF: LibreOffice ``soffice --headless --convert-to txt:Text``;
-* XLSX, ODS: LibreOffice ``--convert-to csv`` with every sheet exported;
-* PPTX, ODP: LibreOffice ``--convert-to pdf``, then ``pdftotext`` (Impress has no text export);
+* DOCX, ODT, RTF, DOC: LibreOffice ``soffice --headless --convert-to txt:Text``;
+* XLSX, ODS, XLS: LibreOffice ``--convert-to csv`` with every sheet exported;
+* PPTX, ODP, PPT: LibreOffice ``--convert-to pdf``, then ``pdftotext`` (Impress has no text
+  export);
+* Outlook .msg: ``msgconvert`` (Perl Email::Outlook::Message) to MIME, then the e-mail
+  reference;  EPUB: every (X)HTML member through ``html.parser``;
+* zip, tar.gz, 7z: unpacked by 7-Zip (``7zz x``), each member through its format's reference
+  (UTF-8 members as themselves);
 * PDF: ``pdftotext -layout``, and MuPDF (``mutool draw -F txt``) as a third engine independent
   of both pdftotext and PDFium, for the PDF engine comparison;
 * images: ``tesseract FILE stdout -l eng``;
@@ -36,7 +43,11 @@ and precision over lower-cased ``\\w+`` tokens as multisets, summed over the fil
   through ``html.parser`` when a message has no text/plain part).
 
 Prints a Markdown report (tables of medians, ratios taken pairwise per round, target checks)
-and writes it to ``--out`` (default ``bench/results/peers.md``).
+and writes it to ``--out`` (default ``bench/results/peers.md``).  It ends with the table of
+issue 20's classes of office text (comments, list numbers, headers and footers, charts,
+SmartArt, alt text, embedded documents, numbers as shown, …): one run of each general tool over
+``tests/officegen.issue20_documents`` and real samples of ``tests/samples``, scored by the share
+of each class's phrases shown; ``--classes-only`` runs just that (no corpus needed).
 """
 
 from __future__ import annotations
@@ -69,6 +80,12 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_
 PEERS = {"markitdown": "markitdown[all]", "kreuzberg": "kreuzberg"}
 RUN_TIMEOUT = 900.0
 PDFS = ("pdf", "pdf-text")
+LEGACY_TOOLS = {"antiword": ("doc",), "catdoc": ("doc",), "xls2csv": ("xls",),
+                "catppt": ("ppt",)}  # GPL C tools, measured as sensors (never dependencies)
+ARCHIVES = ("zip", "tgz", "7z")
+REF_BY_EXT = {".docx": "docx", ".xlsx": "xlsx", ".pptx": "pptx", ".odt": "odt", ".ods": "ods",
+              ".odp": "odp", ".rtf": "rtf", ".pdf": "pdf", ".html": "html", ".htm": "html",
+              ".csv": "csv", ".eml": "eml", ".doc": "doc", ".xls": "xls", ".ppt": "ppt"}
 EXTRA = ("pdf-text", "startup")  # measured, but not part of the overall sums  # "pdf-text": the PDFs with a text layer pdftotext reads
 
 # ---------------------------------------------------------------------------------------------
@@ -98,6 +115,14 @@ elif tool == "pdfplumber":
     def convert(p):
         with pdfplumber.open(p) as pdf:
             return "\f".join((page.extract_text() or "") for page in pdf.pages)
+elif tool in ("antiword", "catdoc", "xls2csv", "catppt"):  # the legacy formats' C tools
+    import subprocess
+    def convert(p):
+        argv = [tool, "-w", p] if tool == "antiword" else [tool, p]
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=110)
+        if r.returncode:
+            raise RuntimeError(f"{tool} exit {r.returncode}")
+        return r.stdout.decode("utf-8", "replace")
 elif tool == "pdftotext":
     import subprocess
     def convert(p):
@@ -439,6 +464,70 @@ def soffice(files: list[Path], target: str, outdir: Path, profile: Path) -> None
                         *map(str, files[i:i + 20])], capture_output=True, timeout=900)
 
 
+def msg_ref(f: Path) -> str:
+    """An Outlook message through Perl's Email::Outlook::Message (``msgconvert``, Debian
+    libemail-outlook-message-perl) to MIME, then the e-mail reference."""
+    if not shutil.which("msgconvert"):
+        return ""
+    tmp = Path(tempfile.mkdtemp(prefix="msg-"))
+    try:
+        shutil.copy2(f, tmp / "m.msg")
+        subprocess.run(["msgconvert", "m.msg"], cwd=tmp, capture_output=True, timeout=300)
+        got = tmp / "m.eml"
+        if not got.exists():
+            return ""
+        try:
+            return eml_text(got.read_bytes())
+        except Exception:  # noqa: BLE001
+            return ""
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def epub_ref(data: bytes) -> str:
+    """Every (X)HTML member of the EPUB through ``html.parser`` (order does not matter to
+    token agreement)."""
+    import zipfile
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        return ""
+    return "\n".join(html_text(decode(zf.read(n))) for n in sorted(zf.namelist())
+                     if n.lower().endswith((".xhtml", ".html", ".htm")))
+
+
+def archive_ref(f: Path, refs: Path) -> str:
+    """An archive unpacked by 7-Zip (``7zz x``, independent of Python's zipfile/tarfile), each
+    member through the reference of its format (UTF-8 text as itself, other binaries none)."""
+    seven = shutil.which("7zz") or shutil.which("7z")
+    if seven is None:
+        return ""
+    tmp = Path(tempfile.mkdtemp(prefix="unpack-"))
+    try:
+        subprocess.run([seven, "x", "-y", "-bd", "-pnone", f"-o{tmp}", str(f)],
+                       capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
+        if f.name.endswith((".tar.gz", ".tgz")):
+            for inner in list(tmp.glob("*.tar")):
+                subprocess.run([seven, "x", "-y", "-bd", f"-o{tmp}", str(inner)],
+                               capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
+                inner.unlink()
+        groups: dict[str, list[Path]] = {}
+        plain: list[str] = []
+        for m in sorted(p for p in tmp.rglob("*") if p.is_file()):
+            kind = REF_BY_EXT.get(m.suffix.lower())
+            if kind:
+                groups.setdefault(kind, []).append(m)
+            else:
+                try:
+                    plain.append(m.read_bytes().decode("utf-8"))
+                except UnicodeDecodeError:
+                    pass
+        member_refs = build_refs(groups, refs)["main"] if groups else {}
+        return "\n".join([*plain, *(member_refs[m] for ms in groups.values() for m in ms)])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 SHEETS_CSV = 'csv:Text - txt - csv (StarCalc):44,34,76,1,,0,false,true,false,false,false,-1'
 
 
@@ -457,15 +546,19 @@ def build_refs(by_fmt: dict[str, list[Path]], refs: Path) -> dict[str, dict[Path
             todo = [f for f in files if not cached(f, "main").exists()]
             if todo:
                 print(f"  references for {len(todo)} {fmt} files", file=sys.stderr)
-            if todo and fmt in ("docx", "odt", "rtf", "xlsx", "ods", "pptx", "odp"):
+            if todo and fmt in ARCHIVES:
+                for f in todo:
+                    cached(f, "main").write_text(archive_ref(f, refs))
+            if todo and fmt in ("docx", "odt", "rtf", "xlsx", "ods", "pptx", "odp", "doc", "xls",
+                                "ppt"):
                 tmp = Path(tempfile.mkdtemp(prefix="ref-"))
-                if fmt in ("docx", "odt", "rtf"):
+                if fmt in ("docx", "odt", "rtf", "doc"):
                     soffice(todo, "txt:Text", tmp, profile)
                     for f in todo:
                         p = tmp / (f.stem + ".txt")
                         cached(f, "main").write_text(
                             p.read_text(encoding="utf-8", errors="replace") if p.exists() else "")
-                elif fmt in ("xlsx", "ods"):
+                elif fmt in ("xlsx", "ods", "xls"):
                     soffice(todo, SHEETS_CSV, tmp, profile)
                     for f in todo:
                         parts = sorted(tmp.glob(f"{f.stem}*.csv"))
@@ -504,6 +597,10 @@ def build_refs(by_fmt: dict[str, list[Path]], refs: Path) -> dict[str, dict[Path
                         t = eml_text(data)
                     except Exception:  # noqa: BLE001
                         t = ""
+                elif fmt == "msg":
+                    t = msg_ref(f)
+                elif fmt == "epub":
+                    t = epub_ref(data)
                 else:
                     t = ""
                 c.write_text(t)
@@ -557,6 +654,111 @@ def pdf_pages(files: list[Path]) -> int:
     return total
 
 
+# =============================================================================================
+# Issue 20: classes of office text (comments, list numbers, headers and footers, charts, …).
+# Kept apart from the per-format tables above: one run of each tool over small documents, each
+# holding one class, scored by the phrases a reader must show.  `--classes-only` runs just this.
+# =============================================================================================
+
+# real documents of tests/samples (origins in their ORIGIN.md): (class, path, phrases, match);
+# every phrase occurs only in that class's text of the file
+CLASS_SAMPLES = (
+    ("comments", "office/comments-rich-para.docx",
+     ["Paragraph with Heading 2 paragraph style"], "exact"),
+    ("comments", "office/test_comments_excel.xlsx", ["1st line 2nd line"], "exact"),
+    ("comments", "office/test_comments_gdocs.xlsx", ["Just a test"], "exact"),
+    ("list numbering", "office/num-having-numbering-part.docx",
+     ["1 Paragraph having List Number style"], "words"),
+    ("list numbering", "office/definitionlists.odt", ["1 nummer 1", "2 nummer 2"], "words"),
+    ("headers and footers", "office/headerfooter.odt", ["Bottom"], "exact"),
+    ("headers and footers", "office/input-weird.xlsx", ["Company Confidential"], "exact"),
+    ("headers and footers", "rtf/headers_footers.rtf",
+     ["Odd Page Header", "First Page Footer"], "exact"),
+    ("charts", "office/shp-inline-shape-access.docx", ["Category 3", "Series 2"], "exact"),
+    ("SmartArt", "office/shp-shapes.pptx", ["Smart Art"], "exact"),
+    ("alt text", "office/shp-shapes.pptx", ["python-powered.png"], "exact"),
+    ("embedded objects", "office/emb_spreadsheet.odp", ["val11", "val33"], "exact"),
+    ("numbers as shown", "office/percentage.xlsx", ["1.23%", "0.01%"], "exact"),
+    ("numbers as shown", "office/timeformat.xlsx", ["14:40:30", "00:01:59"], "exact"),
+)
+_PUNCT = re.compile(r"[^\w]+")
+
+
+def _norm(text: str, match: str) -> str:
+    text = text.lower()
+    if match == "words":
+        text = _PUNCT.sub(" ", text)
+    return " ".join(text.split())
+
+
+def class_documents(work: Path) -> list[tuple[str, Path, list[str], str]]:
+    """The documents of the class table, written to ``work/classes``: generated ones
+    (``tests/officegen.issue20_documents``, a default-password workbook when msoffcrypto is
+    installed) and the real ones of :data:`CLASS_SAMPLES`."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import officegen as og
+
+    folder = work / "classes"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    docs = []
+    for cls, name, data, phrases, match in og.issue20_documents():
+        (folder / f"gen-{name}").write_bytes(data)
+        docs.append((cls, folder / f"gen-{name}", phrases, match))
+    try:
+        from msoffcrypto.format.ooxml import OOXMLFile
+    except ImportError:
+        OOXMLFile = None
+    if OOXMLFile is not None:
+        m = og.zip_members(og.xlsx([("Locked", "sheet1.xml", '<row r="1"><c r="A1" t="inlineStr">'
+                                     "<is><t>protectedamethyst</t></is></c></row>")]))
+        m["docProps/thumbnail.jpeg"] = random.Random(3).randbytes(6000)
+        buf = io.BytesIO()
+        OOXMLFile(io.BytesIO(og.zip_bytes(m))).encrypt("VelvetSweatshop", buf)
+        (folder / "gen-protected.xlsx").write_bytes(buf.getvalue())
+        docs.append(("protected workbooks", folder / "gen-protected.xlsx", ["protectedamethyst"],
+                     "exact"))
+    for cls, rel, phrases, match in CLASS_SAMPLES:
+        target = folder / f"real-{Path(rel).name}"
+        shutil.copy2(ROOT / "tests" / "samples" / rel, target)
+        docs.append((cls, target, phrases, match))
+    return docs
+
+
+def class_agreement(tools: list[Tool], work: Path) -> list[str]:
+    """The Markdown table: per class, the share of its phrases each tool shows."""
+    docs = class_documents(work)
+    files = sorted({d[1] for d in docs})
+    texts: dict[str, dict[Path, str]] = {}
+    for tool in tools:
+        tw = work / f"classes-{tool.name}"
+        tw.mkdir(exist_ok=True)
+        _, tx, _ = tool.run(files, files[0].parent, tw)
+        texts[tool.name] = tx
+    names = [t.name for t in tools]
+    classes: dict[str, list[tuple[Path, list[str], str]]] = {}
+    for cls, path, phrases, match in docs:
+        classes.setdefault(cls, []).append((path, phrases, match))
+    out = ["\n### Classes of office text (issue 20): share of each class's phrases shown\n",
+           "| class | documents (generated + real) | phrases | " + " | ".join(names) + " |",
+           "| --- | --- | ---: | " + " | ".join("---:" for _ in names) + " |"]
+    totals = {n: [0, 0] for n in names}
+    for cls, items in classes.items():
+        gen = sum(1 for p, _, _ in items if p.name.startswith("gen-"))
+        n_phr = sum(len(ph) for _, ph, _ in items)
+        row = [cls, f"{gen} + {len(items) - gen}", str(n_phr)]
+        for n in names:
+            found = sum(1 for path, phrases, match in items for ph in phrases
+                        if _norm(ph, match) in _norm(texts[n].get(path, ""), match))
+            totals[n][0] += found
+            totals[n][1] += n_phr
+            row.append(f"{found / n_phr:.0%}")
+        out.append("| " + " | ".join(row) + " |")
+    out.append("| **all** | " + str(len(docs)) + " | " + str(totals[names[0]][1]) + " | "
+               + " | ".join(f"**{totals[n][0] / totals[n][1]:.0%}**" for n in names) + " |")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 
 def main() -> int:
@@ -573,6 +775,9 @@ def main() -> int:
                     help="the bastion source tree to measure (e.g. a `git archive` snapshot, so "
                          "that edits in this checkout during the run do not count)")
     ap.add_argument("--big", type=int, default=1000, help="pages of the generated RSS PDF (0: skip)")
+    ap.add_argument("--classes-only", action="store_true",
+                    help="only the table of issue 20's classes of office text (no corpus)")
+    ap.add_argument("--no-classes", action="store_true", help="skip that table")
     args = ap.parse_args()
     ROOT = args.bastion.resolve()
     start_spawner()
@@ -582,6 +787,19 @@ def main() -> int:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tasks"),
                     str(ROOT / "readers")], check=True, env=dict(os.environ,
                                                                  PYTHONDONTWRITEBYTECODE=""))
+    if args.classes_only:
+        work = args.work.resolve()
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        driver = work / "driver.py"
+        driver.write_text(PEER_DRIVER)
+        tools = [Bastion("bastion-j2", 2)] + [
+            Driver(name, ensure_venv(name, spec), driver) for name, spec in PEERS.items()]
+        report = "\n".join(class_agreement(tools, work)) + "\n"
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(report)
+        print(report)
+        return 0
     corpus = args.corpus.resolve()
     if not (corpus / "MANIFEST.tsv").exists():
         raise SystemExit(f"no corpus in {corpus}: run python bench/corpus.py first")
@@ -628,6 +846,8 @@ def main() -> int:
         Driver("markitdown", pys["markitdown"], driver),
         Driver("kreuzberg", pys["kreuzberg"], driver),
         Driver("pdftotext", Path(sys.executable), driver, formats=PDFS),
+        *(Driver(name, Path(sys.executable), driver, formats=fmts)
+          for name, fmts in LEGACY_TOOLS.items() if shutil.which(name)),
         Driver("pdfplumber", Path(sys.executable), driver, formats=PDFS),
         Bastion("bastion-pdftotext-j1", 1, pdftotext_first=True,
                 engines=("pdftotext", "pdfium", "pdfplumber"), formats=PDFS),
@@ -662,6 +882,9 @@ def main() -> int:
     big = big_pdf_rss(args.big, work) if args.big else []
     report = render(by_fmt, runs, texts, status, refs, tools, args.rounds, load0,
                     os.getloadavg(), time.monotonic() - t_start, big)
+    if not args.no_classes:  # issue 20's classes of office text
+        general = [t for t in tools if t.formats is None and t.name != "bastion-j1"]
+        report += "\n".join(class_agreement(general, work)) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
     print(report)

@@ -166,7 +166,7 @@ def hostile_fixtures(d: Path) -> dict[str, tuple[Path, str]]:
 def worker_peaks(d: Path, no_external: bool) -> list[dict]:
     from readers.base import Limits
     from readers.detect import detect_bytes
-    from readers.runtime import Job, WorkerPool
+    from readers.pool import Job, WorkerPool
     from readers.tools import discover
 
     fixtures = hostile_fixtures(d / "fixtures")

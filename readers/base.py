@@ -3,15 +3,14 @@
 A reader is a frozen :class:`Reader` spec (name, version, MIME types, extensions, tools) plus
 one ``read(doc, sink, ctx)`` function.  It writes text into a :class:`TextSink`, returns a
 :class:`ReadResult` with the extractor detail and metadata, and raises the named errors of
-:mod:`readers.errors`.  Readers never run in the parent: :mod:`readers.runtime` calls them
+:mod:`readers.errors`.  Readers never run in the parent: :mod:`readers.worker` calls them
 inside a worker process.
 """
 
 from __future__ import annotations
 
-import codecs
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -22,23 +21,51 @@ MiB = 1024 * KiB
 GiB = 1024 * MiB
 
 
+# How a manifest writes each Limits field: "seconds" (a positive number), "size" (bytes, with
+# an optional unit), "count" (a positive integer), "engines" (a list of PDF engine names);
+# "internal" fields are not manifest keys.
+LIMIT_KINDS = ("seconds", "size", "count", "ratio", "engines", "internal")
+
+
+def _limit(default: Any, kind: str) -> Any:
+    """A Limits field with its manifest kind."""
+    assert kind in LIMIT_KINDS, kind
+    return field(default=default, metadata={"kind": kind})
+
+
+def limit_kinds(limits: type | None = None) -> dict[str, str]:
+    """Each field of ``limits`` (default :class:`Limits`) by name: its kind, ``"internal"``
+    when the field declares none."""
+    return {f.name: f.metadata.get("kind", "internal")
+            for f in fields(limits if limits is not None else Limits)}
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Per-document budgets.  Defaults are the documented ones (docs/readers.md)."""
+    """Per-document budgets.  Defaults are the documented ones (docs/readers.md).
 
-    deadline_s: float = 60.0  # wall clock per document, built-in readers
-    tool_deadline_s: float = 300.0  # wall clock per document when an external tool runs
-    max_output_bytes: int = 64 * MiB  # text bytes a worker may hand back
-    memory_bytes: int = 1 * GiB  # RLIMIT_AS of a worker
-    max_chars: int = 16 * MiB  # characters of text per document (16 Mi)
-    max_parts: int = 200_000  # parts (runs, cells, fields) in one paragraph or row
-    max_member_bytes: int = 64 * MiB  # one zip member, decompressed
-    max_xml_bytes: int = 256 * MiB  # XML per document, decompressed
-    max_pages: int = 2000  # PDF pages extracted
-    ocr_max_pages: int = 50  # scanned-PDF pages sent to OCR
-    ocr_dpi: int = 200
-    stderr_bytes: int = 4 * KiB
-    pdf_engines: tuple[str, ...] = ("pdfium", "pdfplumber")
+    Each field's ``metadata["kind"]`` says how a manifest writes it (:data:`LIMIT_KINDS`);
+    the manifest's ``limits`` keys are derived from it, so a new field needs only its kind.
+    """
+
+    deadline_s: float = _limit(60.0, "seconds")  # wall clock per document, built-in readers
+    tool_deadline_s: float = _limit(300.0, "seconds")  # wall clock when an external tool runs
+    max_output_bytes: int = _limit(64 * MiB, "size")  # text bytes a worker may hand back
+    memory_bytes: int = _limit(1 * GiB, "size")  # RLIMIT_AS of a worker
+    max_chars: int = _limit(16 * MiB, "count")  # characters of text per document (16 Mi)
+    max_parts: int = _limit(200_000, "count")  # parts (runs, cells, fields) in a paragraph or row
+    max_member_bytes: int = _limit(64 * MiB, "size")  # one zip member, decompressed
+    max_xml_bytes: int = _limit(256 * MiB, "size")  # XML per document, decompressed
+    max_pages: int = _limit(2000, "count")  # PDF pages extracted
+    ocr_max_pages: int = _limit(50, "count")  # scanned-PDF pages sent to OCR
+    ocr_dpi: int = _limit(200, "count")
+    stderr_bytes: int = _limit(4 * KiB, "internal")
+    pdf_engines: tuple[str, ...] = _limit(("pdfium", "pdfplumber"), "engines")
+    # Documents inside documents (archive members, attachments): docs/readers/containers.md
+    max_depth: int = _limit(3, "count")  # nesting inside the walked file (an archive: 1)
+    max_members: int = _limit(10_000, "count")  # members read from one archive
+    max_unpacked_bytes: int = _limit(256 * MiB, "size")  # decompressed from archives, per doc
+    max_compression_ratio: float = _limit(100.0, "ratio")  # unpacked / packed, past 1 MiB
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -140,7 +167,7 @@ class ReadResult:
 
 
 class Context(Protocol):
-    """What a reader may use besides its document.  Implemented by the runtime."""
+    """What a reader may use besides its document (:class:`readers.context.LocalContext`)."""
 
     limits: Limits
     tools: dict[str, str]  # tool name -> absolute path, only the tools present and allowed
@@ -151,6 +178,10 @@ class Context(Protocol):
         max_output: int | None = None, scratch: bool = True,
         while_running: "Callable[[], None] | None" = None,
     ) -> "ToolResult": ...
+
+    def select(self, mime: str, name: str) -> "Reader | None":
+        """The reader the registry chooses for an embedded document."""
+        ...
 
     def read_nested(self, data: bytes, name: str, sink: TextSink) -> str:
         """Read an embedded document (an e-mail attachment) into ``sink``; returns its
@@ -181,30 +212,14 @@ class Reader:
     tools: tuple[str, ...] = ()  # external tools it may use (sensors, not dependencies)
     uses_tool_deadline: bool = False  # deadline is Limits.tool_deadline_s when a tool is present
     settings: tuple[str, ...] = ()  # Limits fields that change this reader's text (task key)
+    # Python distributions whose version changes its text (their versions are in the key)
+    libraries: tuple[str, ...] = ()
 
     def accepts(self, mime: str, name: str = "") -> bool:
         if mime in self.mimes:
             return True
         lower = name.lower()
         return any(lower.endswith(ext) for ext in self.extensions)
-
-
-# Byte-order marks, UTF-32 before UTF-16 (the UTF-32-LE mark begins with the UTF-16-LE one)
-_BOMS: tuple[tuple[bytes, str], ...] = (
-    (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF32_LE, "utf-32-le"),
-    (codecs.BOM_UTF32_BE, "utf-32-be"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"),
-    (codecs.BOM_UTF16_BE, "utf-16-be"),
-)
-
-
-def bom_codec(data: bytes) -> tuple[str, int] | None:
-    """(codec, bytes to skip) when ``data`` starts with a byte-order mark, else None."""
-    for bom, codec in _BOMS:
-        if data.startswith(bom):
-            return codec, len(bom)
-    return None
 
 
 def normalize_text(text: str) -> str:
@@ -216,3 +231,8 @@ def normalize_text(text: str) -> str:
     if not text.isascii():
         text = unicodedata.normalize("NFC", text)
     return text
+
+
+# Every library a reader of nested documents (an archive, an e-mail) may reach through them.
+NESTED_LIBRARIES = ("charset-normalizer", "compressed-rtf", "msoffcrypto-tool", "olefile",
+                    "pdfplumber", "pypdfium2", "xlrd")

@@ -1,8 +1,7 @@
 """CSV and TSV: one line per row, fields separated by a tab.
 
-Decoding (first rule that applies): a byte-order mark (UTF-8, UTF-16, UTF-32); UTF-16 when
-more than a quarter of the first 64 KiB are NUL bytes (the side they fall on gives the byte
-order); strict UTF-8; windows-1252.
+Decoding: :func:`readers.textcodec.choose` (BOM, NUL pattern, strict UTF-8, the detector,
+windows-1252; CSV declares no charset).
 
 The dialect is sniffed with :class:`csv.Sniffer` on the first 8 KiB (cut at a line end; the
 sniffer is quadratic on quote-heavy text, so not 64 KiB),
@@ -17,8 +16,8 @@ and that is bounded too:
 * a row with more than ``Limits.max_parts`` fields writes its first ``max_parts`` fields and
   stops with ``max_parts``.
 
-Extractor ``tsv`` when the delimiter is a tab, else ``csv``; ``meta`` has ``charset``,
-``delimiter`` and ``rows``.
+Extractor ``tsv:<encoding>`` when the delimiter is a tab, else ``csv:<encoding>``; ``meta``
+has ``charset``, ``encoding_source``, ``delimiter`` and ``rows``.
 """
 
 from __future__ import annotations
@@ -28,11 +27,10 @@ import csv
 import re
 from typing import Iterator
 
-from .base import (Context, Document, Reader, ReadResult, SinkBuffer, TextSink,
-                   bom_codec)
+from . import textcodec
+from .base import Context, Document, Reader, ReadResult, SinkBuffer, TextSink
 from .errors import CapReached, CorruptDocument
 
-_SAMPLE = 64 * 1024  # bytes used to choose the encoding
 # csv.Sniffer's quote guess is quadratic on quote-heavy text (25 s for 64 KiB of '"",'),
 # so the dialect is sniffed on a shorter sample: at most 0.3 s in that worst case.
 _SNIFF = 8 * 1024
@@ -47,29 +45,6 @@ _OTHER_BREAKS = re.compile("[\v\f\x1c-\x1e\x85\u2028\u2029]")
 _FIELD_SPACE = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
 
 
-def choose_encoding(data: bytes) -> tuple[str, int]:
-    """(codec, bytes to skip) for delimited text; see the module docstring."""
-    marked = bom_codec(data)
-    if marked is not None:
-        return marked
-    head = data[:_SAMPLE]
-    nuls = head.count(0)
-    if head and nuls * 4 > len(head):
-        odd = head[1::2].count(0)
-        return ("utf-16-le" if odd * 2 >= nuls else "utf-16-be"), 0
-    if data.isascii():
-        return "utf-8", 0
-    decoder = codecs.getincrementaldecoder("utf-8")("strict")
-    view = memoryview(data)
-    try:
-        for off in range(0, len(view), _CHUNK):
-            decoder.decode(view[off:off + _CHUNK])
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return "cp1252", 0
-    return "utf-8", 0
-
-
 class _RowLines:
     """The decoded lines (ends kept, as ``csv`` wants them) with a bound on one row's source.
 
@@ -78,10 +53,9 @@ class _RowLines:
     after each row (``csv.reader`` pulls exactly the lines of one record per ``next``).
     """
 
-    def __init__(self, data: bytes, codec: str, skip: int, sink: TextSink) -> None:
+    def __init__(self, data: bytes, choice: textcodec.Choice, sink: TextSink) -> None:
         self.data = data
-        self.codec = codec
-        self.skip = skip
+        self.choice = choice
         self.sink = sink
         self.row: list[str] = []  # source lines of the row being read
         self.row_chars = 0
@@ -97,8 +71,8 @@ class _RowLines:
         return _RowTooLong([*self.row, piece[:max(0, self.bound() - self.row_chars)]])
 
     def __iter__(self) -> Iterator[str]:
-        decoder = codecs.getincrementaldecoder(self.codec)("replace")
-        view = memoryview(self.data)[self.skip:]
+        decoder = codecs.getincrementaldecoder(self.choice.codec)(self.choice.errors)
+        view = memoryview(self.data)[self.choice.skip:]
         rest = ""
         for off in range(0, len(view) + 1, _CHUNK):
             final = off + _CHUNK >= len(view)
@@ -135,8 +109,10 @@ class _RowTooLong(Exception):
         self.lines = lines
 
 
-def _dialect(data: bytes, codec: str, skip: int, tsv: bool) -> type[csv.Dialect] | csv.Dialect:
-    sample = data[skip:skip + _SNIFF].decode(codec, "replace")
+def _dialect(data: bytes, choice: textcodec.Choice,
+             tsv: bool) -> type[csv.Dialect] | csv.Dialect:
+    skip = choice.skip
+    sample = data[skip:skip + _SNIFF].decode(choice.codec, "replace")
     cut = max(sample.rfind("\n"), sample.rfind("\r"))
     if cut > 0 and len(data) - skip > _SNIFF:
         sample = sample[:cut + 1]
@@ -170,9 +146,9 @@ class _Writer:
         self.out.flush()
 
 
-def _convert(doc: Document, codec: str, skip: int, dialect, sink: TextSink,
+def _convert(doc: Document, choice: textcodec.Choice, dialect, sink: TextSink,
              max_parts: int, out: _Writer) -> None:
-    lines = _RowLines(doc.data, codec, skip, sink)
+    lines = _RowLines(doc.data, choice, sink)
     reader = csv.reader(lines, dialect)
     try:
         for row in reader:
@@ -199,28 +175,29 @@ def _convert(doc: Document, codec: str, skip: int, dialect, sink: TextSink,
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     limits = ctx.limits
     tsv = doc.mime in _TSV_MIMES or doc.name.lower().endswith(_TSV_EXTENSIONS)
-    codec, skip = choose_encoding(doc.data)
-    dialect = _dialect(doc.data, codec, skip, tsv)
-    extractor = "tsv" if dialect.delimiter == "\t" else "csv"
-    meta = {"charset": codec, "delimiter": dialect.delimiter}
+    choice = textcodec.choose(doc.data)
+    dialect = _dialect(doc.data, choice, tsv)
+    extractor = ("tsv:" if dialect.delimiter == "\t" else "csv:") + choice.codec
+    meta = {"charset": choice.codec, **choice.meta(), "delimiter": dialect.delimiter}
     # A field cannot be longer than its row, and _RowLines bounds the row first.
     csv.field_size_limit(max(csv.field_size_limit(), limits.max_chars + 2 * _ROW_SLACK))
     out = _Writer(sink)
     try:
-        _convert(doc, codec, skip, dialect, sink, limits.max_parts, out)
+        _convert(doc, choice, dialect, sink, limits.max_parts, out)
     except CapReached as cap:
         meta["rows"] = out.rows
         cap.extractor = cap.extractor or extractor
         cap.meta = cap.meta or meta
         raise
     meta["rows"] = out.rows
-    return ReadResult(extractor, meta=meta)
+    return ReadResult(extractor, meta=meta, warnings=textcodec.warnings(choice))
 
 
 READER = Reader(
     name="delimited",
-    version=1,
+    version=2,
     mimes=("text/csv", "text/tab-separated-values"),
     extensions=(".csv", ".tsv", ".tab"),
     read=read,
+    libraries=("charset-normalizer",),
 )

@@ -1,10 +1,24 @@
 """MIME detection: content first, the file name's extension second.
 
-Magic numbers decide binary formats (PDF, RTF, OLE2, ZIP containers, images); ZIP containers
-are told apart by their parts (``word/document.xml`` …) or their ``mimetype`` member (ODF,
-EPUB); text is told from binary by decoding a sample; text is then refined by its content
-(HTML, XML, SVG, flat ODF, e-mail headers) and only then by its extension (CSV, JSON, …).
-A ``.txt`` holding a PDF is a PDF; an extension-less DOCX is a DOCX.
+The order, as ``file``/libmagic and Tika decide:
+
+1. a signature at offset 0, where its format puts it (PDF, RTF, OLE2, ZIP, images, gzip,
+   bzip2, xz, 7z, tar's ``ustar`` at 257 or a valid tar header checksum…).  A container's
+   magic at offset 0 wins over anything found later: a ZIP whose first member is a PDF is a
+   ZIP.  ZIP containers are told apart by their parts (``word/document.xml`` …) or their
+   ``mimetype`` member (ODF, EPUB); OLE2 files by the stream names of their directory
+   (``WordDocument``, ``Workbook``, ``PowerPoint Document``, ``__substg1.0_*``,
+   ``EncryptedPackage``);
+2. a PDF header later in the first 1024 bytes, the window pdf.js and poppler search, only when
+   the file is not text (:func:`_late_pdf`): junk before a PDF is accepted as readers accept
+   it, but a Markdown file that mentions ``%PDF-1.7`` in its first lines stays text;
+3. text told from binary by :func:`readers.textcodec.looks_like_text` (a BOM, a UTF-32/16 NUL
+   pattern, few control characters; a few stray NUL bytes are text), then refined by its
+   content (HTML, XML, SVG, flat ODF, e-mail headers) and only then by its extension
+   (CSV, JSON, …).
+
+A ``.txt`` holding a PDF is a PDF; an extension-less DOCX is a DOCX; an HTML file named
+``.txt`` is HTML.
 
 Why not libmagic or ``filetype``: libmagic runs a large C parser over hostile bytes inside the
 parent process, and its OOXML verdict depends on member order; ``filetype`` knows no text,
@@ -21,8 +35,12 @@ import struct
 import zipfile
 from typing import BinaryIO
 
+from . import textcodec
+
 HEAD_BYTES = 64 * 1024  # how much of a file detection looks at (plus a ZIP directory)
 MAX_ZIP_ENTRIES = 100_000  # a directory larger than this is not inspected further
+PDF_WINDOW = 1024  # pdf.js and poppler look for the header in the first 1024 bytes
+MAX_OLE_DIR_SECTORS = 256  # directory sectors read to name an OLE2 file's streams
 
 OCTET = "application/octet-stream"
 TEXT = "text/plain"
@@ -32,16 +50,21 @@ XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 OOXML_ENCRYPTED = "application/x-ooxml-encrypted"
 OLE2 = "application/x-ole-storage"
+ZIP = "application/zip"
+TAR = "application/x-tar"
+EPUB = "application/epub+zip"
+DOC = "application/msword"
+XLS = "application/vnd.ms-excel"
+PPT = "application/vnd.ms-powerpoint"
+MSG = "application/vnd.ms-outlook"
 
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
 
+# When the directory cannot be read (a damaged or truncated file), the extension decides.
 _OLE_BY_EXT = {
-    ".doc": "application/msword",
-    ".dot": "application/msword",
-    ".xls": "application/vnd.ms-excel",
-    ".ppt": "application/vnd.ms-powerpoint",
-    ".msg": "application/vnd.ms-outlook",
+    ".doc": DOC, ".dot": DOC, ".xls": XLS, ".xlt": XLS, ".ppt": PPT, ".pps": PPT,
+    ".pot": PPT, ".msg": MSG,
 }
 
 _ODF_MIMES = {
@@ -52,7 +75,7 @@ _ODF_MIMES = {
     "application/vnd.oasis.opendocument.text-template",
     "application/vnd.oasis.opendocument.spreadsheet-template",
     "application/vnd.oasis.opendocument.presentation-template",
-    "application/epub+zip",
+    EPUB,
 }
 
 # Text refined by extension, after content rules found nothing more specific.
@@ -85,19 +108,22 @@ _IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"GIF89a", "image/gif"),
 )
 
-_OTHER_MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"\x1f\x8b", "application/gzip"),
-    (b"BZh", "application/x-bzip2"),
-    (b"\xfd7zXZ\x00", "application/x-xz"),
-    (b"7z\xbc\xaf\x27\x1c", "application/x-7z-compressed"),
-    (b"Rar!\x1a\x07", "application/vnd.rar"),
-    (b"\x7fELF", "application/x-executable"),
-    (b"\x28\xb5\x2f\xfd", "application/zstd"),
-    (b"SQLite format 3\x00", "application/vnd.sqlite3"),
-    (b"OggS", "audio/ogg"),
-    (b"fLaC", "audio/flac"),
-    (b"ID3", "audio/mpeg"),
-)
+# Signatures at offset 0, each long enough that text does not begin with it by chance.
+_OTHER_MAGIC: tuple[tuple[re.Pattern[bytes], str], ...] = tuple(
+    (re.compile(magic, re.S), mime) for magic, mime in (
+        (rb"\x1f\x8b\x08", "application/gzip"),
+        (rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)", "application/x-bzip2"),
+        (rb"\xfd7zXZ\x00", "application/x-xz"),
+        (rb"7z\xbc\xaf\x27\x1c", "application/x-7z-compressed"),
+        (rb"Rar!\x1a\x07", "application/vnd.rar"),
+        (rb"\x7fELF", "application/x-executable"),
+        (rb"\x28\xb5\x2f\xfd", "application/zstd"),
+        (rb"SQLite format 3\x00", "application/vnd.sqlite3"),
+        (rb"OggS\x00", "audio/ogg"),
+        (rb"fLaC[\x00\x80]", "audio/flac"),
+        (rb"ID3[\x02-\x04]\x00", "audio/mpeg"),
+    ))
+_PDF_HEADER = re.compile(rb"%PDF-\d\.\d")
 
 _HTML_RE = re.compile(
     rb"^(?:\s|<!--.*?-->)*(?:<!doctype\s+html|<html[\s>]|<head[\s>]|<body[\s>])", re.I | re.S
@@ -138,13 +164,28 @@ def detect_file(path: str | bytes | os.PathLike, name: str, head: bytes) -> str:
 
 def _detect(head: bytes, name: str, opener, whole: bytes | None) -> str:
     ext = _ext(name)
-    if head.startswith(b"%PDF-") or b"%PDF-" in head[:1024]:
+    kind = _signature(head, ext, opener, whole)
+    if kind is not None:
+        return kind
+    if not head:
+        return _TEXT_BY_EXT.get(ext, TEXT)
+    text = textcodec.looks_like_text(head)
+    if _late_pdf(head, text):
+        return "application/pdf"
+    if not text:
+        return OCTET
+    return _text_kind(head, ext)
+
+
+def _signature(head: bytes, ext: str, opener, whole: bytes | None) -> str | None:
+    """The type a signature at offset 0 names (tar's at 257), or None."""
+    if head.startswith(b"%PDF-"):
         return "application/pdf"
     if head.startswith(b"{\\rtf"):
         return "application/rtf"
     if head.startswith(_OLE_MAGIC):
         return _ole_kind(head, ext, opener, whole)
-    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")):
         return _zip_kind(head, opener)
     for magic, mime in _IMAGE_MAGIC:
         if head.startswith(magic):
@@ -154,13 +195,36 @@ def _detect(head: bytes, name: str, opener, whole: bytes | None) -> str:
     if head.startswith(b"BM") and len(head) >= 26 and _plausible_bmp(head):
         return "image/bmp"
     for magic, mime in _OTHER_MAGIC:
-        if head.startswith(magic):
+        if magic.match(head):
             return mime
-    if not head:
-        return _TEXT_BY_EXT.get(ext, TEXT)
-    if not looks_like_text(head):
-        return OCTET
-    return _text_kind(head, ext)
+    if _is_tar(head):
+        return TAR
+    return None
+
+
+def _late_pdf(head: bytes, text: bool) -> bool:
+    """A PDF header after offset 0 but inside the first 1024 bytes, where pdf.js and poppler
+    still find it, counts only in a file that is not text: junk before a PDF (a PJL job
+    header, a MacBinary header, HTTP headers saved with the body) is followed by a binary
+    body, while a text file that mentions the header stays text, so its words are never
+    handed to a PDF reader that would fail on them."""
+    if text:
+        return False
+    found = _PDF_HEADER.search(head, 1, PDF_WINDOW + 8)
+    return found is not None and found.start() < PDF_WINDOW
+
+
+def _is_tar(head: bytes) -> bool:
+    """A tar header: ``ustar`` at 257 (POSIX, GNU), or a pre-POSIX header whose checksum
+    (the unsigned sum of its bytes, the checksum field read as spaces) holds."""
+    if len(head) < 512 or head[0] == 0:
+        return False
+    if head[257:263] in (b"ustar\x00", b"ustar "):
+        return True
+    field = head[148:156].replace(b"\x00", b" ").strip()
+    if not field or not field.isdigit() or b"8" in field or b"9" in field:
+        return False
+    return int(field, 8) == sum(head[:148]) + 8 * 32 + sum(head[156:512])
 
 
 def _plausible_bmp(head: bytes) -> bool:
@@ -169,12 +233,97 @@ def _plausible_bmp(head: bytes) -> bool:
 
 
 def _ole_kind(head: bytes, ext: str, opener, whole: bytes | None) -> str:
-    # The directory naming the streams may sit anywhere; an encrypted OOXML package is small
-    # enough at its start that the first MiB holds it in practice.
+    names, complete = _ole_names(head, opener, whole)
+    kind = _ole_type(names)
+    if kind is not None:
+        return kind
+    if complete:
+        return OLE2  # a compound file of another kind (Thumbs.db, .msi, …)
+    # The directory could not be read to its end: an encrypted OOXML package is small enough
+    # at its start that the first MiB holds its directory in practice; else the extension.
     sample = whole[: 1 << 20] if whole is not None else _read_prefix(opener, 1 << 20)
     if _ENCRYPTED_PACKAGE in sample:
         return OOXML_ENCRYPTED
     return _OLE_BY_EXT.get(ext, OLE2)
+
+
+def _ole_type(names: set[str]) -> str | None:
+    """The type the stream names of an OLE2 directory say, or None."""
+    if "EncryptedPackage" in names:
+        return OOXML_ENCRYPTED
+    if "WordDocument" in names:
+        return DOC
+    if "PowerPoint Document" in names:
+        return PPT
+    if "Workbook" in names or "Book" in names:
+        return XLS
+    if "__properties_version1.0" in names or any(n.startswith("__substg1.0_") for n in names):
+        return MSG
+    return None
+
+
+def _ole_names(head: bytes, opener, whole: bytes | None) -> tuple[set[str], bool]:
+    """The stream and storage names of an OLE2 compound file's directory, following the
+    directory's sector chain through the FAT (at most MAX_OLE_DIR_SECTORS sectors, and 64
+    DIFAT sectors), and whether the chain was read to its end."""
+    names: set[str] = set()
+    if len(head) < 512:
+        return names, False
+    shift = struct.unpack_from("<H", head, 30)[0]
+    if shift not in (9, 12):
+        return names, False
+    size = 1 << shift
+    n_fat, first_dir = struct.unpack_from("<II", head, 44)
+    first_difat, n_difat = struct.unpack_from("<II", head, 68)
+    fat_sids = list(struct.unpack_from("<109I", head, 76)[: min(n_fat, 109)])
+    try:
+        f = None if whole is not None else opener()
+    except OSError:
+        return names, False
+    try:
+        def sector(sid: int) -> bytes:
+            at = (sid + 1) * size
+            if whole is not None:
+                return whole[at : at + size]
+            f.seek(at)
+            return f.read(size)
+
+        per_fat = size // 4
+        difat, hops = first_difat, 0
+        while len(fat_sids) < n_fat and difat < 0xFFFFFFFA and hops < min(n_difat, 64):
+            block = sector(difat)
+            if len(block) < size:
+                break
+            entries = struct.unpack(f"<{per_fat}I", block)
+            fat_sids.extend(entries[:-1][: n_fat - len(fat_sids)])
+            difat, hops = entries[-1], hops + 1
+        fats: dict[int, tuple[int, ...]] = {}
+        sid, seen = first_dir, set()
+        while sid != 0xFFFFFFFE:  # ENDOFCHAIN
+            if sid in seen or len(seen) >= MAX_OLE_DIR_SECTORS or sid // per_fat >= len(
+                    fat_sids):
+                return names, False
+            seen.add(sid)
+            data = sector(sid)
+            if len(data) < size:
+                return names, False
+            for at in range(0, size, 128):
+                length, kind = struct.unpack_from("<HB", data, at + 64)
+                if kind in (1, 2, 5) and 2 <= length <= 64:
+                    names.add(data[at : at + length - 2].decode("utf-16-le", "replace"))
+            index = sid // per_fat
+            if index not in fats:
+                fat = sector(fat_sids[index])
+                if len(fat) < size:
+                    return names, False
+                fats[index] = struct.unpack(f"<{per_fat}I", fat)
+            sid = fats[index][sid % per_fat]
+        return names, True
+    except (OSError, struct.error, ValueError):
+        return names, False
+    finally:
+        if f is not None:
+            f.close()
 
 
 def _read_prefix(opener, n: int) -> bytes:
@@ -189,7 +338,7 @@ def _zip_kind(head: bytes, opener) -> str:
     try:
         with opener() as f:
             if _zip_entry_count(f) > MAX_ZIP_ENTRIES:
-                return "application/zip"
+                return ZIP
             f.seek(0)
             with zipfile.ZipFile(f) as zf:
                 names = set(zf.namelist())
@@ -200,16 +349,21 @@ def _zip_kind(head: bytes, opener) -> str:
                             kind = m.read(201).decode("ascii", "replace").strip()
                         if kind in _ODF_MIMES:
                             return kind
-                if "word/document.xml" in names:
+                # part names compare case-insensitively; some writers use "\\"
+                parts = {n.replace("\\", "/").lower() for n in names}
+                if "word/document.xml" in parts:
                     return DOCX
-                if "xl/workbook.xml" in names:
+                if "xl/workbook.xml" in parts:
                     return XLSX
-                if "ppt/presentation.xml" in names:
+                if "ppt/presentation.xml" in parts:
                     return PPTX
+                if "meta-inf/container.xml" in parts and any(
+                        n.endswith(".opf") for n in parts):
+                    return EPUB
     except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, KeyError,
             NotImplementedError, EOFError, RuntimeError, struct.error):
         pass
-    return "application/zip"
+    return ZIP
 
 
 def _zip_entry_count(f: BinaryIO) -> int:
@@ -227,55 +381,18 @@ def _zip_entry_count(f: BinaryIO) -> int:
 
 
 def looks_like_text(sample: bytes) -> bool:
-    """True when a sample decodes as text: a BOM, BOM-less UTF-16, UTF-8 or a single-byte
-    text with few control characters."""
-    if sample.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
-        return True
-    if b"\x00" in sample:
-        return utf16_guess(sample) is not None
-    head = sample[:8192]
-    controls = len(head) - len(head.translate(None, _CONTROL_BYTES))
-    return controls * 100 <= len(head) * 2  # ≤ 2 % stray control bytes
-
-
-_CONTROL_BYTES = bytes(b for b in range(32) if b not in (8, 9, 10, 12, 13, 27))
-
-
-def utf16_guess(sample: bytes) -> str | None:
-    """'utf-16-le' / 'utf-16-be' when NUL bytes sit in every other position of a sample."""
-    s = sample[:4096]
-    if len(s) < 4:
-        return None
-    even = s[0::2]
-    odd = s[1::2]
-    n = min(len(even), len(odd))
-    if not n:
-        return None
-    zero_odd = odd.count(0) / n
-    zero_even = even.count(0) / n
-    if zero_odd > 0.4 and zero_even < 0.05:
-        return "utf-16-le"
-    if zero_even > 0.4 and zero_odd < 0.05:
-        return "utf-16-be"
-    return None
+    """True when a sample is text (:func:`readers.textcodec.looks_like_text`)."""
+    return textcodec.looks_like_text(sample)
 
 
 def _ascii_view(head: bytes) -> bytes:
-    """The head as 8-bit text for pattern matching (UTF-16 squeezed to its low bytes)."""
-    if head.startswith(b"\xef\xbb\xbf"):
-        return head[3:]
-    kind = None
-    if head.startswith(b"\xff\xfe"):
-        kind, head = "utf-16-le", head[2:]
-    elif head.startswith(b"\xfe\xff"):
-        kind, head = "utf-16-be", head[2:]
-    elif b"\x00" in head[:4096]:
-        kind = utf16_guess(head)
-    if kind == "utf-16-le":
-        return head[0::2]
-    if kind == "utf-16-be":
-        return head[1::2]
-    return head
+    """The head as 8-bit text for pattern matching (UTF-16/32 squeezed to ASCII)."""
+    marked = textcodec.bom(head)
+    codec, skip = marked if marked is not None else (textcodec.nul_pattern(head), 0)
+    if codec is None or codec == "utf-8":
+        return head[skip:]
+    text = head[skip : skip + 16384].decode(codec, "replace")
+    return text.encode("ascii", "replace")
 
 
 def _text_kind(head: bytes, ext: str) -> str:

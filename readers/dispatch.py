@@ -9,23 +9,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import delimited, mail, markup, ocr, odf, ooxml, pdf, plaintext, rtf
+from . import (
+    archive, delimited, epub, legacy, mail, markup, ocr, odf, officecrypt, ooxml, outlook, pdf,
+    plaintext, rtf,
+)
 from .base import Context, Document, Reader, ReadResult, TextSink, cap_note, normalize_text
 from .errors import CapReached, ReaderError, Unsupported
 
 REGISTRY: tuple[Reader, ...] = (
     pdf.READER,
+    officecrypt.READER,  # before ooxml: an encrypted package under the default password
     ooxml.READER,
     odf.READER,
     rtf.READER,
     markup.READER,
     mail.READER,
+    outlook.READER,
+    legacy.READER,
+    epub.READER,
+    archive.READER,
     delimited.READER,
     ocr.READER,
     plaintext.READER,  # last: it also takes any text/* the others did not claim
 )
-
-MAX_NESTING = 3  # e-mail attachments inside attachments
 
 
 def select(mime: str, name: str = "") -> Reader | None:
@@ -77,7 +83,8 @@ def read_document(doc: Document, ctx: Context) -> Outcome:
         text += note + "\n"
         extractor = getattr(cap, "extractor", None) or reader.name
         meta = getattr(cap, "meta", None) or {}
-        return Outcome("ok", normalize_text(text), extractor, limit=limit, meta=meta)
+        return Outcome("ok", normalize_text(text), extractor, limit=limit, meta=meta,
+                       warnings=list(getattr(cap, "warnings", None) or []))
     except Unsupported as u:
         return Outcome("unsupported", extractor=reader.name, error=u.message)
     except ReaderError as e:
@@ -86,24 +93,17 @@ def read_document(doc: Document, ctx: Context) -> Outcome:
     text = normalize_text(sink.getvalue())
     status = "ok" if text.strip() else "empty"
     error = result.meta.pop("empty_reason", None) if status == "empty" else None
+    # a cap a reader met and went on past (an embedded document nested too deep, noted in
+    # its place in the text): the record names it, the text is not cut short
+    limit = result.meta.pop("limit", None)
     return Outcome(status, text if status == "ok" else "", result.extractor, error=error,
+                   limit=limit if isinstance(limit, str) and status == "ok" else None,
                    meta=result.meta, warnings=result.warnings)
 
 
 def read_nested(ctx: Context, data: bytes, name: str, sink: TextSink) -> str:
-    """Read an embedded document into ``sink`` (used by the e-mail reader for attachments)."""
-    from .detect import detect_bytes
+    """Read an embedded document into ``sink``; its extractor.  The one mechanism for e-mail
+    attachments and archive members: :func:`readers.nested.read_embedded`."""
+    from .nested import read_embedded
 
-    depth = getattr(ctx, "depth", 0)
-    if depth >= MAX_NESTING:
-        raise Unsupported("attachment nested too deep")
-    mime = detect_bytes(data, name)
-    reader = select(mime, name)
-    if reader is None:
-        raise Unsupported(f"no reader for {mime}")
-    ctx.depth = depth + 1  # type: ignore[attr-defined]
-    try:
-        result = reader.read(Document(data, name, mime), sink, ctx)
-    finally:
-        ctx.depth = depth  # type: ignore[attr-defined]
-    return result.extractor
+    return read_embedded(ctx, data, name, sink).extractor

@@ -81,10 +81,11 @@ class CapReached(Exception):
 
     def __init__(
         self, cap: str, detail: str = "", *, extractor: str | None = None,
-        meta: dict | None = None,
+        meta: dict | None = None, warnings: list[str] | None = None,
     ) -> None:
         super().__init__(cap, detail)
         self.cap = cap
         self.detail = detail
         self.extractor = extractor  # set by a reader that wants its detail kept on a cap
         self.meta = meta or {}
+        self.warnings = list(warnings or [])  # what the reader survived before the cap

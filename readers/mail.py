@@ -6,9 +6,9 @@ Parsed with :class:`email.parser.BytesParser` and ``email.policy.default``.  Out
   decoded, folded lines joined), a blank line;
 * the body: the ``text/plain`` part :meth:`~email.message.EmailMessage.get_body` picks, else
   the HTML one through :func:`readers.markup.html_to_text`.  Transfer encodings are undone;
-  the declared charset is used when Python knows it and the bytes fit it, else strict UTF-8,
-  else the declared charset (or windows-1252) with replacement characters; a declared
-  ``us-ascii`` on 8-bit bytes counts as undeclared;
+  the part's bytes are decoded by :func:`readers.textcodec.choose` with the part's
+  ``charset=`` as the declared charset (BOM, NUL pattern, strict UTF-8, the declared charset
+  if the bytes decode with it, the detector, windows-1252);
 * every other leaf part, other than the alternative renderings of a body, as
   ``[attachment: name (mime, N bytes)]`` followed by its text, read through
   ``ctx.read_nested``; when that fails the line says why (``: not read: …``).  An attached
@@ -22,7 +22,6 @@ defects still yields its text.  Extractor ``email``; ``meta`` has ``subject`` an
 
 from __future__ import annotations
 
-import codecs
 import mimetypes
 from typing import TYPE_CHECKING
 
@@ -31,9 +30,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from email.message import Message
 
-from .base import Context, Document, Reader, ReadResult, TextSink
+from .base import NESTED_LIBRARIES, Context, Document, Reader, ReadResult, TextSink
 from .errors import CapReached, CorruptDocument, ReaderError, Unsupported
-from .markup import html_to_text, text_codec
+from . import textcodec
+from .markup import html_to_text
 
 HEADERS = ("From", "To", "Cc", "Date", "Subject")
 MAX_DEPTH = 3  # attached messages inside attached messages
@@ -47,6 +47,7 @@ class _State:
         self.sink = sink
         self.warnings: list[str] = []
         self.attachments = 0
+        self.caps: list[CapReached] = []  # attachment-level caps, raised after the message
 
     def defects(self, part: Message) -> None:
         for defect in getattr(part, "defects", ()):
@@ -66,21 +67,10 @@ def _header(msg: Message, name: str) -> str:
 
 
 def decode_payload(payload: bytes, charset: str | None) -> str:
-    """Text of a part's decoded bytes under its declared charset, with robust fallbacks."""
-    if payload.isascii():
+    """Text of a part's decoded bytes, ``charset`` being the part's declared one."""
+    if payload.isascii() and b"\x1b" not in payload and 0 not in payload:
         return payload.decode("ascii")
-    codec = text_codec(charset)
-    if codec and codecs.lookup(charset.strip().strip("\"'")).name == "ascii":
-        codec = None  # "us-ascii" on 8-bit text says nothing: guess as if undeclared
-    if codec:
-        try:
-            return payload.decode(codec)
-        except UnicodeDecodeError:
-            pass
-    try:
-        return payload.decode("utf-8")
-    except UnicodeDecodeError:
-        return payload.decode(codec or "cp1252", "replace")
+    return textcodec.decode(payload, charset)[0]
 
 
 def _payload(part: Message) -> bytes:
@@ -178,10 +168,19 @@ def _write_attachment(part: Message, state: _State, depth: int) -> None:
     note = ""
     try:
         state.ctx.read_nested(data, name, sub)
-    except CapReached:
+    except CapReached as cap:
+        from .nested import DOCUMENT_CAPS
+
         sink.write(line + "]\n")
-        sink.write(sub.getvalue())
-        raise
+        text = sub.getvalue()
+        sink.write(text if text.endswith("\n") or not text else text + "\n")
+        if cap.cap in DOCUMENT_CAPS:
+            raise
+        # a cap of this attachment only (nesting depth, an archive's caps): the message goes on,
+        # and the record names the cap at its end
+        state.caps.append(cap)
+        sink.write(f"[bastion: attachment not read to its end, {cap.cap} reached]\n")
+        return
     except Unsupported as e:
         note = f": not read: {e.message}"
     except ReaderError as e:
@@ -209,20 +208,25 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     meta: dict = {"attachments": state.attachments}
     if subject:
         meta["subject"] = subject
+    if state.caps:
+        first = state.caps[0]
+        raise CapReached(first.cap, first.detail, extractor="email", meta=meta)
     return ReadResult("email", meta=meta, warnings=state.warnings)
 
 
 READER = Reader(
     name="mail",
-    version=2,
+    version=3,
     mimes=("message/rfc822",),
     extensions=(".eml",),
     # Attachments go through the other readers, so the mail reader declares their tools and
     # settings too: a scanned attachment is OCRed when tesseract is here, and installing it
     # re-tries the e-mails whose attachments needed it.
-    tools=("pdftotext", "pdftoppm", "tesseract"),
+    tools=("7zz", "7z", "pdftotext", "pdftoppm", "tesseract"),
     uses_tool_deadline=True,
     settings=("pdf_engines", "max_pages", "ocr_max_pages", "ocr_dpi", "max_member_bytes",
-              "max_xml_bytes"),
+              "max_xml_bytes", "max_depth", "max_members", "max_unpacked_bytes",
+              "max_compression_ratio"),
     read=read,
+    libraries=NESTED_LIBRARIES,
 )

@@ -1,9 +1,10 @@
 """HTML and XHTML: visible text, one line per block, table cells separated by tabs.
 
-Decoding (first rule that applies): a byte-order mark; a charset declared in the first 4 KiB
-(``<meta charset>``, ``<meta http-equiv="Content-Type" content="…; charset=…">`` or an XML
-declaration's ``encoding``), with the WHATWG aliases (``iso-8859-1``/``ascii`` read as
-windows-1252, a declared UTF-16 without a BOM read as UTF-8); strict UTF-8; windows-1252.
+Decoding: :func:`readers.textcodec.choose`, with the declared charset found by
+:func:`prescan` (the WHATWG prescan of the first 1024 bytes: ``<meta charset>`` or
+``<meta http-equiv="Content-Type" content="…; charset=…">``; a declared UTF-16 means UTF-8)
+or else an XML declaration's ``encoding``.  Order: BOM, NUL pattern, strict UTF-8, the
+declared charset if the bytes decode with it, the detector, windows-1252.
 
 The stdlib :class:`html.parser.HTMLParser` is streaming and not recursive, so the decoded text
 is fed to it in chunks and nesting depth costs nothing.  Rules:
@@ -17,34 +18,23 @@ is fed to it in chunks and nesting depth costs nothing.  Rules:
 * A table row with more than ``Limits.max_parts`` cells stops the document (``max_parts``);
   the character budget is the sink's.
 
-Extractor ``html``; the charset used is ``meta["charset"]``.  :func:`html_to_text` is the same
-conversion for an already decoded string (the e-mail reader's HTML bodies).
+Extractor ``html:<encoding>``; ``meta`` has ``charset`` and ``encoding_source``.
+:func:`html_to_text` is the same conversion for an already decoded string (the e-mail
+reader's HTML bodies).
 """
 
 from __future__ import annotations
 
-import codecs
 import re
 from html.parser import HTMLParser
 
-from .base import (Context, Document, Limits, Reader, ReadResult, SinkBuffer, TextSink,
-                   bom_codec)
+from . import textcodec
+from .base import Context, Document, Limits, Reader, ReadResult, SinkBuffer, TextSink
 from .errors import CapReached
 
-_PRESCAN = 4096  # bytes searched for a declared charset
+_PRESCAN = 1024  # bytes the WHATWG prescan looks at
 _CHUNK = 1 << 16  # characters fed to the parser at a time (grows with a long pending tag)
 _MAX_TABLE_DEPTH = 256  # nested tables tracked separately; deeper ones share a row counter
-
-_DECLARED = re.compile(
-    rb"""<meta\b[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]{1,40})"""
-    rb"""|<\?xml\b[^>]*?encoding\s*=\s*["']\s*([A-Za-z0-9_.:-]{1,40})""",
-    re.IGNORECASE,
-)
-# WHATWG: these labels mean windows-1252 on the web; a declared UTF-16 without a BOM is UTF-8.
-_ALIASES = {
-    "ascii": "cp1252", "latin_1": "cp1252", "iso8859_1": "cp1252",
-    "utf_16": "utf-8", "utf_16_le": "utf-8", "utf_16_be": "utf-8",
-}
 
 _SKIP = frozenset({"script", "style", "noscript", "template"})
 _PRE = frozenset({"pre", "textarea", "listing", "xmp", "plaintext"})
@@ -62,49 +52,158 @@ _WS = re.compile(r"[ \t\n\r\f]+")
 _LINE_START, _AFTER_TAB, _IN_LINE = 0, 1, 2
 
 
-def text_codec(label: str | None) -> str | None:
-    """The Python codec for a declared charset label, or None if unknown or not a text codec.
+_SPACE = "\t\n\f\r "
+_TAG_START = re.compile(r"</?[A-Za-z]")
+_META = re.compile(r"<meta[\t\n\f\r /]", re.IGNORECASE)
+_CONTENT_CHARSET = re.compile(r"charset", re.IGNORECASE)
 
-    Refuses codecs that are not text encodings (``zlib``, ``base64``, ``rot13``…): a label
-    in an untrusted file must never select a decompressor.
-    """
-    if not label:
+
+def prescan(data: bytes) -> str | None:
+    """The charset label a document declares in its first 1024 bytes, by the WHATWG
+    "prescan a byte stream to determine its encoding" algorithm (comments skipped, attributes
+    parsed as the spec does, ``http-equiv`` required for a ``content`` charset), or None.
+    A declared UTF-16 is returned as ``utf-8``: the declaration was readable as ASCII."""
+    s = data[:_PRESCAN].decode("latin-1")
+    pos, end = 0, len(s)
+    while pos < end:
+        if s.startswith("<!--", pos):
+            close = s.find("-->", pos + 2)
+            if close < 0:
+                return None
+            pos = close + 3
+            continue
+        if _META.match(s, pos):
+            label, pos = _meta(s, pos + 6)
+            if label is not None:
+                return label
+            continue
+        if _TAG_START.match(s, pos):
+            while pos < end and s[pos] not in _SPACE and s[pos] != ">":
+                pos += 1
+            while True:
+                attr, pos = _attribute(s, pos)
+                if attr is None:
+                    break
+        elif s.startswith(("<!", "</", "<?"), pos):
+            close = s.find(">", pos + 2)
+            if close < 0:
+                return None
+            pos = close
+        pos += 1
+    return None
+
+
+def _meta(s: str, pos: int) -> tuple[str | None, int]:
+    """The charset of one ``<meta>`` whose attributes start at ``pos``, and where it ends."""
+    seen: set[str] = set()
+    got_pragma = False
+    need_pragma: bool | None = None
+    charset: str | None = None
+    while True:
+        attr, pos = _attribute(s, pos)
+        if attr is None:
+            break
+        name, value = attr
+        if name in seen:
+            continue
+        seen.add(name)
+        if name == "http-equiv" and value == "content-type":
+            got_pragma = True
+        elif name == "content" and charset is None:
+            found = _content_charset(value)
+            if found is not None and textcodec.label_codec(found):
+                charset, need_pragma = found, True
+        elif name == "charset":
+            charset, need_pragma = value, False
+    if need_pragma is None or (need_pragma and not got_pragma) or not charset:
+        return None, pos + 1
+    codec = textcodec.label_codec(charset)
+    if codec is None:
+        return None, pos + 1
+    if codec.startswith("utf-16") or charset.strip().lower() == "x-user-defined":
+        return ("utf-8" if codec.startswith("utf-16") else "windows-1252"), pos
+    return charset, pos
+
+
+def _attribute(s: str, pos: int) -> tuple[tuple[str, str] | None, int]:
+    """WHATWG "get an attribute": ((name, value) lowercased, new position), or None at ``>``
+    or the end of the prescan window."""
+    end = len(s)
+    while pos < end and (s[pos] in _SPACE or s[pos] == "/"):
+        pos += 1
+    if pos >= end or s[pos] == ">":
+        return None, pos
+    name: list[str] = []
+    while True:
+        if pos >= end:
+            return None, pos
+        c = s[pos]
+        if c == "=" and name:
+            pos += 1
+            break
+        if c in _SPACE:
+            while pos < end and s[pos] in _SPACE:
+                pos += 1
+            if pos >= end:
+                return None, pos
+            if s[pos] != "=":
+                return ("".join(name), ""), pos
+            pos += 1
+            break
+        if c in "/>":
+            return ("".join(name), ""), pos
+        name.append(c.lower())
+        pos += 1
+    while pos < end and s[pos] in _SPACE:
+        pos += 1
+    if pos >= end:
+        return None, pos
+    c = s[pos]
+    value: list[str] = []
+    if c in "\"'":
+        close = s.find(c, pos + 1)
+        if close < 0:
+            return None, end
+        return ("".join(name), s[pos + 1:close].lower()), close + 1
+    if c == ">":
+        return ("".join(name), ""), pos
+    while pos < end and s[pos] not in _SPACE and s[pos] != ">":
+        value.append(s[pos].lower())
+        pos += 1
+    if pos >= end:
+        return None, pos
+    return ("".join(name), "".join(value)), pos
+
+
+def _content_charset(content: str) -> str | None:
+    """WHATWG "extract a character encoding from a meta element" (a ``content`` value)."""
+    pos = 0
+    while True:
+        m = _CONTENT_CHARSET.search(content, pos)
+        if m is None:
+            return None
+        pos = m.end()
+        while pos < len(content) and content[pos] in _SPACE:
+            pos += 1
+        if pos < len(content) and content[pos] == "=":
+            break
+    pos += 1
+    while pos < len(content) and content[pos] in _SPACE:
+        pos += 1
+    if pos >= len(content):
         return None
-    try:
-        info = codecs.lookup(label.strip().strip("\"'"))
-    except (LookupError, ValueError):
-        return None
-    if not getattr(info, "_is_text_encoding", True):
-        return None
-    return _ALIASES.get(info.name.replace("-", "_"), info.name)
+    if content[pos] in "\"'":
+        close = content.find(content[pos], pos + 1)
+        return content[pos + 1:close] if close > 0 else None
+    stop = pos
+    while stop < len(content) and content[stop] not in _SPACE and content[stop] != ";":
+        stop += 1
+    return content[pos:stop] or None
 
 
-def sniff_charset(data: bytes) -> tuple[str, int]:
-    """(codec, bytes to skip) for an HTML document's bytes; see the module docstring."""
-    marked = bom_codec(data)
-    if marked is not None:
-        return marked
-    head = data[:_PRESCAN]
-    for m in _DECLARED.finditer(head):
-        codec = text_codec((m.group(1) or m.group(2)).decode("ascii"))
-        if codec:
-            return codec, 0
-    if data.isascii() or _is_utf8(data):
-        return "utf-8", 0
-    return "cp1252", 0
-
-
-def _is_utf8(data: bytes) -> bool:
-    """Strict UTF-8 check, a chunk at a time (no full-size copy of a large document)."""
-    decoder = codecs.getincrementaldecoder("utf-8")("strict")
-    view = memoryview(data)
-    try:
-        for off in range(0, len(view), 1 << 20):
-            decoder.decode(view[off:off + (1 << 20)])
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return False
-    return True
+def choose(data: bytes) -> textcodec.Choice:
+    """How an HTML document's bytes are decoded; see the module docstring."""
+    return textcodec.choose(data, prescan(data) or textcodec.xml_declared(data))
 
 
 class _Lines:
@@ -293,12 +392,8 @@ def _str_pieces(html: str):
         yield html[off:off + _CHUNK]
 
 
-def _byte_pieces(data: bytes, codec: str, skip: int):
-    decoder = codecs.getincrementaldecoder(codec)("replace")
-    view = memoryview(data)[skip:]
-    for off in range(0, len(view), _CHUNK):
-        yield decoder.decode(view[off:off + _CHUNK])
-    yield decoder.decode(b"", final=True)
+def _byte_pieces(data: bytes, choice: textcodec.Choice):
+    return textcodec.pieces(data, choice, _CHUNK)
 
 
 def _convert(pieces, sink: TextSink, limits: Limits) -> str | None:
@@ -318,23 +413,25 @@ def html_to_text(html: str, sink: TextSink, limits: Limits) -> None:
 
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
-    codec, skip = sniff_charset(doc.data)
-    meta: dict = {"charset": codec}
+    choice = choose(doc.data)
+    meta: dict = {"charset": choice.codec, **choice.meta()}
+    extractor = f"html:{choice.codec}"
     try:
-        title = _convert(_byte_pieces(doc.data, codec, skip), sink, ctx.limits)
+        title = _convert(_byte_pieces(doc.data, choice), sink, ctx.limits)
     except CapReached as cap:
-        cap.extractor = cap.extractor or "html"
+        cap.extractor = cap.extractor or extractor
         cap.meta = cap.meta or meta
         raise
     if title:
         meta["title"] = title
-    return ReadResult("html", meta=meta)
+    return ReadResult(extractor, meta=meta, warnings=textcodec.warnings(choice))
 
 
 READER = Reader(
     name="markup",
-    version=1,
+    version=2,
     mimes=("text/html", "application/xhtml+xml"),
     extensions=(".html", ".htm", ".xhtml"),
     read=read,
+    libraries=("charset-normalizer",),
 )

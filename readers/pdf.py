@@ -4,22 +4,26 @@ One protocol serves both ways of running the built-in engines.  :func:`iter_pdf`
 ``{"meta": {"pages", "title", "outline"}}`` event and then one ``{"page": n, "text": …}`` (or
 ``{"page": n, "error": …}``) event per page; :func:`read` consumes it inside the worker, and
 :func:`pdftext_main` (``bastion pdftext [-max-pages N] [-engine NAME] < file.pdf``) writes it as
-JSON lines for a parent, which parses them back with :func:`parse_pdftext_output`.
+JSON lines for a parent (``tests/pdftext_client.py`` reads them back).
 
 Engines are tried in turn — ``Limits.pdf_engines`` (default PDFium, then pdfplumber), then
 ``pdftotext`` when the tool is present — until one opens the file, does not crash and gives
-text that is at least 90% printable; the record names the engine that produced the text and
-the warnings say why earlier ones were passed over.  Pages are separated by a form feed in the
-text.  A PDF without a text layer is OCRed page by page (``pdftoppm`` + ``tesseract``) when
-both tools are present.  ``docs/readers/pdf.md`` has the measurements behind these choices.
+at least one readable page; the record names the engine that produced the text and the
+warnings say why earlier ones were passed over.  Pages are separated by a form feed in the
+text, each page's annotation notes after its text.  Each page is judged on its own: a page
+whose text layer is blank, short or garbage (under 90% printable) is rendered (PDFium, or
+``pdftoppm``) and OCRed with ``tesseract`` when it is present, and ``meta["page_sources"]``
+says how every page's text was made.  ``docs/readers/pdf.md`` has the rules and measurements.
 """
 
 from __future__ import annotations
 
 import ctypes
 import io
+import itertools
 import json
 import logging
+import math
 import operator
 import re
 import sys
@@ -30,7 +34,7 @@ from .base import Context, Document, Limits, MiB, Reader, ReadResult, TextSink
 from .errors import (
     CapReached, CorruptDocument, EncryptedDocument, ReaderError, ToolFailed, Unsupported,
 )
-from .ocr import ocr_image_file
+from .ocr import NEEDS_TESSERACT, OcrText, detect_rotation, ocr_image, tesseract_version
 
 ENCRYPTED = "encrypted PDF (password required)"
 NO_TEXT_LAYER = "no text layer (scanned PDF?)"
@@ -44,12 +48,42 @@ MAX_OUTLINE_ITEMS = 10_000
 MIN_PRINTABLE = 0.90
 BUILTIN_ENGINES = ("pdfium", "pdfplumber")
 MAX_PAGE_WARNINGS = 20
+MIN_PAGE_CHARS = 10  # a page with fewer visible characters of its own is OCRed (as Tika does)
+MAX_OCR_PIXELS = 40_000_000  # a page image is rendered at a lower dpi beyond this (40 MB gray)
+OCR_RESERVE_S = 5.0  # of the deadline, kept for writing the text: OCR stops before it
+LOW_CONFIDENCE = 60.0  # under this mean word confidence, a page's orientation is checked
+_WHITE = bytes(range(248, 256))  # gray levels a blank page renders in
 
 # What makes text "not printable": C0/C1 controls other than whitespace, private-use code
 # points, U+FFFD and non-characters, and pdfminer's "(cid:N)" for glyphs it cannot map.
 _BAD = re.compile(
     "[\x00-\x08\x0e-\x1f\x7f-\x9f\ue000-\uf8ff\ufffd\ufffe\uffff\U000f0000-\U0010ffff]")
 _CID = re.compile(r"\(cid:\d+\)")
+_ASCII_BAD = re.compile("[\x00-\x08\x0e-\x1f\x7f]")
+# A C1 control character in a page's text is a byte of a font without a usable encoding read
+# as Latin-1 (documents do not hold C1 controls).  Such bytes are Windows-1252 punctuation
+# (German „…“, dashes, €) in fonts from Windows, or Mac OS Roman letters (ä = 0x8A, ö = 0x9A,
+# ü = 0x9F) in fonts from a Mac.  In Windows-1252 0x80-0x9F are marks: quotes touch a word on
+# one side, dashes and bullets on neither; in Mac Roman they are letters, mostly inside words.
+# So a page with more C1 bytes between two letters than between two non-letters is read as
+# Mac Roman — all its characters U+0080-U+00FF, since that font's other bytes (ß = 0xA7, „ =
+# 0xE3) were misread as Latin-1 too — and any other page's C1 bytes as Windows-1252 (0x92, the
+# Windows apostrophe of "don’t", does not vote).
+_C1 = re.compile("[\x80-\x9f]")
+_C1_CP1252 = {c: bytes([c]).decode("cp1252") for c in range(0x80, 0xA0)
+              if c not in (0x81, 0x8D, 0x8F, 0x90, 0x9D)}  # the five cp1252 leaves undefined
+_C1_MAC = {c: bytes([c]).decode("mac_roman") for c in range(0x80, 0x100)}
+_LETTER = "[^\\W\\d_]"
+_C1_VOTER = "[\\x80-\\x91\\x93-\\x9f]"
+_C1_INSIDE = re.compile(f"(?<={_LETTER}){_C1_VOTER}(?={_LETTER})")
+_C1_APART = re.compile(f"(?<!{_LETTER}){_C1_VOTER}(?!{_LETTER})")
+
+
+def repair_c1(text: str) -> str:
+    """``text`` with its C1 control characters read as Windows-1252 or Mac Roman bytes."""
+    mac = len(_C1_INSIDE.findall(text)) > len(_C1_APART.findall(text))
+    return text.translate(_C1_MAC if mac else _C1_CP1252)
+
 
 Events = Generator[dict[str, Any], None, None]  # the meta event, then page events
 
@@ -68,14 +102,22 @@ def decode_text_string(raw: bytes) -> str:
     return text.replace("\x00", "").strip()
 
 
+def _measure(text: str) -> tuple[int, int]:
+    """(visible characters, unprintable ones); a pdfminer ``(cid:N)`` counts as one of each."""
+    if "(cid:" in text:
+        text = _CID.sub("\ufffd", text)
+    visible = len(text) - sum(text.count(c) for c in " \t\n\r\f\v")
+    if not visible or (text.isascii() and not _ASCII_BAD.search(text)):
+        return visible, 0  # ASCII text without controls: no regex pass over every character
+    return visible, len(_BAD.findall(text))
+
+
 def printable_ratio(text: str) -> float:
     """Share of the non-space characters that are printable (1.0 for blank text)."""
-    text, cids = _CID.subn("\ufffd", text)
-    total = len(text) - sum(text.count(c) for c in " \t\n\r\f\v")
-    if total <= 0:
+    visible, bad = _measure(text)
+    if visible <= 0:
         return 1.0
-    bad = len(_BAD.findall(text))
-    return max(0.0, 1.0 - bad / total)
+    return max(0.0, 1.0 - bad / visible)
 
 
 def _clean_page(text: str) -> str:
@@ -86,6 +128,8 @@ def _clean_page(text: str) -> str:
     text = text.replace("\f", "\n").replace("\x00", "")
     if not text.isascii():
         text = text.encode("utf-8", "replace").decode("utf-8")
+        if _C1.search(text):
+            text = repair_c1(text)
     return "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")
 
 
@@ -312,6 +356,201 @@ class _Gaps:
         return " ".join(parts), len(breaks)
 
 
+# A page whose characters are set at an angle (a rotated table header, a landscape page set
+# on a portrait one, a /Rotate 90 scan with its text turned to match) comes out of PDFium
+# with its lines glued ("hotelindia") and out of order, since PDFium breaks lines on the page's
+# vertical axis.  Such pages are found by sampling character angles (every ANGLE_STRIDE-th
+# character, at most ANGLE_SAMPLES a page: ≈ 1 µs each) and then laid out again in each angle's
+# own frame: lines split where the baseline moves across the text direction or the text runs
+# back, and ordered top to bottom, left to right as the rotated text reads.
+ANGLE_STRIDE = 32  # every 32nd character is looked at, at most ANGLE_SAMPLES of them a page
+ANGLE_SAMPLES = 16
+ANGLE_STEP = 5  # degrees: characters within one step share a frame
+ANGLE_TOLERANCE = math.radians(ANGLE_STEP / 2)
+
+
+class _Angles:
+    """The reading order of rotated text, from PDFium's per-character angle and origin."""
+
+    def __init__(self) -> None:
+        import pypdfium2.raw as raw
+
+        def plain(fn: Any, restype: Any, *argtypes: Any) -> Any:
+            address = ctypes.cast(fn, ctypes.c_void_p).value
+            return ctypes.CFUNCTYPE(restype, *argtypes)(address)
+
+        self._angle = plain(raw.FPDFText_GetCharAngle, ctypes.c_float, ctypes.c_void_p,
+                            ctypes.c_int)
+        self._origin = plain(raw.FPDFText_GetCharOrigin, ctypes.c_int, ctypes.c_void_p,
+                             ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+        self._box = plain(raw.FPDFText_GetLooseCharBox, ctypes.c_int, ctypes.c_void_p,
+                          ctypes.c_int, ctypes.c_void_p)
+        self._count = raw.FPDFText_CountChars
+
+    @staticmethod
+    def _step(angle: float) -> int:
+        """The angle (radians, PDFium: 0…2π, -1 unknown) in ANGLE_STEP-degree steps, 0…359."""
+        if angle < 0:
+            return 0
+        return int(round(math.degrees(angle) / ANGLE_STEP)) * ANGLE_STEP % 360
+
+    def rotated(self, textpage: Any) -> bool:
+        """Whether a sample of the page's characters holds one set at an angle (PDFium's
+        generated spaces and line breaks report 0)."""
+        handle = ctypes.cast(textpage.raw, ctypes.c_void_p).value
+        n = self._count(textpage.raw)
+        if n <= 0:
+            return False
+        # an angle (0…2π) more than ANGLE_TOLERANCE from 0 and from 2π is |a - π| < π - tol;
+        # min over map() keeps the loop in C
+        stride = max(ANGLE_STRIDE, n // ANGLE_SAMPLES)
+        angles = map(self._angle, itertools.repeat(handle, n), range(0, n, stride))
+        return min(map(abs, map(operator.sub, angles, itertools.repeat(math.pi)))) \
+            < math.pi - ANGLE_TOLERANCE
+
+    def relayout(self, textpage: Any) -> str | None:
+        """The page's text with each rotated run's lines split and ordered as it reads; None
+        when PDFium's text does not map one character to one index."""
+        handle = ctypes.cast(textpage.raw, ctypes.c_void_p).value
+        text = textpage.get_text_range()
+        n = len(text)
+        if n != self._count(textpage.raw):
+            return None
+        x, y = ctypes.c_double(), ctypes.c_double()
+        px, py = ctypes.addressof(x), ctypes.addressof(y)
+        box = (ctypes.c_float * 4)()  # left, top, right, bottom
+        pbox = ctypes.addressof(box)
+        # lines: [step, across, along, size, chars]
+        lines: list[list[Any]] = []
+        line: list[Any] | None = None
+        for i, ch in enumerate(text):
+            if ch in "\r\n":
+                line = None
+                continue
+            if ch in _SPACE and ch != "\x02":  # PDFium's line-end hyphen is a glyph
+                if line is not None:
+                    line[4].append(" ")
+                continue
+            step = self._step(self._angle(handle, i))
+            self._origin(handle, i, px, py)
+            a = math.radians(step)  # PDFium's angles turn clockwise
+            along = x.value * math.cos(a) - y.value * math.sin(a)
+            across = x.value * math.sin(a) + y.value * math.cos(a)
+            # the glyph's extent across the text direction (PDFium's font size is scaled
+            # by the text matrix, so it is no measure on rotated text)
+            self._box(handle, i, pbox)
+            size = (abs((box[2] - box[0]) * math.sin(a)) + abs((box[1] - box[3]) * math.cos(a))
+                    or 10.0)
+            if (line is None or line[0] != step or abs(across - line[1]) > 0.5 * size
+                    or along < line[2] - 0.5 * size):
+                line = [step, across, along, size, []]
+                lines.append(line)
+            line[2] = along
+            line[4].append(ch)
+        out: list[str] = []
+        k = 0
+        while k < len(lines):  # a run of lines at one angle; rotated runs are re-ordered
+            j = k
+            while j < len(lines) and lines[j][0] == lines[k][0]:
+                j += 1
+            run = lines[k:j]
+            if run[0][0] == 0:
+                out += ["".join(l[4]).strip() for l in run]
+            else:  # top to bottom, then along the line; pieces of one line joined
+                run = sorted(run, key=lambda l: (-round(l[1] / (0.5 * l[3])), l[2]))
+                last: list[Any] | None = None
+                for l in run:
+                    piece = "".join(l[4]).strip()
+                    if last is not None and abs(l[1] - last[1]) < 0.5 * l[3]:
+                        out[-1] = f"{out[-1]} {piece}".strip()
+                    else:
+                        out.append(piece)
+                    last = l
+            k = j
+        return "\n".join(l for l in out if l)
+
+
+# Annotations whose /Contents is text a reader wrote: every markup annotation (notes, free
+# text, highlights, stamps, …).  Links and form widgets carry no such text, and a pop-up
+# shows its parent's /Contents, which is read from the parent.
+ANNOTATION_MARK = "[annotation] "
+_NOT_NOTES = frozenset((2, 16, 20))  # FPDF_ANNOT_LINK, _POPUP, _WIDGET
+
+
+def _clean_note(text: str) -> str:
+    return _clean_page(text.replace("\x00", ""))
+
+
+class _Notes:
+    """The /Contents of a page's annotations, in the page's /Annots order, through plain
+    prototypes of PDFium's functions (most pages have none, or only links: the checked
+    bindings cost ≈ 50 µs a page for the count alone)."""
+
+    def __init__(self) -> None:
+        import pypdfium2.raw as raw
+
+        def plain(fn: Any, restype: Any, *argtypes: Any) -> Any:
+            address = ctypes.cast(fn, ctypes.c_void_p).value
+            return ctypes.CFUNCTYPE(restype, *argtypes)(address)
+
+        self._count = plain(raw.FPDFPage_GetAnnotCount, ctypes.c_int, ctypes.c_void_p)
+        self._get = plain(raw.FPDFPage_GetAnnot, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
+        self._subtype = plain(raw.FPDFAnnot_GetSubtype, ctypes.c_int, ctypes.c_void_p)
+        self._value = plain(raw.FPDFAnnot_GetStringValue, ctypes.c_ulong, ctypes.c_void_p,
+                            ctypes.c_char_p, ctypes.c_void_p, ctypes.c_ulong)
+        self._close = plain(raw.FPDFPage_CloseAnnot, None, ctypes.c_void_p)
+
+    def read(self, page: Any) -> list[str]:
+        handle = ctypes.cast(page.raw, ctypes.c_void_p).value
+        notes = []
+        for k in range(self._count(handle)):
+            annot = self._get(handle, k)
+            if not annot:
+                continue
+            try:
+                if self._subtype(annot) in _NOT_NOTES:
+                    continue
+                size = self._value(annot, b"Contents", None, 0)
+                if size <= 2:
+                    continue
+                buf = ctypes.create_string_buffer(size)
+                self._value(annot, b"Contents", buf, size)
+                note = _clean_note(buf.raw[: size - 2].decode("utf-16-le", "replace"))
+                if note.strip():
+                    notes.append(note)
+            finally:
+                self._close(annot)
+        return notes
+
+
+def _miner_annotations(page: Any) -> list[str]:
+    """The same, from pdfplumber's page (pdfminer objects)."""
+    notes = []
+    for annot in page.annots or ():
+        data = annot.get("data") or {}
+        kind = getattr(data.get("Subtype"), "name", None)
+        if kind in ("Link", "Popup", "Widget"):
+            continue
+        contents = annot.get("contents")
+        if isinstance(contents, bytes):
+            contents = decode_text_string(contents)
+        if isinstance(contents, str):
+            note = _clean_note(contents)
+            if note.strip():
+                notes.append(note)
+    return notes
+
+
+def _pdfium_meta(pdf: Any) -> dict[str, Any]:
+    """Page count, title and outline of an open PDFium document."""
+    title = (pdf.get_metadata_value("Title") or "").replace("\x00", "").strip()
+    try:
+        outline = walk_outline(_PdfiumOutline(pdf))
+    except Exception:  # a broken outline costs the outline, never the text
+        outline = []
+    return {"pages": len(pdf), "title": title or None, "outline": outline}
+
+
 def _pdfium_events(data: bytes, max_pages: int) -> Events:
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
@@ -328,13 +567,8 @@ def _pdfium_events(data: bytes, max_pages: int) -> Events:
         raise CorruptDocument(f"unreadable PDF: {reason}") from None
     try:
         n = len(pdf)
-        title = (pdf.get_metadata_value("Title") or "").replace("\x00", "").strip()
-        try:
-            outline = walk_outline(_PdfiumOutline(pdf))
-        except Exception:  # a broken outline costs the outline, never the text
-            outline = []
-        yield {"meta": {"pages": n, "title": title or None, "outline": outline}}
-        gaps = _Gaps()
+        yield {"meta": _pdfium_meta(pdf)}
+        gaps, angles, reader_notes = _Gaps(), _Angles(), _Notes()
         respace: bool | None = None  # None: probing; then every page, or none
         probed = breaks = 0
         for i in range(min(n, max_pages)):
@@ -343,8 +577,8 @@ def _pdfium_events(data: bytes, max_pages: int) -> Events:
                 try:
                     textpage = page.get_textpage()
                     try:
-                        text = None
-                        if respace is None:  # probing: the first characters only
+                        text = angles.relayout(textpage) if angles.rotated(textpage) else None
+                        if text is None and respace is None:  # probing: the first characters
                             found = gaps.respace(textpage, PROBE_CHARS - probed)
                             if found is not None:
                                 probed += min(len(found[0]), PROBE_CHARS - probed)
@@ -353,7 +587,7 @@ def _pdfium_events(data: bytes, max_pages: int) -> Events:
                                     respace = True
                                 elif probed >= PROBE_CHARS:
                                     respace = False
-                        if respace:
+                        if text is None and respace:
                             found = gaps.respace(textpage)
                             if found is not None and found[1]:
                                 text = found[0]
@@ -361,12 +595,19 @@ def _pdfium_events(data: bytes, max_pages: int) -> Events:
                             text = textpage.get_text_bounded()
                     finally:
                         textpage.close()
+                    try:
+                        notes = reader_notes.read(page)
+                    except Exception:  # a broken annotation costs the notes, never the text
+                        notes = []
                 finally:
                     page.close()
             except Exception as e:
                 yield {"page": i + 1, "error": f"{type(e).__name__}: {e}"}
                 continue
-            yield {"page": i + 1, "text": _clean_page(text.replace("\x02", "-"))}
+            event: dict[str, Any] = {"page": i + 1, "text": _clean_page(text.replace("\x02", "-"))}
+            if notes:
+                event["annotations"] = notes
+            yield event
     finally:
         pdf.close()
 
@@ -441,12 +682,19 @@ def _pdfplumber_events(data: bytes, max_pages: int) -> Events:
             page = pdfplumber.page.Page(pdf, PDFPage(doc, objid, attrs, None), page_number=i)
             try:
                 text = page.extract_text(x_tolerance_ratio=PLUMBER_WORD_GAP)
+                try:
+                    notes = _miner_annotations(page)
+                except Exception:  # a broken annotation costs the notes, never the text
+                    notes = []
             finally:
                 page.close()
         except Exception as e:
             yield {"page": i, "error": f"{type(e).__name__}: {e}"}
             continue
-        yield {"page": i, "text": _clean_page(text)}
+        event: dict[str, Any] = {"page": i, "text": _clean_page(text)}
+        if notes:
+            event["annotations"] = notes
+        yield event
 
 
 def iter_pdf(data: bytes, engine: str, max_pages: int) -> Events:
@@ -465,21 +713,40 @@ def _pdftotext_events(
     """pdftotext as an engine: ``-layout`` text split on its form feeds.  It gives no title or
     outline, so the meta is the one an engine already read, else PDFium's (read while
     pdftotext runs), else a page count.  The PDF goes to pdftotext's stdin as a memory file
-    (``fd://0``): no scratch directory, nothing written to disk."""
+    (``fd://0``): no scratch directory, nothing written to disk.  The annotation notes are
+    PDFium's, read while pdftotext runs too (none when PDFium cannot open the file)."""
     probed: list[dict[str, Any] | None] = []
+    notes: dict[int, list[str]] = {}
 
     def probe() -> None:
-        events = _pdfium_events(data, 0)
         try:
-            probed.append(next(events)["meta"])
-        except (CorruptDocument, EncryptedDocument):
+            import pypdfium2 as pdfium
+
+            pdf = pdfium.PdfDocument(data)
+        except Exception:  # PDFium cannot open it: pdftotext's text and page count alone
             probed.append(None)
+            return
+        try:
+            if meta is None:
+                probed.append(_pdfium_meta(pdf))
+            reader = _Notes()
+            for i in range(min(len(pdf), max_pages)):
+                try:
+                    page = pdf[i]
+                    try:
+                        found = reader.read(page)
+                    finally:
+                        page.close()
+                except Exception:  # a broken page or annotation costs its notes only
+                    continue
+                if found:
+                    notes[i + 1] = found
         finally:
-            events.close()
+            pdf.close()
 
     result = ctx.run_tool([ctx.tools["pdftotext"], "-layout", "-enc", "UTF-8", "-l",
                            str(max_pages), "fd://0", "-"], input=data, scratch=False,
-                          while_running=probe if meta is None else None)
+                          while_running=probe)
     if meta is None and probed:
         meta = probed[0]
     if result.truncated:
@@ -494,7 +761,14 @@ def _pdftotext_events(
         pages.pop()  # pdftotext ends every page, the last one too, with a form feed
     yield {"meta": meta or {"pages": len(pages), "title": None, "outline": []}}
     for i, text in enumerate(pages, 1):
-        yield {"page": i, "text": _clean_page(text)}
+        event: dict[str, Any] = {"page": i, "text": _clean_page(text)}
+        # poppler draws the appearance of some annotations (free text) into the page's text:
+        # a note already there is not repeated
+        flat = " ".join(text.split())
+        found = [n for n in notes.get(i, ()) if " ".join(n.split()) not in flat]
+        if found:
+            event["annotations"] = found
+        yield event
 
 
 # ------------------------------------------------------------------------------ the reader
@@ -505,7 +779,9 @@ class _Extraction:
 
     meta: dict[str, Any]
     texts: list[str] = field(default_factory=list)  # pages 1…, "" for a failed page
+    notes: list[list[str]] = field(default_factory=list)  # each page's annotation text
     errors: list[str] = field(default_factory=list)  # "page N: why"
+    failed: set[int] = field(default_factory=set)  # 0-based indices of the failed pages
     chars_full: bool = False  # stopped early: the text already exceeds the character budget
 
 
@@ -518,8 +794,11 @@ def _collect(events: Events, max_chars: int) -> _Extraction:
             text = event.get("text", "")
             if "error" in event:
                 got.errors.append(f"page {event['page']}: {event['error']}")
+                got.failed.add(len(got.texts))
             got.texts.append(text)
-            chars += len(text) + 1
+            notes = event.get("annotations") or []
+            got.notes.append(notes)
+            chars += len(text) + 1 + sum(len(n) + len(ANNOTATION_MARK) + 1 for n in notes)
             if chars > max_chars:
                 got.chars_full = True
                 break
@@ -537,57 +816,374 @@ def _engine_chain(ctx: Context) -> list[str]:
     return [e for e in chain if e != "pdftotext" or "pdftotext" in ctx.tools]
 
 
+_ENGINE_VERSIONS: dict[str, str | None] = {}  # engine (or tool path) -> version, per worker
+
+
+def engine_version(engine: str, ctx: Context) -> str | None:
+    """The version of a text engine: PDFium's build, pdfplumber's release, poppler's
+    (``pdftotext -v``, asked once per worker)."""
+    key = ctx.tools.get(engine, engine) if engine == "pdftotext" else engine
+    if key not in _ENGINE_VERSIONS:
+        version = None
+        try:
+            if engine == "pdfium":
+                import pypdfium2.version
+
+                version = str(pypdfium2.version.PDFIUM_INFO.version).split("@")[0]
+            elif engine == "pdfplumber":
+                import pdfplumber
+
+                version = str(pdfplumber.__version__)
+            elif engine == "pdftotext" and "pdftotext" in ctx.tools:
+                res = ctx.run_tool([ctx.tools["pdftotext"], "-v"], timeout=10,
+                                   max_output=64 * 1024, scratch=False)
+                line = (res.stderr + res.stdout).decode("utf-8", "replace").split("\n")[0]
+                version = line.rsplit(" ", 1)[-1].strip() or None
+        except (ImportError, ToolFailed, AttributeError):
+            version = None
+        _ENGINE_VERSIONS[key] = version
+    return _ENGINE_VERSIONS[key]
+
+
+def page_kind(text: str) -> str:
+    """How a page's own text layer reads: ``text``; ``garbage`` (under 90% printable: glyphs
+    without a Unicode mapping); ``short`` (fewer than MIN_PAGE_CHARS visible characters) or
+    ``blank`` (none).  Every page but ``text`` is a page to OCR."""
+    visible, bad = _measure(text)
+    if not visible:
+        return "blank"
+    if bad > (1 - MIN_PRINTABLE) * visible:
+        return "garbage"
+    return "short" if visible < MIN_PAGE_CHARS else "text"
+
+
+@dataclass(frozen=True)
+class _PageImage:
+    pixels: bytes  # 8-bit gray, row after row
+    width: int
+    height: int
+    dpi: int
+
+    @property
+    def pgm(self) -> bytes:
+        """The image as binary PGM, which tesseract (leptonica) reads from its stdin."""
+        return b"P5\n%d %d\n255\n" % (self.width, self.height) + self.pixels
+
+    def turned(self, degrees: int) -> "_PageImage":
+        """The image turned ``degrees`` (90, 180, 270) clockwise."""
+        from PIL import Image
+
+        how = {90: Image.Transpose.ROTATE_270, 180: Image.Transpose.ROTATE_180,
+               270: Image.Transpose.ROTATE_90}[degrees]
+        im = Image.frombytes("L", (self.width, self.height), self.pixels).transpose(how)
+        return _PageImage(im.tobytes(), im.width, im.height, self.dpi)
+
+
+class _PageImages:
+    """Pages as gray images for tesseract: PDFium's renderer inside the worker (no file, no
+    process: ≈ 5 ms a page at 200 dpi), or ``pdftoppm`` when PDFium cannot open the file.
+    Annotations are not drawn (their text is read from the annotations themselves)."""
+
+    def __init__(self, data: bytes, ctx: Context) -> None:
+        import pypdfium2 as pdfium
+
+        self.data, self.ctx = data, ctx
+        self.pdf: Any = None
+        self.name: str | None = None
+        try:
+            self.pdf = pdfium.PdfDocument(data)
+            self.name = "pdfium"
+        except pdfium.PdfiumError:
+            if "pdftoppm" in ctx.tools:
+                self.name = "pdftoppm"
+
+    def close(self) -> None:
+        if self.pdf is not None:
+            self.pdf.close()
+
+    def has_content(self, number: int, images_only: bool = False) -> bool:
+        """Whether page ``number`` holds any page object (image, path, text) to look at, or
+        with ``images_only`` any image (or form XObject, which may hold one); True when
+        PDFium cannot tell."""
+        if self.pdf is None:
+            return True
+        import pypdfium2.raw as raw
+
+        try:
+            page = self.pdf[number - 1]
+            try:
+                n = raw.FPDFPage_CountObjects(page.raw)
+                if not images_only:
+                    return n != 0
+                for k in range(n):
+                    kind = raw.FPDFPageObj_GetType(raw.FPDFPage_GetObject(page.raw, k))
+                    if kind in (raw.FPDF_PAGEOBJ_IMAGE, raw.FPDF_PAGEOBJ_FORM):
+                        return True
+                return False
+            finally:
+                page.close()
+        except Exception:
+            return True
+
+    def image(self, number: int) -> _PageImage | None:
+        """Page ``number`` (1-based) at ``ocr_dpi`` (less when the page would exceed
+        MAX_OCR_PIXELS); None when it renders blank.  Raises ToolFailed when it cannot be
+        rendered."""
+        dpi = self.ctx.limits.ocr_dpi
+        if self.pdf is not None:
+            try:
+                page = self.pdf[number - 1]
+                try:
+                    width, height = page.get_size()
+                    area = max(width * height, 1.0) / (72 * 72)
+                    dpi = max(1, min(dpi, int(math.sqrt(MAX_OCR_PIXELS / area))))
+                    bitmap = page.render(scale=dpi / 72, grayscale=True, draw_annots=False,
+                                         may_draw_forms=False)
+                    w, h, stride = bitmap.width, bitmap.height, bitmap.stride
+                    if bitmap.n_channels != 1:
+                        pixels = bitmap.to_pil().convert("L").tobytes()
+                    else:
+                        buf = bytes(bitmap.buffer)
+                        pixels = buf if stride == w else b"".join(
+                            buf[r * stride: r * stride + w] for r in range(h))
+                    bitmap.close()
+                finally:
+                    page.close()
+            except Exception as e:
+                raise ToolFailed(f"rendering failed: {type(e).__name__}: {e}") from None
+        else:
+            res = self.ctx.run_tool([self.ctx.tools["pdftoppm"], "-r", str(dpi), "-f",
+                                     str(number), "-l", str(number), "-gray", "fd://0"],
+                                    input=self.data, scratch=False)
+            if res.returncode != 0 or res.truncated or not res.stdout.startswith(b"P5"):
+                why = "image over the output limit" if res.truncated else _first_line(res.stderr)
+                raise ToolFailed(f"pdftoppm: {why or 'no image'}")
+            magic, size, _, pixels = res.stdout.split(b"\n", 3)  # P5, "w h", 255, pixels
+            w, h = (int(v) for v in size.split())
+        if not pixels.translate(None, _WHITE):
+            return None
+        return _PageImage(pixels, w, h, dpi)
+
+
+@dataclass
+class _OcrPass:
+    """What OCR did with the pages that needed it (0-based indices)."""
+
+    # page -> (text, renderer, dpi, degrees the image was turned)
+    done: dict[int, tuple[OcrText, str, int, int]] = field(default_factory=dict)
+    blank: set[int] = field(default_factory=set)  # rendered white: nothing to read
+    untried: list[int] = field(default_factory=list)  # not blank, but no tesseract
+    capped: list[int] = field(default_factory=list)  # past ocr_max_pages
+    stopped: list[int] = field(default_factory=list)  # the deadline was near
+    failed: dict[int, str] = field(default_factory=dict)
+
+
+def _ocr_pass(data: bytes, candidates: list[int], kinds: list[str], ctx: Context) -> _OcrPass:
+    """Render each candidate page and OCR it, one page at a time, in page order: at most
+    ``ocr_max_pages`` pages go to tesseract, and none once less than OCR_RESERVE_S of the
+    document's deadline is left, so the text already read is still written."""
+    out = _OcrPass()
+    images = _PageImages(data, ctx)
+    if images.name is None:
+        out.untried = list(candidates)
+        return out
+    tesseract = "tesseract" in ctx.tools
+    sent = 0
+    try:
+        for i in candidates:
+            if sent >= ctx.limits.ocr_max_pages:
+                out.capped.append(i)
+                continue
+            left = _time_left(ctx)
+            if tesseract and left is not None and left <= 0:
+                out.stopped.append(i)
+                continue
+            if kinds[i] == "blank" and not images.has_content(i + 1):
+                out.blank.add(i)  # an empty page: nothing to render
+                continue
+            if kinds[i] == "short" and not images.has_content(i + 1, images_only=True):
+                continue  # a few words and drawings: the text layer is all there is to read
+            if not tesseract:  # a page to OCR, and no OCR: nothing rendered
+                out.untried.append(i)
+                continue
+            try:
+                image = images.image(i + 1)
+            except ToolFailed as e:
+                if e.kind == "timeout":
+                    out.stopped.append(i)
+                else:
+                    out.failed[i] = e.message
+                continue
+            if image is None:
+                out.blank.add(i)
+                continue
+            sent += 1
+            left = _time_left(ctx)
+            try:
+                got = ocr_image(image.pgm, ctx, dpi=image.dpi,
+                                timeout=None if left is None else max(0.1, left))
+            except ToolFailed as e:
+                if e.kind == "timeout":
+                    out.stopped.append(i)
+                else:
+                    out.failed[i] = e.message
+                continue
+            turned = 0
+            if (got.confidence or 0.0) < LOW_CONFIDENCE:
+                got, turned = _try_turned(image, got, ctx)
+            out.done[i] = (got, images.name, image.dpi, turned)
+    finally:
+        images.close()
+    return out
+
+
+def _try_turned(image: _PageImage, got: OcrText, ctx: Context) -> tuple[OcrText, int]:
+    """A page read with low confidence may be a scan lying on its side or upside down:
+    tesseract's orientation detection (``--psm 0``) says how far to turn it; the turned image
+    is read again and kept when its confidence is higher.  (Tesseract reads text turned 90°
+    itself, often well; 180° and 270° it reads as garbage.)"""
+    left = _time_left(ctx)
+    if left is not None and left <= OCR_RESERVE_S:  # two more tesseract runs would not fit
+        return got, 0
+    try:
+        degrees = detect_rotation(image.pgm, ctx, dpi=image.dpi,
+                                  timeout=None if left is None else max(0.1, left))
+        if degrees not in (90, 180, 270):
+            return got, 0
+        left = _time_left(ctx)
+        again = ocr_image(image.turned(degrees).pgm, ctx, dpi=image.dpi,
+                          timeout=None if left is None else max(0.1, left))
+    except ToolFailed:  # no orientation found, no time: the first reading stands
+        return got, 0
+    if (again.confidence or 0.0) > (got.confidence or 0.0):
+        return again, degrees
+    return got, 0
+
+
+def _time_left(ctx: Context) -> float | None:
+    """Seconds left of the document's deadline, less the reserve kept for writing the text
+    (OCR_RESERVE_S, or a tenth of a short ``tool_deadline_s``); None when the context has no
+    deadline."""
+    time_left = getattr(ctx, "time_left", None)
+    if not callable(time_left):
+        return None
+    return time_left() - min(OCR_RESERVE_S, 0.1 * ctx.limits.tool_deadline_s)
+
+
+def _page_list(indices: list[int]) -> str:
+    """``page 2`` or ``pages 2, 5, 7`` (1-based), at most MAX_PAGE_WARNINGS, then a count."""
+    shown = ", ".join(str(i + 1) for i in indices[:MAX_PAGE_WARNINGS])
+    more = len(indices) - MAX_PAGE_WARNINGS
+    return ("page " if len(indices) == 1 else "pages ") + shown + (
+        f" and {more} more" if more > 0 else "")
+
+
+def _finish(
+    doc: Document, sink: TextSink, ctx: Context, engine: str, got: _Extraction,
+    kinds: list[str], warnings: list[str],
+) -> ReadResult:
+    """The kept engine's pages, each page that needs it OCRed, annotations after each page;
+    the text into the sink and the provenance of every page into the meta."""
+    limits = ctx.limits
+    version = engine_version(engine, ctx)
+    texts = list(got.texts)
+    sources: list[dict[str, Any]] = []
+    for i, kind in enumerate(kinds):
+        entry: dict[str, Any] = {"page": i + 1, "source": "native", "engine": engine,
+                                 "version": version}
+        if i in got.failed:
+            entry["source"] = "failed"
+        sources.append(entry)
+    candidates = [i for i, k in enumerate(kinds) if k != "text" and i not in got.failed]
+    ocr = _ocr_pass(doc.data, candidates, kinds, ctx) if candidates else _OcrPass()
+    for i, (found, renderer, dpi, turned) in ocr.done.items():
+        read_chars, own_chars = _measure(found.text)[0], _measure(texts[i])[0]
+        if not read_chars:
+            sources[i]["ocr_unused"] = "read nothing"
+        elif kinds[i] == "short" and read_chars < 2 * own_chars:
+            # OCR of a few words drops and misreads letters ("Test" -> "est"): a short text
+            # layer stays unless OCR found text it lacks (a page number over a scan)
+            sources[i]["ocr_unused"] = "read no more than the text layer"
+        else:
+            texts[i] = _clean_page(found.text)
+            sources[i] = {"page": i + 1, "source": "ocr", "engine": "tesseract",
+                          "version": tesseract_version(ctx), "confidence": found.confidence,
+                          "renderer": renderer, "dpi": dpi}
+            if turned:
+                sources[i]["turned"] = turned
+    for i in ocr.blank:
+        sources[i]["blank"] = True
+    garbage = [i for i in candidates if kinds[i] == "garbage" and sources[i]["source"] != "ocr"]
+    for i in garbage:  # never stored: a page of glyphs without a Unicode mapping
+        ratio = printable_ratio(texts[i])
+        texts[i] = ""
+        sources[i] = {**sources[i], "source": "dropped",
+                      "reason": f"garbage text ({ratio:.0%} printable)"}
+    if garbage:
+        why = "" if "tesseract" in ctx.tools else f", not OCRed: {NEEDS_TESSERACT}"
+        warnings.append(f"{_page_list(garbage)}: garbage text dropped{why}")
+    why = NEEDS_TESSERACT if "tesseract" not in ctx.tools else "no renderer opens the file"
+    for pages, reason in ((ocr.untried, why), (ocr.capped, "ocr_max_pages reached"),
+                          (ocr.stopped, "the deadline was near")):
+        for i in pages:
+            sources[i]["not_ocred"] = reason
+    unread = [i for i in ocr.untried if kinds[i] == "blank"]
+    if unread:
+        warnings.append(f"{_page_list(unread)}: no text layer, not OCRed: {why}")
+    for i, message in sorted(ocr.failed.items())[:MAX_PAGE_WARNINGS]:
+        warnings.append(f"OCR page {i + 1}: {message}")
+    if len(ocr.failed) > MAX_PAGE_WARNINGS:
+        warnings.append(f"OCR failed on {len(ocr.failed) - MAX_PAGE_WARNINGS} more pages")
+    for i, notes in enumerate(got.notes):
+        if notes:
+            block = "\n".join(ANNOTATION_MARK + note for note in notes)
+            texts[i] = f"{texts[i]}\n{block}" if texts[i] else block
+            sources[i]["annotations"] = len(notes)
+    pages_ocr = sum(1 for s in sources if s["source"] == "ocr")
+    extractor = f"{engine}+tesseract" if pages_ocr else engine
+    meta = {**got.meta, "page_sources": sources, "pages_ocr": pages_ocr}
+    if not any(t.strip() for t in texts):
+        return ReadResult(extractor=extractor, meta={**meta, "empty_reason": NO_TEXT_LAYER},
+                          warnings=warnings)
+    _write_pages(sink, texts, extractor, meta, warnings)
+    caps: list[tuple[str, str]] = []
+    n = got.meta["pages"]
+    if n > limits.max_pages and not got.chars_full:
+        caps.append(("max_pages", f"{limits.max_pages} of {n} pages"))
+    if ocr.capped:
+        total = len(ocr.done) + len(ocr.failed) + len(ocr.capped)
+        caps.append(("ocr_max_pages", f"{limits.ocr_max_pages} of {total} pages to OCR"))
+    if ocr.stopped:
+        caps.append(("ocr_deadline", f"not OCRed: {_page_list(ocr.stopped)}"))
+    if caps:
+        for cap, detail in caps[1:]:
+            warnings.append(f"{cap} reached: {detail}")
+        raise CapReached(caps[0][0], caps[0][1], extractor=extractor, meta=meta,
+                         warnings=warnings)
+    return ReadResult(extractor=extractor, meta=meta, warnings=warnings)
+
+
 def _write_pages(
     sink: TextSink, texts: list[str], extractor: str, meta: dict[str, Any],
+    warnings: list[str],
 ) -> None:
-    """Pages into the sink separated by form feeds; a character cap keeps extractor and meta."""
+    """Pages into the sink separated by form feeds; a character cap keeps extractor, meta and
+    warnings."""
     try:
         for i, text in enumerate(texts):
             if i:
                 sink.write("\f")
             sink.write(text + "\n" if text else "")
     except CapReached as cap:
-        raise CapReached(cap.cap, cap.detail, extractor=extractor, meta=meta) from None
-
-
-def _ocr_pages(
-    data: bytes, pages: int, ctx: Context, warnings: list[str],
-) -> list[str]:
-    """Render pages 1…min(pages, ocr_max_pages) with pdftoppm, one at a time, and OCR each."""
-    limits = ctx.limits
-    pdf = ctx.tmpdir / "scanned.pdf"
-    pdf.write_bytes(data)
-    texts: list[str] = []
-    failures = 0
-    for n in range(1, min(pages, limits.ocr_max_pages) + 1):
-        prefix = ctx.tmpdir / f"page-{n}"
-        image = prefix.with_suffix(".png")
-        try:
-            res = ctx.run_tool([ctx.tools["pdftoppm"], "-r", str(limits.ocr_dpi), "-f", str(n),
-                                "-l", str(n), "-png", "-gray", "-singlefile", str(pdf),
-                                str(prefix)])
-            if res.returncode != 0 or not image.exists():
-                raise ToolFailed(f"pdftoppm: {_first_line(res.stderr) or 'no image'}")
-            texts.append(_clean_page(ocr_image_file(image, ctx)))
-        except ToolFailed as e:
-            if e.kind == "timeout":
-                raise
-            failures += 1
-            texts.append("")
-            warnings.append(f"OCR page {n}: {e.message}")
-        finally:
-            image.unlink(missing_ok=True)
-    pdf.unlink()
-    if texts and failures == len(texts):
-        raise ToolFailed(f"OCR failed on every page: {warnings[-1]}")
-    return texts
+        raise CapReached(cap.cap, cap.detail, extractor=extractor, meta=meta,
+                         warnings=warnings) from None
 
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     limits = ctx.limits
     meta: dict[str, Any] | None = None
     failures: list[str] = []
-    garbage = False
+    garbage: tuple[str, _Extraction, list[str]] | None = None  # the first all-garbage engine
     encrypted: EncryptedDocument | None = None
     for engine in _engine_chain(ctx):
         try:
@@ -619,30 +1215,33 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         if got.texts and len(got.errors) == len(got.texts):
             failures.append(f"{engine}: every page failed ({got.errors[0]})")
             continue
-        page_warnings = got.errors[:MAX_PAGE_WARNINGS]
-        if len(got.errors) > MAX_PAGE_WARNINGS:
-            page_warnings.append(f"{len(got.errors) - MAX_PAGE_WARNINGS} more pages failed")
-        warnings = [f"skipped {f}" for f in failures] + page_warnings
-        if not any(t.strip() for t in got.texts):
-            return _no_text(doc, sink, ctx, engine, got.meta, warnings)
-        ratio = printable_ratio("".join(got.texts))
-        if ratio < MIN_PRINTABLE:
-            garbage = True
-            failures.append(f"{engine}: garbage text ({ratio:.0%} printable)")
+        kinds = [page_kind(t) for t in got.texts]
+        if "text" not in kinds and "garbage" in kinds and not any(got.notes):
+            # nothing readable but glyphs without a Unicode mapping: another engine may map
+            # them (pdfminer and poppler read some fonts PDFium does not)
+            bad = "".join(t for t, k in zip(got.texts, kinds) if k == "garbage")
+            failures.append(f"{engine}: garbage text ({printable_ratio(bad):.0%} printable)")
+            garbage = garbage or (engine, got, kinds)
             continue
-        _write_pages(sink, got.texts, engine, got.meta)
-        n = got.meta["pages"]
-        if n > limits.max_pages and not got.chars_full:
-            raise CapReached("max_pages", f"{limits.max_pages} of {n} pages", extractor=engine,
-                             meta=got.meta)
-        return ReadResult(extractor=engine, meta=got.meta, warnings=warnings)
-    if garbage:
+        return _finish(doc, sink, ctx, engine, got, kinds, _warnings(failures, got))
+    if garbage is not None:
+        if "tesseract" in ctx.tools:  # the pages can still be read from their pixels
+            engine, got, kinds = garbage
+            return _finish(doc, sink, ctx, engine, got, kinds, _warnings(failures, got))
         if "pdftotext" not in ctx.tools:
             raise Unsupported(NEEDS_PDFTOTEXT)
         raise ReaderError(f"{GARBAGE}: " + "; ".join(failures))
     if encrypted is not None:  # no engine could open it without a password
         raise encrypted
     raise CorruptDocument(_unreadable_message(failures))
+
+
+def _warnings(failures: list[str], got: _Extraction) -> list[str]:
+    """Why earlier engines were passed over, then the pages the kept one failed on."""
+    page_warnings = got.errors[:MAX_PAGE_WARNINGS]
+    if len(got.errors) > MAX_PAGE_WARNINGS:
+        page_warnings.append(f"{len(got.errors) - MAX_PAGE_WARNINGS} more pages failed")
+    return [f"skipped {f}" for f in failures] + page_warnings
 
 
 def _unreadable_message(failures: list[str]) -> str:
@@ -653,39 +1252,20 @@ def _unreadable_message(failures: list[str]) -> str:
     return first if first.startswith("unreadable PDF") else f"unreadable PDF: {first}"
 
 
-def _no_text(
-    doc: Document, sink: TextSink, ctx: Context, engine: str, meta: dict[str, Any],
-    warnings: list[str],
-) -> ReadResult:
-    """Every page blank: OCR when pdftoppm and tesseract are present, else ``empty``."""
-    if not ("pdftoppm" in ctx.tools and "tesseract" in ctx.tools):
-        return ReadResult(extractor=engine, meta={**meta, "empty_reason": NO_TEXT_LAYER},
-                          warnings=warnings)
-    extractor = "pdftoppm+tesseract"
-    texts = _ocr_pages(doc.data, meta["pages"], ctx, warnings)
-    if not any(t.strip() for t in texts):
-        return ReadResult(extractor=extractor, meta={**meta, "empty_reason": NO_TEXT_LAYER},
-                          warnings=warnings)
-    _write_pages(sink, texts, extractor, meta)
-    if meta["pages"] > ctx.limits.ocr_max_pages:
-        raise CapReached("ocr_max_pages", f"{ctx.limits.ocr_max_pages} of {meta['pages']} pages",
-                         extractor=extractor, meta=meta)
-    return ReadResult(extractor=extractor, meta=meta, warnings=warnings)
-
-
 READER = Reader(
     name="pdf",
-    version=2,
+    version=3,
     mimes=("application/pdf",),
     extensions=(".pdf",),
     tools=("pdftotext", "pdftoppm", "tesseract"),
     uses_tool_deadline=True,
     settings=("pdf_engines", "max_pages", "ocr_max_pages", "ocr_dpi"),
     read=read,
+    libraries=("pypdfium2", "pdfplumber"),
 )
 
 
-# --------------------------------------------------------------- child mode and its parent
+# ------------------------------------------------------------------------------ child mode
 
 def pdftext_main(argv: list[str], stdin: BinaryIO, stdout: TextIO) -> int:
     """``bastion pdftext [-max-pages N] [-engine NAME] < file.pdf``: the protocol as JSON lines.
@@ -731,62 +1311,3 @@ def pdftext_main(argv: list[str], stdin: BinaryIO, stdout: TextIO) -> int:
         print(f"pdftext: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     return 0
-
-
-@dataclass
-class PdfDoc:
-    """A document as the parent reads it back from the child's lines."""
-
-    pages: int  # in the document, not only those extracted
-    title: str | None
-    outline: list[dict[str, Any]]
-    texts: list[str]  # text of pages 1…, "" for a failed page
-    failed: dict[int, str]  # page number -> error
-    empty_reason: str | None = None  # NO_TEXT_LAYER when every extracted page is blank
-
-
-def parse_pdftext_output(stdout: bytes, returncode: int, stderr: bytes) -> PdfDoc:
-    """The parent's side of the protocol: exit code and lines to a :class:`PdfDoc` or an error."""
-    if returncode == 3:
-        raise EncryptedDocument(ENCRYPTED)
-    why = _first_line(stderr)
-    if returncode != 0:
-        if not why:
-            why = (f"killed by signal {-returncode}" if returncode < 0
-                   else f"pdftext exit {returncode}")
-        raise CorruptDocument(f"unreadable PDF: {why}")
-    try:
-        lines = stdout.decode("utf-8").splitlines()
-        meta = json.loads(lines[0])["meta"]
-        doc = PdfDoc(int(meta["pages"]), meta.get("title") or None, list(meta["outline"]),
-                     [], {})
-        for n, line in enumerate(lines[1:], 1):
-            event = json.loads(line)
-            if event["page"] != n:
-                raise ValueError(f"page {event['page']} out of order")
-            if "error" in event:
-                doc.failed[n] = str(event["error"])
-                doc.texts.append("")
-            else:
-                doc.texts.append(str(event["text"]))
-    except (ValueError, KeyError, IndexError, TypeError) as e:
-        raise CorruptDocument(f"unreadable PDF: {why or f'bad pdftext output ({e})'}") from None
-    if not any(t.strip() for t in doc.texts):
-        doc.empty_reason = NO_TEXT_LAYER
-    return doc
-
-
-def run_pdftext(argv: list[str], data: bytes, *, timeout: float, max_output: int) -> PdfDoc:
-    """Run a ``pdftext`` child (``argv`` up to and including its flags) on ``data``, killed
-    with its process group at ``timeout`` or past ``max_output`` bytes, and parse its lines."""
-    from .runtime import run_tool
-
-    try:
-        result = run_tool(argv, input=data, timeout=timeout, max_output=max_output)
-    except ToolFailed as e:
-        if e.kind == "timeout":
-            raise ReaderError(TIMED_OUT, kind="timeout") from None
-        raise
-    if result.truncated:
-        raise ReaderError(OVER_OUTPUT, kind="output_limit")
-    return parse_pdftext_output(result.stdout, result.returncode, result.stderr)

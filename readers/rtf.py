@@ -29,6 +29,7 @@ import re
 
 from .base import Context, Document, Reader, ReadResult, TextSink
 from .errors import CapReached, CorruptDocument
+from .xmlsafe import clean
 
 _FLUSH = 1 << 16  # characters buffered before one sink write
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -44,12 +45,11 @@ _TOKEN = re.compile(
 )
 
 SKIP_DESTINATIONS = frozenset({
-    "fonttbl", "colortbl", "stylesheet", "info", "pict", "object", "header", "footer",
-    "headerl", "headerr", "headerf", "footerl", "footerr", "footerf", "themedata",
+    "fonttbl", "colortbl", "stylesheet", "info", "pict", "object", "shprslt", "themedata",
     "colorschememapping", "datastore", "latentstyles", "listtable", "listoverridetable",
     "rsidtbl", "generator", "xmlnstbl", "filetbl", "revtbl", "fldinst", "bkmkstart",
     "bkmkend", "pn", "nonshppict", "shppict", "shpinst", "objdata", "field_inst",
-    "userprops", "docvar", "xe", "tc", "private", "annotation", "atnid", "atnauthor",
+    "userprops", "docvar", "xe", "tc", "private", "atnid",
     "comment", "ftnsep", "ftnsepc", "ftncn", "aftnsep", "aftnsepc", "aftncn", "mmathPr",
     "protusertbl", "pgdsctbl", "wgrffmtfilter", "passwordhash", "template",
 })
@@ -62,7 +62,7 @@ _SYMBOLS: dict[str, str] = {
     "zwbo": "\u200b", "ltrmark": "\u200e", "rtlmark": "\u200f",
 }
 _CONTROL_SYMBOLS: dict[bytes, str] = {
-    b"\\": "\\", b"{": "{", b"}": "}", b"~": "\u00a0", b"_": "\u2011", b"\n": "\n",
+    b"\\": "\\", b"{": "{", b"}": "}", b"~": "\u00a0", b"_": "-", b"\n": "\n",
     b"\r": "\n", b"\t": "\t",
 }
 # \fcharsetN -> code page (Windows GDI charsets)
@@ -74,13 +74,19 @@ _CHARSETS: dict[int, str] = {
 
 
 (_BIN, _DEST, _FONT, _FCHARSET, _CPG, _UNICODE, _UC, _SYMBOL, _CELL, _ROW, _ANSICPG, _CHARSET,
- _DEFF) = range(1, 14)
+ _DEFF, _HEADER, _FOOTER, _SHPTXT, _ANNOT, _ATNAUTHOR) = range(1, 19)
+# header and footer groups: kept apart from the body, written after it
+_HEADERS = ("header", "headerl", "headerr", "headerf")
+_FOOTERS = ("footer", "footerl", "footerr", "footerf")
 _ANSI_CHARSETS = {b"mac": "mac_roman", b"pc": "cp437", b"pca": "cp850"}
 # control word -> what it does; a word not here only formats, and is passed over
 _ACTIONS: dict[bytes, int] = {
     b"bin": _BIN, b"f": _FONT, b"fcharset": _FCHARSET, b"cpg": _CPG, b"u": _UNICODE,
     b"uc": _UC, b"cell": _CELL, b"nestcell": _CELL, b"row": _ROW, b"nestrow": _ROW,
-    b"ansicpg": _ANSICPG, b"deff": _DEFF,
+    b"ansicpg": _ANSICPG, b"deff": _DEFF, b"shptxt": _SHPTXT, b"annotation": _ANNOT,
+    b"atnauthor": _ATNAUTHOR,
+    **{w.encode(): _HEADER for w in _HEADERS},
+    **{w.encode(): _FOOTER for w in _FOOTERS},
     **{w.encode(): _DEST for w in SKIP_DESTINATIONS},
     **{w.encode(): _SYMBOL for w in _SYMBOLS},
     **{w: _CHARSET for w in _ANSI_CHARSETS},
@@ -137,15 +143,31 @@ class _Out:
             text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
         if text:
             self.last = text[-1]
-        self.sink.write(text)
+        self.sink.write(clean(text))
 
 
-def _convert(data: bytes, start: int, out: _Out, max_parts: int) -> str:
-    """Tokenize ``data`` from ``start`` into ``out``; returns the document code page."""
+def _convert(data: bytes, start: int, out: _Out, max_parts: int,
+             apart: dict[int, list[str]] | None = None, max_apart: int = 1 << 24) -> str:
+    """Tokenize ``data`` from ``start`` into ``out``; returns the document code page.  The
+    text of header and footer groups goes to ``apart[_HEADER]`` / ``apart[_FOOTER]``
+    (at most ``max_apart`` characters in all) instead."""
     ansi = "cp1252"
     fonts: dict[int, str] = {}  # font number -> code page
     deff = -1
-    stack: list[tuple[bool, int, int, bool]] = []
+    stack: list[tuple[bool, int, int, bool, int]] = []
+    target = 0  # 0: the body; _HEADER, _FOOTER, _ANNOT, _ATNAUTHOR inside such a group
+    apart = apart if apart is not None else {}
+    for key in (_HEADER, _FOOTER, _ANNOT, _ATNAUTHOR):
+        apart.setdefault(key, [])
+    comments: list[str] = []  # finished annotations, written after their paragraph
+    apart_size = [0]
+    body_put = out.put
+
+    def apart_put(s: str) -> None:
+        if apart_size[0] < max_apart:
+            apart[target].append(s)
+            apart_size[0] += len(s)
+
     skip = False  # inside a destination with no body text
     uc = 1  # fallback characters after \uN
     font = -1
@@ -194,10 +216,27 @@ def _convert(data: bytes, start: int, out: _Out, max_parts: int) -> str:
                 skip_fallback = 0
                 star = False
                 if m.group(5) == b"{":
-                    stack.append((skip, uc, font, fonttbl))
+                    stack.append((skip, uc, font, fonttbl, target))
                     continue
                 if stack:
-                    skip, uc, font, fonttbl = stack.pop()
+                    skip, uc, font, fonttbl, was = stack.pop()
+                    if was != target:
+                        if target == _ANNOT:  # an annotation ended: its line is due
+                            body = " ".join("".join(apart[_ANNOT]).split())
+                            author = " ".join("".join(apart[_ATNAUTHOR]).split())
+                            apart_size[0] -= sum(len(x) for x in apart[_ANNOT])
+                            apart_size[0] -= sum(len(x) for x in apart[_ATNAUTHOR])
+                            apart[_ANNOT].clear()
+                            apart[_ATNAUTHOR].clear()
+                            if body:
+                                comments.append(f"[comment: {author}] {body}" if author
+                                                else f"[comment] {body}")
+                                if len(comments) > max_parts:
+                                    out.flush()
+                                    raise CapReached("max_parts", f"{max_parts} annotations "
+                                                                  "in one paragraph")
+                        target = was
+                        put = apart_put if target else body_put
                 if not stack:  # the outer group closed: the document ends
                     pos = n
                     break
@@ -251,6 +290,17 @@ def _convert(data: bytes, start: int, out: _Out, max_parts: int) -> str:
             elif act == _UC:
                 if param is not None:
                     uc = max(0, int(param))
+            elif act == _SHPTXT:  # a shape's text, inside the skipped shape instructions
+                skip = False
+            elif act in (_HEADER, _FOOTER):
+                if not skip:
+                    target = act
+                    put = apart_put
+            elif act in (_ANNOT, _ATNAUTHOR):  # starred: read unless its group is skipped
+                if stack and not stack[-1][0] and target == 0:
+                    skip = False
+                    target = act
+                    put = apart_put
             elif act == _FONT:
                 if param is not None:
                     font = int(param)
@@ -261,6 +311,10 @@ def _convert(data: bytes, start: int, out: _Out, max_parts: int) -> str:
                 put(_SYMBOLS[word])
                 if word == "par":
                     cells = 0
+                    if comments and target == 0:
+                        for line in comments:
+                            put(line + "\n")
+                        comments.clear()
             elif act == _CELL:
                 cells += 1
                 if cells > max_parts:
@@ -283,6 +337,8 @@ def _convert(data: bytes, start: int, out: _Out, max_parts: int) -> str:
             pos = n
     if pending:
         decode()
+    if comments:
+        put("\n" + "\n".join(comments) + "\n")
     return ansi
 
 
@@ -292,9 +348,21 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     if not data.startswith(b"{\\rtf", start):
         raise CorruptDocument("not an RTF document (no {\\rtf header)")
     out = _Out(sink)
+    apart: dict[int, list[str]] = {}
     try:
-        codepage = _convert(data, start, out, ctx.limits.max_parts)
+        codepage = _convert(data, start, out, ctx.limits.max_parts, apart, ctx.limits.max_chars)
         out.flush(final=True)
+        for kind, heading in ((_HEADER, "## header"), (_FOOTER, "## footer")):
+            text = "".join(apart[kind])
+            if _SURROGATE.search(text):
+                text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+            seen: list[str] = []
+            for line in text.split("\n"):
+                line = line.strip()
+                if line and line not in seen:
+                    seen.append(line)
+            if seen:
+                sink.write(clean("\n".join([heading] + seen) + "\n"))
     except CapReached as cap:
         cap.extractor = cap.extractor or "rtf"
         raise
@@ -303,7 +371,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="rtf",
-    version=1,
+    version=2,
     mimes=("application/rtf", "text/rtf"),
     extensions=(".rtf",),
     read=read,

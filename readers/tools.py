@@ -21,12 +21,14 @@ import shutil
 from dataclasses import dataclass
 
 from .errors import ToolFailed
-from .runtime import RunningTool
+from .toolrun import RunningTool
 
 KNOWN_TOOLS: dict[str, list[str]] = {
     "pdftotext": ["-v"],
     "pdftoppm": ["-v"],
     "tesseract": ["--version"],
+    "7zz": ["--help"],  # 7-Zip (Debian 7zip): 7z archives
+    "7z": ["--help"],  # p7zip's 7z, when 7zz is absent
 }
 
 _VERSION_RE = re.compile(rb"(\d+\.\d+(?:\.\d+)?)")

@@ -1,19 +1,24 @@
 """A worker: the child process that reads documents, many in a row.
 
-Started by :class:`readers.runtime.WorkerPool` as ``python -I -c …`` with one JSON argument
-(its private directory and the limits).  It enters the sandbox first, then loads the readers
-once and answers one JSON line per job line::
+Started by :class:`readers.pool.WorkerPool` as ``python -I -S -c …`` with one JSON argument
+(its private directory, the limits, how it holds its descendants).  It enters the sandbox
+first, then loads the readers once and answers one JSON line per job.  Jobs come on a
+``SOCK_SEQPACKET`` socket, one message each, with the document's read-only descriptor attached
+(``SCM_RIGHTS``: the parent opened the file, so the worker needs no access to its path)::
 
-    job    {"id": 7, "path": "/root/a.pdf", "name": "a.pdf", "mime": "application/pdf",
-            "sha256": "…", "size": 1234, "tools": {"pdftotext": "/usr/bin/pdftotext"},
-            "deadline": 300}
+    job    {"id": 7, "name": "a.pdf", "mime": "application/pdf", "sha256": "…", "size": 1234,
+            "tools": {"pdftotext": "/usr/bin/pdftotext"}, "deadline": 300}
+           (no descriptor and "open_error": "…" when the parent could not open it)
     result {"id": 7, "status": "ok", "extractor": "pdftotext", "chars": 99, "text": "t7.txt",
             "error": null, "error_kind": null, "limit": null, "meta": {…}, "warnings": [],
             "rss": 51234816, "fatal": false}
 
 ``text`` names a file in the worker's directory holding the normalised UTF-8 text (written
-here; the parent moves it into the store and makes it durable with one ``syncfs`` per batch).  ``fatal`` asks the parent to replace this
-worker (after a MemoryError the interpreter's state is suspect).
+here; the parent moves it into the store and makes it durable with one ``syncfs`` per
+batch).  ``fatal`` asks the parent to replace this worker (after a MemoryError the
+interpreter's state is suspect).  The first line, before any job, is ``{"ready": true,
+"contained": …, "pid": …}``: how it holds what its readers start
+(:func:`readers.procs.containment`) and its pid as the pool numbers it.
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import sys
 import time
+from array import array
 from pathlib import Path
 from typing import Any
 
 READ_CHUNK = 1 << 20
+MAX_JOB = 1 << 20  # bytes of one job message (a path, a name, the tools)
 
 
 def _rss() -> int:
@@ -38,16 +46,11 @@ def _rss() -> int:
         return 0
 
 
-def _read_checked(path: str, size: int, sha256: str) -> bytes:
-    """The file's bytes, or ChangedSinceWalk when they are not what the walk hashed."""
+def _read_checked(fd: int, size: int, sha256: str) -> bytes:
+    """The bytes of the document the parent opened (``fd``, closed here), or ChangedSinceWalk
+    when they are not what the walk hashed."""
     from .errors import ChangedSinceWalk
 
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise ChangedSinceWalk("file disappeared since the walk") from None
-    except OSError as e:
-        raise ChangedSinceWalk(f"cannot open: {e.strerror}") from None
     try:
         import stat
 
@@ -76,22 +79,27 @@ def _read_checked(path: str, size: int, sha256: str) -> bytes:
     return data
 
 
-def handle(job: dict[str, Any], workdir: Path, limits, seq: int) -> dict[str, Any]:
+def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
+           seq: int) -> dict[str, Any]:
     from .base import Document
-    from .dispatch import Outcome, read_document
-    from .errors import ReaderError
-    from .runtime import LocalContext
+    from .context import LocalContext
+    from .dispatch import Outcome, read_document, read_nested
+    from .errors import ChangedSinceWalk, ReaderError
 
     result: dict[str, Any] = {"id": job["id"], "fatal": False, "text": None}
     scratch = workdir / f"job{seq}"  # made only if the reader asks for it (ctx.tmpdir)
     try:
         try:
-            data = _read_checked(os.fsencode(job["path"]), job["size"], job["sha256"])
+            if fd is None:  # the parent could not open it
+                raise ChangedSinceWalk(job.get("open_error") or "no document descriptor")
+            owned, fd = fd, None  # _read_checked closes it
+            data = _read_checked(owned, job["size"], job["sha256"])
         except ReaderError as e:
             outcome = Outcome("error", extractor=None, error=e.message, error_kind=e.kind)
         else:
             ctx = LocalContext(limits, job.get("tools") or {}, scratch,
-                               deadline=time.monotonic() + float(job.get("deadline", 60)))
+                               deadline=time.monotonic() + float(job.get("deadline", 60)),
+                               nested=read_nested)
             outcome = read_document(Document(data, job["name"], job["mime"]), ctx)
             outcome.meta["tools_used"] = sorted(ctx.tools_used)
             del data
@@ -106,6 +114,8 @@ def handle(job: dict[str, Any], workdir: Path, limits, seq: int) -> dict[str, An
         outcome = Outcome("error", error=f"reader failed: {type(e).__name__}: {e}"[:500],
                           error_kind="internal")
     finally:
+        if fd is not None:
+            os.close(fd)
         if os.path.lexists(scratch):
             shutil.rmtree(scratch, ignore_errors=True)
     if outcome.status == "ok":
@@ -140,11 +150,18 @@ def handle(job: dict[str, Any], workdir: Path, limits, seq: int) -> dict[str, An
 def main() -> None:
     config = json.loads(sys.argv[1])
     workdir = Path(config["dir"])
-    from .base import Limits
-    from .runtime import enter_sandbox
+    from .procs import contain_descendants, host_pid
 
+    # first, before anything else runs: nothing a reader starts may outlive this worker
+    contained = contain_descendants(config.get("contain", ""))
+    from .base import Limits
+    from .sandbox import bind_worker_dir, enter_sandbox
+
+    if config.get("bind"):  # it gives up root: its directory where its user can reach it
+        workdir = bind_worker_dir(config["bind"])
+    user = config.get("user")
     limits = Limits.from_dict(config["limits"])
-    jobs, results, _abi = enter_sandbox(workdir, limits)
+    jobs, results, _abi = enter_sandbox(workdir, limits, tuple(user) if user else None)
     sys.setrecursionlimit(10_000)
     import importlib
 
@@ -154,24 +171,28 @@ def main() -> None:
     if extras:  # readers added by the embedding program (the tests' misbehaving readers)
         dispatch.REGISTRY = extras + dispatch.REGISTRY
 
-    results.write(b'{"ready": true}\n')
+    ready = {"ready": True, "contained": contained, "pid": host_pid()}
+    results.write(json.dumps(ready).encode() + b"\n")
     seq = 0
-    buf = b""
+    room = socket.CMSG_SPACE(4 * array("i").itemsize)
     while True:
-        chunk = jobs.read(1 << 16)
-        if not chunk:
-            return
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            seq += 1
-            result = handle(json.loads(line), workdir, limits, seq)
-            out = json.dumps(result, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
-            view = memoryview(out)
-            while view:
-                view = view[results.write(view):]
-            if result["fatal"]:
-                os._exit(0)
+        line, ancillary, flags, _ = jobs.recvmsg(MAX_JOB, room, socket.MSG_CMSG_CLOEXEC)
+        if not line:
+            return  # the pool closed its end
+        fds = array("i")
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) > 1:
+            os._exit(2)  # not the pool's protocol: the pool sees this worker die
+        seq += 1
+        result = handle(json.loads(line), fds[0] if fds else None, workdir, limits, seq)
+        out = json.dumps(result, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+        view = memoryview(out)
+        while view:
+            view = view[results.write(view):]
+        if result["fatal"]:
+            os._exit(0)
 
 
 if __name__ == "__main__":

@@ -193,6 +193,21 @@ def one_line(s: str) -> str:
     return s
 
 
+# Format characters that change no word a reader sees: the soft hyphen (U+00AD, shown only at a
+# line break), the zero-width space and word joiner (U+200B, U+2060: invisible break hints) and
+# U+FEFF (a stray byte-order mark) are removed; the non-breaking hyphen (U+2011) becomes ``-``.
+# Joiners (U+200C/U+200D) and direction marks carry meaning (shaping, bidi) and are kept.
+FORMAT_CHARS = {0x00AD: None, 0x200B: None, 0x2060: None, 0xFEFF: None, 0x2011: "-"}
+_FORMAT_RE = re.compile("[\u00ad\u200b\u2060\ufeff\u2011]")
+
+
+def clean(s: str) -> str:
+    """``s`` with the format characters of :data:`FORMAT_CHARS` removed or replaced."""
+    if s.isascii() or not _FORMAT_RE.search(s):
+        return s
+    return s.translate(FORMAT_CHARS)
+
+
 def to_int(value: str | None, default: int = 0) -> int:
     """An integer attribute, or ``default`` when absent or not a number."""
     if not value:
@@ -209,13 +224,14 @@ _PARA, _ROW, _CELL = 0, 1, 2
 class _Frame:
     """An open paragraph, row or cell: its parts and, for a paragraph, the lines it defers."""
 
-    __slots__ = ("kind", "parts", "deferred", "pending")
+    __slots__ = ("kind", "parts", "deferred", "pending", "label")
 
     def __init__(self, kind: int) -> None:
         self.kind = kind
         self.parts: list[str] = []
         self.deferred: list[str] = []
         self.pending = 0  # a row's empty cells not yet materialised
+        self.label = ""  # a paragraph's list label ("1. ", "• "), shown if it has text
 
     def text(self) -> str:
         if self.kind == _ROW:
@@ -265,15 +281,26 @@ class Flow:
     def open_para(self) -> None:
         self._push(_PARA)
 
+    def set_label(self, label: str) -> None:
+        """Give the open paragraph a list label, written before its text (if it has any)."""
+        if self.frames and self.frames[-1].kind == _PARA:
+            self.frames[-1].label = label
+
     def close_para(self) -> None:
         if not self.frames or self.frames[-1].kind != _PARA:
             return
         frame = self._pop()
         line = "".join(frame.parts)
         if line and not line.isspace():
-            self.emit(line)
+            self.emit(frame.label + line if frame.label else line)
         for d in frame.deferred:
             self.emit(d)
+
+    def lines(self, text: str) -> None:
+        """Emit every non-blank line of ``text`` (an embedded document's text, a block)."""
+        for line in text.splitlines():
+            if line and not line.isspace():
+                self.emit(line)
 
     def open_row(self) -> None:
         self._push(_ROW)
@@ -340,6 +367,8 @@ class Flow:
         if self.pending_heading is not None:
             sink.write(self.pending_heading + "\n")
             self.pending_heading = None
+        if not line.isascii():
+            line = clean(line)
         line += "\n"
         if repeat > 1:
             room = sink.max_chars - sink.chars

@@ -19,7 +19,7 @@ from .config import (DEFAULT_MANIFEST, JOBS_PER_CORE, PrerequisiteError, RunConf
                      forget_manifests, jobs_error, load)
 from .fsio import LockedError, OutputError, OutputLock
 
-EXIT_OK, EXIT_INVALID, EXIT_ERRORS = 0, 1, 2
+EXIT_OK, EXIT_INVALID, EXIT_ERRORS, EXIT_PARTIAL = 0, 1, 2, 3
 # Files handed to doit per run: doit holds ~5 KB per task, so a first run of a million files
 # goes through in slices of this many and the parent's memory stays bounded.
 EXTRACT_SLICE = 20_000
@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bastion",
         description="Turn a tree of untrusted files into clean, searchable plain text.",
         epilog="exit codes: 0 done, 1 refused (usage, manifest, signature, output), "
-               "2 done with error records")
+               "2 done with error records, 3 done but the walk could not read everything")
     parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _stage_parser(sub, "walk", "walk the manifest's roots into walk.jsonl",
@@ -233,7 +233,10 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
         backends = {"BACKEND": {doitdb.NAME: doitdb.LOCATION}}
         with _no_plugin_scan():
             while True:  # one doit run per slice of files to extract (RunConfig.slice)
-                rc = DoitMain(ModuleTaskLoader(pipeline.namespace(run)),
+                # config_filenames=(): the pyproject.toml or doit.cfg of the directory the
+                # command runs in is the user's, not bastion's (a broken or foreign one
+                # must not change or stop a run)
+                rc = DoitMain(ModuleTaskLoader(pipeline.namespace(run)), config_filenames=(),
                               extra_config=backends).run(argv)
                 if rc != 0 or not run.more:
                     break
@@ -243,15 +246,26 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
         OutputLock.release_all()
     if rc != 0:
         return EXIT_INVALID
+    from .walk import describe_problems
+
     code = EXIT_OK
+    # the final summary and the walk's problems are printed even under -q (which silences
+    # the progress display only)
+    walked = run.walk_summary or {}
+    problems = describe_problems(walked, out) if walked else None
     if "extract" in stages:
         summary = run.summary.to_json() if run.summary is not None else {}
         if summary.get("counts", {}).get("error"):
             code = EXIT_ERRORS
-        # the final summary is printed even under -q (which silences the progress only)
+        if problems:
+            print(problems, file=sys.stderr)
         print(pipeline.describe_extract(summary, out), file=sys.stderr)
     else:
         print(pipeline.describe_walk(run.walk_summary, out), file=sys.stderr)
+        if problems:
+            print(problems, file=sys.stderr)
+    if walked.get("partial"):
+        code = EXIT_PARTIAL  # like rsync's "partial transfer": docs/architecture.md
     return code
 
 

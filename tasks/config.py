@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .fsio import STATE_DIR
 from .manifest import Manifest, parse_manifest, read_manifest_bytes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -193,3 +194,14 @@ def output_dir(cfg: RunConfig, manifest: Manifest) -> Path:
     raise PrerequisiteError(
         f"{manifest.path.name} has {len(manifest.roots)} roots: give the output directory "
         "(--out DIR, or out=DIR for doit)")
+
+
+def doit_db(cfg: RunConfig) -> str:
+    """Where doit keeps its database: under the output directory's state dir when known."""
+    try:
+        _, out = load(cfg)
+    except Exception:  # noqa: BLE001 — the tasks report a bad manifest or output themselves
+        return ".doit.db"
+    # nothing is created here: a listing command (doit list) must leave no trace, and the
+    # backend makes the directory when it first writes
+    return str(out / STATE_DIR / "doit.json")

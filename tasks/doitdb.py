@@ -79,8 +79,7 @@ class DumpDB(_DoitDumpDB):
             # doit gives dumpdb no dodo config: find bastion's database from the variables
             from doit import get_var
 
-            from .config import RunConfig
-            from .pipeline import doit_db
+            from .config import RunConfig, doit_db
 
             dep_file = Path(doit_db(RunConfig.from_vars(get_var)))
         try:

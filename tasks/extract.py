@@ -35,13 +35,58 @@ class Tally:
     error_kinds: dict[str, int] = field(default_factory=dict)
     limits_hit: dict[str, int] = field(default_factory=dict)
     pages_ocr: int = 0
+    not_yet: int = 0  # files of a partial run not extracted yet
     referenced: set[str] = field(default_factory=set)  # store stems the records name
+
+    @classmethod
+    def of_summary(cls, prev: dict[str, Any]) -> "Tally":
+        """The counts of an earlier summary (a run with nothing to do keeps them)."""
+        counts = dict(prev.get("counts") or {})
+        records = int(prev.get("records", 0))
+        return cls(records=records, counts=counts,
+                   reused=records - int(counts.get(Status.SKIPPED.value, 0)),
+                   chars=int(prev.get("chars", 0)),
+                   error_kinds=dict(prev.get("error_kinds") or {}),
+                   limits_hit=dict(prev.get("limits_hit") or {}),
+                   pages_ocr=int(prev.get("pages_ocr", 0)))
+
+    def remove(self, rec: dict[str, Any]) -> None:
+        """Take out an earlier record (a parsed extract.jsonl line) from the counts."""
+        status = rec.get("status")
+        self.records -= 1
+        self.counts[status] = self.counts.get(status, 0) - 1
+        if status == Status.SKIPPED.value:
+            return
+        self.reused -= 1  # every kept record counts as reused; this one is not kept
+        self.chars -= rec.get("chars") or 0
+        self.pages_ocr -= rec.get("pages_ocr") or 0
+        for field_, name in ((self.error_kinds, "error_kind"), (self.limits_hit, "limit")):
+            value = rec.get(name)
+            if value:
+                field_[value] = field_.get(value, 0) - 1
+                if field_[value] <= 0:
+                    del field_[value]
+
+    def merge(self, other: "Tally") -> None:
+        """Add another tally's counts (the fresh records of a change)."""
+        self.records += other.records
+        for k, n in other.counts.items():
+            self.counts[k] = self.counts.get(k, 0) + n
+        self.reused += other.reused
+        self.chars += other.chars
+        self.pages_ocr += other.pages_ocr
+        for mine, theirs in ((self.error_kinds, other.error_kinds),
+                             (self.limits_hit, other.limits_hit)):
+            for k, n in theirs.items():
+                mine[k] = mine.get(k, 0) + n
+        self.referenced |= other.referenced
 
     def add(self, rec: ExtractRecord) -> None:
         v = rec.verdict
         self.records += 1
         self.counts[v.status.value] += 1
         if v.status is Status.SKIPPED:
+            self.not_yet += v.error == NOT_YET
             return
         self.reused += rec.reused
         self.chars += v.chars
@@ -162,3 +207,34 @@ def rewrite_record(path: Any, item: Any) -> None:
                     v=_plan.EXTRACT_VERSION, reused=False))
 
     atomic_write(path, lines())
+
+
+def summarize(manifest: Any, walk_digest: str | None, tally: Tally, *, extracted: int,
+              removed: int, tools: Mapping[str, Any], workers: int, started: int, killed: int,
+              no_external: bool, started_at: float, duration_s: float) -> ExtractSummary:
+    """The summary of a run from its tally and its facts."""
+    import time
+
+    return ExtractSummary(
+        manifest=str(manifest.path), manifest_digest=manifest.digest,
+        walk_manifest_digest=walk_digest, records=tally.records, counts=tally.counts,
+        reused=tally.reused, extracted=extracted, chars=tally.chars,
+        error_kinds=dict(sorted(tally.error_kinds.items())),
+        limits_hit=dict(sorted(tally.limits_hit.items())), pages_ocr=tally.pages_ocr,
+        removed=removed,
+        tools=[ToolInfo(t.name, t.path, t.version, t.identity)
+               for t in sorted(tools.values(), key=lambda t: t.name)],
+        no_external=no_external, workers=workers, workers_started=started,
+        workers_killed=killed,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
+        duration_s=round(duration_s, 3), extract_version=_plan.EXTRACT_VERSION)
+
+
+def write_records(out: Any, plan: Plan, verdicts: Mapping[tuple[str, str], Verdict],
+                  produced: Mapping[tuple[str, str], Verdict]) -> Tally:
+    """Write extract.jsonl (atomically, streamed) and return its tally."""
+    from .records import write_jsonl
+
+    tally = Tally()
+    write_jsonl(out / "extract.jsonl", build_records(plan, verdicts, produced, tally))
+    return tally

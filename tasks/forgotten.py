@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Container, Iterable
 
 from .fsio import unlink, write_json
 
@@ -32,3 +33,18 @@ def set_forgotten(state_dir: Path, names: set[str]) -> None:
         write_json(path, sorted(names))
     else:
         unlink(path)
+
+
+
+def trim_forgotten(state_dir: Path, names: set[str], items: Iterable, produced: Container) -> None:
+    """Drop from the list the tasks this run extracted again (``ALL`` becomes the names of
+    the files it did not reach)."""
+    from .names import task_name
+
+    def name(i: Any) -> str:
+        return f"extract:{task_name(i.root, i.path)}"
+
+    items = list(items)
+    done = {name(i) for i in items if (i.sha256, i.key) in produced}
+    left = ({name(i) for i in items} if ALL in names else names) - done
+    set_forgotten(state_dir, left)

@@ -16,24 +16,27 @@ address: a manifest can only point at local directories, select files in them by
 tighten or loosen the numeric budgets of :class:`readers.base.Limits`.
 
 Glob patterns (``include`` / ``exclude``) are matched against a file's POSIX path relative to
-its root, case-sensitively; see :func:`glob_match`.
+its root, case-sensitively; the language and its compiled form, the walk's Selector, are in
+:mod:`tasks.globs` (:func:`glob_match` is re-exported here).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 import os
 import re
 import stat
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
 
-from readers.base import GiB, KiB, Limits, MiB
+from readers.base import GiB, KiB, Limits, MiB, limit_kinds
+
+from .globs import compile_glob
+from .globs import dir_excluded, glob_match, path_excluded, root_selects  # noqa: F401
 
 MAX_MANIFEST_BYTES = 1 * MiB
 VERSION = 1
@@ -50,14 +53,6 @@ _SIZE_UNITS = {"": 1, "B": 1, "KiB": KiB, "MiB": MiB, "GiB": GiB, "TiB": 1024 * 
 _TOP_KEYS = ("version", "roots", "stages", "limits", "output_mode")
 OUTPUT_MODES = ("private", "group")  # tasks/outdir.py: 0700/0600 or 0750/0640, never wider
 _ROOT_KEYS = ("name", "path", "include", "exclude", "follow_symlinks", "one_file_system")
-_SECONDS_KEYS = ("deadline_s", "tool_deadline_s")
-_SIZE_KEYS = ("max_file_bytes", "max_output_bytes", "memory_bytes", "max_member_bytes",
-              "max_xml_bytes")
-_COUNT_KEYS = ("max_chars", "max_parts", "max_pages", "ocr_max_pages", "ocr_dpi")
-_LIMIT_KEYS = ("max_file_bytes",) + tuple(
-    f.name for f in fields(Limits) if f.name != "stderr_bytes"
-)
-
 _STR = "tag:yaml.org,2002:str"
 _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
@@ -151,7 +146,7 @@ def parse_manifest(data: bytes, path: Path) -> Manifest:
     v = _Validator(path.name)
     if len(data) > MAX_MANIFEST_BYTES:
         raise v.error(f"the manifest is over the {MAX_MANIFEST_BYTES // MiB} MiB limit")
-    node = v.compose(data)
+    node = _compose(data, v.file)
     return v.manifest(node, path, hashlib.sha256(data).hexdigest())
 
 
@@ -179,6 +174,42 @@ class _StrictLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+def _compose(data: bytes, file: str) -> yaml.Node:
+    """The manifest's YAML node tree, or ManifestError (not UTF-8, a YAML error, a tag,
+    an anchor or an alias, empty)."""
+
+    def error(problem: str, line: int | None = None) -> ManifestError:
+        return ManifestError(problem, line=line, file=file)
+
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise error("the manifest is not valid UTF-8", line=line) from None
+    try:
+        node = yaml.compose(text, Loader=_StrictLoader)
+    except _Refused as e:
+        raise error(e.problem, line=e.mark.line + 1) from None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        problem = ", ".join(p for p in (e.context, e.problem) if p) or "malformed YAML"
+        line = mark.line + 1 if mark is not None else None
+        raise error(f"YAML syntax error: {problem}", line=line) from None
+    except yaml.reader.ReaderError as e:
+        line = text[: e.position].count("\n") + 1
+        char = chr(e.character) if isinstance(e.character, int) else e.character
+        raise error(
+            f"YAML syntax error: character U+{ord(char):04X} is not allowed", line=line
+        ) from None
+    except yaml.YAMLError as e:
+        raise error(f"YAML syntax error: {e}") from None
+    if node is None:
+        raise error("the manifest is empty", line=1)
+    return node
+
+
 class _Validator:
     """Walks the composed node tree, building the manifest or raising ManifestError."""
 
@@ -194,36 +225,7 @@ class _Validator:
             line = node.start_mark.line + 1
         return ManifestError(problem, key=key, line=line, file=self.file)
 
-    # -- YAML ---------------------------------------------------------------------------
-
-    def compose(self, data: bytes) -> yaml.Node:
-        if data.startswith(b"\xef\xbb\xbf"):
-            data = data[3:]
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            line = data[: e.start].count(b"\n") + 1
-            raise self.error("the manifest is not valid UTF-8", line=line) from None
-        try:
-            node = yaml.compose(text, Loader=_StrictLoader)
-        except _Refused as e:
-            raise self.error(e.problem, line=e.mark.line + 1) from None
-        except yaml.MarkedYAMLError as e:
-            mark = e.problem_mark or e.context_mark
-            problem = ", ".join(p for p in (e.context, e.problem) if p) or "malformed YAML"
-            line = mark.line + 1 if mark is not None else None
-            raise self.error(f"YAML syntax error: {problem}", line=line) from None
-        except yaml.reader.ReaderError as e:
-            line = text[: e.position].count("\n") + 1
-            char = chr(e.character) if isinstance(e.character, int) else e.character
-            raise self.error(
-                f"YAML syntax error: character U+{ord(char):04X} is not allowed", line=line
-            ) from None
-        except yaml.YAMLError as e:
-            raise self.error(f"YAML syntax error: {e}") from None
-        if node is None:
-            raise self.error("the manifest is empty", line=1)
-        return node
+    # -- YAML nodes ---------------------------------------------------------------------
 
     def kind(self, node: yaml.Node) -> str:
         return _TYPE_NAMES.get(node.tag, node.tag)
@@ -354,7 +356,7 @@ class _Validator:
                 listed = self.string_list(m[which][1], f"{key}.{which}")
                 for i, (pattern, item) in enumerate(listed):
                     try:
-                        _compile(pattern)
+                        compile_glob(pattern)
                     except ValueError as e:
                         raise self.error(str(e), f"{key}.{which}[{i}]", item) from None
                     got.append(pattern)
@@ -386,14 +388,14 @@ class _Validator:
         return tuple(got)
 
     def limits(self, node: yaml.Node) -> dict[str, Any]:
-        m = self.mapping(node, "limits", _LIMIT_KEYS)
+        kinds = limit_keys()
+        m = self.mapping(node, "limits", tuple(kinds))
         parsers: dict[str, Callable[[yaml.Node, str], Any]] = {
-            **{k: self.seconds for k in _SECONDS_KEYS},
-            **{k: self.size for k in _SIZE_KEYS},
-            **{k: self.integer for k in _COUNT_KEYS},
-            "pdf_engines": self.engines,
+            "seconds": self.seconds, "size": self.size, "count": self.integer,
+            "ratio": self.ratio, "engines": self.engines,
         }
-        return {name: parsers[name](vnode, f"limits.{name}") for name, (_, vnode) in m.items()}
+        return {name: parsers[kinds[name]](vnode, f"limits.{name}")
+                for name, (_, vnode) in m.items()}
 
     def integer(self, node: yaml.Node, key: str) -> int:
         value: int = self.scalar(node, key, _INT)
@@ -410,6 +412,12 @@ class _Validator:
         value: float = self.scalar(node, key, _INT, _FLOAT)
         if not (math.isfinite(value) and value > 0):
             raise self.error(f"must be a positive number of seconds, got {value}", key, node)
+        return float(value)
+
+    def ratio(self, node: yaml.Node, key: str) -> float:
+        value: float = self.scalar(node, key, _INT, _FLOAT)
+        if not (math.isfinite(value) and value >= 1):
+            raise self.error(f"must be a number of at least 1, got {value}", key, node)
         return float(value)
 
     def size(self, node: yaml.Node, key: str) -> int:
@@ -439,161 +447,21 @@ class _Validator:
         return tuple(got)
 
 
+# How each manifest kind of limit is written (readers.base.LIMIT_KINDS, minus "internal").
+MANIFEST_KINDS = ("seconds", "size", "count", "ratio", "engines")
+
+
+def limit_keys() -> dict[str, str]:
+    """The manifest's ``limits`` keys and their kinds: ``max_file_bytes`` (the walk's) and
+    every :class:`readers.base.Limits` field whose metadata gives a manifest kind, in field
+    order.  Derived from ``Limits`` on every call, so a new field is a key once it has a
+    kind, and a field without one is refused as an unknown key, never a KeyError."""
+    kinds = {"max_file_bytes": "size"}
+    for name, kind in limit_kinds(Limits).items():
+        if kind in MANIFEST_KINDS:
+            kinds[name] = kind
+    return kinds
+
+
 def _join(key: str | None, name: str) -> str:
     return name if key is None else f"{key}.{name}"
-
-
-# -- globs --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Glob:
-    regex: re.Pattern[str]  # matches a file's relative POSIX path
-    subtree: re.Pattern[str] | None  # for "<dir>/**" patterns: matches <dir> itself
-
-
-def glob_match(pattern: str, relpath: str) -> bool:
-    """Whether ``pattern`` matches ``relpath``, a file's POSIX path relative to its root.
-
-    * A pattern without ``/`` matches the base name at any depth (``*.pdf``).
-    * A pattern with ``/`` is anchored at the root (a leading ``/`` is allowed and ignored).
-    * ``*`` matches any run of characters, ``?`` one character, ``[abc]`` / ``[a-z]`` /
-      ``[!abc]`` one character of a set; none of them matches ``/``.  There is no escape
-      character: write ``[*]`` for a literal ``*``.  ``*`` also matches a leading dot.
-    * ``**`` as a whole path segment matches zero or more whole directories
-      (``docs/**/*.md``, ``**/build/**``); elsewhere in a segment it acts like ``*``.
-    * A pattern ending in ``/`` or ``/**`` matches everything under that directory.
-
-    Matching is case-sensitive.  Raises ValueError for a malformed pattern.
-    """
-    return _compile(pattern).regex.fullmatch(relpath) is not None
-
-
-def root_selects(root: Root, relpath: str) -> bool:
-    """Whether the file at ``relpath`` (POSIX, relative to the root) is swept: it matches an
-    include pattern (or there are none) and matches no exclude pattern."""
-    include = _any_of(root.include)
-    if include is not None and include.fullmatch(relpath) is None:
-        return False
-    exclude = _any_of(root.exclude)
-    return exclude is None or exclude.fullmatch(relpath) is None
-
-
-@functools.lru_cache(maxsize=256)
-def _any_of(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
-    """One regex matching what any of ``patterns`` matches (the walk asks once per file)."""
-    if not patterns:
-        return None
-    return re.compile("|".join(f"(?:{_compile(p).regex.pattern})" for p in patterns),
-                      re.DOTALL)
-
-
-def path_excluded(root: Root, relpath: str) -> bool:
-    """Whether ``relpath`` matches one of the root's exclude patterns (includes aside): the
-    check a followed symlink's target gets, so that a link cannot reach an excluded file."""
-    exclude = _any_of(root.exclude)
-    return exclude is not None and exclude.fullmatch(relpath) is not None
-
-
-def dir_excluded(root: Root, reldir: str) -> bool:
-    """Whether every file under the directory ``reldir`` (POSIX, relative to the root) is
-    certainly excluded, so a walker may skip it without listing it.
-
-    Conservative: true only when an exclude pattern of the form ``<dir>/`` or ``<dir>/**``
-    has its ``<dir>`` part match ``reldir`` or one of its ancestors (``build/``,
-    ``**/node_modules/**``).  The root itself (``""`` or ``"."``) is never pruned.
-    """
-    reldir = reldir.strip("/")
-    if reldir in ("", "."):
-        return False
-    parts = reldir.split("/")
-    ancestors = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    for pattern in root.exclude:
-        subtree = _compile(pattern).subtree
-        if subtree is not None and any(subtree.fullmatch(a) for a in ancestors):
-            return True
-    return False
-
-
-@functools.lru_cache(maxsize=4096)
-def _compile(pattern: str) -> _Glob:
-    """Compile a glob pattern (see :func:`glob_match`), once."""
-    if not pattern:
-        raise ValueError("empty glob pattern")
-    if "\x00" in pattern:
-        raise ValueError("glob pattern contains a NUL character")
-    anchored = "/" in pattern
-    body = pattern[1:] if pattern.startswith("/") else pattern
-    if body.endswith("/"):
-        body += "**"
-    segments = body.split("/")
-    for seg in segments:
-        if seg in ("", ".", ".."):
-            raise ValueError(f"bad glob pattern {pattern!r}: empty, '.' or '..' path segment")
-    if not anchored:
-        segments = ["**", *segments]
-    regex = re.compile(_segments_regex(segments, pattern), re.DOTALL)
-    subtree = None
-    if len(segments) > 1 and segments[-1] == "**":
-        subtree = re.compile(_segments_regex(segments[:-1], pattern), re.DOTALL)
-    return _Glob(regex, subtree)
-
-
-def _segments_regex(segments: list[str], pattern: str) -> str:
-    out: list[str] = []
-    last = len(segments) - 1
-    for i, seg in enumerate(segments):
-        if seg == "**":
-            out.append(".+" if i == last else "(?:[^/]+/)*")
-        else:
-            out.append(_segment_regex(seg, pattern) + ("" if i == last else "/"))
-    return "".join(out)
-
-
-def _segment_regex(seg: str, pattern: str) -> str:
-    """One path segment (no ``/``) of a glob as a regex."""
-    out: list[str] = []
-    i, n = 0, len(seg)
-    while i < n:
-        c = seg[i]
-        i += 1
-        if c == "*":
-            while i < n and seg[i] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = i
-            negate = j < n and seg[j] in "!^"
-            if negate:
-                j += 1
-            start = j
-            if j < n and seg[j] == "]":
-                j += 1  # a leading "]" is a member
-            while j < n and seg[j] != "]":
-                j += 1
-            if j >= n:
-                raise ValueError(f"bad glob pattern {pattern!r}: unterminated '['")
-            out.append(_class_regex(seg[start:j], negate, pattern))
-            i = j + 1
-        else:
-            out.append(re.escape(c))
-    return "".join(out)
-
-
-def _class_regex(members: str, negate: bool, pattern: str) -> str:
-    """A ``[...]`` set (its members, without brackets) as a regex character class."""
-    items: list[str] = []
-    k, n = 0, len(members)
-    while k < n:
-        if k + 2 < n and members[k + 1] == "-":
-            lo, hi = members[k], members[k + 2]
-            if lo > hi:
-                raise ValueError(f"bad glob pattern {pattern!r}: reversed range {lo}-{hi}")
-            items.append(f"{re.escape(lo)}-{re.escape(hi)}")
-            k += 3
-        else:
-            items.append(re.escape(members[k]))
-            k += 1
-    return f"[^/{''.join(items)}]" if negate else f"[{''.join(items)}]"

@@ -21,8 +21,8 @@ from doit.exceptions import TaskFailed
 from doit.reporter import ConsoleReporter
 
 from . import doitdb
-from .config import FINISH_TASK, PrerequisiteError, RunConfig, jobs_error, load
-from .fsio import STATE_DIR, LockedError, OutputError
+from .config import FINISH_TASK, PrerequisiteError, RunConfig, doit_db, jobs_error
+from .fsio import LockedError, OutputError
 from .manifest import ManifestError
 from .names import task_name
 from .signing import SignatureError
@@ -109,7 +109,12 @@ def _walk_action(run: Run) -> TaskFailed | None:
     except RUN_ERRORS as e:
         return TaskFailed(str(e))
     if run.announce_in_actions and run.walk_summary is not None:
+        from .walk import describe_problems
+
         run.announce(describe_walk(run.walk_summary, run.out))
+        problems = describe_problems(run.walk_summary, run.out)
+        if problems:
+            run.say(problems)
     return None
 
 
@@ -117,7 +122,7 @@ def _extract_action(run: Run, item: Item) -> TaskFailed | None:
     """doit action of ``extract:<root>/<path>``: hand the document to a worker."""
     if run.refused:
         return TaskFailed(run.refused)
-    from readers.runtime import PoolError
+    from readers.pool import PoolError
 
     try:
         run.extract(item)
@@ -136,7 +141,7 @@ def _finish_action(run: Run) -> TaskFailed | None:
         run.close()
         return TaskFailed(str(e))
     if summary is not None and run.announce_in_actions:
-        run.say(run.describe_partial() or describe_extract(summary.to_json(), run.out))
+        run.say(describe_partial(run) or describe_extract(summary.to_json(), run.out))
     return None
 
 
@@ -149,17 +154,23 @@ def _finish_teardown(run: Run) -> None:
 
 def _clean_extract(run: Run) -> None:
     """``doit clean extract``: the records, the summary, the store and its verdicts."""
-    run.clean_all()
+    from .clean import clean_extract
+
+    clean_extract(run)
 
 
 def _clean_item(run: Run, item: Item) -> None:
     """``doit clean extract:<file>``: that file's text, sidecar and verdict; its record
     becomes ``skipped`` (not extracted yet)."""
-    run.clean_item(item)
+    from .clean import clean_item
+
+    clean_item(run, item)
 
 
 def _clean_walk(run: Run) -> None:
-    run.clean_walk()
+    from .clean import clean_walk
+
+    clean_walk(run)
 
 
 def _unknown_task(name: str, close: list[str]) -> TaskFailed:
@@ -289,17 +300,6 @@ def finish_task(run: Run) -> dict:
     }
 
 
-def doit_db(cfg: RunConfig) -> str:
-    """Where doit keeps its database: under the output directory's state dir when known."""
-    try:
-        _, out = load(cfg)
-    except RUN_ERRORS:
-        return ".doit.db"
-    # nothing is created here: a listing command (doit list) must leave no trace, and the
-    # backend makes the directory when it first writes
-    return str(out / STATE_DIR / "doit.json")
-
-
 def doit_config(cfg: RunConfig, backend: str | None = None, run: Run | None = None) -> dict:
     """DOIT_CONFIG for these settings.  The backend is bastion's atomic JSON one
     (tasks/doitdb.py); for the ``doit`` command it is found by its entry point, so a checkout
@@ -344,6 +344,19 @@ def after_walk(run: Run, generator: Any) -> Any:
     from doit import create_after
 
     return create_after(executed="walk")(generator)
+
+
+def describe_partial(run: Run) -> str | None:
+    """What a run of single named tasks did (``doit extract:<file>``), or None."""
+    if not run.cfg.all_tasks or run.cfg.listing or run.summary is None:
+        return None
+    produced = run.session.produced if run.session is not None else {}
+    done = sorted(f"{i.root}/{i.path}" for i in run.plan().items
+                  if (i.sha256, i.key) in produced)
+    shown = ", ".join(done[:10]) + (f", … ({len(done) - 10} more)" if len(done) > 10 else "")
+    return (f"extract: re-extracted {len(done)} file(s){': ' + shown if done else ''}; "
+            f"{run.not_yet} file(s) not extracted yet (run doit extract); records in "
+            f"{run.out / 'extract.jsonl'}")
 
 
 def describe_walk(summary: dict | None, out: Path) -> str:

@@ -5,7 +5,8 @@ its stored verdict still stands.
 registry, the tools found and the limits — so it is tested without processes.  A file's task
 key (:func:`task_key`) is everything besides its bytes that decides its verdict: the extractor
 version, the reader's name and version, the MIME type, the limits the reader's text depends
-on, and the identity of every external tool the reader may call (present or absent).  Same
+on, the identity of every external tool the reader may call (present or absent), and the
+versions of the Python libraries it reads with.  Same
 key and same sha256 ⇒ the stored verdict stands, whatever its status, except ``error``, which
 is retried on every run.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Container, Iterable, Mapping
 
 from readers.base import Limits, Reader
@@ -32,6 +34,17 @@ COMMON_SETTINGS = ("max_chars", "max_parts")  # Limits that change every reader'
 Select = Callable[[str, str], "Reader | None"]  # (mime, file name) -> reader
 
 
+@lru_cache(maxsize=None)
+def library_version(distribution: str) -> str | None:
+    """The installed version of a Python distribution a reader names (None: not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
 def task_key(reader: Reader | None, mime: str, limits: Limits,
              tools: Mapping[str, Tool]) -> str:
     """The digest of what decides a verdict besides the bytes (see the module docstring)."""
@@ -41,7 +54,10 @@ def task_key(reader: Reader | None, mime: str, limits: Limits,
         names = COMMON_SETTINGS + reader.settings
         settings = {name: getattr(limits, name) for name in names}
         used = [[t, tools[t].key if t in tools else None] for t in sorted(reader.tools)]
+        libs = [[lib, library_version(lib)] for lib in sorted(reader.libraries)]
         parts = [EXTRACT_VERSION, reader.name, reader.version, mime, settings, used]
+        if libs:
+            parts.append(libs)
     blob = json.dumps(parts, sort_keys=True, default=list).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -137,3 +153,20 @@ def plan(walk: Iterable[WalkRecord], verdicts: Mapping[tuple[str, str], Verdict]
                           rec.size or 0, reader.name if reader else None, key, stem, present,
                           deadline, fresh))
     return Plan(tuple(items), tuple(skipped))
+
+
+def describe(item: Item, verdict: Verdict | None, *, forgotten: bool, other_key: bool) -> str:
+    """Why an item's task is up to date or not, in words (``doit info``, ``doit list``).
+    ``other_key``: its bytes have a verdict under another key."""
+    if forgotten:
+        return "not up to date: forgotten (doit forget)"
+    if item.fresh and verdict is not None:
+        return f"up to date: {verdict.status} under key {item.key}"
+    if verdict is None:
+        if other_key:
+            return ("not up to date: extracted before under another key (the reader, its "
+                    "settings or the tools it may call changed)")
+        return "not up to date: not extracted yet"
+    if verdict.status is Status.ERROR:
+        return f"not up to date: error ({verdict.error_kind}) last time, retried on every run"
+    return "not up to date: its text is missing from the store"

@@ -17,22 +17,24 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from readers.tools import Tool, ToolProbe
+from readers.tools import Tool
 from readers.verdict import Status, Verdict
 
 from .config import PrerequisiteError, RunConfig, load
-from .forgotten import ALL, forgotten, set_forgotten
-from .extract import ExtractSummary, Tally, ToolInfo, build_records
-from .fsio import STATE_DIR, OutputError, OutputLock, read_json, rmtree, unlink, write_json
+from .forgotten import ALL, forgotten
+from .extract import ExtractSummary
+from .fsio import STATE_DIR, OutputError, OutputLock, read_json
 from .outdir import MODES
 from .manifest import Manifest
 from .names import task_name
 from . import plan as plan_module
-from .plan import Item, Plan, plan
+from .plan import Item, Plan, describe, plan
 from .progress import Progress
 from .records import iter_walk
 from . import stamp
 from .store import Store
+from .toolcache import ToolCache
+from .delta import plan_change
 
 TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # the tools' versions, by binary (readers.tools)
 
@@ -69,10 +71,8 @@ class Run:
         self.walk_summary: dict[str, Any] | None = None  # the walk this run made
         self.walked = False
         self.tools: dict[str, Tool] = {}
-        self._known_tools: dict[str, list] = {}
-        self._known_before: dict[str, list] = {}
+        self.toolcache: ToolCache | None = None
         self._plan: Plan | None = None
-        self._probed: dict[str, Tool] | None = None
         self.verdicts: dict[tuple[str, str], Verdict] = {}
         self.stale: list[Item] = []
         self.cursor = 0  # how many stale items were handed to doit (RunConfig.slice)
@@ -85,6 +85,9 @@ class Run:
         self.walk_read: dict[str, Any] = {}
         self.forgotten: set[str] = set()
         self.cleaned_all = False
+        self.not_yet = 0  # records "not extracted yet" (a partial run)
+        self.merge: Any = None  # tasks.delta.Merge, when only the walk's change is planned
+        self.merge_from: dict[str, Any] | None = None  # the last summary, then
         self.noop_from: dict[str, Any] | None = None  # the last summary, when nothing to do
         self.announce_in_actions = True  # the CLI prints the summaries itself
         # where lines for the person go: stderr as it is now, before doit replaces
@@ -121,6 +124,7 @@ class Run:
 
     @property
     def tightened(self) -> int:
+        """Files and directories of the output this run narrowed to its modes."""
         return OutputLock.tightened(self.out)
 
     # -- the walk ---------------------------------------------------------------------------------
@@ -157,6 +161,12 @@ class Run:
         self.tools.update(probed)
         if self.store is None:
             self.store = Store(out)
+        merged = None if self.cfg.all_tasks or self.cfg.listing else plan_change(self, select)
+        if merged is not None:  # only what the walk found changed (tasks/delta.py)
+            self._plan, self.verdicts, self.merge = merged
+            self.refused = None
+            self.stale = self._plan.stale
+            return self._plan
         self.verdicts = self.store.verdicts()
         self._plan = plan(iter_walk(out / "walk.jsonl"), self.verdicts, select, self.tools,
                           manifest.limits, self.store.text_names())
@@ -172,46 +182,23 @@ class Run:
         return self._plan
 
     def nothing_to_do(self) -> bool:
-        """Whether the last complete run's stamp still holds (tasks/stamp.py): then every
-        stored verdict stands and the run does no per-file work.  Called instead of the plan
-        by a plain ``extract`` run; ``doit extract:<file>`` and the listing commands plan."""
+        """Whether the last complete run's stamp still holds (:func:`tasks.stamp.
+        nothing_to_do`): then the run does no per-file work."""
         if self.cfg.all_tasks or self.cfg.listing or self._plan is not None:
             return False
         manifest, out = self.load()
         self.walk_read = check_walk(manifest, out)
-        try:
-            previous = read_json(out / "extract.summary.json")
-        except (OSError, ValueError):
-            return False
-        if not isinstance(previous, dict) or (previous.get("counts") or {}).get("error", 1):
-            return False  # an error is retried on every run
-        probed = self._probe_tools()
-        self.tools.clear()
-        self.tools.update(probed)
-        if not stamp.matches(out, self._inputs()):
-            return False
-        self.noop_from = previous
-        return True
+        self.tools.update(self._probe_tools())
+        self.noop_from = stamp.nothing_to_do(out, self.inputs())
+        return self.noop_from is not None
 
-    def _likely_nothing_to_do(self) -> bool:
-        """Before the walk: whether the last run's stamp has this run's key inputs (then
-        workers started now would most likely only be stopped again)."""
-        if self.cfg.all_tasks or self.cfg.listing:
-            return False
-        try:
-            previous = read_json(self.out / stamp.STAMP)
-            self.tools.update(self._probe_tools())
-            return isinstance(previous, dict) and previous.get("inputs") == self._inputs()
-        except (OSError, ValueError):
-            return False
-
-    def _inputs(self) -> str:
+    def inputs(self) -> str:
+        """The digest of every input that decides a task key (tasks/stamp.py)."""
         from readers.dispatch import REGISTRY
 
-        manifest = self.manifest
         return stamp.inputs_digest(
-            manifest_digest=manifest.digest, extract_version=plan_module.EXTRACT_VERSION,
-            registry=REGISTRY, tools=self.tools, limits=manifest.limits,
+            manifest_digest=self.manifest.digest, extract_version=plan_module.EXTRACT_VERSION,
+            registry=REGISTRY, tools=self.tools, limits=self.manifest.limits,
             no_external=self.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
             extra=self.extra_readers)
 
@@ -222,39 +209,18 @@ class Run:
 
     def why(self, item: Item) -> str:
         """Why a file's task is up to date or not, in words (``doit info``, ``doit list``)."""
-        v = self.verdicts.get((item.sha256, item.key))
-        if self.is_forgotten(item):
-            return "not up to date: forgotten (doit forget)"
-        if item.fresh and v is not None:
-            return f"up to date: {v.status} under key {item.key}"
-        if v is None:
-            if any(sha == item.sha256 for sha, _ in self._verdict_keys()):
-                return ("not up to date: extracted before under another key (the reader, its "
-                        "settings or the tools it may call changed)")
-            return "not up to date: not extracted yet"
-        if v.status is Status.ERROR:
-            return f"not up to date: error ({v.error_kind}) last time, retried on every run"
-        return "not up to date: its text is missing from the store"
-
-    def _verdict_keys(self) -> set[tuple[str, str]]:
-        if not hasattr(self, "_keys"):
-            self._keys = set(self.verdicts)
-        return self._keys
+        if not hasattr(self, "_shas"):
+            self._shas = {sha for sha, _ in self.verdicts}
+        return describe(item, self.verdicts.get((item.sha256, item.key)),
+                        forgotten=self.is_forgotten(item),
+                        other_key=item.sha256 in self._shas)
 
     def _probe_tools(self) -> dict[str, Tool]:
-        """The tools on PATH and their identities, before planning: they are in the keys.
-        Versions come from ``.bastion/tools.json`` while a binary's stat is unchanged.
-        Asked once per run."""
-        if self._probed is not None:
-            return self._probed
-        try:
-            known = read_json(self.out / TOOLS_CACHE)
-        except (OSError, ValueError):
-            known = {}
-        self._known_tools = known if isinstance(known, dict) else {}
-        self._known_before = dict(self._known_tools)
-        self._probed = ToolProbe(self.cfg.no_external, known=self._known_tools).result()
-        return self._probed
+        """The tools on PATH and their identities, before planning (they are in the keys);
+        asked once per run, cached by binary in ``.bastion/tools.json``."""
+        if self.toolcache is None:
+            self.toolcache = ToolCache(self.out / TOOLS_CACHE, self.cfg.no_external)
+        return self.toolcache.tools
 
     def items_for(self, names: Iterable[str] | None = None) -> list[Item]:
         """The next slice of stale items (or all of them)."""
@@ -295,11 +261,13 @@ class Run:
         """Start the workers now, before doit is loaded and the walk runs: a worker's start
         (interpreter, readers, sandbox) then overlaps the CLI's loading of doit, the walk
         and the plan.  A failure here is left for the first document to report."""
-        from readers.runtime import PoolError
+        from readers.pool import PoolError
 
         try:
-            if self._likely_nothing_to_do():
-                return  # workers start at the first document, if one comes
+            if not (self.cfg.all_tasks or self.cfg.listing):
+                self.tools.update(self._probe_tools())
+                if stamp.likely_nothing_to_do(self.out, self.inputs()):
+                    return  # workers start at the first document, if one comes
             self.start_session()
         except (OutputError, PoolError, OSError):
             self.close()
@@ -310,8 +278,8 @@ class Run:
         if self.progress is None:
             # a run of named tasks (doit extract:<file>, wildcards) does not know its count
             total = 0 if self.cfg.all_tasks else len(self.stale)
-            self.progress = Progress("extract", total, quiet=self.cfg.quiet,
-                                     leave=self.announce_in_actions)
+            # no final line of its own: the summary line follows
+            self.progress = Progress("extract", total, quiet=self.cfg.quiet, leave=False)
         name = f"{item.root}/{item.path}"
         if (item.sha256, item.key) in session.scheduled:
             self.progress.update(1, name=None)  # the same content as a file handed out
@@ -333,85 +301,10 @@ class Run:
 
     def finish(self) -> ExtractSummary | None:
         """Drain the workers, write extract.jsonl and extract.summary.json, remove the texts
-        no record references (once per run; a no-op between doit slices)."""
-        if self.finished:
-            return self.summary
-        if self.noop_from is None and self.more:  # a slice done, more to come: keep the workers, commit what is done
-            if self.session is not None:
-                self.session.drain()
-            return None
-        self.finished = True
-        if self.noop_from is not None:
-            return self._finish_noop()
-        plan = self.plan()
-        manifest, out = self.load()
-        assert self.store is not None
-        try:
-            if self.session is not None:
-                try:
-                    self.session.drain()
-                finally:
-                    self.session.close()
-            self.lock()
-            produced = self.session.produced if self.session is not None else {}
-            tally = Tally()
-            from .records import write_jsonl
+        no record references (once per run; a no-op between doit slices): tasks/finish.py."""
+        from .finish import finish
 
-            write_jsonl(out / "extract.jsonl", build_records(plan, self.verdicts, produced,
-                                                             tally))
-            # the records are durable (atomic_write fsyncs): texts they dropped can go
-            removed = self.store.remove_unreferenced(tally.referenced)
-            self.summary = self._summary(tally, len(produced), removed)
-            write_json(out / "extract.summary.json", self.summary.to_json())
-            if self._known_tools != self._known_before:
-                write_json(out / TOOLS_CACHE, self._known_tools)
-            if self.forgotten:
-                done = {f"extract:{task_name(i.root, i.path)}" for i in plan.items
-                        if (i.sha256, i.key) in produced}
-                left = ({f"extract:{task_name(i.root, i.path)}" for i in plan.items}
-                        if ALL in self.forgotten else self.forgotten) - done
-                set_forgotten(out / STATE_DIR, left)
-        finally:
-            self.store.close()
-            if self.progress is not None:
-                self.progress.close()
-        complete = not self.cfg.all_tasks and not tally.error_kinds and \
-            self.summary.counts.get(Status.ERROR.value, 0) == 0
-        if complete:
-            stamp.save(out, self._inputs())
-        else:
-            stamp.drop(out)
-        return self.summary
-
-    def _finish_noop(self) -> ExtractSummary:
-        """The summary of a run with nothing to do: the last run's counts, this run's
-        times and tools; extract.jsonl and the store are left exactly as they are."""
-        if self.session is not None:
-            self.session.close()
-        self.lock()
-        prev = self.noop_from or {}
-        counts = dict(prev.get("counts") or {})
-        self.summary = ExtractSummary(
-            manifest=str(self.manifest.path), manifest_digest=self.manifest.digest,
-            walk_manifest_digest=self.walk_read.get("manifest_digest"),
-            records=int(prev.get("records", 0)), counts=counts,
-            reused=int(prev.get("records", 0)) - int(counts.get(Status.SKIPPED.value, 0)),
-            extracted=0, chars=int(prev.get("chars", 0)),
-            error_kinds=dict(prev.get("error_kinds") or {}),
-            limits_hit=dict(prev.get("limits_hit") or {}),
-            pages_ocr=int(prev.get("pages_ocr", 0)), removed=0, tightened=self.tightened,
-            tools=[ToolInfo(t.name, t.path, t.version, t.identity)
-                   for t in sorted(self.tools.values(), key=lambda t: t.name)],
-            no_external=self.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
-            workers=self.cfg.workers,
-            workers_started=self.session.pool.spawned if self.session and self.session.pool
-            else 0, workers_killed=0,
-            started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
-            duration_s=round(time.monotonic() - self.t0, 3),
-            extract_version=plan_module.EXTRACT_VERSION)
-        self.lock()
-        write_json(self.out / "extract.summary.json", self.summary.to_json())
-        return self.summary
+        return finish(self)
 
     def announce(self, line: str) -> None:
         """A line for the person running bastion, on the real stderr (fd 2: doit captures
@@ -425,76 +318,3 @@ class Run:
             self.console.flush()
         except (OSError, ValueError):
             pass
-
-    def describe_partial(self) -> str | None:
-        """What a run of single named tasks did (``doit extract:<file>``), or None."""
-        if not self.cfg.all_tasks or self.cfg.listing or self.summary is None:
-            return None
-        produced = self.session.produced if self.session is not None else {}
-        done = sorted(f"{i.root}/{i.path}" for i in self.plan().items
-                      if (i.sha256, i.key) in produced)
-        waiting = self.summary.counts.get(Status.SKIPPED.value, 0)
-        shown = ", ".join(done[:10]) + (f", … ({len(done) - 10} more)" if len(done) > 10
-                                        else "")
-        return (f"extract: re-extracted {len(done)} file(s){': ' + shown if done else ''}; "
-                f"{waiting} file(s) not extracted yet (run doit extract); records in "
-                f"{self.out / 'extract.jsonl'}")
-
-    # -- doit clean ---------------------------------------------------------------------------
-
-    def clean_all(self) -> None:
-        """Remove everything the extract stage made: records, summary, store, verdicts."""
-        out = self.out
-        self.lock()
-        if self.store is not None:
-            self.store.close()
-        for name in ("extract.jsonl", "extract.summary.json"):
-            unlink(out / name)
-        rmtree(out / "extract")
-        for name in ("verdicts.sqlite", "verdicts.sqlite-wal", "verdicts.sqlite-shm",
-                     "forgotten.json", "tools.json"):
-            unlink(out / STATE_DIR / name)
-        self.cleaned_all = True
-        self.say(f"removed the extract stage's outputs in {out}")
-
-    def clean_item(self, item: Item) -> None:
-        """Remove one file's text, sidecar and verdict; its record becomes skipped."""
-        if self.cleaned_all:
-            return
-        from .extract import rewrite_record
-
-        self.lock()
-        store = self.store or Store(self.out)
-        store.remove_text(item.stem)
-        store.forget([(item.sha256, item.key)])
-        rewrite_record(self.out / "extract.jsonl", item)
-        self.say(f"removed the text and verdict of {item.root}/{item.path}")
-
-    def clean_walk(self) -> None:
-        out = self.out
-        self.lock()
-        for name in ("walk.jsonl", "walk.summary.json", f"{STATE_DIR}/walk-cache"):
-            unlink(out / name)
-        self.say(f"removed the walk's outputs in {out}")
-
-    def _summary(self, tally: Tally, extracted: int, removed: int) -> ExtractSummary:
-        manifest = self.manifest
-        pool = self.session.pool if self.session is not None else None
-        return ExtractSummary(
-            manifest=str(manifest.path), manifest_digest=manifest.digest,
-            walk_manifest_digest=self.walk_read.get("manifest_digest"),
-            records=tally.records, counts=tally.counts, reused=tally.reused,
-            extracted=extracted, chars=tally.chars,
-            error_kinds=dict(sorted(tally.error_kinds.items())),
-            limits_hit=dict(sorted(tally.limits_hit.items())), pages_ocr=tally.pages_ocr,
-            removed=removed, tightened=self.tightened,
-            tools=[ToolInfo(t.name, t.path, t.version, t.identity)
-                   for t in sorted(self.tools.values(), key=lambda t: t.name)],
-            no_external=self.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
-            workers=self.cfg.workers,
-            workers_started=pool.spawned if pool else 0,
-            workers_killed=pool.killed if pool else 0,
-            started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
-            duration_s=round(time.monotonic() - self.t0, 3),
-            extract_version=plan_module.EXTRACT_VERSION,
-        )

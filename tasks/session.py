@@ -1,7 +1,7 @@
 """The running side of one extract run: the worker pool, the batched commits, progress.
 
 An :class:`ExtractSession` hands planned items to the sandboxed workers
-(:class:`readers.runtime.WorkerPool`) and commits each verdict as it arrives: the text first
+(:class:`readers.pool.WorkerPool`) and commits each verdict as it arrives: the text first
 (moved into the store), then, in batches, the verdicts (one ``syncfs`` and one transaction per
 :data:`COMMIT_EVERY` verdicts or :data:`COMMIT_SECONDS`).  Items of one (sha256, key) share
 one job.
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from readers.base import Limits
-from readers.runtime import Job, JobResult, WorkerPool
+from readers.pool import Job, JobResult, WorkerPool
 from readers.tools import Tool
 from readers.verdict import Status, Verdict
 

@@ -35,8 +35,11 @@ def inputs_digest(*, manifest_digest: str, extract_version: int,
     """Everything besides the files that decides any task key."""
     parts: list[Any] = [VERSION, manifest_digest, extract_version, no_external,
                         limits.as_dict(), sorted(extra)]
+    from .plan import library_version
+
     parts.append([[r.name, r.version, list(r.mimes), list(r.extensions), list(r.tools),
-                   list(r.settings), r.uses_tool_deadline] for r in registry])
+                   list(r.settings), r.uses_tool_deadline,
+                   [[lib, library_version(lib)] for lib in r.libraries]] for r in registry])
     parts.append(sorted([t.name, t.path, t.key] for t in tools.values()))
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
@@ -97,3 +100,47 @@ def matches(out: Path, inputs: str) -> bool:
     return (stamp.get("inputs") == inputs and files["walk"] is not None
             and files["records"] is not None and files["forgotten"] is None
             and stamp.get("files") == files)
+
+
+def nothing_to_do(out: Path, inputs: str) -> dict[str, Any] | None:
+    """The last run's summary when its stamp still holds and it had no ``error`` (an error is
+    retried on every run), else None."""
+    try:
+        previous = read_json(out / "extract.summary.json")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(previous, dict) or (previous.get("counts") or {}).get("error", 1):
+        return None
+    return previous if matches(out, inputs) else None
+
+
+def likely_nothing_to_do(out: Path, inputs: str) -> bool:
+    """Before the walk: whether the last stamp has these key inputs (then the CLI does not
+    start workers early: they would most likely only be stopped again)."""
+    try:
+        previous = read_json(out / STAMP)
+    except (OSError, ValueError):
+        return False
+    return isinstance(previous, dict) and previous.get("inputs") == inputs
+
+
+def holds_but_walk(out: Path, inputs: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(stamp, last summary) when the last complete run's stamp holds for every file but
+    walk.jsonl (the walk found a change) and that run had no error; else None."""
+    try:
+        st = read_json(out / STAMP)
+        previous = read_json(out / "extract.summary.json")
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(st, dict) or st.get("version") != VERSION
+            or st.get("inputs") != inputs or not isinstance(previous, dict)
+            or (previous.get("counts") or {}).get("error", 1)):
+        return None
+    files = files_identity(out)
+    then = dict(st.get("files") or {})
+    if files["records"] is None or files["forgotten"] is not None:
+        return None
+    if {k: v for k, v in then.items() if k != "walk"} != \
+            {k: v for k, v in files.items() if k != "walk"}:
+        return None
+    return st, previous

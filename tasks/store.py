@@ -159,6 +159,26 @@ class Store:
                 continue
         return out
 
+    def verdicts_for(self, shas: list[str]) -> dict[tuple[str, str], Verdict]:
+        """The stored verdicts of these sha256s (every key), by (sha256, key)."""
+        out: dict[tuple[str, str], Verdict] = {}
+        if not shas or not self.db_path.exists():
+            return out
+        try:
+            for at in range(0, len(shas), 500):
+                chunk = shas[at:at + 500]
+                rows = self.db.execute(
+                    "SELECT sha256, key, body FROM verdicts WHERE sha256 IN "
+                    f"({','.join('?' * len(chunk))})", chunk).fetchall()
+                for sha, key, body in rows:
+                    try:
+                        out[(sha, key)] = Verdict.from_store(json.loads(body))
+                    except (ValueError, KeyError, TypeError):
+                        continue
+        except sqlite3.Error as e:
+            raise OutputError(f"cannot read the verdict store {self.db_path}: {e}") from None
+        return out
+
     def put_many(self, verdicts: list[tuple[str, str, Verdict]]) -> None:
         """Commit (sha256, key, verdict) rows in one transaction, after making their texts
         durable."""

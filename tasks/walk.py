@@ -1,44 +1,61 @@
 """The walk stage: one record per file under each root, hashed and typed, incrementally.
 
 A file whose ``(size, mtime_ns, inode, ctime_ns)`` matches the previous walk keeps its record
-byte for byte without being read: the stat cache (``.bastion/walk-cache``) finds it by root,
+byte for byte without being read: the stat cache (:mod:`tasks.statcache`) finds it by root,
 directory and name, so a re-walk costs one ``lstat`` per file, and a big re-walk is shared
-with forked helpers, one per further core.  Everything is written atomically; nothing a tree
-holds (loops, unreadable directories, FIFOs, devices, vanishing or growing files, names that are
-not UTF-8) stops the walk: each is a record or a counted warning.
+with forked helpers (:mod:`tasks.sharedwalk`), one per further core.  What a root's walk
+records, prunes and follows is its :class:`~tasks.globs.Selector`'s decision; a file is read
+by :func:`tasks.filehash.hash_file`.  Everything is written atomically; nothing a tree holds
+(loops, unreadable directories, FIFOs, devices, vanishing or growing files, names that are
+not UTF-8, other bastion outputs) stops the walk: each is a record or a counted warning.
+
+The units, and the data between them (docs/architecture.md draws them larger)::
+
+    Walker --(per root)--> RootWalk --(asks)--> Selector              tasks/globs.py
+      |  StatCache: previous records           --(_file)--> hash_file  tasks/filehash.py
+      +--> sharedwalk.share(owners, walk_share): (counts, hits, rows) from each helper
 """
 
 from __future__ import annotations
 
-import hashlib
-import marshal
 import os
 import stat
 import threading
 import time
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
-from readers.detect import HEAD_BYTES, detect_file
-
-from .fsio import (STATE_DIR, atomic_write, makedirs, output, read_bytes, remove_stale_temps,
-                   write_json)
-from .fsio import stat as out_stat
-from .manifest import Manifest, Root, dir_excluded, path_excluded, root_selects
+from . import sharedwalk
+from .filehash import READ_CHUNK, hash_file
+from .fsio import (OUTPUT_TAG, STATE_DIR, atomic_write, is_output_tag, mark_output, output,
+                   remove_stale_temps, write_json)
+from .delta import drop_delta, file_identity, write_delta
+from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
+from .manifest import Manifest, Root
 from .records import WalkRecord, to_line
+from .statcache import CACHE_NAME, EMPTY, DirCache, Key, Row, StatCache
 
-WALK_VERSION = 3  # bump when records or detection change: the stat cache is then ignored
-CACHE_NAME = f"{STATE_DIR}/walk-cache"
-READ_CHUNK = 1 << 20
+__all__ = ["CACHE_NAME", "WALK_VERSION", "RootWalk", "WalkStats", "Walker", "describe_problems",
+           "run_walk"]
+
+WALK_VERSION = 4  # bump when records or detection change: the stat cache is then ignored
 MAX_WARNINGS_KEPT = 100
 PARALLEL_MIN_RECORDS = 20_000  # a re-walk this big is shared with forked helpers
 MAX_WALKERS = 4
 
+# What the traversal asks a root's Selector about each entry, by module-level name (tests
+# interpose on these two to change the tree at exact points: after a directory's listing,
+# before an entry's stat; after a subdirectory's stat, before its listing).
+root_selects = Selector.selects
+dir_excluded = Selector.prunes
+
 
 @dataclass
 class WalkStats:
+    """A walk's counts (``walk.summary.json`` has each), and up to 100 warning messages."""
+
     files: int = 0
     bytes: int = 0
     hashed: int = 0
@@ -46,8 +63,11 @@ class WalkStats:
     not_hashed: int = 0
     symlinks: int = 0
     other: int = 0
-    errors: int = 0
+    errors: int = 0  # file records with an error (could not be opened or read whole)
     warnings: int = 0
+    unreadable: int = 0  # directories, roots and entries the walk could not read
+    vanished: int = 0  # directories and entries gone between their listing and their stat
+    outputs_skipped: int = 0  # other bastion outputs (tagged directories) not walked
     warning_samples: list[str] = field(default_factory=list)
 
     def warn(self, message: str) -> None:
@@ -55,49 +75,24 @@ class WalkStats:
         if len(self.warning_samples) < MAX_WARNINGS_KEPT:
             self.warning_samples.append(message)
 
+    @property
+    def partial(self) -> bool:
+        """Whether something in the roots could not be read: a directory not listed (its
+        files are not in walk.jsonl) or a file recorded with an error (no sha256)."""
+        return self.unreadable > 0 or self.errors > 0
 
-Key = tuple[int, int, int, int]  # (size, mtime_ns, inode, ctime_ns)
-# The stat cache, per root and directory (relative POSIX path), per entry name (a str; a
-# name that is not UTF-8 holds surrogate escapes, which marshal keeps):
-#   a reusable file record:   (line, size, mtime_ns, inode, ctime_ns)
-#   any other record:         (line, -1, 0, 0, 0, record line)  -- made again, then compared
-# ``line`` is the record's line number in the walk.jsonl the cache was written with.
-DirCache = dict[str, tuple]
-_EMPTY: DirCache = {}
-# A record made by this walk: (root, path, directory, name, line, key when reusable)
-Fresh = tuple[str, str, str, str, bytes, "Key | None"]
+    def counts(self) -> list[int]:
+        """The counters as plain data (what a shared walk's helper sends back)."""
+        return [getattr(self, f.name) for f in fields(self) if f.name != "warning_samples"]
 
-
-def _root_settings(root: Root) -> list:
-    """What a root's cached records depend on besides each file's stat."""
-    return [str(root.path), list(root.include), list(root.exclude), root.follow_symlinks,
-            root.one_file_system]
-
-
-def _load_cache(out: Path, settings: list, roots: tuple[Root, ...]
-                ) -> tuple[dict[str, dict[str, DirCache]], int]:
-    """The previous walk's records by root, directory and name, and how many there were
-    (-1 when there is no usable cache).  A root whose settings changed gets no entries."""
-    try:
-        # read through the output's checked descriptor: marshal is no parser for hostile data
-        data = marshal.loads(read_bytes(out / CACHE_NAME))  # not marshal.load(f): 8x slower
-        if not isinstance(data, dict) or data.get("settings") != settings:
-            return {}, -1
-        st = out_stat(out / "walk.jsonl")
-        if data.get("walk") != [st.st_size, st.st_mtime_ns]:
-            return {}, -1  # walk.jsonl is not the file the line numbers refer to
-        cached = data["roots"]
-        count = data["count"]
-        if not isinstance(cached, dict) or not isinstance(count, int):
-            return {}, -1
-        kept = {}
-        for root in roots:
-            entry = cached.get(root.name)
-            if isinstance(entry, list) and len(entry) == 2 and entry[0] == _root_settings(root):
-                kept[root.name] = entry[1]
-        return kept, count
-    except (OSError, EOFError, ValueError, TypeError, KeyError, IndexError):
-        return {}, -1
+    def add(self, counts: list[int], samples: list[str]) -> None:
+        """Add a helper's :meth:`counts` and warning samples to these."""
+        names = [f.name for f in fields(self) if f.name != "warning_samples"]
+        if len(counts) != len(names):
+            raise ValueError(f"{len(counts)} counts, expected {len(names)}")
+        for name, n in zip(names, counts):
+            setattr(self, name, getattr(self, name) + n)
+        self.warning_samples.extend(samples[:MAX_WARNINGS_KEPT - len(self.warning_samples)])
 
 
 class Walker:
@@ -117,9 +112,10 @@ class Walker:
         self.progress = progress
         self.stats = WalkStats()
         self.settings = [WALK_VERSION, manifest.max_file_bytes, no_hash]
-        self.cache, self.cache_count = _load_cache(self.out, self.settings, manifest.roots)
+        self.cache = StatCache.load(self.out, self.settings, manifest.roots)
+        self.selectors = {root.name: Selector.for_root(root) for root in manifest.roots}
         self.hits: list[int] = []  # line numbers of previous records found unchanged
-        self.fresh: list[Fresh] = []  # records made by this walk
+        self.fresh: list[Row] = []  # records made by this walk
         self.records = 0
         self.buf = bytearray(READ_CHUNK)
         try:
@@ -127,8 +123,6 @@ class Walker:
             self.out_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except OSError:
             self.out_id = None
-
-    # -- traversal ------------------------------------------------------------------------------
 
     def run(self) -> WalkStats:
         helpers = self._helpers()
@@ -145,7 +139,7 @@ class Walker:
         the stat cache predicts enough files to pay for the forks, none otherwise.  A first
         walk stays in one process: it reads every file, and parallel reads would seek on a
         spinning disk."""
-        if self.cache_count < PARALLEL_MIN_RECORDS or threading.active_count() > 1:
+        if self.cache.count < PARALLEL_MIN_RECORDS or threading.active_count() > 1:
             return 0  # never fork a process that runs threads
         try:
             cores = len(os.sched_getaffinity(0))
@@ -156,254 +150,46 @@ class Walker:
     def _run_shared(self, helpers: int) -> None:
         """Walk with ``helpers`` forked copies of this walker.  Every process lists every
         directory (cheap); each ``lstat``s, compares, hashes and records only the entries it
-        owns: ``hash(name) % owners`` (forked processes share the hash seed).  A helper sends
-        back its counts, hits and records over a pipe; if one fails, its share is walked
-        again here, so nothing is lost."""
+        owns: ``hash(name) % owners`` (forked processes share the hash seed).  A helper whose
+        share does not come back has it walked again here, so nothing is lost."""
         owners = helpers + 1
-        parent = os.getpid()
-        children: list[tuple[int, int, int]] = []  # (pid, read fd, owner)
-        for owner in range(1, owners):
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the helper: walk its share, send it, exit without cleanup
-                code = 1
-                try:
-                    from readers.runtime import set_parent_death_signal
-
-                    set_parent_death_signal()  # a killed parent takes its helpers along
-                    if os.getppid() != parent:
-                        os._exit(1)
-                    os.close(r)
-                    self.progress = None
-                    self.stats, self.hits, self.fresh = WalkStats(), [], []
-                    for root in self.manifest.roots:
-                        self._walk_root(root, owner, owners)
-                    s = self.stats
-                    data = marshal.dumps((
-                        [s.files, s.bytes, s.hashed, s.reused, s.not_hashed, s.symlinks,
-                         s.other, s.errors, s.warnings], s.warning_samples,
-                        array("q", self.hits).tobytes(), self.fresh))
-                    with open(w, "wb") as f:
-                        f.write(data)
-                    code = 0
-                finally:
-                    os._exit(code)
-            os.close(w)
-            children.append((pid, r, owner))
-        for root in self.manifest.roots:
-            self._walk_root(root, 0, owners)
-        for pid, r, owner in children:
-            with open(r, "rb") as f:
-                data = f.read()
-            _, status = os.waitpid(pid, 0)
+        for owner, result in sharedwalk.share(owners, lambda o: self._share(o, owners)):
+            if owner == 0:
+                continue  # walked into this walker's own counts and lists
             try:
-                if status != 0:
-                    raise ValueError(f"walk helper exited with status {status}")
-                counts, samples, hits, fresh = marshal.loads(data)
-            except (ValueError, EOFError, TypeError) as e:
+                if isinstance(result, sharedwalk.HelperFailed):
+                    raise ValueError(str(result))
+                counts, samples, hits, fresh = result
+                hits = array("q", hits)
+                self.stats.add(counts, samples)
+            except (ValueError, TypeError) as e:
                 self.stats.warn(f"walk helper {owner} failed ({e}): its share walked again")
                 for root in self.manifest.roots:
                     self._walk_root(root, owner, owners)
                 continue
-            s = self.stats
-            (files, nbytes, hashed, reused, not_hashed, symlinks, other, errors,
-             warnings) = counts
-            s.files += files
-            s.bytes += nbytes
-            s.hashed += hashed
-            s.reused += reused
-            s.not_hashed += not_hashed
-            s.symlinks += symlinks
-            s.other += other
-            s.errors += errors
-            s.warnings += warnings
-            s.warning_samples.extend(samples[:MAX_WARNINGS_KEPT - len(s.warning_samples)])
-            self.hits.extend(array("q", hits))
+            self.hits.extend(hits)
             self.fresh.extend(fresh)
             if self.progress:
-                self.progress(files)
+                self.progress(counts[0])
+
+    def _share(self, owner: int, owners: int) -> tuple | None:
+        """Walk ``owner``'s share of every root.  In a helper (owner > 0), from nothing, and
+        return it as plain data: (counts, warning samples, hit line numbers, rows)."""
+        if owner:
+            self.progress = None
+            self.stats, self.hits, self.fresh = WalkStats(), [], []
+        for root in self.manifest.roots:
+            self._walk_root(root, owner, owners)
+        if not owner:
+            return None
+        s = self.stats
+        return s.counts(), s.warning_samples, array("q", self.hits).tobytes(), self.fresh
 
     def _walk_root(self, root: Root, owner: int = 0, owners: int = 1) -> None:
         """Walk one root; with ``owners`` > 1, record only the entries ``owner`` owns."""
-        top = str(root.path)
-        try:
-            top_st = os.stat(top)
-        except OSError as e:
-            if owner == 0:
-                self.stats.warn(f"{root.name}: cannot stat root: {e.strerror}")
-            return
-        real_top = os.path.realpath(top)
-        visited = {(top_st.st_dev, top_st.st_ino)}
-        rcache = self.cache.get(root.name, _EMPTY)
-        hits = self.hits
-        stats = self.stats
-        shared = owners > 1
-        # (directory, its path relative to the root, its real path relative to the root when
-        # it was reached through a followed symlink)
-        stack: list[tuple[str, str, str | None]] = [(top, "", None)]
-        while stack:
-            dirpath, rel, real = stack.pop()
-            try:
-                # entries are stat'ed relative to the directory's descriptor (fstatat): the
-                # kernel resolves one name, not the whole path (≈ 18 % of a re-walk)
-                dfd = os.open(dirpath, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            except OSError as e:
-                if owner == 0:
-                    stats.warn(f"{root.name}/{rel or '.'}: cannot read directory: "
-                               f"{e.strerror}")
-                continue
-            try:
-                self._walk_dir(root, dfd, dirpath, rel, real, owner, owners, rcache, top_st,
-                               real_top, visited, stack)
-            finally:
-                os.close(dfd)
+        RootWalk(self, root, owner, owners).run()
 
-    def _walk_dir(self, root: Root, dfd: int, dirpath: str, rel: str, real: str | None,
-                  owner: int, owners: int, rcache: dict[str, DirCache],
-                  top_st: os.stat_result, real_top: str, visited: set, stack: list) -> None:
-        """One directory: files compared with the stat cache (or read), subdirectories
-        pushed on ``stack``."""
-        stats = self.stats
-        hits = self.hits
-        shared = owners > 1
-        try:
-            with os.scandir(dfd) as it:
-                entries = list(it)
-        except OSError as e:
-            if owner == 0:
-                stats.warn(f"{root.name}/{rel or '.'}: cannot read directory: {e.strerror}")
-            return
-        dc = rcache.get(rel, _EMPTY)
-        prefix = f"{rel}/" if rel else ""
-        base = dirpath.rstrip("/") + "/"
-        reused = nbytes = 0
-        for entry in entries:
-            name = entry.name
-            try:
-                if entry.is_file(follow_symlinks=False):
-                    if shared and hash(name) % owners != owner:
-                        continue
-                    c = dc.get(name)
-                    if c is not None and real is None:  # a re-walk's path: one lstat
-                        st = entry.stat(follow_symlinks=False)
-                        if (c[1] == st.st_size and c[2] == st.st_mtime_ns
-                                and c[3] == st.st_ino and c[4] == st.st_ctime_ns):
-                            hits.append(c[0])
-                            reused += 1
-                            nbytes += st.st_size
-                            continue
-                    relpath = prefix + name
-                    if self._selected(root, relpath, real, name):
-                        self._file(root, dc, rel, name, base + name, relpath,
-                                   entry.stat(follow_symlinks=False))
-                elif entry.is_dir(follow_symlinks=False):
-                    relpath = prefix + name
-                    st = entry.stat(follow_symlinks=False)
-                    sub_real = None if real is None else f"{real}/{name}"
-                    if self._skip_dir(root, top_st, st, relpath, sub_real):
-                        continue
-                    visited.add((st.st_dev, st.st_ino))
-                    stack.append((base + name, relpath, sub_real))
-                elif shared and hash(name) % owners != owner:
-                    if root.follow_symlinks and entry.is_symlink():
-                        # every process walks a followed directory link's subtree
-                        self._symlink(root, dc, rel, entry, base + name,
-                                      prefix + name, real_top, top_st, visited,
-                                      stack, record=False)
-                elif entry.is_symlink():
-                    self._symlink(root, dc, rel, entry, base + name, prefix + name,
-                                  real_top, top_st, visited, stack)
-                else:
-                    relpath = prefix + name
-                    if self._selected(root, relpath, real, name):
-                        self._other(root, dc, rel, name, relpath,
-                                    entry.stat(follow_symlinks=False))
-            except FileNotFoundError:
-                stats.warn(f"{root.name}/{prefix}{name}: vanished during the walk")
-            except OSError as e:
-                stats.warn(f"{root.name}/{prefix}{name}: {e.strerror}")
-        if reused:
-            stats.files += reused
-            stats.reused += reused
-            stats.bytes += nbytes
-            if self.progress:
-                self.progress(reused)
-
-    @staticmethod
-    def _selected(root: Root, relpath: str, real: str | None, name: str) -> bool:
-        """Selected by its path in the tree, and (under a followed directory link) not
-        excluded by its real path."""
-        if not root_selects(root, relpath):
-            return False
-        return real is None or not path_excluded(root, f"{real}/{name}")
-
-    def _skip_dir(self, root: Root, top_st: os.stat_result, st: os.stat_result,
-                  relpath: str, real: str | None = None) -> bool:
-        if self.out_id == (st.st_dev, st.st_ino):
-            return True  # the output directory is never walked
-        if root.one_file_system and st.st_dev != top_st.st_dev:
-            return True
-        return dir_excluded(root, relpath) or (real is not None and dir_excluded(root, real))
-
-    def _symlink(self, root: Root, dc: DirCache, rel: str, entry: os.DirEntry, path: str,
-                 relpath: str, real_top: str, top_st: os.stat_result, visited: set,
-                 stack: list, record: bool = True) -> None:
-        """Record a symlink, or follow it; with ``record`` false, only follow a link to a
-        directory (the traversal every process of a shared walk does)."""
-        if not root_selects(root, relpath) and not root.follow_symlinks:
-            return
-        lst = entry.stat(follow_symlinks=False)
-        reason = "symlink (not followed)"
-        if root.follow_symlinks:
-            target = os.path.realpath(path)
-            inside = target == real_top or target.startswith(real_top.rstrip("/") + "/")
-            target_rel = target[len(real_top.rstrip("/")) + 1:] if inside else ""
-            try:
-                st = os.stat(path)
-            except OSError:
-                reason = "broken symlink or symlink loop"
-            else:
-                if not inside:
-                    reason = "symlink out of the root (not followed)"
-                elif stat.S_ISDIR(st.st_mode):
-                    key = (st.st_dev, st.st_ino)
-                    if key in visited:
-                        reason = "symlink loop (directory already walked)"
-                    elif dir_excluded(root, target_rel):
-                        reason = "symlink into an excluded path (not followed)"
-                    elif not self._skip_dir(root, top_st, st, relpath):
-                        visited.add(key)
-                        stack.append((path, relpath, target_rel))
-                        return
-                    else:
-                        return
-                elif stat.S_ISREG(st.st_mode):
-                    if not record or not root_selects(root, relpath):
-                        return
-                    if (path_excluded(root, target_rel)
-                            or dir_excluded(root, os.path.dirname(target_rel))):
-                        reason = "symlink into an excluded path (not followed)"
-                    else:
-                        # open the resolved target: _hash opens with O_NOFOLLOW
-                        self._file(root, dc, rel, entry.name, target, relpath, st)
-                        return
-                else:
-                    reason = "symlink to a special file (not followed)"
-        if not record or not root_selects(root, relpath):
-            return
-        self.stats.symlinks += 1
-        self._emit(root, dc, rel, entry.name, relpath,
-                   WalkRecord(root.name, relpath, "symlink", lst.st_size, lst.st_mtime_ns,
-                              lst.st_ino, None, reason, None, None))
-
-    def _other(self, root: Root, dc: DirCache, rel: str, name: str, relpath: str,
-               st: os.stat_result) -> None:
-        self.stats.other += 1
-        self._emit(root, dc, rel, name, relpath,
-                   WalkRecord(root.name, relpath, "other", st.st_size, st.st_mtime_ns,
-                              st.st_ino, None, "not a regular file (never opened)", None, None))
-
-    # -- files ----------------------------------------------------------------------------------
+    # -- records ------------------------------------------------------------------------
 
     def _file(self, root: Root, dc: DirCache, rel: str, name: str, path: str,
               relpath: str, st: os.stat_result) -> None:
@@ -433,40 +219,9 @@ class Walker:
     def _hash(self, path: str | bytes, relpath: str, st: os.stat_result
               ) -> tuple[str | None, str | None, str | None, str | None]:
         """(sha256, reason, mime, error) for one regular file."""
-        name = os.path.basename(relpath)
-        over = st.st_size > self.manifest.max_file_bytes
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError as e:
-            return None, "read error", None, f"cannot open: {e.strerror}"
-        try:
-            fst = os.fstat(fd)
-            if not stat.S_ISREG(fst.st_mode) or fst.st_ino != st.st_ino:
-                return None, "changed during the walk", None, "replaced during the walk"
-            head = os.read(fd, HEAD_BYTES)
-            mime = detect_file(path, name, head)
-            if over:
-                return None, f"over max_file_bytes ({self.manifest.max_file_bytes})", mime, None
-            if self.no_hash:
-                return None, "no-hash", mime, None
-            h = hashlib.sha256(head)
-            total = len(head)
-            buf = self.buf
-            limit = st.st_size + 1
-            while total < limit:
-                n = os.readv(fd, [buf])
-                if not n:
-                    break
-                h.update(memoryview(buf)[:n])
-                total += n
-            after = os.fstat(fd)
-        except OSError as e:
-            return None, "read error", None, f"cannot read: {e.strerror}"
-        finally:
-            os.close(fd)
-        if total != st.st_size or after.st_mtime_ns != st.st_mtime_ns:
-            return None, "changed during the walk", mime, "file changed while it was hashed"
-        return h.hexdigest(), None, mime, None
+        return hash_file(path, os.path.basename(relpath), st,
+                         max_file_bytes=self.manifest.max_file_bytes, no_hash=self.no_hash,
+                         buf=self.buf)
 
     def _emit(self, root: Root, dc: DirCache, rel: str, name: str, relpath: str,
               record: WalkRecord) -> None:
@@ -481,47 +236,238 @@ class Walker:
                 return
         self.fresh.append((root.name, relpath, rel, name, line, key))
 
-    # -- output ---------------------------------------------------------------------------------
+    # -- output -------------------------------------------------------------------------
 
     def unchanged(self) -> bool:
         """Whether this walk found exactly the previous walk's records."""
-        return not self.fresh and len(self.hits) == self.cache_count
+        return not self.fresh and len(self.hits) == self.cache.count
 
     def write(self) -> None:
         if self.unchanged():
             return  # walk.jsonl and its cache are already right
+        walk_jsonl = self.out / "walk.jsonl"
+        before = file_identity(walk_jsonl) if self.cache.count >= 0 else None
         rows = self.fresh
+        fresh = {id(r) for r in rows}
         if self.hits:
-            previous = read_bytes(self.out / "walk.jsonl").splitlines(keepends=True)
-            where: dict[int, tuple[str, str, str, tuple]] = {}
-            for root_name, dirs in self.cache.items():
-                for rel, dc in dirs.items():
-                    for name, c in dc.items():
-                        where[c[0]] = (root_name, rel, name, c)
-            for i in self.hits:
-                root_name, rel, name, c = where[i]
-                relpath = f"{rel}/{name}" if rel else name
-                rows.append((root_name, relpath, rel, name, previous[i],
-                             c[1:5] if len(c) == 5 else None))
+            rows.extend(self.cache.found(self.hits, walk_jsonl))
         rows.sort(key=_order)
-        walk_path = self.out / "walk.jsonl"
-        atomic_write(walk_path, b"".join(r[4] for r in rows))
-        roots: dict[str, list] = {r.name: [_root_settings(r), {}] for r in self.manifest.roots}
-        for i, (root_name, _, rel, name, line, key) in enumerate(rows):
-            dirs = roots[root_name][1]
-            dc = dirs.get(rel)
-            if dc is None:
-                dc = dirs[rel] = {}
-            dc[name] = (i, *key) if key is not None else (i, -1, 0, 0, 0, line)
-        st = out_stat(walk_path)
-        cache = {"settings": self.settings, "walk": [st.st_size, st.st_mtime_ns],
-                 "roots": roots, "count": len(rows)}
-        makedirs(self.out / STATE_DIR)
-        atomic_write(self.out / CACHE_NAME, marshal.dumps(cache))
+        atomic_write(walk_jsonl, b"".join(r[4] for r in rows))
+        StatCache.write(self.out, self.settings, self.manifest.roots, rows)
+        if before is not None:  # the change, for an extract stage that merges it in
+            write_delta(self.out, before, file_identity(walk_jsonl), self.cache.count,
+                        [j for j, r in enumerate(rows) if id(r) in fresh], self.hits)
+        else:
+            drop_delta(self.out)
 
 
 def _order(t: tuple) -> tuple[str, str]:
     return (t[0], t[1])
+
+
+class RootWalk:
+    """One root's traversal (or one owner's share of it): a stack of directories, each
+    opened, checked for a bastion output's tag, listed, and its entries compared with the
+    stat cache, recorded through the :class:`Walker` or pushed."""
+
+    def __init__(self, walker: Walker, root: Root, owner: int = 0, owners: int = 1) -> None:
+        self.walker = walker
+        self.root = root
+        self.sel = walker.selectors[root.name]
+        self.owner = owner
+        self.owners = owners
+        self.stats = walker.stats
+        self.rcache = walker.cache.root(root.name)
+        self.top = str(root.path)
+        self.top_dev = 0
+        self.real_top = ""
+        self.visited: set[tuple[int, int]] = set()
+        # (directory, its path relative to the root, its real path relative to the root when
+        # it was reached through a followed symlink)
+        self.stack: list[tuple[str, str, str | None]] = []
+
+    def run(self) -> None:
+        root, stats, owner = self.root, self.stats, self.owner
+        try:
+            top_st = os.stat(self.top)
+        except OSError as e:
+            if owner == 0:
+                stats.unreadable += 1
+                stats.warn(f"{root.name}: cannot stat root: {e.strerror}")
+            return
+        self.top_dev = top_st.st_dev
+        self.real_top = os.path.realpath(self.top)
+        self.visited.add((top_st.st_dev, top_st.st_ino))
+        stack = self.stack
+        stack.append((self.top, "", None))
+        while stack:
+            dirpath, rel, real = stack.pop()
+            try:
+                # entries are stat'ed relative to the directory's descriptor (fstatat): the
+                # kernel resolves one name, not the whole path (≈ 18 % of a re-walk)
+                dfd = os.open(dirpath, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError as e:
+                self._unreadable_dir(rel, e)
+                continue
+            try:
+                if _is_output(dfd):
+                    if owner == 0:
+                        stats.outputs_skipped += 1
+                        stats.warn(f"{root.name}/{rel or '.'}: a bastion output "
+                                   f"({OUTPUT_TAG}), not walked")
+                    continue
+                self._dir(dfd, dirpath, rel, real)
+            finally:
+                os.close(dfd)
+
+    def _unreadable_dir(self, rel: str, e: OSError) -> None:
+        if self.owner == 0:
+            if isinstance(e, FileNotFoundError):
+                self.stats.vanished += 1
+            else:
+                self.stats.unreadable += 1
+            self.stats.warn(f"{self.root.name}/{rel or '.'}: cannot read directory: "
+                            f"{e.strerror}")
+
+    def _dir(self, dfd: int, dirpath: str, rel: str, real: str | None) -> None:
+        """One directory: files compared with the stat cache (or read), subdirectories
+        pushed on the stack."""
+        walker, sel, stats, stack = self.walker, self.sel, self.stats, self.stack
+        hits = walker.hits
+        owner, owners = self.owner, self.owners
+        shared = owners > 1
+        try:
+            with os.scandir(dfd) as it:
+                entries = list(it)
+        except OSError as e:
+            self._unreadable_dir(rel, e)
+            return
+        dc = self.rcache.get(rel, EMPTY)
+        prefix = f"{rel}/" if rel else ""
+        base = dirpath.rstrip("/") + "/"
+        reused = nbytes = 0
+        for entry in entries:
+            name = entry.name
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    if shared and hash(name) % owners != owner:
+                        continue
+                    c = dc.get(name)
+                    if c is not None and real is None:  # a re-walk's path: one lstat
+                        st = entry.stat(follow_symlinks=False)
+                        if (c[1] == st.st_size and c[2] == st.st_mtime_ns
+                                and c[3] == st.st_ino and c[4] == st.st_ctime_ns):
+                            hits.append(c[0])
+                            reused += 1
+                            nbytes += st.st_size
+                            continue
+                    relpath = prefix + name
+                    if root_selects(sel, relpath) and (
+                            real is None or not sel.excluded(f"{real}/{name}")):
+                        walker._file(self.root, dc, rel, name, base + name, relpath,
+                                     entry.stat(follow_symlinks=False))
+                elif entry.is_dir(follow_symlinks=False):
+                    relpath = prefix + name
+                    st = entry.stat(follow_symlinks=False)
+                    sub_real = None if real is None else f"{real}/{name}"
+                    if self._skip_dir(st, relpath, sub_real):
+                        continue
+                    self.visited.add((st.st_dev, st.st_ino))
+                    stack.append((base + name, relpath, sub_real))
+                elif shared and hash(name) % owners != owner:
+                    if sel.follow_symlinks and entry.is_symlink():
+                        # every process walks a followed directory link's subtree
+                        self._symlink(dc, rel, entry, base + name, prefix + name,
+                                      record=False)
+                elif entry.is_symlink():
+                    self._symlink(dc, rel, entry, base + name, prefix + name)
+                else:
+                    relpath = prefix + name
+                    if root_selects(sel, relpath) and (
+                            real is None or not sel.excluded(f"{real}/{name}")):
+                        self._other(dc, rel, name, relpath, entry.stat(follow_symlinks=False))
+            except OSError as e:
+                if not shared or hash(name) % owners == owner:  # counted once in a shared walk
+                    if isinstance(e, FileNotFoundError):
+                        stats.vanished += 1
+                        stats.warn(f"{self.root.name}/{prefix}{name}: vanished during the walk")
+                    else:
+                        stats.unreadable += 1
+                        stats.warn(f"{self.root.name}/{prefix}{name}: {e.strerror}")
+        if reused:
+            stats.files += reused
+            stats.reused += reused
+            stats.bytes += nbytes
+            if walker.progress:
+                walker.progress(reused)
+
+    def _skip_dir(self, st: os.stat_result, relpath: str, real: str | None = None) -> bool:
+        if self.walker.out_id == (st.st_dev, st.st_ino):
+            return True  # this run's output directory is never walked
+        if self.sel.leaves_device(self.top_dev, st.st_dev):
+            return True
+        return dir_excluded(self.sel, relpath) or (
+            real is not None and dir_excluded(self.sel, real))
+
+    def _symlink(self, dc: DirCache, rel: str, entry: os.DirEntry, path: str, relpath: str,
+                 record: bool = True) -> None:
+        """Record a symlink, or follow it; with ``record`` false, only follow a link to a
+        directory (the traversal every process of a shared walk does)."""
+        sel = self.sel
+        if not sel.follow_symlinks and not root_selects(sel, relpath):
+            return
+        lst = entry.stat(follow_symlinks=False)
+        reason = LINK_NOT_FOLLOWED
+        if sel.follow_symlinks:
+            target = os.path.realpath(path)
+            try:
+                st: os.stat_result | None = os.stat(path)
+            except OSError:
+                st = None
+            target_rel = relative_to(self.real_top, target)
+            seen = st is not None and (st.st_dev, st.st_ino) in self.visited
+            reason = sel.link(target_rel, st, seen)
+            if reason == FOLLOW and st is not None and target_rel is not None:
+                if stat.S_ISDIR(st.st_mode):
+                    if not self._skip_dir(st, relpath):
+                        self.visited.add((st.st_dev, st.st_ino))
+                        self.stack.append((path, relpath, target_rel))
+                elif record and root_selects(sel, relpath):
+                    # open the resolved target: hash_file opens with O_NOFOLLOW
+                    self.walker._file(self.root, dc, rel, entry.name, target, relpath, st)
+                return
+        if not record or not root_selects(sel, relpath):
+            return
+        self.stats.symlinks += 1
+        self.walker._emit(self.root, dc, rel, entry.name, relpath,
+                          WalkRecord(self.root.name, relpath, "symlink", lst.st_size,
+                                     lst.st_mtime_ns, lst.st_ino, None, reason, None, None))
+
+    def _other(self, dc: DirCache, rel: str, name: str, relpath: str,
+               st: os.stat_result) -> None:
+        self.stats.other += 1
+        self.walker._emit(self.root, dc, rel, name, relpath,
+                          WalkRecord(self.root.name, relpath, "other", st.st_size,
+                                     st.st_mtime_ns, st.st_ino, None,
+                                     "not a regular file (never opened)", None, None))
+
+
+def _is_output(dfd: int) -> bool:
+    """Whether the directory open at ``dfd`` holds a bastion output's tag (one ``faccessat``
+    for a directory without one)."""
+    if not os.access(OUTPUT_TAG, os.F_OK, dir_fd=dfd, follow_symlinks=False):
+        return False
+    try:
+        fd = os.open(OUTPUT_TAG, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=dfd)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and is_output_tag(os.read(fd, 512))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
@@ -529,13 +475,13 @@ def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
     """Walk, write ``walk.jsonl``, the stat cache and ``walk.summary.json``; return the summary."""
     started = time.time()
     t0 = time.monotonic()
-    od = output(out)  # opened and checked (tasks/outdir.py); written through its fd
+    od = output(out)  # opened and checked (tasks/outdir.py); written through its descriptor
+    mark_output(out)
     remove_stale_temps(out)
     remove_stale_temps(out / STATE_DIR)  # the stat cache's temp file of a killed walk
     walker = Walker(manifest, out, no_hash=no_hash, progress=progress)
-    stats = walker.run()
+    s = walker.run()
     walker.write()
-    s = stats
     summary = {
         "stage": "walk",
         "manifest": str(manifest.path),
@@ -551,6 +497,10 @@ def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
         "errors": s.errors,
         "warnings": s.warnings,
         "warning_samples": s.warning_samples,
+        "unreadable": s.unreadable,
+        "vanished": s.vanished,
+        "outputs_skipped": s.outputs_skipped,
+        "partial": s.partial,
         "records": walker.records,
         "no_hash": no_hash,
         "max_file_bytes": manifest.max_file_bytes,
@@ -560,3 +510,33 @@ def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
     }
     write_json(out / "walk.summary.json", summary)
     return summary
+
+
+def describe_problems(summary: dict, out: Path) -> str | None:
+    """The line to print when the walk met a warning or an error record (None when it met
+    neither), e.g. ``walk: 1 warning (1 unreadable), 1 file with a read error; first:
+    r/locked: cannot read directory: Permission denied; details in OUT/walk.summary.json
+    and OUT/walk.jsonl``."""
+    warnings, errors = summary.get("warnings", 0), summary.get("errors", 0)
+    if not warnings and not errors:
+        return None
+    parts = []
+    if warnings:
+        kinds = [f"{summary[k]} {what}" for k, what in (("unreadable", "unreadable"),
+                                                        ("vanished", "vanished"))
+                 if summary.get(k)]
+        if summary.get("outputs_skipped"):
+            kinds.append(f"{_count(summary['outputs_skipped'], 'bastion output')} skipped")
+        parts.append(_count(warnings, "warning") + (f" ({', '.join(kinds)})" if kinds else ""))
+    if errors:
+        parts.append(f"{_count(errors, 'file')} with a read error")
+    line = "walk: " + ", ".join(parts)
+    samples = summary.get("warning_samples") or []
+    if samples:
+        line += f"; first: {samples[0]}"
+    line += f"; details in {out / 'walk.summary.json'}"
+    return line + (f" and {out / 'walk.jsonl'}" if errors else "")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

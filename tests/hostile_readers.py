@@ -14,7 +14,7 @@ segv       dies of SIGSEGV
 exit       writes a line to stderr, then os._exit(3)
 raise      raises ValueError
 fork       starts a grandchild ``sleep 1000`` with subprocess.Popen (not run_tool), writes its pid
-           to ``grandchild.pid`` in the job's scratch directory (the only writable place in
+           (as the pool sees it) to ``grandchild.pid`` in the job's scratch directory (the only writable place in
            the sandbox), then sleeps forever
 tool       runs ``sh -c 'sleep 1000.<arg> & sleep 999.<arg>'`` through run_tool (deadline 100 s)
 daemon     starts ``sleep 1000.<arg>`` in a session of its own (setsid), then sleeps forever
@@ -25,7 +25,9 @@ net        tries a TCP connection to 127.0.0.1:<argument>; returns ``connected``
            ``refused: …``
 env        returns the environment it sees, as JSON
 fds        returns its open descriptors as JSON ``{fd: readlink target}``
-pid        returns its pid
+whoami     returns its uid, euid, gid, groups, and whether it can open the path in its argument
+           itself (``opened`` or ``denied: …``), as JSON
+pid        returns its pid as the pool sees it (in its PID namespace, ``os.getpid()`` is 1)
 ok         returns ``fine``
 =========  ===================================================================================
 """
@@ -48,6 +50,19 @@ MIME = "application/x-hostile"
 def _sleep_forever() -> None:
     while True:
         time.sleep(3600)
+
+
+def _host_pid_of(pid: int) -> int:
+    """A child's pid as the pool sees it (``Popen.pid`` counts in the worker's namespace)."""
+    fd = os.pidfd_open(pid)
+    try:
+        with open(f"/proc/self/fdinfo/{fd}") as f:
+            for line in f:
+                if line.startswith("Pid:"):
+                    return int(line.split()[1])
+    finally:
+        os.close(fd)
+    raise OSError(f"no pid for the pidfd of {pid}")
 
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
@@ -87,13 +102,13 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         child = subprocess.Popen(["sleep", "1000"], stdin=subprocess.DEVNULL,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         tmp = ctx.tmpdir / "grandchild.pid.tmp"
-        tmp.write_text(str(child.pid))
+        tmp.write_text(str(_host_pid_of(child.pid)))
         os.rename(tmp, ctx.tmpdir / "grandchild.pid")
         _sleep_forever()
     elif cmd == "tool":
         # a multi-process tool (sh and two sleeps marked with the argument), with a deadline
         # far past the document's: the pool's kill must take the tool and its children too
-        from readers.runtime import run_tool
+        from readers.toolrun import run_tool
 
         run_tool(["sh", "-c", f"sleep 1000.{arg} & sleep 999.{arg}"], timeout=100.0)
         sink.write("tool returned\n")
@@ -149,8 +164,19 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
             except OSError:
                 fds[name] = None  # the listdir's own descriptor, closed by now
         sink.write(json.dumps(fds, sort_keys=True) + "\n")
+    elif cmd == "whoami":
+        try:
+            open(arg, "rb").close()
+            opened = "opened"
+        except OSError as e:
+            opened = f"denied: {e.strerror}"
+        sink.write(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(),
+                               "groups": os.getgroups(), "open": opened,
+                               "tmpdir": str(ctx.tmpdir)}) + "\n")
     elif cmd == "pid":
-        sink.write(f"{os.getpid()}\n")
+        from readers.procs import host_pid
+
+        sink.write(f"{host_pid()}\n")
     elif cmd == "ok":
         sink.write("fine\n")
     else:

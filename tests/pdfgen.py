@@ -281,14 +281,16 @@ class PdfBuilder:
         return self.add_page(text_content(text))
 
     def add_image_page(self, gray: bytes, width: int, height: int) -> Ref:
-        """A page whose only content is an 8-bit grayscale image scaled to the page width."""
+        """A page whose only content is an 8-bit grayscale image scaled to the page width
+        (or to its height, for a tall image), at the top of the page."""
         image = self.w.add(Stream({
             "Type": Name("XObject"), "Subtype": Name("Image"), "Width": width,
             "Height": height, "ColorSpace": Name("DeviceGray"), "BitsPerComponent": 8,
             "Filter": Name("FlateDecode"),
         }, zlib.compress(gray)))
-        h = 540 * height / width
-        content = b"q 540 0 0 %.2f 36 %.2f cm /Im1 Do Q" % (h, 792 - 36 - h)
+        scale = min(540 / width, 720 / height)
+        w, h = width * scale, height * scale
+        content = b"q %.2f 0 0 %.2f 36 %.2f cm /Im1 Do Q" % (w, h, 792 - 36 - h)
         return self.add_page(content, {"XObject": {"Im1": image}})
 
     def add_outline(self, items: list[OutlineItem]) -> Ref:
@@ -498,22 +500,187 @@ def make_junk_header(text: str) -> bytes:
     return b"J" * 2000 + b"\n" + make_text_pdf([text])
 
 
-def render_text_gray(text: str, size: int = 48) -> tuple[bytes, int, int]:
-    """``text`` in black on white with Pillow's default font: (8-bit gray samples, width,
-    height)."""
+def render_text_gray(text: str, size: int = 48, turned: int = 0) -> tuple[bytes, int, int]:
+    """``text`` (lines split on newlines) in black on white with Pillow's default font,
+    turned ``turned`` degrees counter-clockwise (a scan lying on its side or upside down):
+    (8-bit gray samples, width, height)."""
     from PIL import Image, ImageDraw, ImageFont
 
     font = ImageFont.load_default(size=size)
-    left, top, right, bottom = font.getbbox(text)
+    probe = ImageDraw.Draw(Image.new("L", (1, 1)))
+    left, top, right, bottom = probe.multiline_textbbox((0, 0), text, font=font)
     width, height = right - left + 2 * size, bottom - top + 2 * size
     im = Image.new("L", (width, height), 255)
-    ImageDraw.Draw(im).text((size - left, size - top), text, font=font, fill=0)
-    return im.tobytes(), width, height
+    ImageDraw.Draw(im).multiline_text((size - left, size - top), text, font=font, fill=0)
+    if turned:
+        im = im.rotate(turned, expand=True, fillcolor=255)
+    return im.tobytes(), im.width, im.height
 
 
-def make_image_only(text: str) -> bytes:
-    """One page holding ``text`` only as pixels (a scanned page)."""
+def make_image_only(text: str, turned: int = 0) -> bytes:
+    """One page holding ``text`` only as pixels (a scanned page), turned ``turned`` degrees
+    counter-clockwise."""
     b = PdfBuilder()
-    gray, width, height = render_text_gray(text)
+    gray, width, height = render_text_gray(text, turned=turned)
     b.add_image_page(gray, width, height)
+    return b.build()
+
+
+GERMAN_PROSE = (
+    "Größere Änderungen überließ man „den Fachleuten“ – so hieß es.\n"
+    "Über die Straße fuhr ein Öltankwagen; die Bürger schüttelten den Kopf.\n"
+    "Süße Äpfel, bittere Öfen: Maßstäbe für Qualität gibt es überall.\n"
+)
+
+
+def make_german_prose(pages: int = 3) -> bytes:
+    """German prose (umlauts, ß, „…“ and – ) in Helvetica with /WinAnsiEncoding, pages of it."""
+    return make_text_pdf([GERMAN_PROSE * 6 for _ in range(pages)], compress=True)
+
+
+def _box_font(b: PdfBuilder, names: dict[int, str]) -> Ref:
+    """A Type3 font whose glyphs are boxes, code -> glyph name as given (no /ToUnicode)."""
+    glyph = b.w.add(Stream({}, b"500 0 0 0 450 700 d1 0 0 450 700 re f"))
+    first, last = min(names), max(names)
+    differences: list[Any] = []
+    for code in sorted(names):
+        differences += [code, Name(names[code])]
+    return b.w.add({
+        "Type": Name("Font"), "Subtype": Name("Type3"), "FontBBox": [0, 0, 500, 700],
+        "FontMatrix": [0.001, 0, 0, 0.001, 0, 0], "FirstChar": first, "LastChar": last,
+        "Widths": [500] * (last - first + 1),
+        "Encoding": {"Type": Name("Encoding"), "Differences": differences},
+        "CharProcs": {name: glyph for name in set(names.values())}, "Resources": {},
+    })
+
+
+def make_raw_code_punctuation(text: str) -> bytes:
+    """``text`` (cp1252) in a Type3 font whose letters have their standard glyph names but
+    whose punctuation glyphs have private names: engines give the raw codes, so „ “ – come
+    out as C1 control characters (U+0084, U+0093, U+0096), as from fonts of some producers."""
+    b = PdfBuilder()
+    raw = text.encode("cp1252")
+    names = {c: f"g{c}" for c in set(raw)}
+    for c in set(raw):
+        ch = bytes([c]).decode("cp1252")
+        if ch.isascii() and ch.isalpha():
+            names[c] = ch
+        elif ch == " ":
+            names[c] = "space"
+    font = _box_font(b, names)
+    ops = [b"BT /T3 10 Tf 14 TL 72 720 Td"]
+    for line in raw.split(b"\n"):
+        ops.append(_string(line) + b" Tj T*")
+    ops.append(b"ET")
+    b.add_page(b"\n".join(ops), {"Font": {"T3": font}})
+    return b.build()
+
+
+def make_mixed_scan(text_pages: list[str], scanned: dict[int, str]) -> bytes:
+    """Text pages with scanned pages among them: ``scanned`` maps a 0-based position to the
+    text drawn as pixels there (a typed cover page in front of an office scan)."""
+    b = PdfBuilder()
+    texts = iter(text_pages)
+    for i in range(len(text_pages) + len(scanned)):
+        if i in scanned:
+            gray, width, height = render_text_gray(scanned[i])
+            b.add_image_page(gray, width, height)
+        else:
+            b.add_text_page(next(texts))
+    return b.build()
+
+
+def make_garbage_page_among_text(
+    text_pages: list[str], garbage_at: int, scanned: str | None = None,
+) -> bytes:
+    """Text pages with one page whose text layer is in a font whose codes map to control
+    characters.  With ``scanned``, that layer is invisible (render mode 3) over an image of
+    ``scanned``: an OCR layer written with a broken font, the pixels still readable."""
+    b = PdfBuilder()
+    font = _box_font(b, {c: f"g{c}" for c in range(1, 30)})
+    texts = iter(text_pages)
+    for i in range(len(text_pages) + 1):
+        if i != garbage_at:
+            b.add_text_page(next(texts))
+            continue
+        mode = b"3 Tr " if scanned else b""
+        ops = b"BT /T3 12 Tf " + mode + b"72 720 Td " + b"".join(
+            _string(bytes(range(1, 30))) + b" Tj 0 -14 Td " for _ in range(20)) + b"ET"
+        resources: dict[str, Any] = {"Font": {"T3": font}}
+        if scanned:
+            gray, width, height = render_text_gray(scanned)
+            resources["XObject"] = {"Im1": b.w.add(Stream({
+                "Type": Name("XObject"), "Subtype": Name("Image"), "Width": width,
+                "Height": height, "ColorSpace": Name("DeviceGray"), "BitsPerComponent": 8,
+                "Filter": Name("FlateDecode")}, zlib.compress(gray)))}
+            h = 540 * height / width
+            ops = b"q 540 0 0 %.2f 36 %.2f cm /Im1 Do Q\n" % (h, 792 - 36 - h) + ops
+        b.add_page(ops, resources)
+    return b.build()
+
+
+def make_annotated(page_text: str | None, notes: list[tuple[str, str]]) -> bytes:
+    """One page (with ``page_text``, or blank) carrying annotations ``(subtype, contents)``:
+    ``Text`` (a sticky note, given a /Popup as viewers write them), ``FreeText``,
+    ``Highlight``, …; a /Link and a /Widget are added too (they carry no note)."""
+    b = PdfBuilder()
+    page = b.add_page(text_content(page_text) if page_text else b"")
+    annots: list[Ref] = []
+    for k, (subtype, contents) in enumerate(notes):
+        rect = [72, 600 - 40 * k, 300, 630 - 40 * k]
+        d: dict[str, Any] = {"Type": Name("Annot"), "Subtype": Name(subtype), "Rect": rect,
+                             "Contents": utf16_text(contents), "P": page}
+        if subtype == "FreeText":
+            d["DA"] = b"/Helv 10 Tf 0 g"
+        if subtype == "Highlight":
+            d["QuadPoints"] = [72, 630, 300, 630, 72, 600, 300, 600]
+        ref = b.w.add(d)
+        annots.append(ref)
+        if subtype == "Text":
+            popup = b.w.add({"Type": Name("Annot"), "Subtype": Name("Popup"),
+                             "Rect": [320, 600, 500, 700], "Parent": ref, "P": page,
+                             "Contents": utf16_text(contents)})
+            d["Popup"] = popup
+            annots.append(popup)
+    annots.append(b.w.add({"Type": Name("Annot"), "Subtype": Name("Link"),
+                           "Rect": [72, 100, 200, 120], "Contents": b"link words",
+                           "A": {"S": Name("URI"), "URI": b"https://example.org"}}))
+    annots.append(b.w.add({"Type": Name("Annot"), "Subtype": Name("Widget"), "FT": Name("Tx"),
+                           "T": b"field", "V": b"field value", "Rect": [72, 60, 200, 80],
+                           "Contents": b"widget words"}))
+    b.w.objects[page.num]["Annots"] = annots
+    return b.build()
+
+
+ROTATED_LINES = ["alpha bravo charlie delta", "echo foxtrot golf hotel",
+                 "india juliet kilo lima", "mike november oscar papa"]
+
+
+def rotated_content(angle: int, x: float, y: float, lines: list[str], size: int = 12) -> bytes:
+    """``lines`` set with a text matrix turned ``angle`` degrees counter-clockwise (0, 90,
+    180, 270), the first line's start at (x, y), each next line below it in the text's own
+    frame."""
+    c = {0: 1, 90: 0, 180: -1, 270: 0}[angle]
+    s = {0: 0, 90: 1, 180: 0, 270: -1}[angle]
+    ops = []
+    for k, line in enumerate(lines):
+        ox, oy = x + k * (size + 2) * s, y - k * (size + 2) * c
+        escaped = line.encode("cp1252").replace(b"\\", b"\\\\").replace(b"(", b"\\(")
+        ops.append(b"BT /F1 %d Tf %d %d %d %d %.1f %.1f Tm (%s) Tj ET"
+                   % (size, c, s, -s, c, ox, oy, escaped.replace(b")", b"\\)")))
+    return b"\n".join(ops)
+
+
+def make_rotated_text(lines: list[str] | None = None) -> bytes:
+    """Four pages, the same lines on each, set at 0, 90, 180 and 270 degrees; then a page with
+    /Rotate 90 whose text is turned to read upright on screen (a landscape page), and a page
+    with a horizontal heading over a block of text turned 90 degrees (a table's side label)."""
+    lines = lines or ROTATED_LINES
+    b = PdfBuilder()
+    for angle, x, y in ((0, 72, 720), (90, 300, 100), (180, 540, 300), (270, 100, 600)):
+        b.add_page(rotated_content(angle, x, y, lines))
+    ref = b.add_page(rotated_content(90, 100, 72, lines))
+    b.w.objects[ref.num]["Rotate"] = 270
+    b.add_page(text_content("Heading above the side label") + b"\n"
+               + rotated_content(90, 300, 200, lines))
     return b.build()

@@ -603,3 +603,20 @@ def test_verify_trusted_keys_has_help() -> None:
     assert ("--trusted-keys TRUSTED_KEYS file of trusted public keys, one 'ed25519 <base64> "
             "<comment>' line each as 'bastion keygen' writes them (default: "
             "$BASTION_TRUSTED_KEYS, else /etc/bastion/trusted_keys)") in text
+
+
+def test_a_foreign_pyproject_in_the_working_directory_changes_nothing(setup,
+                                                                      tmp_path: Path) -> None:
+    """bastion runs doit in-process; the pyproject.toml or doit.cfg of the directory it is
+    run from belongs to the user's own project and is not read (a broken one once stopped
+    the run)."""
+    m, root, out = setup
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    (cwd / "pyproject.toml").write_text("[tool.doit]\nverbosity = \n<<<<<<< broken\n")
+    (cwd / "doit.cfg").write_text("[GLOBAL]\nbackend = nonexistent\n")
+    proc = subprocess.run([sys.executable, "-m", "tasks.cli", "sweep", str(m), "--out",
+                           str(out), "-q", "-j", "1"], cwd=cwd, capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -23,8 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from readers.base import Limits, MiB
+from readers.context import LocalContext
 from readers.detect import detect_bytes
-from readers.runtime import Job, LocalContext, WorkerPool
+from readers.dispatch import read_nested
+from readers.pool import Job, WorkerPool
 from tests import robust_fuzzlib as fl
 
 CRASHES = Path(__file__).resolve().parent / "robust_crashes"
@@ -48,7 +50,8 @@ def slice_settings(examples: int) -> settings:
 
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory: pytest.TempPathFactory) -> LocalContext:
-    return LocalContext(fl.fuzz_limits(), {}, tmp_path_factory.mktemp("fuzzctx"))
+    return LocalContext(fl.fuzz_limits(), {}, tmp_path_factory.mktemp("fuzzctx"),
+                        nested=read_nested)
 
 
 @pytest.fixture(autouse=True)

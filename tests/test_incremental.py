@@ -69,3 +69,42 @@ def test_incremental_output_equals_a_fresh_one(tmp_path_factory, steps: list) ->
         fresh = tmp / f"fresh{n}"
         sweep(m, fresh, no_external)
         assert compare_outputs(inc, fresh) == [], (steps[:n + 1])
+
+
+def test_a_change_plans_only_what_changed(tmp_path, monkeypatch) -> None:
+    """After a complete run, a sweep that finds one file edited, one deleted and one added
+    plans just the two it must read (tasks/delta.py); the others' records are copied, and the
+    output still equals a fresh run's."""
+    import tasks.plan
+
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    for i in range(30):
+        (root / f"f{i:02}.txt").write_text(f"file {i}\n")
+    (root / "sub" / "same.txt").write_text("file 5\n")  # the bytes of f05.txt
+    m = tmp_path / "m.yaml"
+    m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\nstages: [walk, extract]\n")
+    out = tmp_path / "out"
+    sweep(m, out, True)
+    planned: list[int] = []
+    real = tasks.plan.plan
+
+    def counting(walk, *a, **k):
+        walk = list(walk)
+        planned.append(len(walk))
+        return real(walk, *a, **k)
+
+    monkeypatch.setattr(tasks.plan, "plan", counting)
+    (root / "f03.txt").write_text("edited\n")
+    (root / "f05.txt").unlink()  # its text stays: sub/same.txt has the same bytes
+    (root / "new.txt").write_text("a new file\n")
+    sweep(m, out, True)
+    assert planned == [2]
+    import json
+
+    summary = json.loads((out / "extract.summary.json").read_text())
+    assert summary["records"] == 31 and summary["extracted"] == 2 and summary["reused"] == 29
+    fresh = tmp_path / "fresh"
+    sweep(m, fresh, True)
+    assert compare_outputs(out, fresh) == []
+    assert json.loads((fresh / "extract.summary.json").read_text())["counts"] == summary["counts"]

@@ -214,11 +214,11 @@ def test_scanned_pdf_and_mail_attachment_are_ocred_once_the_tools_appear(
     after = sweep(m, out)
     redone = {p for p, r in after.items() if not r["reused"]}
     # exactly the files whose readers can use the tools
-    assert redone == {"scan.pdf", "text.pdf", "mail.eml", "photo.png"}
+    assert redone == {"scan.pdf", "text.pdf", "mail.eml", "photo.png"}, redone
     scan = after["scan.pdf"]
     assert scan["status"] == "ok", scan
     assert "QUOKKA" in (out / scan["text"]).read_text()
-    assert "tesseract" in scan["tools_used"] and "pdftoppm" in scan["tools_used"]
+    assert "tesseract" in scan["tools_used"]  # the page is rendered by PDFium in memory
     mail = after["mail.eml"]
     assert mail["status"] == "ok"
     assert "NUMBAT" in (out / mail["text"]).read_text()
@@ -310,3 +310,17 @@ def test_tool_versions_are_never_null_under_a_busy_pool(tmp_path: Path) -> None:
         assert set(versions) >= {"pdftotext", "pdftoppm", "tesseract"}
         assert all(versions[t] for t in ("pdftotext", "pdftoppm", "tesseract")), versions
         assert all(r["tools_used"] == ["pdftotext"] for r in recs.values()), recs
+
+
+def test_a_reader_library_version_is_in_its_key(monkeypatch) -> None:
+    """A new version of a library a reader reads with (charset-normalizer for text) changes
+    that reader's key, and no other's."""
+    import tasks.plan as plan_mod
+
+    lim = Limits()
+    text = Reader("text", 1, ("text/plain",), _read, libraries=("charset-normalizer",))
+    other = Reader("rtf", 1, ("application/rtf",), _read)
+    before = (task_key(text, "text/plain", lim, {}), task_key(other, "application/rtf", lim, {}))
+    monkeypatch.setattr(plan_mod, "library_version", lambda name: "999.0")
+    after = (task_key(text, "text/plain", lim, {}), task_key(other, "application/rtf", lim, {}))
+    assert before[0] != after[0] and before[1] == after[1]

@@ -499,3 +499,41 @@ def test_dir_excluded(exclude: tuple[str, ...], reldir: str, prunable: bool) -> 
     if prunable:  # pruning is only ever safe: every file below is excluded
         for rest in ("f", "x/y/f", ".hidden"):
             assert not root_selects(root, f"{reldir}/{rest}")
+
+
+# -- limit kinds, from Limits' field metadata ---------------------------------------------
+
+
+def test_every_limits_field_declares_its_kind() -> None:
+    """A field added to Limits must say how a manifest writes it (or that it is internal)."""
+    from readers.base import LIMIT_KINDS
+
+    for f in fields(Limits):
+        assert f.metadata.get("kind") in LIMIT_KINDS, f"Limits.{f.name} declares no kind"
+
+
+def test_a_new_limits_field_is_a_key_by_its_kind(tree: Path, monkeypatch) -> None:
+    """Adding a field to Limits never breaks validation: with a manifest kind it is a key
+    parsed by that kind; without one it is refused as unknown, with the usual message."""
+    import dataclasses
+
+    import tasks.manifest as manifest_mod
+
+    extra = dataclasses.make_dataclass(
+        "ExtraLimits",
+        [("max_widgets", int, dataclasses.field(default=7, metadata={"kind": "count"})),
+         ("widget_bytes", int, dataclasses.field(default=1, metadata={"kind": "size"})),
+         ("widget_wait_s", float, dataclasses.field(default=1.0, metadata={"kind": "seconds"})),
+         ("no_kind", int, dataclasses.field(default=3))],
+        bases=(Limits,), frozen=True)
+    monkeypatch.setattr(manifest_mod, "Limits", extra)
+    head = "version: 1\nroots: [{name: d, path: data}]\n"
+    m = load_manifest(write(tree, head + "limits: {max_widgets: 9, widget_bytes: 2KiB, "
+                                         "widget_wait_s: 0.5, max_pages: 3}\n"))
+    assert (m.limits.max_widgets, m.limits.widget_bytes, m.limits.widget_wait_s) == (9, 2048, 0.5)
+    assert m.limits.max_pages == 3 and m.limits.no_kind == 3
+    err = refused(write(tree, head + "limits: {no_kind: 1}\n", "m2.yaml"))
+    assert err.key == "limits.no_kind" and "unknown key" in err.problem
+    assert "max_widgets" in err.problem
+    err = refused(write(tree, head + "limits: {max_widgets: 1.5}\n", "m3.yaml"))
+    assert err.key == "limits.max_widgets" and "integer" in err.problem

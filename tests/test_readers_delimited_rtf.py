@@ -11,7 +11,7 @@ import pytest
 from readers import delimited
 from readers.base import Document, Limits
 from readers.dispatch import Outcome, read_document
-from readers.runtime import LocalContext
+from readers.context import LocalContext
 
 SAMPLES = Path(__file__).parent / "samples"
 
@@ -33,9 +33,10 @@ def read_rtf(data: bytes, limits: Limits | None = None) -> Outcome:
 
 def test_rows_become_tab_separated_lines():
     out = read_csv('name,note,n\r\nCSVMARK,"has, comma",1\r\nx,"multi\nline\tcell",2\r\n')
-    assert out.status == "ok" and out.extractor == "csv"
+    assert out.status == "ok" and out.extractor == "csv:utf-8"
     assert out.text == "name\tnote\tn\nCSVMARK\thas, comma\t1\nx\tmulti line cell\t2\n"
-    assert out.meta == {"charset": "utf-8", "delimiter": ",", "rows": 3}
+    assert out.meta == {"charset": "utf-8", "encoding_source": "utf-8", "delimiter": ",",
+                        "rows": 3}
 
 
 def test_semicolon_dialect_sniffed():
@@ -46,12 +47,12 @@ def test_semicolon_dialect_sniffed():
 
 def test_tsv_by_extension_and_mime():
     out = read_csv("a\tb,c\nTSVMARK\t2,3\n", name="t.tsv", mime="text/tab-separated-values")
-    assert out.extractor == "tsv" and out.text == "a\tb,c\nTSVMARK\t2,3\n"
+    assert out.extractor == "tsv:utf-8" and out.text == "a\tb,c\nTSVMARK\t2,3\n"
 
 
 def test_single_column_falls_back_to_comma():
     out = read_csv("ONECOLMARK\nsecond\n")
-    assert out.text == "ONECOLMARK\nsecond\n" and out.extractor == "csv"
+    assert out.text == "ONECOLMARK\nsecond\n" and out.extractor == "csv:utf-8"
 
 
 def test_old_mac_line_ends_and_blank_lines():
@@ -106,7 +107,7 @@ def test_300k_cell_row_stops_at_max_parts():
     assert lines[0] == "HDRMARK"
     assert lines[1].split("\t") == [f"c{i}" for i in range(200_000)]
     assert lines[2] == "[bastion: text truncated, max_parts reached: a row of more than 200000 fields]"
-    assert out.extractor == "csv"
+    assert out.extractor == "csv:utf-8"
 
 
 def test_many_rows_hit_char_cap():
@@ -115,9 +116,18 @@ def test_many_rows_hit_char_cap():
     assert out.limit == "max_chars" and out.text.startswith("0\tROWMARK\n1\tROWMARK\n")
 
 
-def test_choose_encoding_nul_share():
-    assert delimited.choose_encoding("a,b\n".encode("utf-16-le") * 10) == ("utf-16-le", 0)
-    assert delimited.choose_encoding("a,b\n".encode("utf-16-be") * 10) == ("utf-16-be", 0)
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_bomless_wide_csv_by_nul_pattern(codec):
+    out = read_csv("a,b\nWIDEMARK,2\n".encode(codec) * 10)
+    assert out.extractor == f"csv:{codec}" and out.meta["encoding_source"] == "nul-pattern"
+    assert out.text.startswith("a\tb\nWIDEMARK\t2\n")
+
+
+def test_legacy_csv_is_detected_not_cp1252():
+    rows = "Город,Население\nМосква,13010112\nСанкт-Петербург,5601911\nНовосибирск,1633595\n"
+    out = read_csv(rows.encode("cp1251"))
+    assert out.extractor == "csv:cp1251" and out.meta["encoding_source"] == "detected"
+    assert "Москва\t13010112" in out.text
 
 
 # ---------------------------------------------------------------------------- RTF rules
@@ -149,13 +159,17 @@ def test_rtf_body_text_and_symbols():
         "LINKMARK\n"
         "c1\tc2\n"
         "after pict\n"
+        "## header\n"
+        "HEADERMARK\n"
+        "## footer\n"
+        "FOOTERMARK\n"
     )
     assert out.meta == {"codepage": "cp1252"}
 
 
 @pytest.mark.parametrize("word", [
-    "FONTNAMEMARK", "STYLEMARK", "GENERATORMARK", "INFOTITLEMARK", "AUTHORMARK", "HEADERMARK",
-    "FOOTERMARK", "THEMEMARK", "STARMARK", "FLDINSTMARK", "BKMARK", "PICTMARK", "TRAILINGMARK",
+    "FONTNAMEMARK", "STYLEMARK", "GENERATORMARK", "INFOTITLEMARK", "AUTHORMARK", "THEMEMARK",
+    "STARMARK", "FLDINSTMARK", "BKMARK", "PICTMARK", "TRAILINGMARK",
 ])
 def test_rtf_destinations_dropped(word):
     assert word not in read_rtf(RTF_DOC).text
@@ -240,6 +254,10 @@ def test_garbage_never_escapes_as_an_exception():
      ["State Name\tState Abbreviate\tCode\tMontgomery GI Bill-Active Duty",
       "CALIFORNIA\tCA\t06\t34,942\t2,987"], []),
     ("csv/dummy.tsv", "text/tab-separated-values", ["a\tb\tc\n1\t2\t3\n"], []),
+    ("rtf/headers_footers.rtf", "application/rtf",
+     ["Body Text\n\nBody Text page 2\n\nBody Text page 3\n## header\nEven page header\n"
+      "Odd Page Header\nFirst Page Header\n## footer\nEven Page Footer\nOdd Page Footer\n"
+      "First Page Footer\n"], []),
     ("rtf/la_dame.rtf", "application/rtf",
      ["La dame\nToc toc Il a fermé la porte\nLes lys du jardin sont flétris\n",
       "– Guillaume Apollinaire, Alcools", "to take\xa0[out/away/etc.]"],
@@ -253,3 +271,29 @@ def test_real_samples(path, mime, phrases, absent):
         assert phrase in out.text
     for phrase in absent:
         assert phrase not in out.text
+
+
+def test_rtf_headers_footers_apart_and_shape_text():
+    """Header and footer groups are written after the body under ``## header`` /
+    ``## footer``, each distinct line once; a shape's text (``\\shptxt``) is read where the
+    shape sits and its fallback picture group (``\\shprslt``) is not read twice; the optional
+    hyphen ``\\-`` and U+00AD are removed, ``\\_`` is '-'."""
+    rtf = (rb"{\rtf1\ansi{\fonttbl{\f0 Arial;}}{\header \pard hdrword\par}"
+           rb"{\headerf \pard hdrword\par}{\footerl \pard footword {\field{\*\fldinst PAGE}"
+           rb"{\fldrslt 1}}\par}\pard bodyword in\-for\u173?ma\_tion\par"
+           rb"{\shp{\*\shpinst{\sp{\sn shapeType}{\sv 202}}{\shptxt \pard boxword\par}}"
+           rb"{\shprslt{\*\do\dobxcolumn{\dptxbx{\pard boxword\par}}}}}\pard tail\par}")
+    out = read_rtf(rtf)
+    assert out.text == ("bodyword informa-tion\nboxword\ntail\n## header\nhdrword\n"
+                        "## footer\nfootword 1\n")
+
+
+def test_rtf_annotations_after_their_paragraph():
+    """A comment (``\\*\\annotation``, author from ``\\*\\atnauthor``) is one line after the
+    paragraph it is anchored in; its id and reference are not text."""
+    rtf = (rb"{\rtf1\ansi\pard first {\*\atnid AA}{\*\atnauthor Ann Auditor}\chatn"
+           rb"{\*\annotation{\*\atnref 1}\pard\plain rtfremark\par more}para\par"
+           rb"\pard second{\*\annotation orphanremark}\par}")
+    out = read_rtf(rtf)
+    assert out.text == ("first para\n[comment: Ann Auditor] rtfremark more\nsecond\n"
+                        "[comment] orphanremark\n")

@@ -11,8 +11,8 @@ import pytest
 
 from readers import mail, markup
 from readers.base import Document, Limits, TextSink
-from readers.dispatch import Outcome, read_document
-from readers.runtime import LocalContext
+from readers.context import LocalContext
+from readers.dispatch import Outcome, read_document, read_nested
 
 SAMPLES = Path(__file__).parent / "samples"
 
@@ -26,7 +26,7 @@ def read_html(data: bytes | str, limits: Limits | None = None, name: str = "page
 
 def read_mail(data: bytes, limits: Limits | None = None) -> Outcome:
     return read_document(Document(data, "msg.eml", "message/rfc822"),
-                         LocalContext(limits or Limits()))
+                         LocalContext(limits or Limits(), nested=read_nested))
 
 
 # ---------------------------------------------------------------------------- HTML rules
@@ -39,9 +39,9 @@ def test_title_first_scripts_styles_dropped():
         "</head><body><noscript>NOSCRIPTMARK</noscript><template><p>TEMPLATEMARK</p>"
         "</template><p>BODYMARK</p><!-- COMMENTMARK --></body></html>"
     )
-    assert out.status == "ok" and out.extractor == "html"
+    assert out.status == "ok" and out.extractor == "html:utf-8"
     assert out.text == "Page TITLEMARK\nBODYMARK\n"
-    assert out.meta == {"charset": "utf-8", "title": "Page TITLEMARK"}
+    assert out.meta == {"charset": "utf-8", "encoding_source": "utf-8", "title": "Page TITLEMARK"}
 
 
 def test_blocks_lines_whitespace_entities():
@@ -124,7 +124,33 @@ def test_undeclared_utf8_then_cp1252():
 def test_declared_non_text_codec_is_refused():
     out = read_html(b"<meta charset='zlib'><p>ZLIBMARK</p>")
     assert out.text == "ZLIBMARK\n" and out.meta["charset"] == "utf-8"
-    assert markup.text_codec("base64") is None and markup.text_codec("nonsense") is None
+
+
+def test_prescan_follows_whatwg():
+    pre = markup.prescan
+    assert pre(b"<meta charset=koi8-r>") == "koi8-r"
+    assert pre(b'<META HTTP-EQUIV="content-type" CONTENT="text/html;charset=\'big5\'">') == "big5"
+    assert pre(b'<meta content="text/html; charset=big5">') is None  # no http-equiv
+    assert pre(b"<!-- <meta charset=koi8-r> --><meta charset=cp1251>") == "cp1251"
+    assert pre(b'<div title="<meta charset=koi8-r>"><meta charset="gbk">') == "gbk"
+    assert pre(b"<meta charset=utf-16le>") == "utf-8"
+    assert pre(b"<meta charset=bogus><meta charset=euc-jp>") == "euc-jp"
+    assert pre(b" " * 1024 + b"<meta charset=koi8-r>") is None  # past the 1024 bytes
+
+
+def test_declared_charset_used_and_recorded():
+    html = "<meta charset='koi8-r'><p>Привет, KOIHTMLMARK</p>"
+    out = read_html(html.encode("koi8-r"))
+    assert out.text == "Привет, KOIHTMLMARK\n"
+    assert out.extractor == "html:koi8-r" and out.meta["encoding_source"] == "declared"
+
+
+def test_undeclared_legacy_html_is_detected():
+    words = "Город Москва является столицей России. " * 20
+    html = f"<html><body><p>{words}</p></body></html>"
+    out = read_html(html.encode("cp1251"))
+    assert out.extractor == "html:cp1251" and out.meta["encoding_source"] == "detected"
+    assert "Москва является столицей" in out.text
 
 
 # ---------------------------------------------------------------------------- caps
@@ -152,7 +178,7 @@ def test_row_with_too_many_cells_stops_at_max_parts():
     html = "<p>ROWMARK</p><table><tr>" + "<td>c</td>" * 1000 + "</tr></table>"
     out = read_html(html, Limits(max_parts=100))
     assert out.status == "ok" and out.limit == "max_parts"
-    assert out.extractor == "html"
+    assert out.extractor == "html:utf-8"
     assert out.text == "ROWMARK\n" + "\t".join(["c"] * 100) + (
         "\n[bastion: text truncated, max_parts reached: a table row of more than 100 cells]\n")
 
@@ -236,6 +262,25 @@ def test_cp1252_body_without_charset():
     raw = (b"Subject: cp\nContent-Type: text/plain\nContent-Transfer-Encoding: 8bit\n\n"
            + "CPBODYMARK “quoted”\n".encode("cp1252"))
     assert read_mail(raw).text.endswith("\n\nCPBODYMARK “quoted”\n")
+
+
+def test_undeclared_legacy_body_is_detected():
+    body = "Здравствуйте! Встреча переносится на пятницу, KOIMARK.\n" * 3
+    raw = (b"Subject: koi\nContent-Type: text/plain\nContent-Transfer-Encoding: 8bit\n\n"
+           + body.encode("koi8-r"))
+    assert read_mail(raw).text.endswith("\n\n" + body)
+
+
+def test_declared_body_charset_checked_against_the_bytes():
+    body = "Grüße aus Köln, DECLMARK\n"
+    ok = (b"Subject: d\nContent-Type: text/plain; charset=iso-8859-15\n"
+          b"Content-Transfer-Encoding: 8bit\n\n" + body.encode("iso8859_15"))
+    assert read_mail(ok).text.endswith("\n\n" + body)
+    # declared Shift-JIS on windows-1251 bytes that Shift-JIS cannot decode: not used
+    ru = "Город Москва — столица России, RUMARK.\n" * 4
+    wrong = (b"Subject: w\nContent-Type: text/plain; charset=shift_jis\n"
+             b"Content-Transfer-Encoding: 8bit\n\n" + ru.encode("cp1251"))
+    assert read_mail(wrong).text.endswith("\n\n" + ru)
 
 
 def test_attachments_listed_and_text_extracted():

@@ -14,7 +14,7 @@ from readers import ocr
 from readers.base import Document, Limits
 from readers.dispatch import read_document, select
 from readers.errors import ToolFailed
-from readers.runtime import LocalContext
+from readers.context import LocalContext
 
 TESSERACT = shutil.which("tesseract")
 needs_tesseract = pytest.mark.skipif(TESSERACT is None, reason="tesseract not installed")
@@ -111,3 +111,29 @@ def test_ocr_image_file_reads_text(tmp_path):
     path = tmp_path / "page.png"
     path.write_bytes(picture("WOMBAT", "PNG"))
     assert "WOMBAT" in ocr.ocr_image_file(path, ctx(tmp_path))
+
+
+def test_parse_tsv_rebuilds_lines_paragraphs_and_the_mean_confidence():
+    rows = ["level\tpage_num\tblock_num\tpar_num\tline_num\tword_num\tleft\ttop\twidth\theight"
+            "\tconf\ttext",
+            "1\t1\t0\t0\t0\t0\t0\t0\t100\t100\t-1\t",
+            "5\t1\t1\t1\t1\t1\t0\t0\t1\t1\t90.5\tHello",
+            "5\t1\t1\t1\t1\t2\t0\t0\t1\t1\t80.5\tworld",
+            "5\t1\t1\t1\t2\t1\t0\t0\t1\t1\t70\tsecond",
+            "4\t1\t1\t2\t1\t0\t0\t0\t1\t1\t-1\t",
+            "5\t1\t1\t2\t1\t1\t0\t0\t1\t1\t60\tnext",
+            "5\t1\t2\t1\t1\t1\t0\t0\t1\t1\t-1\t "]
+    got = ocr.parse_tsv("\n".join(rows) + "\n")
+    assert got.text == "Hello world\nsecond\n\nnext"
+    assert (got.confidence, got.words) == (75.2, 4)
+    assert ocr.parse_tsv("level\n") == ocr.OcrText("", None, 0)
+
+
+@needs_tesseract
+def test_image_record_names_tesseract_and_its_confidence(tmp_path):
+    out = read_document(Document(picture("WOMBAT 42", "PNG"), "scan.png", "image/png"),
+                        ctx(tmp_path))
+    assert out.status == "ok" and "WOMBAT" in out.text
+    info = out.meta["ocr"]
+    assert info["engine"] == "tesseract" and info["version"][0].isdigit()
+    assert 50 < info["confidence"] <= 100

@@ -17,11 +17,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import pdfgen  # noqa: E402
+import pdftext_client  # noqa: E402
 from readers import pdf as pdfreader  # noqa: E402
 from readers.base import Document, Limits  # noqa: E402
+from readers.context import LocalContext  # noqa: E402
 from readers.dispatch import Outcome, read_document  # noqa: E402
 from readers.errors import CorruptDocument, EncryptedDocument, ReaderError  # noqa: E402
-from readers.runtime import LocalContext, run_tool  # noqa: E402
+from readers.toolrun import run_tool  # noqa: E402
 
 PDFTOTEXT = shutil.which("pdftotext")
 PDFTOPPM = shutil.which("pdftoppm")
@@ -64,7 +66,11 @@ def test_text_pages_and_title(engine, compress, tmp_path):
     assert len(pages) == 2
     assert "Hello marker alpha" in pages[0] and "second line" in pages[0]
     assert "page two zebra" in pages[1]
-    assert out.meta == {"pages": 2, "title": "My Title", "outline": []}
+    sources = out.meta.pop("page_sources")
+    assert out.meta == {"pages": 2, "title": "My Title", "outline": [], "pages_ocr": 0}
+    assert [(s["page"], s["source"], s["engine"]) for s in sources] == [
+        (1, "native", engine), (2, "native", engine)]
+    assert all(s["version"] for s in sources)  # PDFium's build, pdfplumber's, poppler's
 
 
 WORDS = [["words", "set", "apart", "without", "spaces"], ["second", "line", "of", "them"]] * 12
@@ -304,7 +310,7 @@ sys.path[:0] = [{root!r}, {tests!r}]
 from pdfgen import make_many_pages
 from readers.base import Document, Limits
 from readers.dispatch import read_document
-from readers.runtime import LocalContext
+from readers.context import LocalContext
 engine, pages, tools = sys.argv[1], int(sys.argv[2]), dict(a.split("=") for a in sys.argv[3:])
 data = make_many_pages(pages)
 import pdfplumber, pypdfium2  # imported before the baseline
@@ -347,10 +353,12 @@ def test_image_only_page_is_ocred(engine, tmp_path):
     ctx = ctx_for(engine, tmp_path, tools=("pdftoppm", "tesseract"), ocr_dpi=150)
     out = read(pdfgen.make_image_only("QUOKKA 42 zebra"), ctx)
     assert out.status == "ok", out.error
-    assert out.extractor == "pdftoppm+tesseract"
+    assert out.extractor == f"{engine}+tesseract"  # the engine found no text layer
     assert "QUOKKA" in out.text
-    assert out.meta["pages"] == 1
-    assert list(tmp_path.iterdir()) == []  # the rendered page and the PDF copy are gone
+    assert out.meta["pages"] == 1 and out.meta["pages_ocr"] == 1
+    (source,) = out.meta["page_sources"]
+    assert source["source"] == "ocr" and source["renderer"] == "pdfium"
+    assert list(tmp_path.iterdir()) == []  # rendered in memory, read by tesseract from stdin
 
 
 @needs_ocr
@@ -362,8 +370,11 @@ def test_ocr_page_cap(tmp_path):
     ctx = ctx_for("pdfium", tmp_path, tools=("pdftoppm", "tesseract"), ocr_max_pages=1,
                   ocr_dpi=100)
     out = read(b.build(), ctx)
-    assert out.limit == "ocr_max_pages" and out.extractor == "pdftoppm+tesseract"
-    assert "WOMBAT" in out.text and "1 of 3 pages" in out.text
+    assert out.limit == "ocr_max_pages" and out.extractor == "pdfium+tesseract"
+    assert "WOMBAT" in out.text and "1 of 3 pages to OCR" in out.text
+    assert out.meta["pages_ocr"] == 1
+    assert [s.get("not_ocred") for s in out.meta["page_sources"]] == [
+        None, "ocr_max_pages reached", "ocr_max_pages reached"]
 
 
 # ----------------------------------------------------------------------------- real PDFs
@@ -455,8 +466,8 @@ def in_repo(monkeypatch):
 @pytest.mark.parametrize("engine", ["pdfium", "pdfplumber"])
 def test_child_process_round_trip(engine, in_repo):
     data = pdfgen.make_nested_outline()
-    doc = pdfreader.run_pdftext(child_argv("-max-pages", "3", "-engine", engine), data,
-                                timeout=30, max_output=1 << 20)
+    doc = pdftext_client.run_pdftext(child_argv("-max-pages", "3", "-engine", engine), data,
+                                     timeout=30, max_output=1 << 20)
     assert doc.pages == 4 and len(doc.texts) == 3
     assert "Chapter page 3" in doc.texts[2]
     assert doc.outline[0] == {"title": "Introduction", "page": 1, "level": 1}
@@ -466,18 +477,18 @@ def test_child_process_round_trip(engine, in_repo):
 def test_child_process_errors(in_repo):
     locked = pdfgen.make_text_pdf(["x"], security=pdfgen.RC4Security(user=b"pw"))
     with pytest.raises(EncryptedDocument, match=r"^encrypted PDF \(password required\)$"):
-        pdfreader.run_pdftext(child_argv(), locked, timeout=30, max_output=1 << 20)
+        pdftext_client.run_pdftext(child_argv(), locked, timeout=30, max_output=1 << 20)
     with pytest.raises(CorruptDocument, match=r"^unreadable PDF: .*Data format error"):
-        pdfreader.run_pdftext(child_argv(), b"garbage", timeout=30, max_output=1 << 20)
-    doc = pdfreader.run_pdftext(child_argv(), pdfgen.make_image_only("X"), timeout=30,
-                                max_output=1 << 20)
+        pdftext_client.run_pdftext(child_argv(), b"garbage", timeout=30, max_output=1 << 20)
+    doc = pdftext_client.run_pdftext(child_argv(), pdfgen.make_image_only("X"), timeout=30,
+                                     max_output=1 << 20)
     assert doc.empty_reason == "no text layer (scanned PDF?)"
 
 
 def test_child_process_output_cap(in_repo):
     with pytest.raises(ReaderError, match="pdf text over the output limit") as e:
-        pdfreader.run_pdftext(child_argv(), pdfgen.make_many_pages(50), timeout=30,
-                              max_output=2000)
+        pdftext_client.run_pdftext(child_argv(), pdfgen.make_many_pages(50), timeout=30,
+                                   max_output=2000)
     assert e.value.kind == "output_limit"
 
 
@@ -506,8 +517,8 @@ def test_child_process_deadline_kills_the_group(in_repo, tmp_path):
     argv = [sys.executable, "-c", SLOW_CHILD, str(pidfile), "-max-pages", "2"]
     started = time.monotonic()
     with pytest.raises(ReaderError, match="^pdf extraction timed out$") as e:
-        pdfreader.run_pdftext(argv, pdfgen.make_text_pdf(["x"]), timeout=1.5,
-                              max_output=1 << 20)
+        pdftext_client.run_pdftext(argv, pdfgen.make_text_pdf(["x"]), timeout=1.5,
+                                   max_output=1 << 20)
     assert e.value.kind == "timeout"
     assert time.monotonic() - started < 10
     child, grandchild = (int(p) for p in pidfile.read_text().split())
@@ -532,7 +543,7 @@ def test_child_process_deadline_kills_the_group(in_repo, tmp_path):
 ])
 def test_parse_pdftext_output_errors(stdout, code, stderr, error):
     with pytest.raises(error) as e:
-        pdfreader.parse_pdftext_output(stdout, code, stderr)
+        pdftext_client.parse_pdftext_output(stdout, code, stderr)
     if code == 4:
         assert e.value.message == "unreadable PDF: Data format error"
     if code == -11:
@@ -542,7 +553,7 @@ def test_parse_pdftext_output_errors(stdout, code, stderr, error):
 def test_parse_pdftext_output_pages():
     lines = [{"meta": {"pages": 3, "title": "T", "outline": []}},
              {"page": 1, "text": " "}, {"page": 2, "error": "boom"}]
-    doc = pdfreader.parse_pdftext_output(
+    doc = pdftext_client.parse_pdftext_output(
         "".join(json.dumps(x) + "\n" for x in lines).encode(), 0, b"")
     assert (doc.pages, doc.title, doc.failed, doc.texts) == (3, "T", {2: "boom"}, [" ", ""])
     assert doc.empty_reason == "no text layer (scanned PDF?)"
@@ -578,3 +589,357 @@ def test_an_engine_refusing_a_password_falls_through_to_the_next(
     ctx = LocalContext(Limits(pdf_engines=("pdfium",)), {}, tmpdir=tmp_path)
     out = read_document(Document(data, "a.pdf", "application/pdf"), ctx)
     assert out.status == "error" and out.error_kind == "encrypted"
+
+
+# ------------------------------------------------------------------ OCR decided per page
+
+OCR_TOOLS = ("pdftoppm", "tesseract")
+COVER = "Typed cover page of the office scan"
+CLOSING = "Closing page typed as text"
+
+
+def mixed_scan() -> bytes:
+    return pdfgen.make_mixed_scan([COVER, CLOSING], {1: "QUOKKA 42 zebra"})
+
+
+@needs_ocr
+@pytest.mark.parametrize("engine", ENGINES)
+def test_mixed_pdf_ocrs_only_its_scanned_page(engine, tmp_path):
+    ctx = ctx_for(engine, tmp_path, tools=OCR_TOOLS, ocr_dpi=150)
+    out = read(mixed_scan(), ctx)
+    assert out.status == "ok", out.error
+    assert out.extractor == f"{engine}+tesseract" and out.warnings == []
+    pages = out.text.split("\f")
+    assert len(pages) == 3
+    assert COVER in pages[0] and CLOSING in pages[2]  # native text, in page order
+    assert "QUOKKA" in pages[1] and COVER not in pages[1]
+    sources = out.meta["page_sources"]
+    assert [s["source"] for s in sources] == ["native", "ocr", "native"]
+    assert sources[0]["engine"] == engine and sources[0]["version"]
+    ocr = sources[1]
+    assert (ocr["page"], ocr["engine"], ocr["renderer"], ocr["dpi"]) == (2, "tesseract",
+                                                                         "pdfium", 150)
+    assert ocr["version"] and ocr["version"][0].isdigit()  # "5.3.0"
+    assert isinstance(ocr["confidence"], float) and 50 < ocr["confidence"] <= 100
+    assert out.meta["pages_ocr"] == 1
+
+
+@needs_ocr
+def test_ocr_is_deterministic(tmp_path):
+    ctx = ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150)
+    first, second = read(mixed_scan(), ctx), read(mixed_scan(), ctx)
+    assert first.text == second.text and first.meta == second.meta
+
+
+def test_mixed_pdf_without_tesseract_keeps_its_text_and_says_so(tmp_path):
+    out = read(mixed_scan(), ctx_for("pdfium", tmp_path, tools=("pdftoppm",)))
+    assert out.status == "ok" and out.extractor == "pdfium"
+    assert out.text.split("\f")[1] == ""
+    assert out.warnings == [
+        "page 2: no text layer, not OCRed: needs tesseract on this machine"]
+    sources = out.meta["page_sources"]
+    assert sources[1]["not_ocred"] == "needs tesseract on this machine"
+    assert out.meta["pages_ocr"] == 0
+
+
+@needs_ocr
+def test_blank_pages_are_not_sent_to_tesseract(tmp_path, monkeypatch):
+    """A page with no text and no ink renders white: nothing to read, no tesseract run."""
+    calls = []
+    real = pdfreader.ocr_image
+    monkeypatch.setattr(pdfreader, "ocr_image",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    b = pdfgen.PdfBuilder()
+    b.add_text_page("A page of ordinary text before the blank one")
+    b.add_page(b"")
+    out = read(b.build(), ctx_for("pdfium", tmp_path, tools=OCR_TOOLS))
+    assert out.status == "ok" and out.extractor == "pdfium" and calls == []
+    assert out.meta["pages_ocr"] == 0 and out.warnings == []
+
+
+def short_page_over_image(native: bytes, pictured: str) -> bytes:
+    """A page whose text layer is ``native`` (a few characters) over an image of
+    ``pictured``."""
+    b = pdfgen.PdfBuilder()
+    b.add_text_page("A page of ordinary text comes first")
+    gray, w, h = pdfgen.render_text_gray(pictured)
+    image = b.w.add(pdfgen.Stream({
+        "Type": pdfgen.Name("XObject"), "Subtype": pdfgen.Name("Image"), "Width": w,
+        "Height": h, "ColorSpace": pdfgen.Name("DeviceGray"), "BitsPerComponent": 8,
+        "Filter": pdfgen.Name("FlateDecode")}, pdfgen.zlib.compress(gray)))
+    content = (b"q 400 0 0 %.2f 72 400 cm /Im1 Do Q\n" % (400 * h / w)
+               + b"BT /F1 10 Tf 300 40 Td (" + native + b") Tj ET")
+    b.add_page(content, {"Font": {"F1": b.font}, "XObject": {"Im1": image}})
+    return b.build()
+
+
+@needs_ocr
+def test_short_text_layer_without_an_image_is_not_ocred(tmp_path, monkeypatch):
+    calls = []
+    real = pdfreader.ocr_image
+    monkeypatch.setattr(pdfreader, "ocr_image",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    b = pdfgen.PdfBuilder()
+    b.add_text_page("A page of ordinary text comes first")
+    b.add_text_page("p. 2")
+    out = read(b.build(), ctx_for("pdfium", tmp_path, tools=OCR_TOOLS))
+    assert out.status == "ok" and calls == []
+    assert out.text.split("\f")[1] == "p. 2\n"
+
+
+@needs_ocr
+def test_short_text_layer_is_kept_when_ocr_reads_no_more(tmp_path):
+    """A short text layer over an image without words: OCR reads the rendered layer again
+    (at best); the layer stays, exactly."""
+    data = short_page_over_image(b"Wombat", "")
+    out = read(data, ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150))
+    assert out.status == "ok"
+    assert out.text.split("\f")[1] == "Wombat\n"
+    source = out.meta["page_sources"][1]
+    assert source["source"] == "native"
+    assert source["ocr_unused"] in ("read no more than the text layer", "read nothing")
+
+
+@needs_ocr
+def test_short_text_layer_over_a_scan_takes_the_ocr_text(tmp_path):
+    """A page number in the text layer over a scanned page: OCR reads far more; it is taken."""
+    data = short_page_over_image(b"12", "QUOKKA 42 zebra\nwombats and koalas")
+    out = read(data, ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150))
+    page = out.text.split("\f")[1]
+    assert out.status == "ok" and "QUOKKA" in page and "koalas" in page
+    assert out.meta["page_sources"][1]["source"] == "ocr"
+
+
+@needs_ocr
+def test_ocr_stops_before_the_deadline_and_keeps_the_text(tmp_path):
+    ctx = LocalContext(Limits(pdf_engines=("pdfium",)),
+                       {n: shutil.which(n) for n in OCR_TOOLS}, tmpdir=tmp_path,
+                       deadline=time.monotonic() + pdfreader.OCR_RESERVE_S - 1)
+    out = read(mixed_scan(), ctx)
+    assert out.status == "ok" and out.limit == "ocr_deadline"
+    assert COVER in out.text and CLOSING in out.text
+    assert "ocr_deadline reached: not OCRed: page 2" in out.text
+    assert out.meta["page_sources"][1]["not_ocred"] == "the deadline was near"
+
+
+# ------------------------------------------------------------ garbage measured per page
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_german_prose_is_read(engine, tmp_path):
+    """Umlauts, ß and „…“ through /WinAnsiEncoding are letters, not garbage."""
+    out = read(pdfgen.make_german_prose(), ctx_for(engine, tmp_path))
+    assert out.status == "ok", out.error
+    assert out.warnings == []
+    text = " ".join(out.text.split())
+    assert "Größere Änderungen überließ man „den Fachleuten“ – so hieß es." in text
+    assert "Süße Äpfel, bittere Öfen: Maßstäbe für Qualität" in text
+
+
+def test_c1_bytes_are_read_as_windows_1252(tmp_path):
+    """A font that leaves punctuation unmapped gives the raw codes (U+0084 …); they are the
+    Windows-1252 marks, and the page is not garbage."""
+    data = pdfgen.make_raw_code_punctuation("Er sagte „hallo“ – dann ging er nach Hause.")
+    out = read(data, ctx_for("pdfium", tmp_path))
+    assert out.status == "ok", out.error
+    assert "Er sagte „hallo“ – dann ging er nach Hause." in out.text
+    assert not any("\x80" <= c <= "\x9f" for c in out.text)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_one_garbage_page_does_not_throw_away_the_document(engine, tmp_path):
+    data = pdfgen.make_garbage_page_among_text(["first readable page", "third readable page"], 1)
+    out = read(data, ctx_for(engine, tmp_path))
+    assert out.status == "ok", out.error
+    pages = out.text.split("\f")
+    assert "first readable page" in pages[0] and "third readable page" in pages[2]
+    assert pages[1] == ""  # never stored
+    assert "page 2: garbage text dropped, not OCRed: needs tesseract on this machine" \
+        in out.warnings
+    dropped = out.meta["page_sources"][1]
+    assert dropped["source"] == "dropped" and dropped["reason"].startswith("garbage text (")
+
+
+@needs_ocr
+def test_garbage_page_is_ocred(tmp_path):
+    data = pdfgen.make_garbage_page_among_text(["first readable page", "third readable page"],
+                                               1, scanned="WOMBAT 77 koala")
+    out = read(data, ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150))
+    assert out.status == "ok" and out.extractor == "pdfium+tesseract"
+    assert "WOMBAT" in out.text.split("\f")[1]
+    assert out.meta["page_sources"][1]["source"] == "ocr" and out.warnings == []
+
+
+@needs_ocr
+def test_all_garbage_is_ocred_when_tesseract_is_there(tmp_path):
+    data = pdfgen.make_garbage_page_among_text([], 0, scanned="WOMBAT 77 koala")
+    ctx = LocalContext(Limits(), {n: shutil.which(n) for n in OCR_TOOLS}, tmpdir=tmp_path)
+    out = read(data, ctx)
+    assert out.status == "ok" and out.extractor == "pdfium+tesseract"
+    assert "WOMBAT" in out.text
+    assert [w.split(" (")[0] for w in out.warnings] == [
+        "skipped pdfium: garbage text", "skipped pdfplumber: garbage text"]
+
+
+def test_page_kind():
+    assert pdfreader.page_kind("") == "blank"
+    assert pdfreader.page_kind(" \n\f ") == "blank"
+    assert pdfreader.page_kind("p. 12") == "short"
+    assert pdfreader.page_kind("Größe und Maß, überall") == "text"
+    assert pdfreader.page_kind("Ελληνικά και русский текст") == "text"
+    assert pdfreader.page_kind("(cid:3)(cid:4)(cid:5) ab") == "garbage"
+    assert pdfreader.page_kind("\ue000\ue001\ue002\ue003 text") == "garbage"
+
+
+# ------------------------------------------------------------------------- annotations
+
+NOTES = [("Text", "sticky NOTEMARKER one"), ("FreeText", "free TYPEDMARKER words"),
+         ("Highlight", "highlight comment\nsecond line")]
+
+
+@needs_ocr
+@pytest.mark.parametrize("engine", ENGINES)
+def test_annotation_only_pdf_is_ok_and_not_ocred(engine, tmp_path):
+    out = read(pdfgen.make_annotated(None, NOTES), ctx_for(engine, tmp_path, tools=OCR_TOOLS))
+    assert out.status == "ok", out.error
+    assert out.extractor == engine and out.meta["pages_ocr"] == 0
+    if engine == "pdftotext":  # poppler draws the free text into the page, once
+        assert out.text == ("free TYPEDMARKER words\n"
+                            "[annotation] sticky NOTEMARKER one\n"
+                            "[annotation] highlight comment\nsecond line\n")
+        return
+    assert out.text == ("[annotation] sticky NOTEMARKER one\n"
+                        "[annotation] free TYPEDMARKER words\n"
+                        "[annotation] highlight comment\nsecond line\n")
+    assert out.meta["page_sources"][0]["annotations"] == 3
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_annotations_follow_the_page_text(engine, tmp_path):
+    out = read(pdfgen.make_annotated("Body text of the page", NOTES[:1]),
+               ctx_for(engine, tmp_path))
+    assert out.text == "Body text of the page\n[annotation] sticky NOTEMARKER one\n"
+    assert "link words" not in out.text and "widget words" not in out.text
+
+
+# ------------------------------------------------------------------------- rotated text
+
+def test_rotated_text_reads_in_order(tmp_path):
+    out = read(pdfgen.make_rotated_text(), ctx_for("pdfium", tmp_path))
+    assert out.status == "ok", out.error
+    pages = out.text.split("\f")
+    assert len(pages) == 6
+    block = "\n".join(pdfgen.ROTATED_LINES)
+    for n, page in enumerate(pages, 1):
+        assert block in page, (n, page)
+    assert pages[5].startswith("Heading above the side label\n")
+
+
+@needs_ocr
+@pytest.mark.parametrize("turned", [90, 180])
+def test_scan_lying_on_its_side_or_upside_down_is_turned(turned, tmp_path):
+    """Tesseract reads a page turned 180° as garbage with a low confidence: its orientation
+    detection says how to turn it, and the turned page is read again."""
+    text = ("The quick brown fox jumps over\nthe lazy dog near the river bank\n"
+            "while seven wombats watch quietly\nfrom the tall grass by the road")
+    out = read(pdfgen.make_image_only(text, turned=turned),
+               ctx_for("pdfium", tmp_path, tools=("tesseract",), ocr_dpi=150))
+    assert out.status == "ok", out.error
+    assert "seven wombats watch quietly" in out.text
+    (source,) = out.meta["page_sources"]
+    assert source["confidence"] > 80
+    if turned == 180:  # at 90° tesseract's own reading may already be good enough
+        assert source["turned"] == 180
+
+
+# --------------------------------------------------------------- real samples of each class
+
+def test_real_annotations(tmp_path):
+    """xdvipdfmx text with two sticky notes added in a viewer, one of them with umlauts."""
+    out = read((SAMPLES / "pypdf-commented.pdf").read_bytes(), ctx_for("pdfium", tmp_path))
+    assert out.status == "ok", out.error
+    assert "The round pegs in the square holes." in out.text
+    assert out.text.index("The round pegs") < out.text.index("[annotation] Note in second")
+    assert "[annotation] note over \"kinds\"\n\nLike in \"kinds of people\"" in out.text
+    assert "Umlaut: äöüß" in out.text
+    assert out.meta["page_sources"][0]["annotations"] == 2
+
+
+def test_real_font_without_mapping(tmp_path):
+    data = (SAMPLES / "ocrmypdf-type3-font-nomapping.pdf").read_bytes()
+    out = read(data, LocalContext(Limits(), {}, tmpdir=tmp_path))
+    assert (out.status, out.error) == ("unsupported", "needs pdftotext (poppler) on this machine")
+
+
+@needs_ocr
+def test_real_font_without_mapping_is_ocred(tmp_path):
+    data = (SAMPLES / "ocrmypdf-type3-font-nomapping.pdf").read_bytes()
+    out = read(data, LocalContext(Limits(), {"tesseract": TESSERACT}, tmpdir=tmp_path))
+    assert out.status == "ok" and out.extractor == "pdfium+tesseract"
+    assert out.text == "ua\n"  # what the page shows
+
+
+@needs_ocr
+def test_real_mixed_document(tmp_path):
+    """A real text PDF with a real scanned page put after it (pages joined with PDFium)."""
+    import pypdfium2 as pdfium
+
+    joined = pdfium.PdfDocument.new()
+    for name in ("crazyones.pdf", "ocrmypdf-linn-scan.pdf"):
+        part = pdfium.PdfDocument((SAMPLES / name).read_bytes())
+        joined.import_pages(part)
+        part.close()
+    buf = io.BytesIO()
+    joined.save(buf)
+    joined.close()
+    out = read(buf.getvalue(), ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=100))
+    assert out.status == "ok", out.error
+    native, scanned = out.text.split("\f")
+    assert "the round pegs in the square holes" in native.lower()
+    assert "32 Track MIDI Sequence Recorder" in scanned
+    assert [s["source"] for s in out.meta["page_sources"]] == ["native", "ocr"]
+
+
+@needs_ocr
+def test_two_caps_name_the_first_and_warn_of_the_second(tmp_path):
+    b = pdfgen.PdfBuilder()
+    gray, w, h = pdfgen.render_text_gray("WOMBAT")
+    for _ in range(3):
+        b.add_image_page(gray, w, h)
+    ctx = ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_max_pages=1, max_pages=2,
+                  ocr_dpi=100)
+    out = read(b.build(), ctx)
+    assert out.limit == "max_pages" and "2 of 3 pages" in out.text
+    assert out.warnings == ["ocr_max_pages reached: 1 of 2 pages to OCR"]
+    assert len(out.meta["page_sources"]) == 2
+
+
+def test_c1_bytes_by_their_font_encoding():
+    """Windows-1252 punctuation stands between words, Mac Roman letters inside them."""
+    assert pdfreader.repair_c1("Er sagte \x84hallo\x93 \x96 dann, don\x92t \x85") == (
+        "Er sagte „hallo“ – dann, don’t …")
+    assert pdfreader.repair_c1("\x84Zitat\x93") == "„Zitat“"
+    mac = "Die M\x8anner m\x9fssen gr\x9a\xa7ere \x80pfel sch\x8alen: \xe3so\xd2."
+    assert pdfreader.repair_c1(mac) == "Die Männer müssen größere Äpfel schälen: „so“."
+    assert pdfreader.repair_c1("Größe") == "Größe"
+
+
+@needs_ocr
+def test_pdftoppm_renders_what_pdfium_cannot_open(tmp_path):
+    """PDFium gives up on a header after 1 KiB of junk; pdfplumber finds no text layer and
+    pdftoppm (poppler recovers the file) renders the page for tesseract."""
+    data = b"J" * 2000 + b"\n" + pdfgen.make_image_only("QUOKKA 42 zebra")
+    ctx = LocalContext(Limits(ocr_dpi=150), {n: shutil.which(n) for n in OCR_TOOLS},
+                       tmpdir=tmp_path)
+    out = read(data, ctx)
+    assert out.status == "ok", out.error
+    assert out.extractor == "pdfplumber+tesseract" and "QUOKKA" in out.text
+    (source,) = out.meta["page_sources"]
+    assert (source["source"], source["renderer"]) == ("ocr", "pdftoppm")
+
+
+def test_scan_without_any_renderer_says_so(tmp_path):
+    data = b"J" * 2000 + b"\n" + pdfgen.make_image_only("QUOKKA 42 zebra")
+    out = read(data, LocalContext(Limits(), {"tesseract": TESSERACT or "/bin/false"},
+                                  tmpdir=tmp_path))
+    assert (out.status, out.error) == ("empty", "no text layer (scanned PDF?)")
+    assert out.warnings[-1] == "page 1: no text layer, not OCRed: no renderer opens the file"

@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 
 from readers.base import Limits, MiB
-from readers.runtime import Job, JobResult, WorkerPool
+from readers.pool import Job, JobResult, WorkerPool
 from tasks.cli import main
 
 from procutil import alive, pids_with, workers_of  # noqa: E402  (tests/ is on sys.path)

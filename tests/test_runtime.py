@@ -2,9 +2,12 @@
 and ``run_tool``'s deadline and output cap.
 
 Each misbehaviour must give exactly one ``error`` JobResult with the right ``error_kind`` and a
-useful message, and the pool must go on (an ``ok`` job after it succeeds).  Kills take the
-worker's whole process group; the child sees only ``CHILD_ENV`` + ``TMPDIR`` and none of the
-parent's descriptors; with Landlock it cannot write outside its directory nor open TCP.
+useful message, and the pool must go on (an ``ok`` job after it succeeds).  Kills take every
+process the worker started, even one that left its session (its PID namespace, or the
+subreaper fallback); the child sees only ``CHILD_ENV`` + ``TMPDIR`` and none of the parent's
+descriptors but its protocol and the document's; with Landlock it cannot write outside its
+directory nor open TCP; run as root, the pool's workers are ``nobody`` and still read root-only
+documents.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pwd
 import socket
 import subprocess
 import sys
@@ -24,8 +28,11 @@ import pytest
 from readers.base import Document, Limits, MiB
 from readers.dispatch import read_document
 from readers.errors import ToolFailed
-from readers.runtime import (CHILD_ENV, Job, JobResult, LocalContext, RunningTool, WorkerPool,
-                             run_tool)
+from readers.context import LocalContext
+from readers.pool import Job, JobResult, WorkerPool, open_document, worker_user
+from readers.procs import CHILD_ENV, SUBREAPER, containment, fork_helper
+from readers.sandbox import WORKER_DIR
+from readers.toolrun import RunningTool, run_tool
 
 from procutil import alive, pids_with  # tests/ is on sys.path
 
@@ -117,7 +124,7 @@ def landlock_abi() -> int:
     """The Landlock ABI the sandbox gets, asked in a throw-away child (it restricts itself)."""
     global _ABI
     if _ABI is None:
-        code = ("import sys, tempfile, pathlib; from readers.runtime import landlock_restrict; "
+        code = ("import sys, tempfile, pathlib; from readers.sandbox import landlock_restrict; "
                 "print(landlock_restrict([pathlib.Path(tempfile.mkdtemp())]))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              cwd=str(Path(__file__).resolve().parent.parent), timeout=30)
@@ -287,7 +294,10 @@ def test_child_environment_is_exactly_child_env(tmp_path: Path,
         assert result.status == "ok", result
         env = json.loads(text)
         wdir = env.pop("TMPDIR")
-        assert Path(wdir).parent == tmp_path / "pool"
+        if h.pool.user is None:
+            assert Path(wdir).parent == tmp_path / "pool"
+        else:  # a worker that gave up root sees its directory bound over /tmp
+            assert Path(wdir) == WORKER_DIR
         assert env == CHILD_ENV
         assert "leaked-secret" not in text
     finally:
@@ -303,6 +313,7 @@ def test_child_has_no_parent_descriptors(tmp_path: Path) -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen()
     os.set_inheritable(sock.fileno(), True)
+    parent_socket = f"socket:[{os.fstat(sock.fileno()).st_ino}]"
     try:
         h = Harness(tmp_path)
         try:
@@ -316,12 +327,14 @@ def test_child_has_no_parent_descriptors(tmp_path: Path) -> None:
     fds = {int(k): v for k, v in json.loads(text).items()}
     targets = {v for v in fds.values() if v is not None}
     assert str(secret) not in targets
-    assert not any(t.startswith("socket:") for t in targets), fds
+    assert parent_socket not in targets, fds
+    assert not any(t.endswith(".hostile") for t in targets), fds  # the document: read, closed
     # 0 and 1 are /dev/null (a reader's prints cannot reach the protocol), 2 is the stderr pipe
     assert fds[0] == "/dev/null" and fds[1] == "/dev/null"
     assert fds[2].startswith("pipe:")
-    protocol = [n for n, t in fds.items() if n > 2 and t and t.startswith("pipe:")]
-    assert len(protocol) == 2, fds
+    # the protocol: the job socket and the result pipe
+    protocol = [n for n, t in fds.items() if n > 2 and t and t.startswith(("pipe:", "socket:"))]
+    assert sorted(fds[n].partition(":")[0] for n in protocol) == ["pipe", "socket"], fds
     # everything else is the listing's own descriptor (/proc/<pid>/fd), nothing of the parent
     rest = {n: t for n, t in fds.items() if n > 2 and n not in protocol}
     assert all(t is None or t.startswith("/proc/") for t in rest.values()), rest
@@ -555,15 +568,19 @@ def test_text_file_replaced_by_a_symlink_is_refused(harness: Harness) -> None:
 
 
 def test_worker_dead_while_idle_is_replaced(harness: Harness) -> None:
+    """The process the pool started (the worker's keeper, ``unshare``) killed from outside:
+    the worker dies with it, and the next document goes to a new worker."""
     assert_goes_on(harness)
+    worker = int(harness.run("pid")[1])
     (pid,) = harness.pool.pids()
     os.kill(pid, 9)
     end = time.monotonic() + 2
-    while proc_state(pid) not in ("Z", None) and time.monotonic() < end:
+    while (proc_state(pid) not in ("Z", None) or alive(worker)) and time.monotonic() < end:
         time.sleep(0.01)
+    assert not alive(worker)
     assert_goes_on(harness)
     assert harness.pool.pids() != [pid]
-    assert [r.status for r, _ in harness.results] == ["ok", "ok"]
+    assert [r.status for r, _ in harness.results] == ["ok", "ok", "ok"]
 
 
 def test_timeout_kills_a_tool_the_reader_started(harness: Harness) -> None:
@@ -583,12 +600,24 @@ def test_timeout_kills_a_tool_the_reader_started(harness: Harness) -> None:
     assert pids_with(f".{token}") == [], "the tool's children outlived the killed worker"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a reader's descendant that leaves the worker's session (setsid / start_new_session) "
-    "escapes the kill: killpg and kill_session reach only the worker's group and session. "
-    "Needs the worker to be a child subreaper (PR_SET_CHILD_SUBREAPER) and the pool to kill "
-    "its descendant tree, or a PID namespace / cgroup"))
-def test_timeout_kills_a_descendant_that_left_the_session(harness: Harness) -> None:
+@pytest.mark.parametrize("contain", ["auto", "user-pid-namespace", "subreaper"])
+def test_timeout_kills_a_descendant_that_left_the_session(tmp_path: Path, contain: str) -> None:
+    """A reader's child that calls ``setsid`` leaves the worker's session and group: the kill
+    still takes it, through the worker's PID namespace (its PID 1 dies, the kernel kills the
+    rest; as root, or inside a user namespace) or, in the fallback, through the subreaper's
+    tree."""
+    harness = Harness(tmp_path, contain=contain)
+    try:
+        assert_goes_on(harness)
+        expected = {"auto": "pid-namespace" if os.geteuid() == 0 else "user-pid-namespace"}
+        assert harness.pool.workers[0].contained == expected.get(contain, contain)
+        run_daemon(harness)
+        assert_goes_on(harness)
+    finally:
+        harness.close()
+
+
+def run_daemon(harness: Harness) -> None:
     token = uuid.uuid4().int % 10**9
     job = harness.job("daemon", str(token), deadline=1.5)
     try:
@@ -606,3 +635,171 @@ def test_timeout_kills_a_descendant_that_left_the_session(harness: Harness) -> N
     finally:
         for pid in pids_with(f"1000.{token}"):  # the stray sleep this test started
             os.kill(pid, 9)
+
+
+def test_kill_9_of_the_parent_takes_a_setsid_descendant(tmp_path: Path) -> None:
+    """bastion itself killed with SIGKILL (no cleanup runs): its worker dies with it
+    (``PR_SET_PDEATHSIG`` down the chain), and with the worker's PID namespace every process
+    in it, even one that left the worker's session."""
+    if containment()[1] == SUBREAPER:
+        pytest.skip("no PID namespace here (not root, no user namespaces): the subreaper "
+                    "fallback cannot hold what outlives its worker")
+    token = uuid.uuid4().int % 10**9
+    doc = tmp_path / "d.hostile"
+    doc.write_bytes(f"daemon\n{token}".encode())
+    code = f"""
+import hashlib, sys, time
+from pathlib import Path
+from readers.base import Limits
+from readers.pool import Job, WorkerPool
+data = Path({str(doc)!r}).read_bytes()
+pool = WorkerPool(1, Limits(deadline_s=600), Path({str(tmp_path / "pool")!r}), print,
+                  extra_readers=("tests.hostile_readers",))
+pool.submit(Job(1, {str(doc)!r}, "d.hostile", "application/x-hostile",
+                hashlib.sha256(data).hexdigest(), len(data), 600.0))
+time.sleep(600)
+"""
+    parent = subprocess.Popen([sys.executable, "-c", code],
+                              cwd=str(Path(__file__).resolve().parent.parent))
+    try:
+        end = time.monotonic() + 20
+        while not pids_with(f"1000.{token}") and time.monotonic() < end:
+            time.sleep(0.02)
+        assert pids_with(f"1000.{token}"), "the daemon never started"
+        parent.kill()
+        parent.wait()
+        end = time.monotonic() + 2.0
+        while pids_with(f"1000.{token}") and time.monotonic() < end:
+            time.sleep(0.02)
+        assert pids_with(f"1000.{token}") == [], "a setsid descendant outlived bastion"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        for pid in pids_with(f"1000.{token}"):
+            os.kill(pid, 9)
+
+
+# -- a pool run as root: workers without root ----------------------------------------------
+
+ROOT_POOL = """
+import hashlib, json, os, sys
+from pathlib import Path
+from readers.base import Limits
+from readers.pool import Job, WorkerPool
+doc, tmp = Path(sys.argv[1]), Path(sys.argv[2])
+data = doc.read_bytes()
+out = {}
+def collect(result):
+    out["status"], out["error"] = result.status, result.error
+    if result.text_path is not None:
+        st = os.stat(result.text_path)
+        out["text"] = json.loads(result.text_path.read_text())
+        out["text_owner"], out["text_mode"] = st.st_uid, st.st_mode & 0o777
+pool = WorkerPool(1, Limits(), tmp / "pool", collect, extra_readers=("tests.hostile_readers",))
+out["user"], out["note"] = pool.user, pool.user_note
+if pool.user is not None:
+    pool.submit(Job(1, str(doc), doc.name, "application/x-hostile",
+                    hashlib.sha256(data).hexdigest(), len(data), 30.0))
+    pool.drain()
+pool.close()
+print(json.dumps(out))
+"""
+
+
+def _root_pool_python() -> tuple[list[str], dict[str, str]]:
+    """An interpreter whose library the user ``nobody`` can read: this one, or (where this
+    one lives in a private directory, e.g. under /root) the system's, given this one's
+    third-party packages."""
+    if worker_user("nobody")[0] is not None:
+        return [sys.executable], {}
+    site = [p for p in sys.path if p.endswith("site-packages")]
+    system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    return [system], {"PYTHONPATH": os.pathsep.join(site)}
+
+
+def test_a_root_pool_runs_its_workers_as_nobody_who_still_read_root_only_documents(
+        tmp_path: Path) -> None:
+    """Run as root, the pool's workers give up root for ``nobody`` (no supplementary group);
+    the parent opens each document and hands over the descriptor, so a 0600 document of
+    root's is read although ``nobody`` cannot open it; the worker's own directory, under a
+    directory only root can enter, is bound where it can reach it; its text ends up root's."""
+    if os.geteuid() != 0:
+        pytest.skip("workers change user only in a pool run as root")
+    os.chmod(tmp_path, 0o700)
+    doc = tmp_path / "secret.hostile"
+    doc.write_bytes(f"whoami\n{doc}".encode())
+    os.chmod(doc, 0o600)
+    python, env = _root_pool_python()
+    if not os.path.exists(python[0]):
+        pytest.skip(f"no interpreter readable by nobody ({python[0]})")
+    repo = Path(__file__).resolve().parent.parent
+    run = subprocess.run([*python, "-c", ROOT_POOL, str(doc), str(tmp_path)],
+                         capture_output=True, text=True, timeout=60, cwd=str(repo),
+                         env=dict(os.environ, **env))
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    nobody = pwd.getpwnam("nobody")
+    assert out["user"] == [nobody.pw_uid, nobody.pw_gid], out["note"]
+    assert out["status"] == "ok", out
+    seen = out["text"]
+    assert (seen["uid"], seen["euid"], seen["gid"]) == (nobody.pw_uid, nobody.pw_uid,
+                                                        nobody.pw_gid)
+    assert seen["groups"] == []
+    assert seen["open"].startswith("denied:"), seen  # the path itself stays closed to it
+    assert seen["tmpdir"].startswith(str(WORKER_DIR) + "/")
+    assert (out["text_owner"], out["text_mode"]) == (0, 0o600)
+
+
+# -- the walk's forked helpers ----------------------------------------------------------------
+
+
+def test_fork_helper_sends_back_what_its_work_returns() -> None:
+    def read_all(fd: int) -> bytes:
+        with open(fd, "rb") as f:
+            return f.read()
+
+    pid, fd = fork_helper(lambda: b"counted %d" % os.getpid())
+    data = read_all(fd)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0 and data == b"counted %d" % pid  # done in the helper, not here
+
+    def fails() -> bytes:
+        raise ValueError("helper failed on purpose")
+
+    pid, fd = fork_helper(fails)
+    assert read_all(fd) == b""
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 1
+
+
+def test_the_parent_opens_only_regular_files_for_its_workers(tmp_path: Path) -> None:
+    """What a worker is handed: a descriptor of a regular file, never of a symlink's target,
+    a FIFO (no blocking on it either) or a device; else why not."""
+    regular = tmp_path / "a.txt"
+    regular.write_bytes(b"text\n")
+    fd, why = open_document(str(regular))
+    assert why is None and fd is not None
+    try:
+        assert os.read(fd, 100) == b"text\n"
+    finally:
+        os.close(fd)
+    (tmp_path / "link").symlink_to(regular)
+    os.mkfifo(tmp_path / "fifo")
+    assert open_document(str(tmp_path / "link")) == (
+        None, "cannot open: Too many levels of symbolic links")
+    assert open_document(str(tmp_path / "fifo")) == (None, "no longer a regular file")
+    assert open_document("/dev/null") == (None, "no longer a regular file")
+    assert open_document(str(tmp_path / "gone")) == (None, "file disappeared since the walk")
+
+
+def test_a_document_the_parent_cannot_open_is_one_changed_error(harness: Harness) -> None:
+    job = harness.job("ok")
+    Path(job.path).unlink()
+    os.mkfifo(job.path)  # swapped for a FIFO after the walk
+    harness.pool.submit(job)
+    harness.pool.drain()
+    result, _ = harness.only(job)
+    assert (result.status, result.error_kind, result.error) == (
+        "error", "changed", "no longer a regular file")
+    assert_goes_on(harness)

@@ -1,0 +1,113 @@
+"""No import circle among bastion's modules (``readers/`` and ``tasks/``).
+
+The graph is read from the source (``ast``), with every import statement: at module level,
+inside functions (a lazy import still ties the two modules together) and under
+``TYPE_CHECKING``.  An edge goes to a project module only; ``from . import name`` counts when
+``name`` is a module of the package.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("readers", "tasks")
+
+
+def project_modules() -> dict[str, Path]:
+    mods = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).glob("*.py")):
+            name = pkg if path.stem == "__init__" else f"{pkg}.{path.stem}"
+            mods[name] = path
+    return mods
+
+
+def imports_of(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
+    """The project modules that module ``name`` (at ``path``) imports, anywhere in it."""
+    package = name if path.stem == "__init__" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                for i in range(len(parts), 0, -1):  # import a.b.c: the deepest project module
+                    if ".".join(parts[:i]) in mods:
+                        found.add(".".join(parts[:i]))
+                        break
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:  # from pkg import module
+                sub = f"{target}.{alias.name}"
+                if sub in mods:
+                    found.add(sub)
+            if target in mods and not all(f"{target}.{a.name}" in mods for a in node.names):
+                found.add(target)
+    found.discard(name)
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = project_modules()
+    return {name: imports_of(name, path, mods) for name, path in mods.items()}
+
+
+def test_the_graph_sees_lazy_and_relative_imports() -> None:
+    """The reader of the graph itself: edges the project is known to have."""
+    graph = import_graph()
+    assert "readers.pdf" in graph["readers.dispatch"]  # from . import ..., pdf, ...
+    assert "readers.base" in graph["readers.dispatch"]  # from .base import ...
+    assert "readers.context" in graph["readers.worker"]  # inside a function
+    assert "readers.pool" in graph["tasks.session"]  # absolute: from readers.pool import ...
+
+
+def test_cycles_are_found() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_among_the_project_modules() -> None:
+    graph = import_graph()
+    found = cycles(graph)
+    assert found == [], "import circles: " + "; ".join(" <-> ".join(c) for c in found)

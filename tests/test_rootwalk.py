@@ -1,0 +1,64 @@
+"""tasks.walk.RootWalk: one root's traversal, and one owner's share of it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from tasks.manifest import load_manifest
+from tasks.walk import RootWalk, Walker
+
+
+def write_manifest(directory: Path, roots: list[dict]) -> Path:
+    path = directory / "m.yaml"
+    path.write_text(yaml.safe_dump({"version": 1, "roots": roots}, sort_keys=False))
+    return path
+
+
+def tree(root: Path) -> None:
+    for rel in ("a.txt", "sub/b.txt", "sub/deeper/c.txt"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(rel.encode() + b"\n")
+
+
+def test_owner_shares_partition_a_root(tmp_path: Path) -> None:
+    """RootWalk with ``owners`` > 1 records only the entries its owner owns; the shares of
+    all owners, walked one after the other in this process, are exactly a serial walk."""
+    root = tmp_path / "root"
+    tree(root)
+    for i in range(30):
+        (root / "sub" / f"n{i}.txt").write_bytes(b"%d\n" % i)
+    os.symlink("sub", root / "link")
+    os.mkfifo(root / "pipe")
+    m = load_manifest(write_manifest(tmp_path, [{"name": "r", "path": "root"}]))
+    serial = Walker(m, tmp_path / "out")
+    serial.run()
+    shared = Walker(m, tmp_path / "out")
+    lines = []
+    for owner in range(3):
+        before = len(shared.fresh)
+        RootWalk(shared, m.roots[0], owner, 3).run()
+        lines.append({row[1] for row in shared.fresh[before:]})
+    assert all(lines) and not (lines[0] & lines[1] or lines[1] & lines[2] or lines[0] & lines[2])
+    assert sorted(shared.fresh) == sorted(serial.fresh)
+    assert shared.stats == serial.stats
+
+
+def test_a_root_walk_records_through_its_walker(tmp_path: Path) -> None:
+    """Hits (line numbers) on a re-walk, rows on a first walk; the Selector decides."""
+    root = tmp_path / "root"
+    tree(root)
+    (root / "skip.tmp").write_bytes(b"x\n")
+    m = load_manifest(write_manifest(tmp_path, [{"name": "r", "path": "root",
+                                                 "exclude": ["*.tmp", "sub/deeper/"]}]))
+    (tmp_path / "out").mkdir()
+    w = Walker(m, tmp_path / "out")
+    RootWalk(w, m.roots[0]).run()
+    assert sorted(row[1] for row in w.fresh) == ["a.txt", "sub/b.txt"]
+    assert w.hits == [] and w.stats.hashed == 2
+    w.write()
+    again = Walker(m, tmp_path / "out")
+    RootWalk(again, m.roots[0]).run()
+    assert again.fresh == [] and sorted(again.hits) == [0, 1] and again.unchanged()

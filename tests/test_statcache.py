@@ -1,0 +1,93 @@
+"""tasks.statcache: the stat cache loads, answers and writes the previous walk's records."""
+
+from __future__ import annotations
+
+import marshal
+import os
+from pathlib import Path
+
+from tasks.fsio import atomic_write
+from tasks.manifest import Root
+from tasks.statcache import CACHE_NAME, EMPTY, StatCache, root_settings
+
+SETTINGS = [3, 1 << 30, False]
+
+
+def _roots(tmp_path: Path) -> tuple[Root, Root]:
+    return (Root(name="a", path=tmp_path / "a"), Root(name="b", path=tmp_path / "b",
+                                                        exclude=("*.tmp",)))
+
+
+def _write(out: Path, roots, rows) -> None:
+    out.mkdir(exist_ok=True)
+    atomic_write(out / "walk.jsonl", b"".join(r[4] for r in rows))
+    StatCache.write(out, SETTINGS, roots, rows)
+
+
+ROWS = [  # (root, path, directory, name, line, key)
+    ("a", "x.txt", "", "x.txt", b'{"path":"x.txt"}\n', (5, 100, 7, 101)),
+    ("a", "sub/link", "sub", "link", b'{"path":"sub/link"}\n', None),
+    ("b", "bad-\udcff", "", "bad-\udcff", b'{"path":"bad-\\udcff"}\n', (1, 2, 3, 4)),
+]
+
+
+def test_written_format(tmp_path: Path) -> None:
+    """The file layout docs and the module docstring give: a versioned, marshal'ed dict."""
+    out = tmp_path / "out"
+    roots = _roots(tmp_path)
+    _write(out, roots, ROWS)
+    data = marshal.loads((out / CACHE_NAME).read_bytes())
+    st = os.stat(out / "walk.jsonl")
+    assert data == {
+        "settings": SETTINGS,
+        "walk": [st.st_size, st.st_mtime_ns],
+        "roots": {
+            "a": [root_settings(roots[0]), {"": {"x.txt": (0, 5, 100, 7, 101)},
+                                            "sub": {"link": (1, -1, 0, 0, 0, ROWS[1][4])}}],
+            "b": [root_settings(roots[1]), {"": {"bad-\udcff": (2, 1, 2, 3, 4)}}],
+        },
+        "count": 3,
+    }
+    assert list(data) == ["settings", "walk", "roots", "count"]
+
+
+def test_load_answers_and_finds_previous_lines(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    roots = _roots(tmp_path)
+    _write(out, roots, ROWS)
+    cache = StatCache.load(out, SETTINGS, roots)
+    assert cache.count == 3
+    assert cache.root("a")[""]["x.txt"] == (0, 5, 100, 7, 101)
+    assert cache.root("a").get("nowhere", EMPTY) == {}
+    assert cache.root("unknown") == {}
+    # the rows of lines found again: bytes from walk.jsonl, keys only for stat-only records
+    assert cache.found([2, 0, 1], out / "walk.jsonl") == [ROWS[2], ROWS[0], ROWS[1]]
+
+
+def test_unusable_caches_load_empty(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    roots = _roots(tmp_path)
+    assert StatCache.load(out, SETTINGS, roots).count == -1  # none yet
+    _write(out, roots, ROWS)
+    assert StatCache.load(out, [3, 1 << 20, False], roots).count == -1  # other settings
+    assert StatCache.load(out, [4, 1 << 30, False], roots).count == -1  # other WALK_VERSION
+    # a walk.jsonl that is not the one the cache describes
+    atomic_write(out / "walk.jsonl", b"")
+    assert StatCache.load(out, SETTINGS, roots).count == -1
+    _write(out, roots, ROWS)
+    for garbage in (b"", b"\x00garbage", marshal.dumps([1, 2]), marshal.dumps({"settings":
+                                                                               SETTINGS})):
+        (out / CACHE_NAME).write_bytes(garbage)
+        cache = StatCache.load(out, SETTINGS, roots)
+        assert cache.count == -1 and cache.roots == {}
+
+
+def test_a_root_whose_settings_changed_gets_no_entries(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    roots = _roots(tmp_path)
+    _write(out, roots, ROWS)
+    changed = (roots[0], Root(name="b", path=tmp_path / "b", exclude=("*.bak",)))
+    cache = StatCache.load(out, SETTINGS, changed)
+    assert cache.count == 3 and set(cache.roots) == {"a"}
+    followed = (Root(name="a", path=tmp_path / "a", follow_symlinks=True), roots[1])
+    assert set(StatCache.load(out, SETTINGS, followed).roots) == {"b"}
