@@ -7,10 +7,9 @@ walk its records and its stat cache.  doit's own database stays (``doit forget``
 
 from __future__ import annotations
 
-import shutil
 from typing import TYPE_CHECKING
 
-from .fsio import STATE_DIR
+from .fsio import STATE_DIR, rmtree, unlink
 from .store import Store
 
 if TYPE_CHECKING:
@@ -24,12 +23,12 @@ def clean_extract(run: Run) -> None:
     run.lock()
     if run.store is not None:
         run.store.close()
-    for name in ("extract.jsonl", "extract.summary.json"):
-        (out / name).unlink(missing_ok=True)
-    shutil.rmtree(out / "extract", ignore_errors=True)
+    for name in ("extract.jsonl", "extract.summary.json"):  # through the output's descriptor
+        unlink(out / name)
+    rmtree(out / "extract")
     for name in ("verdicts.sqlite", "verdicts.sqlite-wal", "verdicts.sqlite-shm",
                  "forgotten.json", "tools.json", "extract-stamp.json"):
-        (out / STATE_DIR / name).unlink(missing_ok=True)
+        unlink(out / STATE_DIR / name)
     run.cleaned_all = True
     run.say(f"removed the extract stage's outputs in {out}")
 
@@ -52,5 +51,5 @@ def clean_walk(run: Run) -> None:
     out = run.out
     run.lock()
     for name in ("walk.jsonl", "walk.summary.json", f"{STATE_DIR}/walk-cache"):
-        (out / name).unlink(missing_ok=True)
+        unlink(out / name)
     run.say(f"removed the walk's outputs in {out}")

@@ -9,6 +9,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -160,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _config(args: argparse.Namespace, walk_mode: str) -> RunConfig:
     return RunConfig(
         manifest=Path(args.manifest).resolve(),
-        out=Path(args.out).resolve() if args.out else None,
+        out=Path(os.path.abspath(args.out)) if args.out else None,
         no_external=bool(getattr(args, "no_external", False)),
         require_signed=bool(args.require_signed),
         trusted_keys=args.trusted_keys,

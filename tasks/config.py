@@ -75,7 +75,7 @@ class RunConfig:
         jobs = str(get("jobs", "0") or "0")
         return cls(
             manifest=Path(manifest).resolve() if manifest else DEFAULT_MANIFEST,
-            out=Path(out).resolve() if out else None,
+            out=Path(os.path.abspath(out)) if out else None,
             no_external=flag("no_external") or os.environ.get("BASTION_NO_EXTERNAL") == "1",
             require_signed=flag("require_signed"),
             trusted_keys=Path(keys) if keys else None,

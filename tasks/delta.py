@@ -24,7 +24,7 @@ from array import array
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .fsio import STATE_DIR, atomic_write
+from .fsio import STATE_DIR, atomic_write, read_bytes, unlink
 
 DELTA = f"{STATE_DIR}/walk-delta"
 VERSION = 1
@@ -60,7 +60,7 @@ def write_delta(out: Path, before: list[int] | None, after: list[int] | None, ol
 
 def drop_delta(out: Path) -> None:
     try:
-        os.unlink(out / DELTA)
+        unlink(out / DELTA)
     except OSError:
         pass
 
@@ -68,8 +68,7 @@ def drop_delta(out: Path) -> None:
 def load_delta(out: Path, walk_from: Any, walk_to: Any) -> dict[str, Any] | None:
     """The delta from the walk ``walk_from`` to ``walk_to``, or None."""
     try:
-        with open(out / DELTA, "rb") as f:
-            data = marshal.loads(f.read())
+        data = marshal.loads(read_bytes(out / DELTA))  # through the checked descriptor
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if (not isinstance(data, dict) or data.get("version") != VERSION

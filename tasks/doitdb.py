@@ -27,7 +27,7 @@ from doit.cmd_dumpdb import DumpDB as _DoitDumpDB
 from doit.dependency import JsonDB
 
 from .forgotten import ALL, forgotten, set_forgotten
-from .fsio import atomic_write
+from .fsio import atomic_write, makedirs
 
 NAME = "bastion-json"
 LOCATION = "tasks.doitdb:AtomicJsonDB"
@@ -59,14 +59,14 @@ class AtomicJsonDB(JsonDB):
         state = Path(self.name).parent
         if self._forgot:
             try:
-                state.mkdir(parents=True, exist_ok=True)
+                makedirs(state)
                 set_forgotten(state, forgotten(state) | self._forgot)
             except OSError:
                 pass
             self._forgot.clear()
         if json.dumps(kept, sort_keys=True, default=str) == self._loaded:
             return  # nothing changed: a listing command writes nothing
-        state.mkdir(parents=True, exist_ok=True)
+        makedirs(state)  # inside a held output: through its descriptor, with its modes
         atomic_write(Path(self.name), self.codec.encode(kept).encode("utf-8", "surrogateescape"))
 
 

@@ -175,6 +175,7 @@ class ExtractSummary:
     started_at: str
     duration_s: float
     extract_version: int
+    tightened: int = 0  # output files and directories this run narrowed to the output's modes
     stage: str = "extract"
 
     def to_json(self) -> dict[str, Any]:

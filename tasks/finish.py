@@ -5,6 +5,7 @@ the store files no record references, trim the forgotten list, and stamp a compl
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any
@@ -14,7 +15,7 @@ from readers.verdict import Status
 from . import stamp
 from .extract import ExtractSummary, Tally, summarize, write_records
 from .forgotten import trim_forgotten
-from .fsio import STATE_DIR, write_json
+from .fsio import STATE_DIR, unlink, write_json
 
 # ``run`` below is a tasks.run.Run (not imported: run.py calls into this module)
 Run = Any
@@ -79,20 +80,21 @@ def _finish_noop(run: Run) -> ExtractSummary:
     times and tools; extract.jsonl and the store are left exactly as they are."""
     if run.session is not None:
         run.session.close()
-    run.summary = _summary(run, Tally.of_summary(run.noop_from or {}), 0, 0)
     run.lock()
+    run.summary = _summary(run, Tally.of_summary(run.noop_from or {}), 0, 0)
     write_json(run.out / "extract.summary.json", run.summary.to_json())
     return run.summary
 
 
 def _summary(run: Run, tally: Tally, extracted: int, removed: int) -> ExtractSummary:
     pool = run.session.pool if run.session is not None else None
-    return summarize(
+    return dataclasses.replace(summarize(
         run.manifest, run.walk_read.get("manifest_digest"), tally, extracted=extracted,
         removed=removed, tools=run.tools, workers=run.cfg.workers,
         started=pool.spawned if pool else 0, killed=pool.killed if pool else 0,
         no_external=run.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
-        started_at=run.started, duration_s=time.monotonic() - run.t0)
+        started_at=run.started, duration_s=time.monotonic() - run.t0),
+        tightened=run.tightened)
 
 
 def _finish_merge(run: Run) -> ExtractSummary:
@@ -160,9 +162,6 @@ def _remove_dropped_texts(run: Run, fresh_referenced: set[str]) -> int:
     removed = 0
     for stem in candidates.keys() - still:
         for path in (run.store.text_path(stem), run.store.meta_path(stem)):
-            try:
-                os.unlink(path)
+            if unlink(path):  # through the output's descriptor
                 removed += 1
-            except FileNotFoundError:
-                pass
     return removed

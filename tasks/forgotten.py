@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Container, Iterable
 
-from .fsio import write_json
+from .fsio import unlink, write_json
 
 FORGOTTEN = "forgotten.json"
 ALL = "*"  # every extract task (doit forget --all)
@@ -32,7 +32,7 @@ def set_forgotten(state_dir: Path, names: set[str]) -> None:
     if names:
         write_json(path, sorted(names))
     else:
-        path.unlink(missing_ok=True)
+        unlink(path)
 
 
 

@@ -3,6 +3,12 @@
 Every file bastion writes goes through :func:`atomic_write`: a temporary file in the same
 directory, ``fsync``, ``os.replace``, then an ``fsync`` of the directory — so a crash, a
 ``kill -9`` or a full disk leaves either the old file or the new one, never half of one.
+
+A path inside an output directory this process holds open (:mod:`tasks.outdir`: taken by
+:class:`OutputLock`, or by :func:`output`) is written through that directory's checked
+descriptor, with ``*at`` calls and the output's modes; :func:`unlink`, :func:`makedirs` and
+:func:`rmtree` do the same for removals and directories.  Any other path (a signing key, a
+test's scratch) is written by name, owner-only.
 """
 
 from __future__ import annotations
@@ -14,7 +20,13 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-TMP_PREFIX = ".tmp-"
+from . import outdir
+from .outdir import TMP_PREFIX, Modes, OutputDir, OutputError, UnsafeOutputError
+
+__all__ = ["TMP_PREFIX", "STATE_DIR", "OutputError", "UnsafeOutputError", "LockedError",
+           "OutputLock", "atomic_write", "write_json", "read_json", "dumps", "output",
+           "unlink", "makedirs", "rmtree", "read_bytes", "stat", "remove_stale_temps", "fsync_dir"]
+
 STATE_DIR = ".bastion"  # under the output directory: caches, doit's database, worker scratch
 # The output directory's marker: a cache directory tag (https://bford.info/cachedir/), so the
 # walk never walks a bastion output and backup tools that honour tags skip it too.
@@ -24,10 +36,6 @@ _TAG_MARK = b"# This directory is a bastion output."
 OUTPUT_TAG_TEXT = (_TAG_SIGNATURE + _TAG_MARK + b" bastion never walks a directory holding"
                    b" this file.\n# For information about cache directory tags, see:\n"
                    b"#\thttps://bford.info/cachedir/\n")
-
-
-class OutputError(Exception):
-    """Bastion cannot write its outputs (disk full, read-only directory, …)."""
 
 
 class LockedError(Exception):
@@ -54,9 +62,13 @@ def atomic_write(path: Path, chunks: bytes | Iterable[bytes], *, sync_dir: bool 
     ``sync=False`` skips the file's fsync (and the directory's): for a file that a later
     ``syncfs`` makes durable before anything refers to it (the store's sidecars)."""
     path = Path(path)
+    inside = outdir.find(path)
+    if inside is not None:
+        inside[0].write(inside[1], chunks, sync=sync, sync_dir=sync_dir)
+        return
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
             with os.fdopen(fd, "wb", buffering=1 << 20) as f:
                 if isinstance(chunks, (bytes, bytearray, memoryview)):
@@ -95,12 +107,71 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
+    inside = outdir.find(path)
+    if inside is not None:  # read what was written: through the checked descriptor
+        return json.loads(inside[0].read(inside[1]))
     with open(path, "rb") as f:
         return json.loads(f.read())
 
 
+def read_bytes(path: Path) -> bytes:
+    """A file's bytes (inside a held output: through its checked descriptor, so a swapped
+    output path cannot feed bastion another directory's caches)."""
+    inside = outdir.find(path)
+    if inside is not None:
+        return inside[0].read(inside[1])
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def stat(path: Path) -> os.stat_result:
+    """``lstat`` of a path (inside a held output: through its descriptor)."""
+    inside = outdir.find(path)
+    if inside is not None:
+        return inside[0].stat(inside[1])
+    return os.lstat(path)
+
+
+def output(out: Path, modes: Modes | None = None) -> OutputDir:
+    """The output directory ``out``, open and checked (:func:`tasks.outdir.held`)."""
+    return outdir.held(out, modes)
+
+
+def unlink(path: Path) -> bool:
+    """Remove a file (through the output's descriptor when inside one); False if missing."""
+    inside = outdir.find(path)
+    if inside is not None:
+        return inside[0].unlink(inside[1])
+    try:
+        os.unlink(path)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def makedirs(path: Path) -> None:
+    """Make a directory and its missing parents (inside an output: with its mode, each
+    component opened without following links)."""
+    inside = outdir.find(path)
+    if inside is not None:
+        inside[0].dir_fd(inside[1])
+    else:
+        Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def rmtree(path: Path) -> None:
+    """Remove a directory tree inside a held output, never following a link."""
+    inside = outdir.find(path)
+    if inside is None:
+        raise OutputError(f"not inside an open output directory: {path}")
+    inside[0].rmtree(inside[1])
+
+
 def remove_stale_temps(directory: Path) -> int:
     """Delete temp files a killed run left in ``directory``; returns how many."""
+    inside = outdir.find(directory)
+    if inside is not None:
+        return inside[0].remove_stale_temps(inside[1])
     n = 0
     try:
         entries = list(os.scandir(directory))
@@ -137,23 +208,29 @@ class OutputLock:
     def __init__(self, out: Path) -> None:
         self.out = Path(out)
         self.fd: int | None = None
+        self.dir: OutputDir | None = None
 
     @classmethod
-    def acquire(cls, out: Path) -> "OutputLock":
-        """Take the lock (re-entrant within one process)."""
-        key = str(Path(out).resolve())
+    def acquire(cls, out: Path, modes: Modes | None = None) -> "OutputLock":
+        """Take the lock (re-entrant within one process), opening and checking the output
+        directory first (:func:`tasks.outdir.open_output`: refused when it is a symlink,
+        someone else's or writable by others)."""
+        key = os.path.abspath(out)
         lock = cls._held.get(key)
         if lock is not None:
+            if modes is not None:
+                lock.dir = outdir.held(Path(key), modes)
             return lock
         lock = cls(Path(out))
-        lock._take()
+        lock._take(modes)
         cls._held[key] = lock
         return lock
 
-    def _take(self) -> None:
+    def _take(self, modes: Modes | None) -> None:
+        self.dir = outdir.held(self.out, modes)
         try:
-            self.out.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.out / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         self.dir.modes.file, dir_fd=self.dir.fd)
         except OSError as e:
             raise OutputError(f"cannot use output directory {self.out}: {e.strerror}") from None
         try:
@@ -173,9 +250,17 @@ class OutputLock:
         self.fd = fd
 
     @classmethod
+    def tightened(cls, out: Path) -> int:
+        """How many files and directories of ``out`` this process narrowed (0: not held)."""
+        lock = cls._held.get(os.path.abspath(out))
+        return lock.dir.tightened if lock is not None and lock.dir is not None else 0
+
+    @classmethod
     def release_all(cls) -> None:
+        """Release every lock and close every output directory this process holds."""
         for lock in cls._held.values():
             if lock.fd is not None:
                 os.close(lock.fd)
                 lock.fd = None
         cls._held.clear()
+        outdir.close_all()

@@ -50,7 +50,8 @@ _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SIZE_RE = re.compile(r"\s*([0-9]{1,30})\s*([A-Za-z]*)\s*")
 _SIZE_UNITS = {"": 1, "B": 1, "KiB": KiB, "MiB": MiB, "GiB": GiB, "TiB": 1024 * GiB}
 
-_TOP_KEYS = ("version", "roots", "stages", "limits")
+_TOP_KEYS = ("version", "roots", "stages", "limits", "output_mode")
+OUTPUT_MODES = ("private", "group")  # tasks/outdir.py: 0700/0600 or 0750/0640, never wider
 _ROOT_KEYS = ("name", "path", "include", "exclude", "follow_symlinks", "one_file_system")
 _STR = "tag:yaml.org,2002:str"
 _INT = "tag:yaml.org,2002:int"
@@ -88,6 +89,7 @@ class Manifest:
     stages: tuple[str, ...]  # non-empty subset of ("walk", "extract"), in that order
     max_file_bytes: int  # limits.max_file_bytes
     limits: Limits  # the extract budgets
+    output_mode: str = "private"  # one of OUTPUT_MODES (docs/security.md)
 
 
 class ManifestError(Exception):
@@ -297,9 +299,16 @@ class _Validator:
         stages = self.stages(top["stages"][1]) if "stages" in top else STAGES
         values = self.limits(top["limits"][1]) if "limits" in top else {}
         max_file_bytes = values.pop("max_file_bytes", DEFAULT_MAX_FILE_BYTES)
+        output_mode = "private"
+        if "output_mode" in top:
+            mnode = top["output_mode"][1]
+            output_mode = self.string(mnode, "output_mode")
+            if output_mode not in OUTPUT_MODES:
+                raise self.error(f"must be one of {', '.join(OUTPUT_MODES)}, got "
+                                 f"{output_mode!r}", "output_mode", mnode)
         return Manifest(
             path=path, digest=digest, version=version, roots=roots, stages=stages,
-            max_file_bytes=max_file_bytes, limits=Limits(**values),
+            max_file_bytes=max_file_bytes, limits=Limits(**values), output_mode=output_mode,
         )
 
     def roots(self, node: yaml.Node, base: Path) -> tuple[Root, ...]:

@@ -24,6 +24,7 @@ from .config import PrerequisiteError, RunConfig, load
 from .forgotten import ALL, forgotten
 from .extract import ExtractSummary
 from .fsio import STATE_DIR, OutputError, OutputLock, read_json
+from .outdir import MODES
 from .manifest import Manifest
 from .names import task_name
 from . import plan as plan_module
@@ -94,6 +95,7 @@ class Run:
         self.console = sys.stderr
         self.t0 = time.monotonic()
         self.started = time.time()
+        self._told_tightened = False
 
     # -- settings ---------------------------------------------------------------------------------
 
@@ -112,7 +114,18 @@ class Run:
         return self.load()[1]
 
     def lock(self) -> None:
-        OutputLock.acquire(self.out)
+        """Open, check and lock the output directory (tasks/outdir.py: a symlink, another
+        user's or a group/world-writable one is refused), with the manifest's modes."""
+        lock = OutputLock.acquire(self.out, MODES[self.manifest.output_mode])
+        if lock.dir is not None and lock.dir.tightened and not self._told_tightened:
+            self._told_tightened = True
+            self.announce(f"tightened {lock.dir.tightened} file(s) and director(ies) of "
+                          f"{self.out} to {lock.dir.modes.dir:o}/{lock.dir.modes.file:o}")
+
+    @property
+    def tightened(self) -> int:
+        """Files and directories of the output this run narrowed to its modes."""
+        return OutputLock.tightened(self.out)
 
     # -- the walk ---------------------------------------------------------------------------------
 

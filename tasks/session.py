@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -20,7 +21,7 @@ from readers.pool import Job, JobResult, WorkerPool
 from readers.tools import Tool
 from readers.verdict import Status, Verdict
 
-from .fsio import STATE_DIR, remove_stale_temps
+from .fsio import STATE_DIR, makedirs, output, remove_stale_temps, rmtree
 from .manifest import Root
 from .plan import Item
 from .store import Store
@@ -52,6 +53,7 @@ class ExtractSession:
         self.job_seq = 0
         self.pending: list[tuple[str, str, Verdict]] = []  # texts not yet known durable
         self.last_commit = time.monotonic()
+        self._private_scratch: Path | None = None  # see _scratch_root
 
     # -- workers --------------------------------------------------------------------------------
 
@@ -59,21 +61,34 @@ class ExtractSession:
         """Start the workers (idempotent).  Clears the scratch a killed run left behind."""
         if self.pool is not None:
             return self.pool
-        tmp_root = self.out / STATE_DIR / "tmp"
-        tmp_root.mkdir(parents=True, exist_ok=True)
+        tmp_root = self._scratch_root()
         remove_stale_temps(self.out)
-        try:  # sidecars a killed run was writing into the store's buckets
-            buckets = [e.path for e in os.scandir(self.store.root) if e.is_dir()]
-        except OSError:
-            buckets = []
-        for bucket in buckets:
-            remove_stale_temps(Path(bucket))
+        for bucket in self.store._bucket_dirs():  # sidecars a killed run was writing
+            remove_stale_temps(self.store.root / bucket)
         for stale in tmp_root.iterdir():  # scratch of a killed run
-            shutil.rmtree(stale, ignore_errors=True)
+            try:
+                rmtree(stale) if self._private_scratch is None else shutil.rmtree(stale)
+            except OSError:
+                pass
         self.pool = WorkerPool(self.workers, self.limits, tmp_root, self._on_result,
                                extra_readers=self.extra_readers)
         self.pool.warm()
         return self.pool
+
+    def _scratch_root(self) -> Path:
+        """Where the workers' private directories go.  The workers name them by path, so
+        under ``.bastion/tmp`` only when no other user can swap a component of the output's
+        path (:func:`tasks.outdir.secure_path`); otherwise (an output in a root others may
+        write) in a private temporary directory, and texts are copied in through the
+        output's descriptor when it is on another filesystem."""
+        od = output(self.out)
+        if od.secure:
+            tmp_root = self.out / STATE_DIR / "tmp"
+            makedirs(tmp_root)  # through the output's checked descriptor (tasks/outdir.py)
+            return tmp_root
+        if self._private_scratch is None:
+            self._private_scratch = Path(tempfile.mkdtemp(prefix="bastion-scratch-"))
+        return self._private_scratch
 
     def submit(self, item: Item) -> None:
         """Extract one item (returns once a worker has it; an item whose (sha256, key) was
@@ -143,3 +158,6 @@ class ExtractSession:
         """Stop the workers (idempotent)."""
         if self.pool is not None:
             self.pool.close()
+        if self._private_scratch is not None and self.pool is not None and self.pool.closed:
+            shutil.rmtree(self._private_scratch, ignore_errors=True)
+            self._private_scratch = None

@@ -24,7 +24,7 @@ from readers.base import Limits, Reader
 from readers.tools import Tool
 
 from .delta import file_identity
-from .fsio import STATE_DIR, read_json, write_json
+from .fsio import STATE_DIR, read_json, unlink, write_json
 
 STAMP = f"{STATE_DIR}/extract-stamp.json"
 VERSION = 1
@@ -76,7 +76,7 @@ def save(out: Path, inputs: str) -> None:
 
 def drop(out: Path) -> None:
     try:
-        os.unlink(out / STAMP)
+        unlink(out / STAMP)
     except OSError:
         pass
 

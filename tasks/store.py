@@ -11,6 +11,11 @@ A file's text is named by its content's sha256; when the walk holds the same byt
 detected types (``a.json`` and its copy ``a.txt``), each (sha256, key) pair has its own verdict
 and its own text, the first key in sort order keeping the plain name (:func:`text_stem`).
 
+Every write goes through the output directory's checked descriptor (:mod:`tasks.outdir`):
+texts are renamed into their bucket with ``renameat`` relative to the bucket's descriptor,
+sidecars written and stale files removed with ``*at`` calls, and sqlite opens the verdict
+index through ``/proc/self/fd/N`` of the state directory's descriptor.
+
 A verdict is committed only after its text is in place and durable (texts are flushed with one
 ``syncfs`` per batch of verdicts, not one fsync per file), so after a crash or ``kill -9`` a
 verdict always has its text; a text without a verdict is simply redone, and removed by the
@@ -28,7 +33,8 @@ from typing import Any, Iterable
 
 from readers.verdict import Verdict
 
-from .fsio import STATE_DIR, TMP_PREFIX, OutputError, atomic_write, dumps, fsync_dir
+from .fsio import STATE_DIR, TMP_PREFIX, OutputError, dumps, output
+from .outdir import OutputDir
 
 SCHEMA_VERSION = 2
 SCHEMA = """
@@ -76,8 +82,15 @@ class Store:
         self.root = self.out / "extract"
         self.db_path = self.out / STATE_DIR / "verdicts.sqlite"
         self._db: sqlite3.Connection | None = None
-        self._dirty_dirs: set[Path] = set()
-        self._buckets: set[Path] = set()  # bucket directories known to exist
+        self._dirty = False  # texts or renames not yet made durable
+        self._dir: OutputDir | None = None
+
+    @property
+    def dir(self) -> OutputDir:
+        """The output directory, opened and checked at the first write."""
+        if self._dir is None or self._dir.fd < 0 or not self._dir._dirs:
+            self._dir = output(self.out)
+        return self._dir
 
     # -- paths ----------------------------------------------------------------------------------
 
@@ -92,10 +105,17 @@ class Store:
     @property
     def db(self) -> sqlite3.Connection:
         if self._db is None:
+            rel = f"{STATE_DIR}/verdicts.sqlite"
             try:
-                self.db_path.parent.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(self.db_path, isolation_level=None)
+                od = self.dir
+                # made here with the output's mode: sqlite gives its -wal and -shm files the
+                # database's permissions; opened through the state directory's descriptor
+                od.create(rel)
+                db = sqlite3.connect(od.proc(rel), isolation_level=None)
+                self._check_opened(db, od, rel)
                 db.execute("PRAGMA journal_mode=WAL")
+                for suffix in ("-wal", "-shm"):
+                    od.chmod_file(rel + suffix)  # files of an earlier, looser run
                 db.execute("PRAGMA synchronous=NORMAL")
                 if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                     # an index of an earlier layout: its keys are of another kind, so every
@@ -107,6 +127,19 @@ class Store:
                 raise OutputError(f"cannot open the verdict store {self.db_path}: {e}") from None
             self._db = db
         return self._db
+
+    @staticmethod
+    def _check_opened(db: sqlite3.Connection, od: OutputDir, rel: str) -> None:
+        """Refuse a database file other than the one made through the descriptor (sqlite
+        resolves the ``/proc/self/fd`` name to a path before opening it)."""
+        opened = db.execute("PRAGMA database_list").fetchone()[2]
+        dfd, name = od.split(rel)
+        want = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        got = os.stat(opened)
+        if (got.st_dev, got.st_ino) != (want.st_dev, want.st_ino):
+            db.close()
+            raise OutputError(f"the verdict store opened as {opened} is not "
+                              f"{od.path / rel} (the output directory was moved)")
 
     def verdicts(self) -> dict[tuple[str, str], Verdict]:
         """Every stored verdict, by (sha256, key) (one query; used to plan a run).  A row that
@@ -179,81 +212,80 @@ class Store:
     # -- texts ----------------------------------------------------------------------------------
 
     def text_names(self) -> set[str]:
-        """The file names in the store (one ``scandir`` per bucket, not a stat per text)."""
+        """The file names in the store (one ``scandir`` per bucket, not a stat per text),
+        read through the buckets' descriptors."""
         names: set[str] = set()
+        od = self.dir
         for bucket in self._bucket_dirs():
-            with os.scandir(bucket) as it:
-                names.update(e.name for e in it)
+            try:
+                with os.scandir(od.dir_fd(f"extract/{bucket}", create=False)) as it:
+                    names.update(e.name for e in it)
+            except OSError:
+                continue  # gone, or a link where a bucket should be: never followed
         return names
 
     def _bucket_dirs(self) -> list[str]:
+        """The names of the bucket directories (two hex digits; links are not buckets)."""
+        if self._dir is None and not os.path.isdir(self.root):
+            return []  # nothing stored: and a listing command must not create the output
         try:
-            return sorted(e.path for e in os.scandir(self.root) if e.is_dir())
+            with os.scandir(self.dir.dir_fd("extract", create=False)) as it:
+                return sorted(e.name for e in it if len(e.name) == 2
+                              and e.is_dir(follow_symlinks=False))
         except OSError:
             return []
 
+    @staticmethod
+    def _rel(stem: str, suffix: str) -> str:
+        return f"extract/{stem[:2]}/{stem}{suffix}"
+
     def adopt_text(self, stem: str, tmp: Path) -> None:
-        """Move a worker's finished text file into the store, atomically."""
-        dest = self.text_path(stem)
-        try:
-            if dest.parent not in self._buckets:
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                self._buckets.add(dest.parent)
-            os.replace(tmp, dest)
-        except OSError as e:
-            raise OutputError(f"cannot store text {dest}: {e.strerror}") from None
-        self._dirty_dirs.add(dest.parent)
+        """Move a worker's finished text file into the store, atomically (``renameat`` into
+        the bucket's descriptor; what arrives must be a regular file, given the store's
+        mode)."""
+        self.dir.adopt(tmp, self._rel(stem, ".txt"))
+        self._dirty = True
 
     def write_text(self, stem: str, data: bytes) -> None:
         """Store a text handed over as bytes (a text made elsewhere: a cluster worker)."""
-        dest = self.text_path(stem)
-        if dest.parent not in self._buckets:
-            try:
-                dest.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise OutputError(f"cannot store text {dest}: {e.strerror}") from None
-            self._buckets.add(dest.parent)
-        atomic_write(dest, data, sync=False)  # made durable by the commit's syncfs
-        self._dirty_dirs.add(dest.parent)
+        self.dir.write(self._rel(stem, ".txt"), data, sync=False)  # durable at the commit
+        self._dirty = True
 
     def write_meta(self, stem: str, meta: dict[str, Any]) -> None:
-        dest = self.meta_path(stem)
-        try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise OutputError(f"cannot store {dest}: {e.strerror}") from None
         body = json.dumps(meta, sort_keys=True, ensure_ascii=True, indent=1) + "\n"
         # no fsync of its own: like the texts, the sidecar is made durable by the commit's
         # syncfs, before the verdict that stands for it (a crash before that re-extracts)
-        atomic_write(dest, body.encode("ascii"), sync=False)
-        self._dirty_dirs.add(dest.parent)
+        self.dir.write(self._rel(stem, ".meta.json"), body.encode("ascii"), sync=False)
+        self._dirty = True
 
     def remove_meta(self, stem: str) -> None:
         try:
-            os.unlink(self.meta_path(stem))
+            self.dir.unlink(self._rel(stem, ".meta.json"))
         except FileNotFoundError:
             pass
-        except OSError as e:
-            raise OutputError(f"cannot remove {self.meta_path(stem)}: {e.strerror}") from None
 
     def remove_text(self, stem: str) -> None:
-        for p in (self.text_path(stem), self.meta_path(stem)):
+        for suffix in (".txt", ".meta.json"):
             try:
-                os.unlink(p)
+                self.dir.unlink(self._rel(stem, suffix))
             except FileNotFoundError:
                 pass
-            except OSError as e:
-                raise OutputError(f"cannot remove {p}: {e.strerror}") from None
 
     def remove_unreferenced(self, referenced: set[str]) -> int:
         """Delete every store file whose stem no record references (texts and sidecars of
         deleted or edited files).  Called only once the records that dropped them are
         durable, so a crash before or during it loses nothing.  Returns how many."""
         removed = 0
+        od = self.dir
         for bucket in self._bucket_dirs():
-            with os.scandir(bucket) as it:
-                entries = [(e.name, e.path) for e in it]
-            for name, path in entries:
+            rel_bucket = f"extract/{bucket}"
+            try:
+                bfd = od.dir_fd(rel_bucket, create=False)
+            except OSError:
+                continue  # gone, or a link where a bucket should be: never followed
+            with os.scandir(bfd) as it:
+                entries = [e.name for e in it]
+            for name in entries:
                 if name.startswith(TMP_PREFIX):
                     continue  # another step's temp file: remove_stale_temps' business
                 stem = name[:-4] if name.endswith(".txt") else (
@@ -261,27 +293,22 @@ class Store:
                 if stem is not None and stem in referenced:
                     continue
                 try:
-                    os.unlink(path)
+                    os.unlink(name, dir_fd=bfd)
                     removed += 1
                 except FileNotFoundError:
                     pass
                 except OSError as e:
-                    raise OutputError(f"cannot remove {path}: {e.strerror}") from None
-            try:
-                os.rmdir(bucket)  # only when empty
-            except OSError:
-                pass
+                    raise OutputError(f"cannot remove {bucket}/{name}: {e.strerror}") from None
+            od.rmdir(rel_bucket)  # only when empty
         return removed
 
     def sync(self) -> None:
         """Make the texts and renames so far durable: one ``syncfs`` of the output filesystem
         (instead of an fsync per file), then the touched directories."""
-        if not self._dirty_dirs:
+        if not self._dirty:
             return
-        if not syncfs(self.root):  # syncfs covers the directories too; fsync them otherwise
-            for d in sorted(self._dirty_dirs):
-                fsync_dir(d)
-        self._dirty_dirs.clear()
+        syncfs(f"/proc/self/fd/{self.dir.fd}")  # else os.sync(), which covers all of it
+        self._dirty = False
 
     def close(self) -> None:
         self.sync()

@@ -29,7 +29,7 @@ from typing import Callable
 
 from . import sharedwalk
 from .filehash import READ_CHUNK, hash_file
-from .fsio import (OUTPUT_TAG, STATE_DIR, atomic_write, is_output_tag, mark_output,
+from .fsio import (OUTPUT_TAG, STATE_DIR, atomic_write, is_output_tag, mark_output, output,
                    remove_stale_temps, write_json)
 from .delta import drop_delta, file_identity, write_delta
 from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
@@ -475,7 +475,7 @@ def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
     """Walk, write ``walk.jsonl``, the stat cache and ``walk.summary.json``; return the summary."""
     started = time.time()
     t0 = time.monotonic()
-    out.mkdir(parents=True, exist_ok=True)
+    od = output(out)  # opened and checked (tasks/outdir.py); written through its descriptor
     mark_output(out)
     remove_stale_temps(out)
     remove_stale_temps(out / STATE_DIR)  # the stat cache's temp file of a killed walk
@@ -506,6 +506,7 @@ def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
         "max_file_bytes": manifest.max_file_bytes,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "duration_s": round(time.monotonic() - t0, 3),
+        "tightened": od.tightened,
     }
     write_json(out / "walk.summary.json", summary)
     return summary
