@@ -24,21 +24,12 @@ from array import array
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .fsio import STATE_DIR, atomic_write, read_bytes, unlink
+from .fsio import STATE_DIR, atomic_write, file_identity, read_bytes, unlink
 
 DELTA = f"{STATE_DIR}/walk-delta"
 VERSION = 1
 _REUSED_FALSE = b'"reused":false'
 _REUSED_TRUE = b'"reused":true'
-
-
-def file_identity(path: Path) -> list[int] | None:
-    """(size, mtime_ns, ctime_ns, inode) of a file, or None when it is not there."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def write_delta(out: Path, before: list[int] | None, after: list[int] | None, old_count: int,

@@ -264,3 +264,12 @@ class OutputLock:
                 lock.fd = None
         cls._held.clear()
         outdir.close_all()
+
+
+def file_identity(path: Path) -> list[int] | None:
+    """(size, mtime_ns, ctime_ns, inode) of a file, or None when it is not there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]

@@ -23,8 +23,7 @@ from typing import Any, Iterable, Mapping
 from readers.base import Limits, Reader
 from readers.tools import Tool
 
-from .delta import file_identity
-from .fsio import STATE_DIR, read_json, unlink, write_json
+from .fsio import STATE_DIR, file_identity, read_json, unlink, write_json
 
 STAMP = f"{STATE_DIR}/extract-stamp.json"
 VERSION = 1

@@ -29,9 +29,9 @@ from typing import Callable
 
 from . import sharedwalk
 from .filehash import READ_CHUNK, hash_file
-from .fsio import (OUTPUT_TAG, STATE_DIR, atomic_write, is_output_tag, mark_output, output,
-                   remove_stale_temps, write_json)
-from .delta import drop_delta, file_identity, write_delta
+from .delta import drop_delta, write_delta
+from .fsio import (OUTPUT_TAG, STATE_DIR, atomic_write, file_identity, is_output_tag,
+                   mark_output, output, remove_stale_temps, write_json)
 from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
 from .manifest import Manifest, Root
 from .records import WalkRecord, to_line
