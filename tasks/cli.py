@@ -52,6 +52,10 @@ def _stage_parser(sub, name: str, help_: str, *, extract: bool, walk: bool) -> N
                             "(also BASTION_NO_EXTERNAL=1)")
         p.add_argument("-j", "--jobs", type=int, default=0,
                        help="reader worker processes (default: the number of cores)")
+        p.add_argument("--cluster", metavar="ADDRESS", default="",
+                       help="extract on a Dask cluster: a scheduler address (tcp://host:8786) "
+                            "or local:N (a local cluster of N worker processes); needs "
+                            "pip install 'bastion[dask]' (docs/scale.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,6 +117,7 @@ def _config(args: argparse.Namespace, walk_mode: str) -> RunConfig:
         no_hash=bool(getattr(args, "no_hash", False)),
         walk=walk_mode,
         slice=EXTRACT_SLICE,
+        cluster=str(getattr(args, "cluster", "") or "").strip(),
     )
 
 
@@ -137,14 +142,25 @@ class _OneLineErrors:
         return getattr(self.stream, name)
 
 
-def run_stages(cfg: RunConfig, stages: list[str]) -> int:
-    """Run ``walk`` and/or ``extract`` through doit in-process; returns the exit code."""
+def run_stages(cfg: RunConfig, stages: list[str], *,
+               extra_readers: tuple[str, ...] = ()) -> int:
+    """Run ``walk`` and/or ``extract`` through doit in-process; returns the exit code.
+    ``extra_readers`` are modules whose READER the workers put first (the tests' misbehaving
+    readers)."""
     from .manifest import ManifestError
     from .run import Run, check_walk
     from .signing import SignatureError
 
     OutputLock.release_all()  # a lock an earlier in-process run left (the tests run many)
-    run = Run(cfg)
+    if cfg.cluster and "extract" in stages:
+        from .cluster import ClusterError, parse_cluster, require_dask
+
+        try:  # a bad address or a missing Dask: one line before anything is done
+            parse_cluster(cfg.cluster)
+            require_dask()
+        except ClusterError as e:
+            return _fail(str(e))
+    run = Run(cfg, extra_readers=extra_readers)
     run.announce_in_actions = False
     try:
         manifest, out = run.load()

@@ -131,6 +131,7 @@ class ExtractSummary:
     duration_s: float
     extract_version: int
     stage: str = "extract"
+    cluster: dict[str, Any] | None = None  # a cluster run: the scheduler and its workers
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

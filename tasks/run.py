@@ -219,10 +219,16 @@ class Run:
             self.lock()
             if self.store is None:
                 self.store = Store(out)
-            self.session = ExtractSession(
-                out=out, store=self.store, limits=manifest.limits, workers=self.cfg.workers,
-                tools=self.tools, roots={r.name: r for r in manifest.roots},
-                on_verdict=self._on_verdict, extra_readers=self.extra_readers)
+            common = dict(out=out, store=self.store, limits=manifest.limits, tools=self.tools,
+                          roots={r.name: r for r in manifest.roots},
+                          on_verdict=self._on_verdict, extra_readers=self.extra_readers)
+            if self.cfg.cluster:  # the documents go to a Dask cluster (tasks/cluster.py)
+                from .cluster import ClusterSession, parse_cluster
+
+                self.session = ClusterSession(parse_cluster(self.cfg.cluster),
+                                              expected=lambda: len(self.stale), **common)
+            else:
+                self.session = ExtractSession(workers=self.cfg.workers, **common)
         if self.session.pool is None:
             self.session.start()
         return self.session
@@ -378,10 +384,11 @@ class Run:
             tools=[ToolInfo(t.name, t.path, t.version, t.identity)
                    for t in sorted(self.tools.values(), key=lambda t: t.name)],
             no_external=self.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
-            workers=self.cfg.workers,
+            workers=self.session.workers if self.session is not None else self.cfg.workers,
             workers_started=pool.spawned if pool else 0,
             workers_killed=pool.killed if pool else 0,
             started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             duration_s=round(time.monotonic() - self.t0, 3),
             extract_version=plan_module.EXTRACT_VERSION,
+            cluster=self.session.describe() if hasattr(self.session, "describe") else None,
         )

@@ -138,11 +138,15 @@ class ExtractSession:
     # -- commits --------------------------------------------------------------------------------
 
     def record(self, item: Item, verdict: Verdict, text_path: Path | None,
-               meta: dict[str, Any]) -> None:
-        """Put a verdict's text and sidecar in place and queue the verdict for commit."""
+               meta: dict[str, Any], text: bytes | None = None) -> None:
+        """Put a verdict's text (a worker's file, or ``text`` bytes made elsewhere: a cluster
+        worker) and sidecar in place and queue the verdict for commit."""
         stem = item.stem
-        if verdict.status is Status.OK and text_path is not None:
-            self.store.adopt_text(stem, text_path)
+        if verdict.status is Status.OK and (text_path is not None or text is not None):
+            if text is not None:
+                self.store.write_text(stem, text)
+            else:
+                self.store.adopt_text(stem, text_path)
             sidecar = {k: meta[k] for k in SIDECAR_KEYS if meta.get(k) is not None}
             if "outline" in sidecar or "page_sources" in sidecar:
                 self.store.write_meta(stem, sidecar)
