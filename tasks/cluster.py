@@ -300,6 +300,7 @@ class ClusterSession(ExtractSession):
         self.batches = 0
         self.batches_failed = 0
         self.lost: str | None = None
+        self.failed: str | None = None  # why the cluster could not be used
         self._done: queue.Queue[Any] = queue.Queue()  # futures that finished, in order
         self._have: set[str] | None = None  # tool resources the workers advertise
         self._have_at = 0.0
@@ -311,6 +312,15 @@ class ClusterSession(ExtractSession):
         worker.  Idempotent; a ClusterError when the cluster cannot be used."""
         if self.pool is not None:
             return self.pool
+        if self.failed:  # once is enough: the run's prestart met it, the first item meets it
+            raise ClusterError(self.failed)
+        try:
+            return self._start()
+        except ClusterError as e:
+            self.failed = str(e)
+            raise
+
+    def _start(self) -> ClusterStats:
         require_dask()
         import distributed
 
@@ -319,7 +329,7 @@ class ClusterSession(ExtractSession):
             if self.spec.local:
                 self.cluster = distributed.LocalCluster(
                     n_workers=self.spec.local_workers, threads_per_worker=1, processes=True,
-                    dashboard_address=None, silence_logs=logging.CRITICAL)
+                    dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
                 self.client = distributed.Client(self.cluster, set_as_default=False)
                 self.address = f"local:{self.spec.local_workers} ({self.cluster.scheduler_address})"
             else:
