@@ -424,3 +424,57 @@ def test_scheduler_lost_mid_run_then_a_rerun_finishes(hostile_registry, tmp_path
     assert sweep(m, out, extract_only=True, extra=HOSTILE) == 2
     assert summary(out)["extracted"] == 64 - len(kept)
     assert compare_outputs(reference, out) == []
+
+
+# -- tool sets that differ between machines ---------------------------------------------------
+
+
+def test_a_worker_with_other_tools_gets_no_document_that_uses_them(cluster, tmp_path: Path) -> None:
+    """A third Dask worker whose pdftotext is another version (a fake on its PATH) joins the
+    cluster: the PDFs, keyed on this machine's pdftotext, never run there (not even once to
+    be refused), and the output is the local run's."""
+    address, client, _ = cluster
+    if shutil.which("pdftotext") is None:
+        pytest.skip("needs pdftotext (poppler-utils) on this machine")
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    marker = tmp_path / "fake-pdftotext-ran"
+    script = fake / "pdftotext"
+    script.write_text("#!/bin/sh\n"
+                      'if [ "$1" = "-v" ]; then echo "pdftotext version 0.1.0" >&2; exit 0; fi\n'
+                      f"touch {marker}\nexit 1\n")
+    script.chmod(0o755)
+    root = tmp_path / "pdfs"
+    shutil.copytree(REPO / "tests" / "samples" / "pdf", root, ignore=shutil.ignore_patterns("*.md"))
+    m = manifest(tmp_path, root)
+    reference = tmp_path / "local"
+    assert sweep(m, reference) == 0
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": f"{fake}:{os.environ['PATH']}"}
+    odd = subprocess.Popen(
+        [str(DASK), "worker", address, "--nthreads", "1", "--name", "odd-tools",
+         "--no-dashboard", "--local-directory", str(tmp_path / "odd"), "--death-timeout", "5"],
+        env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    try:
+        client.wait_for_workers(3, timeout=60)
+        odd_address = next(a for a, w in client.scheduler_info()["workers"].items()
+                           if w.get("name") == "odd-tools")
+        out = tmp_path / "cluster"
+        with distributed.get_task_stream(client) as stream:
+            assert sweep(m, out, cluster=address) == 0
+        ran_on_odd = [t for t in stream.data if t.get("worker") == odd_address
+                      and str(t["key"]).startswith("bastion-batch-")]
+        s = summary(out)
+    finally:
+        os.killpg(odd.pid, signal.SIGTERM)
+        odd.wait(timeout=30)
+    assert compare_outputs(reference, out) == []
+    assert not marker.exists()
+    workers = {w["name"]: w for w in s["cluster"]["workers"]}
+    assert workers["odd-tools"]["tools"]["pdftotext"][1] == "0.1.0"  # reported truthfully
+    assert {r["mime"] for r in records(out)} == {"application/pdf"}
+    assert s["extracted"] == 5
+    # five batches, three idle workers: without the restriction the odd one would get some
+    # (and refuse them: ToolMismatch, in the task stream)
+    assert ran_on_odd == [] and workers["odd-tools"]["documents"] == 0
+    assert wait_until(lambda: not sandbox_workers(tmp_path / "odd"), 10.0)
