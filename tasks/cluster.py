@@ -26,8 +26,10 @@ byte-identical to a local run's whatever order the batches finish in.
 * **Tools**: every Dask worker probes its own tools (:class:`readers.tools.ToolProbe`, in the
   :class:`ToolsPlugin`) and advertises each as a Dask resource named by its identity
   (:func:`tool_resource`); a batch whose readers use tools asks for the resources of the tools
-  it was planned with, so it only runs on a worker whose tools match its task keys.  A batch no
-  worker can take is ``error``/``cluster`` records naming the missing tools.
+  it was planned with, so it only runs on a worker whose tools match its task keys.  The same
+  for the code: a worker advertises a digest of the readers and the batch function
+  (:func:`code_identity`) and every batch asks for this client's.  A batch no worker can take
+  is ``error``/``cluster`` records naming what is missing.
 * **Faults of the cluster itself** (cannot connect, no worker, the scheduler gone mid-run) are
   a :class:`ClusterError`: one line, exit 1; the verdicts recorded so far are committed, so the
   next run (local or cluster) extracts only what is missing.
@@ -140,6 +142,28 @@ def tool_resource(name: str, key: str) -> str:
     return f"bastion-tool:{name}={key}"
 
 
+_CODE = ("readers/*.py", "tasks/plan.py", "tasks/batch.py", "tasks/session.py",
+         "tasks/cluster.py")
+
+
+@functools.cache
+def code_identity() -> str:
+    """A digest of the code a verdict depends on (the readers, the plan's keys, the batch
+    function): a Dask worker advertises it (:func:`code_resource`) and every batch asks for
+    it, so no document is read by a worker running another bastion."""
+    base = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for pattern in _CODE:
+        for path in sorted(base.glob(pattern)):
+            h.update(path.relative_to(base).as_posix().encode() + b"\0")
+            h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def code_resource() -> str:
+    return f"bastion-code={code_identity()}"
+
+
 @dataclass(frozen=True)
 class Batch:
     """What one Dask task carries: the documents and the settings to read them with."""
@@ -238,8 +262,8 @@ class ToolsPlugin(_WorkerPlugin):  # type: ignore[misc,valid-type]
     async def setup(self, worker: Any) -> None:
         tools = await asyncio.get_running_loop().run_in_executor(None, worker_tools)
         resources = {tool_resource(n, t.key): TOOL_CAPACITY for n, t in tools.items()}
-        if resources:
-            await worker.set_resources(**resources)
+        resources[code_resource()] = TOOL_CAPACITY
+        await worker.set_resources(**resources)
 
     def teardown(self, worker: Any) -> None:
         close_pools()
@@ -437,22 +461,26 @@ class ClusterSession(ExtractSession):
 
     def _submit_group(self, need: dict[str, str], items: list[Item]) -> None:
         docs = tuple(self._doc(i) for i in items)
-        resources = {tool_resource(n, k): 1.0 for n, k in need.items()}
-        if resources:
-            have = self._resources(resources)
-            missing = [r for r in resources if r not in have]
-            if missing:
+        resources = {code_resource(): 1.0}
+        resources.update((tool_resource(n, k), 1.0) for n, k in need.items())
+        have = self._resources(resources)
+        missing = [r for r in resources if r not in have]
+        if missing:
+            if code_resource() in missing:
+                why = (f"no Dask worker runs this bastion (code {code_identity()}): install the "
+                       "same version on the workers")
+            else:
                 names = ", ".join(r.split(":", 1)[1].replace("=", " ") for r in missing)
-                for item in items:
-                    self.record(item, Verdict.failed(
-                        "cluster", f"no Dask worker has the tools this file's key was planned "
-                                   f"with ({names}): install them on the workers"), None, {})
-                return
+                why = (f"no Dask worker has the tools this file's key was planned with "
+                       f"({names}): install them on the workers")
+            for item in items:
+                self.record(item, Verdict.failed("cluster", why), None, {})
+            return
         batch = Batch(docs, self.limits, need, self.extra_readers)
         key = batch_key(docs, self.limits, need, self.extra_readers)
         try:
             future = self.client.submit(run_batch, batch, key=key, retries=RETRIES,
-                                        resources=resources or None)
+                                        resources=resources)
         except Exception as e:  # noqa: BLE001 — the connection is gone, whatever Dask says
             self._lose(e)
         self.inflight[future] = items

@@ -478,3 +478,66 @@ def test_a_worker_with_other_tools_gets_no_document_that_uses_them(cluster, tmp_
     # (and refuse them: ToolMismatch, in the task stream)
     assert ran_on_odd == [] and workers["odd-tools"]["documents"] == 0
     assert wait_until(lambda: not sandbox_workers(tmp_path / "odd"), 10.0)
+
+
+def test_ctrl_c_cancels_the_batches_and_a_rerun_finishes(cluster, tmp_path: Path) -> None:
+    """SIGINT to ``bastion extract --cluster`` mid-run: exit 130, the scheduler holds no batch
+    of it any more, the verdicts recorded are kept, and a re-run completes to the output of a
+    local run."""
+    address, client, _ = cluster
+    root = tmp_path / "many"
+    root.mkdir()
+    for i in range(3000):
+        (root / f"f{i:04d}.txt").write_text(f"file {i} " * 40 + "\n")
+    m = manifest(tmp_path, root)
+    reference = tmp_path / "local"
+    assert sweep(m, reference) == 0
+    out = tmp_path / "cluster"
+    assert main(["walk", str(m), "--out", str(out), "-q"]) == 0
+    proc = subprocess.Popen([sys.executable, "-m", "tasks.cli", "extract", str(m), "--out",
+                             str(out), "--cluster", address, "-q"], cwd=str(REPO),
+                            env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert wait_until(lambda: texts_in_store(out) >= 100 or proc.poll() is not None, 120)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if proc.returncode == 0:
+        pytest.fail("the run finished before it could be interrupted: make the tree larger")
+    assert proc.returncode == 130, err
+    assert err.decode().strip().splitlines()[-1] == "bastion: interrupted"
+
+    def batches_left() -> list[str]:
+        return client.run_on_scheduler(
+            lambda dask_scheduler: [str(k) for k in dask_scheduler.tasks
+                                    if str(k).startswith("bastion-batch-")])
+
+    assert wait_until(lambda: not batches_left(), 20.0), batches_left()
+    assert sweep(m, out, cluster=address, extract_only=True) == 0
+    assert summary(out)["extracted"] < 3000  # what was recorded before the interrupt was kept
+    assert compare_outputs(reference, out) == []
+
+
+def test_workers_running_another_bastion_get_nothing(cluster, monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    """The client's code differs from every worker's (a digest of the readers and the batch
+    function): no document is sent; each is an error/cluster record, retried next run."""
+    address, _, _ = cluster
+    root = tmp_path / "r"
+    root.mkdir()
+    for i in range(3):
+        (root / f"{i}.txt").write_text(f"text {i}\n")
+    m = manifest(tmp_path, root)
+    monkeypatch.setattr("tasks.cluster.code_identity", lambda: "another-version")
+    out = tmp_path / "out"
+    assert sweep(m, out, cluster=address) == 2
+    recs = records(out)
+    assert [(r["status"], r["error_kind"]) for r in recs] == [("error", "cluster")] * 3
+    assert "no Dask worker runs this bastion (code another-version)" in recs[0]["error"]
+    monkeypatch.undo()
+    assert sweep(m, out, cluster=address) == 0  # retried: now read
+    assert {r["status"] for r in records(out)} == {"ok"}
