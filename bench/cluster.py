@@ -49,10 +49,16 @@ BASTION = [sys.executable, "-m", "tasks.cli"]
 DASK = str(Path(sys.executable).with_name("dask"))
 
 
+WORDS = ("archive budget committee delivery estimate framework guideline hearing inventory "
+         "journal ledger minutes notice outline procedure quarterly register schedule tender "
+         "update vendor warrant").split()
+
+
 def make_pdfs(root: Path, n: int) -> None:
+    """The real sample PDFs, then generated ones (seeded): 10–120 pages of 40 lines each."""
     if (root / ".done").exists():
         return
-    from pdfgen import make_many_pages
+    from pdfgen import make_text_pdf
 
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
@@ -60,7 +66,9 @@ def make_pdfs(root: Path, n: int) -> None:
         shutil.copy(src, root / src.name)
     rnd = random.Random(7)
     for i in range(n - len(list(root.glob("*.pdf")))):
-        (root / f"gen{i:03d}.pdf").write_bytes(make_many_pages(rnd.randint(5, 60), f"doc{i}w"))
+        pages = ["\n".join(" ".join(rnd.choice(WORDS) for _ in range(11)) + f" d{i}p{p}l{k}"
+                           for k in range(40)) for p in range(rnd.randint(10, 120))]
+        (root / f"gen{i:03d}.pdf").write_bytes(make_text_pdf(pages, compress=True))
     (root / ".done").write_text("")
 
 
@@ -290,7 +298,7 @@ def main() -> int:
     small = work / "small"
     make_tree(small, args.files, size=2000)
     corpora["small text files"] = (small, args.files)
-    pdfs = work / "pdf"
+    pdfs = work / "pdfs"
     make_pdfs(pdfs, args.pdfs)
     corpora["PDFs"] = (pdfs, args.pdfs)
     warm = WarmCluster(work)

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import os
+import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,23 +104,44 @@ def _done(result: JobResult, pair: tuple[str, str]) -> Done:
 _PoolKey = tuple[Limits, str, tuple[str, ...], int, int]
 _POOLS: dict[_PoolKey, tuple[WorkerPool, _Collector]] = {}
 _POOLS_LOCK = threading.Lock()
-_IDS = itertools.count(1)  # job ids, unique in the process (next() is atomic)
+POOLS_PER_THREAD = 4
+_IDS = itertools.count(1)
+_POOL_IDS = itertools.count(1)  # job ids, unique in the process (next() is atomic)
 
 
 def pool_for(limits: Limits, workers: int, tmp_root: Path,
              extra_readers: tuple[str, ...] = ()) -> tuple[WorkerPool, _Collector]:
-    """The kept pool of this thread for these settings (started on first use)."""
-    key = (limits, str(tmp_root), tuple(extra_readers), max(1, workers), threading.get_ident())
+    """The kept pool of this thread for these settings (started on first use).  A thread
+    keeps at most :data:`POOLS_PER_THREAD` (a shared cluster serving runs of several
+    manifests): the least recently used one is stopped."""
+    thread = threading.get_ident()
+    key = (limits, str(tmp_root), tuple(extra_readers), max(1, workers), thread)
+    stale: list[WorkerPool] = []
     with _POOLS_LOCK:
-        kept = _POOLS.get(key)
+        kept = _POOLS.pop(key, None)
         if kept is not None and not kept[0].closed:
+            _POOLS[key] = kept  # most recently used last
             return kept
-        Path(tmp_root).mkdir(parents=True, exist_ok=True)
+        # a directory per pool: two pools of a process would name their workers' alike
+        where = Path(tmp_root) / f"pool{os.getpid()}-{next(_POOL_IDS)}"
+        where.mkdir(parents=True, exist_ok=True)
         collector = _Collector()
-        pool = WorkerPool(max(1, workers), limits, Path(tmp_root), collector,
+        pool = WorkerPool(max(1, workers), limits, where, collector,
                           extra_readers=tuple(extra_readers))
         _POOLS[key] = (pool, collector)
-        return pool, collector
+        mine = [k for k in _POOLS if k[-1] == thread]
+        for old in mine[:-POOLS_PER_THREAD]:
+            stale.append(_POOLS.pop(old)[0])
+    for old_pool in stale:  # this thread's own pools: no batch of it is running
+        _close(old_pool)
+    return pool, collector
+
+
+def _close(pool: WorkerPool) -> None:
+    try:
+        pool.close()
+    finally:
+        shutil.rmtree(pool.tmp_root, ignore_errors=True)
 
 
 def _drop(pool: WorkerPool) -> None:
@@ -126,7 +149,7 @@ def _drop(pool: WorkerPool) -> None:
         for key, (kept, _) in list(_POOLS.items()):
             if kept is pool:
                 del _POOLS[key]
-    pool.close()
+    _close(pool)
 
 
 def close_pools() -> None:
@@ -136,7 +159,7 @@ def close_pools() -> None:
         _POOLS.clear()
     for pool, _ in kept:
         try:
-            pool.close()
+            _close(pool)
         except Exception:  # noqa: BLE001 — teardown: stop the others whatever one did
             pass
 

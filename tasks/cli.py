@@ -178,6 +178,11 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
         # The workers start first: they boot on the other cores while this process loads
         # doit (~40 ms), walks and plans.
         run.prestart()
+        failed = getattr(run.session, "failed", None)  # a cluster that cannot be used
+        if failed:
+            run.close()
+            OutputLock.release_all()
+            return _fail(failed)
 
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain

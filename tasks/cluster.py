@@ -242,6 +242,12 @@ def run_batch(batch: Batch) -> BatchResult:
     return BatchResult(tuple(dones), _address(), mine, stats, time.monotonic() - t0)
 
 
+def _on_scheduler() -> str:
+    """``run_on_scheduler`` probe: the scheduler can import this module (it unpickles the
+    batches, so a scheduler without bastion would refuse every one)."""
+    return code_identity()
+
+
 def _describe_tools() -> dict[str, list]:
     """``client.run`` probe: this worker's tools as {name: [path, version, identity]}."""
     return {n: [t.path, t.version, t.key] for n, t in sorted(worker_tools().items())}
@@ -307,11 +313,13 @@ class ClusterSession(ExtractSession):
                  tools: Mapping[str, Tool], roots: Mapping[str, Root],
                  on_verdict: Callable[[Item, Verdict], None] | None = None,
                  extra_readers: tuple[str, ...] = (),
-                 expected: Callable[[], int] = lambda: 0) -> None:
+                 expected: Callable[[], int] = lambda: 0,
+                 more: Callable[[], bool] = lambda: False) -> None:
         super().__init__(out=out, store=store, limits=limits, workers=0, tools=tools,
                          roots=roots, on_verdict=on_verdict, extra_readers=extra_readers)
         self.spec = spec
-        self.expected = expected
+        self.expected = expected  # how many items the run will submit (the batch size)
+        self.more = more  # whether more items come after a drain (the run's next doit slice)
         self.pool: ClusterStats | None = None  # type: ignore[assignment]
         self.client: Any = None
         self.cluster: Any = None  # the LocalCluster this run started, if any
@@ -359,6 +367,12 @@ class ClusterSession(ExtractSession):
             else:
                 self.client = distributed.Client(self.spec.address, timeout=CONNECT_TIMEOUT_S,
                                                  set_as_default=False)
+            try:  # the scheduler unpickles the tasks: it must be able to import bastion
+                self.client.run_on_scheduler(_on_scheduler)
+            except Exception as e:  # noqa: BLE001 — whatever the scheduler's import said
+                raise ClusterError(
+                    f"the Dask scheduler at {self.address} cannot load bastion ({_why(e)}): "
+                    "install the same bastion there (pip install 'bastion[dask]')") from None
             self.client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
             self.client.register_plugin(ToolsPlugin(), name=PLUGIN_NAME)
             self._refresh_workers(probe=True)
@@ -553,9 +567,15 @@ class ClusterSession(ExtractSession):
     # -- the run's end ----------------------------------------------------------------------------
 
     def drain(self) -> None:
-        """Send the last batch, wait for every batch and commit."""
+        """Send the last batch, wait for every batch and commit.  Between two doit slices of
+        the run (``more``) only commit: the batches in flight and the one being filled go on,
+        so the cluster does not idle while doit makes the next slice's tasks."""
         if self.lost:
             raise ClusterError(self.lost)
+        if self.more():
+            self._collect(block=False)
+            self.commit()
+            return
         if self.client is not None:
             self._send()
             while self.inflight:

@@ -226,7 +226,8 @@ class Run:
                 from .cluster import ClusterSession, parse_cluster
 
                 self.session = ClusterSession(parse_cluster(self.cfg.cluster),
-                                              expected=lambda: len(self.stale), **common)
+                                              expected=lambda: len(self.stale),
+                                              more=lambda: self.more, **common)
             else:
                 self.session = ExtractSession(workers=self.cfg.workers, **common)
         if self.session.pool is None:

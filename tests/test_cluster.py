@@ -385,7 +385,8 @@ def test_scheduler_lost_mid_run_then_a_rerun_finishes(hostile_registry, tmp_path
         env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True)
     worker = subprocess.Popen(
-        [str(DASK), "worker", address, "--nworkers", "2", "--nthreads", "1", "--no-dashboard",
+        # one process, two threads: two kept pools side by side in one Dask worker
+        [str(DASK), "worker", address, "--nworkers", "1", "--nthreads", "2", "--no-dashboard",
          "--local-directory", str(scratch), "--death-timeout", "5"],
         env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True)
@@ -541,3 +542,22 @@ def test_workers_running_another_bastion_get_nothing(cluster, monkeypatch: pytes
     monkeypatch.undo()
     assert sweep(m, out, cluster=address) == 0  # retried: now read
     assert {r["status"] for r in records(out)} == {"ok"}
+
+
+def test_a_thread_keeps_a_few_pools_at_most(tmp_path: Path) -> None:
+    from tasks import batch
+
+    p = tmp_path / "a.txt"
+    p.write_text("a\n")
+    try:
+        pools = []
+        for i in range(batch.POOLS_PER_THREAD + 2):  # runs with other limits, one after another
+            limits = Limits(max_chars=1000 + i)
+            extract_batch([_doc(p)], limits=limits, workers=1, tmp_root=tmp_path / "w")
+            pools.append(batch.pool_for(limits, 1, tmp_path / "w")[0])
+        assert kept_pools() == batch.POOLS_PER_THREAD
+        assert all(pool.closed for pool in pools[:2])
+        assert not any(pool.closed for pool in pools[2:])
+        assert len(sandbox_workers(tmp_path / "w")) == batch.POOLS_PER_THREAD
+    finally:
+        close_pools()
