@@ -75,6 +75,7 @@ CONNECT_TIMEOUT_S = 20.0
 WORKERS_TIMEOUT_S = 60.0  # how long a run waits for the first Dask worker
 POLL_S = 1.0
 RESOURCES_REFRESH_S = 5.0  # how often a wait looks at the scheduler connection
+WRITER_THREADS = 4  # threads of the client that put the texts into the store
 TOOL_CAPACITY = 1_000_000.0  # a tool resource never limits how many batches run at once
 PLUGIN_NAME = "bastion-tools"
 LOST = "lost the Dask scheduler at {where} ({why}); the verdicts recorded so far are kept: " \
@@ -333,6 +334,7 @@ class ClusterSession(ExtractSession):
         self.batches_failed = 0
         self.lost: str | None = None
         self.failed: str | None = None  # why the cluster could not be used
+        self._writer_pool: Any = None  # threads placing texts in the store
         self._done: queue.Queue[Any] = queue.Queue()  # futures that finished, in order
         self._have: set[str] | None = None  # tool resources the workers advertise
         self._have_at = 0.0
@@ -553,11 +555,31 @@ class ClusterSession(ExtractSession):
         assert self.pool is not None
         self.pool.spawned += result.stats.started
         self.pool.killed += result.stats.killed
+        todo = []
         for done in result.dones:
             item = by_pair.pop(done.pair, None)
             if item is None or done.pair in self.produced:
                 continue  # not of this batch, or recorded already: never twice
-            self.record(item, done.verdict, None, done.sidecar or {}, text=done.text)
+            todo.append((item, done))
+        # the texts go into the store from a few threads (creating a file is kernel time,
+        # the GIL released): the single writer's main cost per document; then, in order,
+        # the verdicts are queued for commit (after their texts, as always)
+        for placed in self._writers().map(self._place, todo):
+            pass
+        for item, done in todo:
+            self.queue(item, done.verdict)
+
+    def _place(self, pair: tuple[Item, Done]) -> None:
+        item, done = pair
+        self.place(item, done.verdict, None, done.sidecar or {}, text=done.text)
+
+    def _writers(self) -> Any:
+        if self._writer_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._writer_pool = ThreadPoolExecutor(WRITER_THREADS,
+                                                   thread_name_prefix="bastion-store")
+        return self._writer_pool
 
     def _lose(self, error: BaseException | None) -> None:
         why = _why(error) if error is not None else "the connection closed"
@@ -588,6 +610,9 @@ class ClusterSession(ExtractSession):
         try:
             self.commit()
         finally:
+            if self._writer_pool is not None:
+                self._writer_pool.shutdown(wait=True)
+                self._writer_pool = None
             client, cluster = self.client, self.cluster
             self.client = self.cluster = None
             inflight = list(self.inflight)
