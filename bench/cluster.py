@@ -219,7 +219,6 @@ def movement(name: str, root: Path, warm: WarmCluster, text_ratio: float) -> lis
         cpu = time.process_time() - c0
         out.append((design, wall, cpu, total))
         del futures
-    gb = sum(sizes) / 1e9
     lines = [f"### data movement, {name}: {len(paths)} files, {sum(sizes) / 1e6:.1f} MB "
              f"(texts {text_ratio:.2f} × the documents' bytes)", "",
              "| design | wall s | client CPU s | MB/s | moved per GB of documents |",
