@@ -106,6 +106,10 @@ def _stage_parser(sub, name: str, help_: str, *, extract: bool, walk: bool) -> N
         p.add_argument("-j", "--jobs", type=int, default=None,
                        help=f"reader worker processes, 1 to {JOBS_PER_CORE} × the cores "
                             "(default: the number of cores)")
+        p.add_argument("--cluster", metavar="ADDRESS", default="",
+                       help="extract on a Dask cluster: a scheduler address (tcp://host:8786) "
+                            "or local:N (a local cluster of N worker processes); needs "
+                            "pip install 'bastion[dask]' (docs/scale.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,6 +174,7 @@ def _config(args: argparse.Namespace, walk_mode: str) -> RunConfig:
         no_hash=bool(getattr(args, "no_hash", False)),
         walk=walk_mode,
         slice=EXTRACT_SLICE,
+        cluster=str(getattr(args, "cluster", "") or "").strip(),
     )
 
 
@@ -194,14 +199,25 @@ class _OneLineErrors:
         return getattr(self.stream, name)
 
 
-def run_stages(cfg: RunConfig, stages: list[str]) -> int:
-    """Run ``walk`` and/or ``extract`` through doit in-process; returns the exit code."""
+def run_stages(cfg: RunConfig, stages: list[str], *,
+               extra_readers: tuple[str, ...] = ()) -> int:
+    """Run ``walk`` and/or ``extract`` through doit in-process; returns the exit code.
+    ``extra_readers`` are modules whose READER the workers put first (the tests' misbehaving
+    readers)."""
     from .manifest import ManifestError
     from .run import Run, check_walk
     from .signing import SignatureError
 
     OutputLock.release_all()  # a lock an earlier in-process run left (the tests run many)
-    run = Run(cfg)
+    if cfg.cluster and "extract" in stages:
+        from .cluster import ClusterError, parse_cluster, require_dask
+
+        try:  # a bad address or a missing Dask: one line before anything is done
+            parse_cluster(cfg.cluster)
+            require_dask()
+        except ClusterError as e:
+            return _fail(str(e))
+    run = Run(cfg, extra_readers=extra_readers)
     run.announce_in_actions = False
     try:
         manifest, out = run.load()
@@ -219,6 +235,11 @@ def run_stages(cfg: RunConfig, stages: list[str]) -> int:
         # The workers start first: they boot on the other cores while this process loads
         # doit (~40 ms), walks and plans.
         run.prestart()
+        failed = getattr(run.session, "failed", None)  # a cluster that cannot be used
+        if failed:
+            run.close()
+            OutputLock.release_all()
+            return _fail(failed)
 
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain

@@ -60,6 +60,7 @@ class RunConfig:
     requested: tuple[str, ...] = ()  # the extract:… task names the command line gives
     doit_processes: int = 0  # doit's own -n N (refused: bastion has its own workers)
     verbosity: int = 0  # doit's -v N (2: a line per file extracted)
+    cluster: str = ""  # a Dask cluster to extract on: tcp://host:8786 or local:N (tasks/cluster.py)
 
     @classmethod
     def from_vars(cls, get, argv: list[str] | None = None) -> "RunConfig":
@@ -88,6 +89,7 @@ class RunConfig:
             requested=tuple(a for a in (argv or []) if a.startswith("extract:")),
             doit_processes=doit_processes(argv or []),
             verbosity=_option(argv or [], "-v", "--verbosity"),
+            cluster=str(get("cluster", "") or "").strip(),
         )
 
     @property

@@ -177,6 +177,7 @@ class ExtractSummary:
     extract_version: int
     tightened: int = 0  # output files and directories this run narrowed to the output's modes
     stage: str = "extract"
+    cluster: dict[str, Any] | None = None  # a cluster run: the scheduler and its workers
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

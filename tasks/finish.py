@@ -90,11 +90,13 @@ def _summary(run: Run, tally: Tally, extracted: int, removed: int) -> ExtractSum
     pool = run.session.pool if run.session is not None else None
     return dataclasses.replace(summarize(
         run.manifest, run.walk_read.get("manifest_digest"), tally, extracted=extracted,
-        removed=removed, tools=run.tools, workers=run.cfg.workers,
+        removed=removed, tools=run.tools,
+        workers=run.session.workers if run.session is not None else run.cfg.workers,
         started=pool.spawned if pool else 0, killed=pool.killed if pool else 0,
         no_external=run.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
         started_at=run.started, duration_s=time.monotonic() - run.t0),
-        tightened=run.tightened)
+        tightened=run.tightened,
+        cluster=run.session.describe() if hasattr(run.session, "describe") else None)
 
 
 def _finish_merge(run: Run) -> ExtractSummary:

@@ -41,8 +41,8 @@ class Reporter(ConsoleReporter):
 
     def _say(self, line: str) -> None:
         progress = getattr(self.run, "progress", None)
-        if progress is None:
-            sys.stderr.write(line + "\n")
+        if progress is None or progress.quiet or not progress.tty:
+            sys.stderr.write(line + "\n")  # no live display to keep clear of
             return
         progress.print(line)  # above the live display
         if hasattr(sys.stderr, "failed"):  # the CLI's one-line filter: an error was said

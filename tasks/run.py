@@ -249,10 +249,17 @@ class Run:
             self.lock()
             if self.store is None:
                 self.store = Store(out)
-            self.session = ExtractSession(
-                out=out, store=self.store, limits=manifest.limits, workers=self.cfg.workers,
-                tools=self.tools, roots={r.name: r for r in manifest.roots},
-                on_verdict=self._on_verdict, extra_readers=self.extra_readers)
+            common = dict(out=out, store=self.store, limits=manifest.limits, tools=self.tools,
+                          roots={r.name: r for r in manifest.roots},
+                          on_verdict=self._on_verdict, extra_readers=self.extra_readers)
+            if self.cfg.cluster:  # the documents go to a Dask cluster (tasks/cluster.py)
+                from .cluster import ClusterSession, parse_cluster
+
+                self.session = ClusterSession(parse_cluster(self.cfg.cluster),
+                                              expected=lambda: len(self.stale),
+                                              more=lambda: self.more, **common)
+            else:
+                self.session = ExtractSession(workers=self.cfg.workers, **common)
         if self.session.pool is None:
             self.session.start()
         return self.session

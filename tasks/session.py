@@ -121,19 +121,33 @@ class ExtractSession:
     # -- commits --------------------------------------------------------------------------------
 
     def record(self, item: Item, verdict: Verdict, text_path: Path | None,
-               sidecar: dict[str, Any]) -> None:
-        """Put a verdict's text and sidecar in place and queue the verdict for commit.  The
-        sidecar (PDFs: pages, title, outline, how each page's text was made) is kept only
-        beside a PDF's text."""
+               sidecar: dict[str, Any], text: bytes | None = None) -> None:
+        """Put a verdict's text (a worker's file, or ``text`` bytes made elsewhere: a cluster
+        worker) and sidecar in place and queue the verdict for commit.  The sidecar (PDFs:
+        pages, title, outline, how each page's text was made) is kept only beside a PDF's
+        text."""
+        self.place(item, verdict, text_path, sidecar, text)
+        self.queue(item, verdict)
+
+    def place(self, item: Item, verdict: Verdict, text_path: Path | None,
+              sidecar: dict[str, Any], text: bytes | None = None) -> None:
+        """The text and sidecar of a verdict into the store (or out of it): files only, so
+        several items may be placed at once from threads (tasks/cluster.py does)."""
         stem = item.stem
-        if verdict.status is Status.OK and text_path is not None:
-            self.store.adopt_text(stem, text_path)
+        if verdict.status is Status.OK and (text_path is not None or text is not None):
+            if text is not None:
+                self.store.write_text(stem, text)
+            else:
+                self.store.adopt_text(stem, text_path)
             if "outline" in sidecar or "page_sources" in sidecar:
                 self.store.write_meta(stem, sidecar)
             else:
                 self.store.remove_meta(stem)
         else:
             self.store.remove_text(stem)
+
+    def queue(self, item: Item, verdict: Verdict) -> None:
+        """Queue a placed verdict for commit (committing when the batch is full or old)."""
         self.pending.append((item.sha256, item.key, verdict))
         self.produced[(item.sha256, item.key)] = verdict
         if (len(self.pending) >= COMMIT_EVERY
