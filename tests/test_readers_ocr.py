@@ -137,3 +137,55 @@ def test_image_record_names_tesseract_and_its_confidence(tmp_path):
     info = out.meta["ocr"]
     assert info["engine"] == "tesseract" and info["version"][0].isdigit()
     assert 50 < info["confidence"] <= 100
+
+
+def page(dpi: int, text: str = "THE QUOKKA SLEEPS AT NOON") -> bytes:
+    """An A5-wide strip of ``text`` drawn at ``dpi`` (12-point type), saved as PNG with its dpi."""
+    font = ImageFont.load_default(size=round(12 * dpi / 72))
+    im = Image.new("L", (round(5.8 * dpi), round(1.2 * dpi)), 255)
+    ImageDraw.Draw(im).text((dpi // 4, dpi // 4), text, font=font, fill=0)
+    buf = io.BytesIO()
+    im.save(buf, "PNG", dpi=(dpi, dpi))
+    return buf.getvalue()
+
+
+@needs_tesseract
+def test_a_600_dpi_scan_is_read_at_300_dpi(tmp_path):
+    out = read_document(Document(page(600), "scan.png", "image/png"), ctx(tmp_path))
+    assert out.status == "ok" and "QUOKKA SLEEPS" in out.text
+    with Image.open(io.BytesIO(page(600))) as im:
+        assert out.meta["ocr"]["scaled"] == [round(im.width / 2), round(im.height / 2)]
+    same = read_document(Document(page(300), "scan.png", "image/png"), ctx(tmp_path))
+    assert "scaled" not in same.meta["ocr"] and "QUOKKA SLEEPS" in same.text
+
+
+@needs_tesseract
+def test_a_slightly_large_image_is_read_as_it_is(tmp_path, monkeypatch):
+    """Scaling by 0.9 would gain nothing: the image goes to tesseract unchanged."""
+    data = picture("QUOKKA 42 zebra", "PNG")
+    with Image.open(io.BytesIO(data)) as im:
+        pixels = im.width * im.height
+    monkeypatch.setattr(ocr, "MAX_OCR_PIXELS", int(pixels * 0.81))  # a side x 0.9
+    out = read_document(Document(data, "scan.png", "image/png"), ctx(tmp_path))
+    assert "scaled" not in out.meta["ocr"] and "QUOKKA" in out.text
+
+
+@needs_tesseract
+@pytest.mark.parametrize("mode, colour", [("L", 255), ("RGB", (30, 90, 200)), ("P", 3)])
+def test_a_flat_image_is_not_sent_to_ocr(mode, colour, tmp_path, monkeypatch):
+    buf = io.BytesIO()
+    Image.new(mode, (1200, 900), colour).save(buf, "PNG")
+    monkeypatch.setattr(ocr, "ocr_image", lambda *a, **k: pytest.fail("OCR ran"))
+    out = read_document(Document(buf.getvalue(), "flat.png", "image/png"), ctx(tmp_path))
+    assert (out.status, out.error) == ("empty", "no text recognised in the image")
+    assert out.meta["ocr"]["skipped"] == ocr.SKIPPED_BLANK
+
+
+@needs_tesseract
+def test_one_dark_speck_is_enough_to_ocr(tmp_path):
+    im = Image.new("L", (400, 300), 255)
+    im.putpixel((200, 150), 0)
+    buf = io.BytesIO()
+    im.save(buf, "PNG")
+    out = read_document(Document(buf.getvalue(), "speck.png", "image/png"), ctx(tmp_path))
+    assert "skipped" not in out.meta["ocr"] and out.status == "empty"

@@ -1,0 +1,195 @@
+"""The warm OCR engine (readers/tessapi.py): the real libtesseract against the real
+``tesseract`` command on the repository's images and scanned PDF pages, its fallback to the
+command when the library cannot be loaded, and a crash inside the library in a worker."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from readers import ocr, tessapi
+from readers.base import Document, Limits
+from readers.dispatch import read_document
+from readers.errors import ToolFailed
+from readers.runtime import CHILD_ENV, Job, LocalContext, WorkerPool
+
+ROOT = Path(__file__).resolve().parent.parent
+TESSERACT = shutil.which("tesseract")
+NOTE = ROOT / "examples" / "docs" / "scanned-note.png"
+SCANS = [ROOT / "tests" / "samples" / "pdf" / n
+         for n in ("ocrmypdf-linn-scan.pdf", "ocrmypdf-type3-font-nomapping.pdf")]
+
+pytestmark = pytest.mark.skipif(TESSERACT is None, reason="tesseract not installed")
+
+
+@pytest.fixture()
+def warm():
+    """The engine, loaded fresh (and forgotten after the test)."""
+    tessapi.reset()
+    engine = tessapi.engine(cli_version())
+    assert engine is not None, f"{tessapi.LIBRARY} did not load"
+    yield engine
+    tessapi.reset()
+
+
+def cli_version() -> str:
+    out = subprocess.run([TESSERACT, "--version"], capture_output=True).stdout.decode()
+    return out.split()[1].lstrip("v")
+
+
+def cli_tsv(image: bytes, dpi: int | None = None) -> str:
+    argv = [TESSERACT, "stdin", "stdout", "-l", "eng"] + (["--dpi", str(dpi)] if dpi else [])
+    got = subprocess.run(argv + ["tsv"], input=image, capture_output=True, env=CHILD_ENV,
+                         check=True)
+    return got.stdout.decode("utf-8", "replace")
+
+
+def scanned_pages() -> list[tuple[str, bytes, int]]:
+    """The scanned PDF pages as the PDF reader renders them for OCR (PGM, ocr_dpi)."""
+    import pypdfium2 as pdfium
+
+    dpi = Limits().ocr_dpi
+    pages = []
+    for path in SCANS:
+        pdf = pdfium.PdfDocument(path)
+        for n, page in enumerate(pdf):
+            im = page.render(scale=dpi / 72, grayscale=True).to_pil().convert("L")
+            pgm = b"P5\n%d %d\n255\n" % im.size + im.tobytes()
+            pages.append((f"{path.name}#{n + 1}", pgm, dpi))
+        pdf.close()
+    return pages
+
+
+def images() -> list[tuple[str, bytes, int | None]]:
+    note = NOTE.read_bytes()
+    with Image.open(NOTE) as im:
+        rgb = im.convert("RGB")
+    jpeg, tiff = io.BytesIO(), io.BytesIO()
+    rgb.save(jpeg, "JPEG", quality=90)
+    rgb.save(tiff, "TIFF", save_all=True, append_images=[rgb.rotate(180)])  # two pages
+    return [("scanned-note.png", note, None), ("scanned-note.jpg", jpeg.getvalue(), None),
+            ("scanned-note-2pages.tif", tiff.getvalue(), None), *scanned_pages()]
+
+
+def test_warm_engine_writes_the_commands_tsv_byte_for_byte(warm):
+    """Same image, same version: the library's TSV is the command's, on every real image and
+    scanned page of the repository (PNG, JPEG, a two-page TIFF, PDF pages as PGM)."""
+    assert warm.version == cli_version()
+    for name, data, dpi in images():
+        got = warm.tsv(data, dpi=dpi)
+        assert got == cli_tsv(data, dpi), name
+        assert ocr.parse_tsv(got).words > 0, name
+
+
+def test_two_runs_give_the_same_text(warm):
+    for name, data, dpi in images()[:1] + scanned_pages():
+        assert warm.tsv(data, dpi=dpi) == warm.tsv(data, dpi=dpi), name
+
+
+def test_the_image_reader_reads_the_same_text_warm_and_by_the_command(tmp_path, monkeypatch):
+    doc = Document(NOTE.read_bytes(), NOTE.name, "image/png")
+    tessapi.reset()
+    warm_ctx = LocalContext(Limits(), {"tesseract": TESSERACT}, tmpdir=tmp_path / "a")
+    warm = read_document(doc, warm_ctx)
+    assert tessapi._ENGINE.get(cli_version()) is not None  # the library ran
+    monkeypatch.setattr(ocr, "USE_LIBRARY", False)
+    cold = read_document(doc, LocalContext(Limits(), {"tesseract": TESSERACT},
+                                           tmpdir=tmp_path / "b"))
+    assert warm.status == cold.status == "ok"
+    assert warm.text == cold.text and "bastion" in warm.text
+    assert warm.meta == cold.meta
+    assert warm_ctx.tools_used == {"tesseract"}
+    tessapi.reset()
+
+
+def test_without_the_library_the_command_runs(tmp_path, monkeypatch):
+    """The loader pointed at a missing file: no engine, and the reader runs ``tesseract``."""
+    tessapi.reset()
+    monkeypatch.setattr(tessapi, "LIBRARY", str(tmp_path / "libtesseract-missing.so.5"))
+    assert tessapi.engine(cli_version()) is None
+    ctx = LocalContext(Limits(), {"tesseract": TESSERACT}, tmpdir=tmp_path / "s")
+    ran: list[list[str]] = []
+    real = ctx.run_tool
+
+    def spy(argv, **kw):
+        ran.append(argv)
+        return real(argv, **kw)
+
+    monkeypatch.setattr(ctx, "run_tool", spy)
+    out = read_document(Document(NOTE.read_bytes(), NOTE.name, "image/png"), ctx)
+    assert out.status == "ok" and "bastion" in out.text
+    assert any(a[0] == TESSERACT and "tsv" in a for a in ran), ran
+    tessapi.reset()
+
+
+def test_a_library_of_another_version_is_not_used():
+    tessapi.reset()
+    assert tessapi.engine("0.0.0-not-this-one") is None
+    assert tessapi.engine(None) is None
+    tessapi.reset()
+
+
+def test_bytes_leptonica_cannot_read_are_a_tool_failure(warm, tmp_path):
+    with pytest.raises(tessapi.EngineError):
+        warm.tsv(b"P5\n10 10\n255\n")  # a PGM header without its pixels
+    ctx = LocalContext(Limits(), {"tesseract": TESSERACT}, tmpdir=tmp_path)
+    with pytest.raises(ToolFailed) as e:
+        ocr.ocr_image(b"not an image at all", ctx)
+    assert e.value.message.startswith("tesseract: ")
+
+
+def test_the_deadline_stops_recognition(warm, tmp_path):
+    page = scanned_pages()[0][1]
+    with pytest.raises(tessapi.Timeout):
+        warm.tsv(page, dpi=200, timeout=0.001)
+    assert warm.tsv(NOTE.read_bytes())  # the engine is still usable afterwards
+
+
+# -- in the worker pool: one record per document, whatever the library does -----------------
+
+
+def job(n: int, path: Path, mime: str) -> Job:
+    data = path.read_bytes()
+    return Job(id=n, path=str(path), name=path.name, mime=mime,
+               sha256=hashlib.sha256(data).hexdigest(), size=len(data), deadline_s=30.0,
+               tools={"tesseract": TESSERACT})
+
+
+def test_in_the_pool_a_crash_inside_the_library_is_one_record(tmp_path):
+    """An image read warm in a worker; a corrupt image; a crash inside libtesseract in the
+    worker (tests/tessapi_crash_reader.py): one verdict each, and the next image still reads
+    (in a new worker, which loads its engine again)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    good = docs / "note.png"
+    good.write_bytes(NOTE.read_bytes())
+    bad = docs / "bad.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
+    crash = docs / "note.tesscrash"
+    crash.write_bytes(NOTE.read_bytes())
+    results = []
+    pool = WorkerPool(1, Limits(), tmp_path / "pool", results.append,
+                      extra_readers=("tests.tessapi_crash_reader",))
+    try:
+        for n, (path, mime) in enumerate([(good, "image/png"), (bad, "image/png"),
+                                          (crash, "application/x-tess-crash"),
+                                          (good, "image/png")], 1):
+            pool.submit(job(n, path, mime))
+        pool.drain()
+    finally:
+        pool.close()
+    by_id = {}
+    for r in results:
+        assert r.job.id not in by_id, f"two verdicts for job {r.job.id}"
+        by_id[r.job.id] = r
+    assert sorted(by_id) == [1, 2, 3, 4]
+    assert by_id[1].status == "ok" and by_id[4].status == "ok"
+    assert (by_id[2].status, by_id[2].error_kind) == ("error", "corrupt")
+    assert (by_id[3].status, by_id[3].error_kind) == ("error", "crash"), by_id[3]
+    assert "SIGSEGV" in (by_id[3].error or "")
