@@ -48,7 +48,7 @@ from pathlib import Path
 from readers import ocr
 from readers.base import Document, Limits
 from readers.dispatch import read_document
-from readers.runtime import LocalContext
+from readers.context import LocalContext
 import mimetypes, shutil
 mode, listing, outdir = sys.argv[2], sys.argv[3], Path(sys.argv[4])
 ocr.USE_LIBRARY = mode == "warm"
@@ -76,7 +76,7 @@ def collect(extra: list[Path], work: Path) -> list[tuple[Path, int]]:
 
     from readers.base import Limits, Document
     from readers.dispatch import read_document
-    from readers.runtime import LocalContext
+    from readers.context import LocalContext
 
     images = [ROOT / "examples" / "docs" / "scanned-note.png"]
     pdfs = sorted((ROOT / "tests" / "samples" / "pdf").glob("*.pdf"))

@@ -17,7 +17,9 @@ from readers import ocr, tessapi
 from readers.base import Document, Limits
 from readers.dispatch import read_document
 from readers.errors import ToolFailed
-from readers.runtime import CHILD_ENV, Job, LocalContext, WorkerPool
+from readers.context import LocalContext
+from readers.pool import Job, WorkerPool
+from readers.procs import CHILD_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 TESSERACT = shutil.which("tesseract")
