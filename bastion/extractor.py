@@ -144,10 +144,11 @@ class _Prepared:
         self.sha256, self.size, self.reader = sha256, size, reader
 
 
-def _prepare(path: str | os.PathLike[str], name: str | None) -> _Prepared:
-    """Hash and type one file (symlinks followed: the worker opens the target)."""
+def _prepare(path: str | os.PathLike[str], name: str | None,
+             extra: tuple[Any, ...] = ()) -> _Prepared:
+    """Hash and type one file (symlinks followed: the worker opens the target); ``extra``
+    readers are tried before the registry, as the workers put them first."""
     from readers.detect import HEAD_BYTES, detect_file
-    from readers.dispatch import select
 
     real = os.path.realpath(os.fspath(path))
     st = os.stat(real)
@@ -167,7 +168,23 @@ def _prepare(path: str | os.PathLike[str], name: str | None) -> _Prepared:
             size += len(chunk)
     name = name or os.path.basename(os.fspath(path))
     mime = detect_file(real, name, head)
-    return _Prepared(real, name, mime, digest.hexdigest(), size, select(mime, name))
+    return _Prepared(real, name, mime, digest.hexdigest(), size, _select(mime, name, extra))
+
+
+def _select(mime: str, name: str, extra: tuple[Any, ...]) -> Any:
+    """:func:`readers.dispatch.select` over ``extra`` + the registry, as a worker selects."""
+    from readers.dispatch import select
+
+    if not extra:
+        return select(mime, name)
+    by_mime = next((r for r in extra if mime in r.mimes), None)
+    if by_mime is not None:
+        return by_mime
+    from readers.dispatch import REGISTRY
+
+    if any(mime in r.mimes for r in REGISTRY):
+        return select(mime, name)
+    return next((r for r in extra if r.accepts(mime, name)), None) or select(mime, name)
 
 
 _LIVE: "weakref.WeakSet[Extractor]" = weakref.WeakSet()
@@ -180,12 +197,18 @@ class Extractor:
     ``limits``); ``tools`` as :func:`find_tools`; ``jobs`` the number of workers (used by
     :meth:`extract_files`; one document at a time needs one).  Thread-safe: calls from
     several threads take turns.  Use it as a context manager, or call :meth:`close`.
+    ``extra_readers`` names modules whose ``READER`` goes before the registry (an embedding
+    program's own readers; the tests' misbehaving one), as ``WorkerPool`` takes them.
     """
 
     def __init__(self, *, limits: Limits | None = None, tools: Tools = "auto",
-                 jobs: int = 1) -> None:
+                 jobs: int = 1, extra_readers: tuple[str, ...] = ()) -> None:
         if jobs < 1:
             raise ValueError("jobs must be at least 1")
+        import importlib
+
+        self.extra_readers = tuple(extra_readers)
+        self._extra = tuple(importlib.import_module(m).READER for m in self.extra_readers)
         self.limits = limits if limits is not None else Limits()
         self.tools = find_tools(tools)
         self.jobs = jobs
@@ -202,7 +225,7 @@ class Extractor:
 
     def extract_file(self, path: str | os.PathLike[str], *, name: str | None = None) -> Result:
         """Read one file (``name``: the name to choose its reader by, default its own)."""
-        return self._run([_prepare(path, name)])[0]
+        return self._run([_prepare(path, name, self._extra)])[0]
 
     def extract_bytes(self, data: bytes, name: str | None = None) -> Result:
         """Read a document held in memory; ``name`` (e.g. ``"report.docx"``) helps choose the
@@ -216,7 +239,7 @@ class Extractor:
             try:
                 with open(fd, "wb") as f:
                     f.write(data)
-                return self._run([_prepare(tmp, name or "document")])[0]
+                return self._run([_prepare(tmp, name or "document", self._extra)])[0]
             finally:
                 os.unlink(tmp)
 
@@ -226,7 +249,7 @@ class Extractor:
             pending: dict[int, _Prepared] = {}
             order: list[int] = []
             for path in paths:
-                prepared = _prepare(path, None)
+                prepared = _prepare(path, None, self._extra)
                 order.append(self._submit(prepared, pending))
                 while order and order[0] in self._done:
                     yield self._collect(order.pop(0), pending)
@@ -301,7 +324,8 @@ class Extractor:
             work = scratch / "workers"
             work.mkdir(mode=0o700, exist_ok=True)
             with translated():
-                self._pool = WorkerPool(self.jobs, self.limits, work, self._on_result)
+                self._pool = WorkerPool(self.jobs, self.limits, work, self._on_result,
+                                        extra_readers=self.extra_readers)
         return self._pool
 
     def _abandon(self) -> None:
