@@ -20,7 +20,8 @@ except ImportError:  # pragma: no cover — outside CI without the test extra
         raise
     jsonschema = None
 
-CHECK_SECONDS: list[float] = []  # what the check cost, test by test (see docs/records.md)
+CHECK_SECONDS: list[float] = []  # what the check cost, test by test
+CHECKED: list[int] = [0]  # output directories validated
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -40,8 +41,17 @@ def _outputs_follow_the_schemas(request: pytest.FixtureRequest):
     from tests.schemacheck import find_outputs, validate_output
 
     t0 = time.monotonic()
-    problems = [p for out in find_outputs(tmp) for p in validate_output(out)]
+    outputs = find_outputs(tmp)
+    problems = [p for out in outputs for p in validate_output(out)]
     CHECK_SECONDS.append(time.monotonic() - t0)
+    CHECKED[0] += len(outputs)
     if problems:
         pytest.fail("outputs that break the record schemas (schemas/):\n  "
                     + "\n  ".join(problems[:20]), pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if CHECK_SECONDS:
+        terminalreporter.write_line(
+            f"record schemas: {CHECKED[0]} output directories validated after "
+            f"{len(CHECK_SECONDS)} tests in {sum(CHECK_SECONDS):.2f} s")

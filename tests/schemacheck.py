@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
@@ -78,7 +79,7 @@ def validate_output(out: Path) -> list[str]:
             if not bucket.is_dir():
                 continue
             for entry in os.scandir(bucket.path):
-                if entry.name.endswith(".meta.json"):
+                if entry.name.endswith(".meta.json") and entry.is_file(follow_symlinks=False):
                     doc = json.loads(Path(entry.path).read_bytes())
                     problems.extend(_problems("pdf-sidecar", doc, entry.path))
     return problems[:MAX_PROBLEMS]
@@ -89,11 +90,17 @@ def find_outputs(tree: Path) -> list[Path]:
     found = []
     for top, dirs, files in os.walk(tree):
         if OUTPUT_TAG in files:
-            try:
-                with open(os.path.join(top, OUTPUT_TAG), "rb") as f:
-                    head = f.read(256)
+            head = b""
+            try:  # never blocks: a test may leave a FIFO (or anything) under that name
+                fd = os.open(os.path.join(top, OUTPUT_TAG),
+                             os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+                try:
+                    if stat.S_ISREG(os.fstat(fd).st_mode):
+                        head = os.read(fd, 256)
+                finally:
+                    os.close(fd)
             except OSError:
-                head = b""
+                pass
             if is_output_tag(head):
                 found.append(Path(top))
                 dirs[:] = []

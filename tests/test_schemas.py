@@ -157,7 +157,8 @@ def examples_out(tmp_path_factory) -> Path:
     (tree / "broken.docx").write_bytes(b"PK\x03\x04 this is not a zip")
     (base / "manifest.yaml").write_text(f"version: 1\nroots:\n  - name: docs\n    path: {tree}\n"
                                        "stages: [walk, extract]\n", encoding="utf-8")
-    assert main(["sweep", str(base / "manifest.yaml"), "--out", str(base / "out"), "-q"]) == 2
+    assert main(["sweep", str(base / "manifest.yaml"), "--out", str(base / "out"), "-q",
+                 "--no-external"]) == 2
     return base / "out"
 
 
