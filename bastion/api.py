@@ -74,7 +74,7 @@ def sweep(manifest: str | os.PathLike[str], out: str | os.PathLike[str] | None =
     prints nothing; ``quiet=False`` shows the progress and summary lines on stderr.
     """
     from tasks.cli import EXIT_INVALID, EXTRACT_SLICE, run_stages
-    from tasks.config import RunConfig, forget_manifests, jobs_error, load
+    from tasks.config import PrerequisiteError, RunConfig, forget_manifests, jobs_error, load
     from tasks.fsio import OutputLock
     from tasks.run import check_walk
 
@@ -91,12 +91,10 @@ def sweep(manifest: str | os.PathLike[str], out: str | os.PathLike[str] | None =
                     slice=EXTRACT_SLICE)
     with translated():
         loaded, out_dir = load(cfg)
-        run = list(stages) if stages is not None else list(loaded.stages)
-        unknown = [s for s in run if s not in ("walk", "extract")]
-        if unknown or not run:
-            raise ValueError(f"stages must be 'walk' and/or 'extract', not {run!r}")
-        from tasks.config import PrerequisiteError
-
+        wanted = list(stages) if stages is not None else list(loaded.stages)
+        run = [s for s in ("walk", "extract") if s in wanted]  # always in this order
+        if not run or len(run) != len(set(wanted)):
+            raise ValueError(f"stages must be 'walk' and/or 'extract', not {wanted!r}")
         for stage in run:
             if stage not in loaded.stages:
                 raise PrerequisiteError(f"'{stage}' is not in the stages of "

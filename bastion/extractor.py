@@ -267,7 +267,7 @@ class Extractor:
             return [self._collect(i, pending) for i in ids]
 
     def _submit(self, doc: _Prepared, pending: dict[int, _Prepared]) -> int:
-        from readers.runtime import Job
+        from readers.runtime import Job  # readers.pool once the runtime is split
 
         self._seq += 1
         job_id = self._seq
@@ -282,10 +282,11 @@ class Extractor:
         if reader.uses_tool_deadline and present:
             deadline = self.limits.tool_deadline_s
         pool = self._ensure_pool()
+        chosen = {"reader": reader.name} if "reader" in Job.__dataclass_fields__ else {}
         with translated():
             pool.submit(Job(id=job_id, path=doc.path, name=doc.name, mime=doc.mime,
                             sha256=doc.sha256, size=doc.size, deadline_s=deadline,
-                            tools={t: self.tools[t].path for t in present}))
+                            tools={t: self.tools[t].path for t in present}, **chosen))
         return job_id
 
     def _drain(self) -> None:
@@ -299,13 +300,18 @@ class Extractor:
         return _result(doc.name, doc.mime, doc.sha256, doc.size, verdict, text, meta)
 
     def _on_result(self, result: Any) -> None:
-        from tasks.session import verdict_of
+        verdict = getattr(result, "verdict", None)
+        if isinstance(verdict, Verdict):  # the pool hands the verdict itself, and a sidecar
+            meta = getattr(result, "sidecar", None) or {}
+        else:  # the pool's result fields, turned into the verdict as the extract stage does
+            from tasks.session import verdict_of
 
-        verdict = verdict_of(result)
+            verdict = verdict_of(result)
+            meta = result.meta or {}
         text = ""
         if verdict.status is Status.OK and result.text_path is not None:
             text = Path(result.text_path).read_bytes().decode("utf-8", "replace")
-        self._done[result.job.id] = (verdict, text, result.meta or {})
+        self._done[result.job.id] = (verdict, text, meta)
 
     def _scratch(self) -> Path:
         if self.closed:
@@ -337,10 +343,17 @@ class Extractor:
         if pool is None:
             return
         for w in pool.workers:
-            for stream in (w.proc.stdin, w.proc.stdout, w.proc.stderr):
+            for stream in (w.proc.stdin, w.proc.stdout, w.proc.stderr,
+                           getattr(w, "jobs", None)):  # pipes, or the job socket
                 try:
                     if stream is not None:
                         stream.close()
+                except OSError:
+                    pass
+            pidfd = getattr(w, "pidfd", None)
+            if isinstance(pidfd, int):
+                try:
+                    os.close(pidfd)
                 except OSError:
                     pass
         try:

@@ -248,6 +248,8 @@ def test_sweep_raises_the_documented_exceptions(tree: Path) -> None:
                       trusted_keys=tree / "keys")
     with pytest.raises(ValueError):
         bastion.sweep(tree / "manifest.yaml", out=tree / "o", jobs=10_000)
+    with pytest.raises(ValueError, match="stages"):
+        bastion.sweep(tree / "manifest.yaml", out=tree / "o", stages=["index"])
     out = tree / "locked"
     out.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", "import fcntl,os,sys,time; "
