@@ -67,12 +67,15 @@ class NotAnOutputError(OutputError):
 
 
 class WorkerError(BastionError):
-    """The sandboxed reader workers cannot be started (``readers.runtime.PoolError``)."""
+    """The sandboxed reader workers cannot be started (the pool's ``PoolError``)."""
 
 
 def _mapping() -> list[tuple[type[BaseException], type[BastionError]]]:
-    from readers.runtime import PoolError
     from tasks import config, fsio, manifest, signing
+
+    from .extractor import pool_module
+
+    PoolError = pool_module().PoolError
 
     return [(manifest.ManifestError, ManifestError), (signing.SignatureError, SignatureError),
             (config.PrerequisiteError, PrerequisiteError), (fsio.LockedError, LockedError),

@@ -187,6 +187,16 @@ def _select(mime: str, name: str, extra: tuple[Any, ...]) -> Any:
     return next((r for r in extra if r.accepts(mime, name)), None) or select(mime, name)
 
 
+def pool_module() -> Any:
+    """The module of ``WorkerPool``, ``Job`` and ``PoolError``: ``readers.pool`` (the runtime
+    split by concept), else ``readers.runtime``."""
+    try:
+        from readers import pool
+    except ImportError:
+        from readers import runtime as pool
+    return pool
+
+
 _LIVE: "weakref.WeakSet[Extractor]" = weakref.WeakSet()
 
 
@@ -267,7 +277,7 @@ class Extractor:
             return [self._collect(i, pending) for i in ids]
 
     def _submit(self, doc: _Prepared, pending: dict[int, _Prepared]) -> int:
-        from readers.runtime import Job  # readers.pool once the runtime is split
+        Job = pool_module().Job
 
         self._seq += 1
         job_id = self._seq
@@ -325,7 +335,7 @@ class Extractor:
     def _ensure_pool(self) -> Any:
         scratch = self._scratch()
         if self._pool is None:
-            from readers.runtime import WorkerPool
+            WorkerPool = pool_module().WorkerPool
 
             work = scratch / "workers"
             work.mkdir(mode=0o700, exist_ok=True)
