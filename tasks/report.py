@@ -55,6 +55,10 @@ class Report:
     empty: Group = field(default_factory=Group)
     walk_errors: Group = field(default_factory=Group)
     max_files: int = MAX_FILES
+    has_records: bool = False  # extract.jsonl exists (the extract stage ran here)
+
+
+NO_EXTRACT = "The extract stage has not run here (no extract.jsonl): only the walk is reported."
 
 
 def _summary(path: Path) -> dict[str, Any] | None:
@@ -77,7 +81,8 @@ def gather(out: Path, max_files: int = MAX_FILES) -> Report:
                           "run bastion sweep first")
     report = Report(out, walk, extract, max_files=max_files)
     records = out / "extract.jsonl"
-    if records.is_file():
+    report.has_records = records.is_file()
+    if report.has_records:
         for r in iter_jsonl(records):
             name = f"{r.get('root')}/{r.get('path')}"
             status = str(r.get("status"))
@@ -164,6 +169,8 @@ def render_text(report: Report) -> str:
         lines.append(f"extract run {shown(ex.get('started_at'))}, {ex.get('duration_s')} s, "
                      f"{ex.get('extracted')} read now, {ex.get('reused')} reused")
     lines.append("")
+    if not report.has_records:
+        lines.append(NO_EXTRACT)
     lines.append(f"records: {report.records}")
     for s in STATUSES:
         lines.append(f"  {s:12} {report.by_status.get(s, 0):>9}")
@@ -198,7 +205,8 @@ def render_text(report: Report) -> str:
     lines.append("")
     lines.append("tools: " + (", ".join(f"{shown(t.get('name'))} {shown(t.get('version'))}"
                                         for t in tools) if tools else "none found"
-                              + (" (--no-external)" if ex.get("no_external") else "")))
+                              + (" (--no-external)" if ex.get("no_external") else "")
+                              if ex else "not known (no extract.summary.json)"))
     walk = report.walk
     if walk:
         lines.append("")
@@ -246,8 +254,11 @@ def render_html(report: Report) -> str:
         + (f"; extract run {_e(ex.get('started_at'))}, {_e(ex.get('duration_s'))} s, "
            f"{_e(ex.get('extracted'))} read now, {_e(ex.get('reused'))} reused" if ex else "")
         + "</p>",
-        f'<h2>Records <span id="records">{report.records}</span></h2><div class="cards">',
+        f'<h2>Records <span id="records">{report.records}</span></h2>',
     ]
+    if not report.has_records:
+        out.append(f'<p class="meta" id="no-extract">{_e(NO_EXTRACT)}</p>')
+    out.append('<div class="cards">')
     for s in STATUSES:
         out.append(f'<div class="card {s}" data-status="{s}"><span class="n">'
                    f"{report.by_status.get(s, 0)}</span>{s}</div>")
@@ -297,6 +308,8 @@ def render_html(report: Report) -> str:
                        f'<td class="file">{_e(t.get("path"))}</td>'
                        f'<td class="file">{_e(t.get("identity"))}</td></tr>')
         out.append("</table>")
+    elif not ex:
+        out.append('<p class="meta">Not known: no extract.summary.json.</p>')
     else:
         out.append('<p class="meta">No external tool was found'
                    + (" (--no-external)" if ex.get("no_external") else "") + ".</p>")

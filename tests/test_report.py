@@ -166,3 +166,19 @@ def test_the_page_renders_in_headless_chromium(swept: Path, tmp_path: Path) -> N
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a page, not a blank
     print(f"screenshot: {shot}")
+
+
+def test_a_walk_alone_is_reported_as_such(tmp_path: Path, capsys) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.txt").write_text("hi\n")
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(f"version: 1\nroots:\n  - name: t\n    path: {tree}\nstages: [walk]\n")
+    assert main(["walk", str(manifest), "--out", str(tmp_path / "out"), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "out")]) == 0
+    text = capsys.readouterr().out
+    assert "extract stage has not run here" in text and "tools: not known" in text
+    assert "walk: files 1, hashed 1" in text
+    page = render_html(gather(tmp_path / "out"))
+    assert 'id="no-extract"' in page and "Not known: no extract.summary.json" in page
