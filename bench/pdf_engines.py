@@ -70,7 +70,7 @@ def _run_engine(engine: str, files: list[Path], out: Path) -> None:
             elif engine == "reader":
                 from readers.base import Document, Limits
                 from readers.dispatch import read_document
-                from readers.runtime import LocalContext
+                from readers.context import LocalContext
 
                 got = read_document(Document(data, path.name, "application/pdf"),
                                     LocalContext(Limits(), {}))

@@ -154,6 +154,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true",
                    help="also require walk.jsonl and extract.jsonl to be byte-identical")
 
+    p = sub.add_parser("report", help="what a sweep did: counts, errors, caps, tools, the "
+                       "walk's warnings (text, or one HTML page)",
+                       description="summarise an output directory for a person: counts by "
+                       "status and type, the errors by kind with their files, the caps "
+                       "reached, the tools, the walk's warnings; plain text on stdout, or "
+                       "with --html one self-contained page")
+    p.add_argument("out", type=Path, help="the output directory of a sweep")
+    p.add_argument("--html", type=Path, metavar="FILE", help="write the page to FILE")
+    p.add_argument("--max-files", type=int, default=None, metavar="N",
+                   help="files listed per error kind, cap and type (default 50)")
+
     p = sub.add_parser("pdftext", help="the PDF child: a PDF on stdin, JSON lines on stdout",
                        description="read a PDF on stdin; write a meta line then one line per "
                        "page (exit 0 ok, 3 encrypted, 4 unreadable, 1 other)")
@@ -356,6 +367,25 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(f"bastion: {len(differences)} difference(s)", file=sys.stderr)
             return EXIT_INVALID
         print("identical", file=sys.stderr)
+        return EXIT_OK
+    if cmd == "report":
+        from .report import MAX_FILES, ReportError, gather, render_html, render_text
+
+        try:
+            report = gather(args.out, args.max_files if args.max_files is not None
+                            else MAX_FILES)
+        except ReportError as e:
+            return _fail(str(e))
+        if args.html is None:
+            sys.stdout.write(render_text(report))
+            return EXIT_OK
+        from .fsio import atomic_write
+
+        try:
+            atomic_write(args.html, render_html(report).encode("utf-8"))
+        except OutputError as e:
+            return _fail(str(e))
+        print(f"report: {args.html}", file=sys.stderr)
         return EXIT_OK
     if cmd == "pdftext":
         from readers.pdf import pdftext_main

@@ -1,0 +1,122 @@
+"""bastion's Python API: one document (:func:`extract_file`, :func:`extract_bytes`), a whole
+manifest (:func:`sweep`), and an output directory read back (:func:`records`,
+:func:`read_summary`).  docs/api.md shows each with a runnable example.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from readers.base import Limits
+
+from .errors import LockedError, OutputError, translated
+from .extractor import Result, Tools, default_extractor
+from .outputs import Summary, read_summary, records
+
+__all__ = ["extract_file", "extract_bytes", "sweep", "records", "read_summary"]
+
+
+def extract_file(path: str | os.PathLike[str], *, limits: Limits | None = None,
+                 tools: Tools = "auto", name: str | None = None) -> Result:
+    """Read one file in a sandboxed worker (deadline, output and memory caps) and return its
+    :class:`Result`.  A document that cannot be read is a result with ``status`` ``error``,
+    never an exception; a path that is missing, a directory or not a regular file raises
+    OSError or ValueError as ``open`` would.
+
+    ``limits``: the per-document budgets (default :class:`readers.base.Limits`); ``tools``:
+    ``"auto"`` (the known tools on PATH), ``None`` (built-in readers only) or a list of tool
+    names; ``name``: the file name to choose the reader by (default the path's).  The
+    workers are kept for the next call with the same limits and tools, and stopped at exit.
+    """
+    return default_extractor(limits, tools).extract_file(path, name=name)
+
+
+def extract_bytes(data: bytes, name: str | None = None, *, limits: Limits | None = None,
+                  tools: Tools = "auto") -> Result:
+    """:func:`extract_file` for a document in memory; ``name`` (e.g. ``"q3.xlsx"``) helps
+    choose the reader as a file name would (the content decides first)."""
+    return default_extractor(limits, tools).extract_bytes(data, name)
+
+
+class _Tee(io.TextIOBase):
+    """stderr during a sweep: kept (for the error to raise), and shown unless quiet."""
+
+    def __init__(self, stream: Any, show: bool) -> None:
+        self.stream, self.show, self.lines = stream, show, io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.lines.write(text)
+        if self.show:
+            self.stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.show:
+            self.stream.flush()
+
+
+def sweep(manifest: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,
+          jobs: int | None = None, *, no_external: bool = False, quiet: bool = True,
+          stages: Sequence[str] | None = None, require_signed: bool = False,
+          trusted_keys: str | os.PathLike[str] | None = None) -> Summary:
+    """Run the manifest's stages (or ``stages``: ``["walk"]``, ``["extract"]`` to extract
+    from the walk already in ``out``) exactly as ``bastion sweep`` does, and return the
+    :class:`Summary` the run wrote.
+
+    Where the command would exit 1 this raises (:mod:`bastion.errors`): ManifestError,
+    SignatureError, PrerequisiteError, LockedError, OutputError.  ``error`` records (exit 2)
+    and a walk that could not read everything (exit 3) are not exceptions: see
+    ``Summary.errors``, ``Summary.partial`` and ``Summary.exit_code``.  ``quiet`` (default)
+    prints nothing; ``quiet=False`` shows the progress and summary lines on stderr.
+    """
+    from tasks.cli import EXIT_INVALID, EXTRACT_SLICE, run_stages
+    from tasks.config import PrerequisiteError, RunConfig, forget_manifests, jobs_error, load
+    from tasks.fsio import OutputLock
+    from tasks.run import check_walk
+
+    problem = jobs_error(jobs)
+    if problem is not None:
+        raise ValueError(problem)
+    forget_manifests()  # a manifest edited (or re-signed) since the last call is read afresh
+    only_extract = stages is not None and "walk" not in stages
+    cfg = RunConfig(manifest=Path(manifest).resolve(),
+                    out=Path(out).resolve() if out is not None else None,
+                    no_external=no_external, require_signed=require_signed,
+                    trusted_keys=Path(trusted_keys) if trusted_keys else None,
+                    jobs=jobs or 0, quiet=quiet, walk="reuse" if only_extract else "run",
+                    slice=EXTRACT_SLICE)
+    with translated():
+        loaded, out_dir = load(cfg)
+        wanted = list(stages) if stages is not None else list(loaded.stages)
+        run = [s for s in ("walk", "extract") if s in wanted]  # always in this order
+        if not run or len(run) != len(set(wanted)):
+            raise ValueError(f"stages must be 'walk' and/or 'extract', not {wanted!r}")
+        for stage in run:
+            if stage not in loaded.stages:
+                raise PrerequisiteError(f"'{stage}' is not in the stages of "
+                                        f"{loaded.path.name} (stages: "
+                                        f"{', '.join(loaded.stages)})")
+        if "walk" not in run:
+            check_walk(loaded, out_dir)
+        OutputLock.acquire(out_dir)  # a held lock is a LockedError here, not a printed line
+    tee = _Tee(sys.stderr, show=not quiet)
+    saved = sys.stderr
+    sys.stderr = tee
+    try:
+        rc = run_stages(cfg, run)
+    finally:
+        sys.stderr = saved
+        OutputLock.release_all()
+    if rc == EXIT_INVALID:
+        said = [ln.removeprefix("bastion: error: ") for ln in tee.lines.getvalue().splitlines()
+                if ln.startswith("bastion: error: ")]
+        message = said[-1] if said else f"the sweep of {loaded.path.name} failed"
+        raise (LockedError if "another bastion run" in message else OutputError)(message)
+    summary = read_summary(out_dir)
+    if "extract" not in run:
+        summary = Summary(summary.out, summary.walk, None)
+    return summary

@@ -1,0 +1,436 @@
+"""One document at a time from Python, through the same sandboxed workers as a sweep.
+
+An :class:`Extractor` owns a :class:`readers.runtime.WorkerPool` (long-lived workers in their
+sandbox: deadline, output cap, memory cap, Landlock) with a private scratch root
+(``tempfile.mkdtemp``, mode 0700).  The parent picks the reader as the extract stage does
+(:func:`readers.detect.detect_file` then :func:`readers.dispatch.select`), hashes the file, and
+the worker re-checks the sha256 before reading, so what was read is what was hashed.  The
+verdict is the extract stage's own (:func:`tasks.session.verdict_of`), so a :class:`Result`
+says exactly what an ``extract.jsonl`` record would.
+
+:func:`bastion.extract_file` and :func:`bastion.extract_bytes` use one module-level extractor
+per (limits, tools): a loop over 10k files starts no interpreter per file.  It is closed at
+exit; a forked child forgets its parent's workers (and starts its own on first use).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+import threading
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from readers.base import Limits
+from readers.tools import KNOWN_TOOLS, Tool
+from readers.verdict import Status, Verdict
+
+from .errors import translated
+
+__all__ = ["Extractor", "OutlineEntry", "Result", "Tools", "default_extractor"]
+
+READ_CHUNK = 1 << 20
+Tools = str | Sequence[str] | None  # "auto", a list of tool names, or None / () for none
+
+
+@dataclass(frozen=True, slots=True)
+class OutlineEntry:
+    """One PDF bookmark: its title, its 1-based page, its depth (1 at the top)."""
+
+    title: str
+    page: int
+    level: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Result:
+    """What became of one document: the fields of its ``extract.jsonl`` record, and the text.
+
+    ``status`` is ``ok`` (``text`` holds it; ``limit`` names the cap when it was cut short),
+    ``empty``, ``unsupported`` (no reader, or its tool is absent: ``error`` says which) or
+    ``error`` (``error_kind`` from the fixed vocabulary of docs/records.md).
+    """
+
+    name: str  # the file name the reader was chosen by
+    status: Status
+    text: str  # "" unless ok
+    mime: str
+    extractor: str | None
+    sha256: str
+    size: int
+    chars: int
+    pages: int | None
+    title: str | None
+    outline: tuple[OutlineEntry, ...]
+    error: str | None
+    error_kind: str | None
+    limit: str | None
+    tools_used: tuple[str, ...]
+    warnings: tuple[str, ...]
+    pages_ocr: int | None
+    members: dict[str, int] | None
+    encoding_source: str | None
+    verdict: Verdict  # the same fields as the store and the records keep them
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+
+def _outline(meta: dict[str, Any]) -> tuple[OutlineEntry, ...]:
+    items = meta.get("outline")
+    if not isinstance(items, list):
+        return ()
+    entries = []
+    for item in items:
+        if (isinstance(item, dict) and isinstance(item.get("title"), str)
+                and isinstance(item.get("page"), int) and isinstance(item.get("level"), int)):
+            entries.append(OutlineEntry(item["title"], item["page"], item["level"]))
+    return tuple(entries)
+
+
+def _result(name: str, mime: str, sha256: str, size: int, verdict: Verdict, text: str,
+            meta: dict[str, Any]) -> Result:
+    return Result(
+        name=name, status=verdict.status, text=text if verdict.status is Status.OK else "",
+        mime=mime, extractor=verdict.extractor, sha256=sha256, size=size, chars=verdict.chars,
+        pages=verdict.pages, title=verdict.title, outline=_outline(meta), error=verdict.error,
+        error_kind=verdict.error_kind, limit=verdict.limit, tools_used=verdict.tools_used,
+        warnings=verdict.warnings, pages_ocr=verdict.pages_ocr, members=verdict.members,
+        encoding_source=verdict.encoding_source, verdict=verdict)
+
+
+_PROBED: dict[str, Tool] | None = None
+_PROBE_LOCK = threading.Lock()
+
+
+def find_tools(tools: Tools) -> dict[str, Tool]:
+    """The external tools an extractor may hand to readers: ``"auto"`` every known tool on
+    PATH (asked once per process; none under ``BASTION_NO_EXTERNAL=1``), ``None`` or ``()``
+    none, or the named ones that are on PATH (a name bastion does not know is a ValueError)."""
+    global _PROBED
+    if tools is None or (not isinstance(tools, str) and len(tools) == 0):
+        return {}
+    if isinstance(tools, str) and tools != "auto":
+        raise ValueError(f"tools must be 'auto', None or a list of names, not {tools!r}")
+    names = None if isinstance(tools, str) else list(tools)
+    unknown = sorted(set(names or ()) - set(KNOWN_TOOLS))
+    if unknown:
+        raise ValueError(f"unknown tool(s) {', '.join(unknown)}: bastion knows "
+                         f"{', '.join(KNOWN_TOOLS)}")
+    with _PROBE_LOCK:
+        if _PROBED is None:
+            from readers.tools import ToolProbe
+
+            _PROBED = ToolProbe().result()
+        found = dict(_PROBED)
+    return found if names is None else {n: t for n, t in found.items() if n in names}
+
+
+class _Prepared:
+    """A document hashed and typed in the parent, ready for a worker."""
+
+    __slots__ = ("path", "name", "mime", "sha256", "size", "reader")
+
+    def __init__(self, path: str, name: str, mime: str, sha256: str, size: int,
+                 reader: Any) -> None:
+        self.path, self.name, self.mime = path, name, mime
+        self.sha256, self.size, self.reader = sha256, size, reader
+
+
+def _prepare(path: str | os.PathLike[str], name: str | None,
+             extra: tuple[Any, ...] = ()) -> _Prepared:
+    """Hash and type one file (symlinks followed: the worker opens the target); ``extra``
+    readers are tried before the registry, as the workers put them first."""
+    from readers.detect import HEAD_BYTES, detect_file
+
+    real = os.path.realpath(os.fspath(path))
+    st = os.stat(real)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(21, "Is a directory", os.fspath(path))
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{os.fspath(path)}: not a regular file")
+    digest = hashlib.sha256()
+    head = b""
+    size = 0
+    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb", buffering=0) as f:
+        while chunk := f.read(READ_CHUNK):
+            if len(head) < HEAD_BYTES:
+                head += chunk[:HEAD_BYTES - len(head)]
+            digest.update(chunk)
+            size += len(chunk)
+    name = name or os.path.basename(os.fspath(path))
+    mime = detect_file(real, name, head)
+    return _Prepared(real, name, mime, digest.hexdigest(), size, _select(mime, name, extra))
+
+
+def _select(mime: str, name: str, extra: tuple[Any, ...]) -> Any:
+    """:func:`readers.dispatch.select` over ``extra`` + the registry, as a worker selects."""
+    from readers.dispatch import select
+
+    if not extra:
+        return select(mime, name)
+    by_mime = next((r for r in extra if mime in r.mimes), None)
+    if by_mime is not None:
+        return by_mime
+    from readers.dispatch import REGISTRY
+
+    if any(mime in r.mimes for r in REGISTRY):
+        return select(mime, name)
+    return next((r for r in extra if r.accepts(mime, name)), None) or select(mime, name)
+
+
+def pool_module() -> Any:
+    """The module of ``WorkerPool``, ``Job`` and ``PoolError``: ``readers.pool`` (the runtime
+    split by concept), else ``readers.runtime``."""
+    try:
+        from readers import pool
+    except ImportError:
+        from readers import runtime as pool
+    return pool
+
+
+_LIVE: "weakref.WeakSet[Extractor]" = weakref.WeakSet()
+
+
+class Extractor:
+    """Sandboxed workers for documents handed one by one (or as an iterable).
+
+    ``limits`` are the per-document budgets (:class:`readers.base.Limits`, the manifest's
+    ``limits``); ``tools`` as :func:`find_tools`; ``jobs`` the number of workers (used by
+    :meth:`extract_files`; one document at a time needs one).  Thread-safe: calls from
+    several threads take turns.  Use it as a context manager, or call :meth:`close`.
+    ``extra_readers`` names modules whose ``READER`` goes before the registry (an embedding
+    program's own readers; the tests' misbehaving one), as ``WorkerPool`` takes them.
+    """
+
+    def __init__(self, *, limits: Limits | None = None, tools: Tools = "auto",
+                 jobs: int = 1, extra_readers: tuple[str, ...] = ()) -> None:
+        if jobs < 1:
+            raise ValueError("jobs must be at least 1")
+        import importlib
+
+        self.extra_readers = tuple(extra_readers)
+        self._extra = tuple(importlib.import_module(m).READER for m in self.extra_readers)
+        self.limits = limits if limits is not None else Limits()
+        self.tools = find_tools(tools)
+        self.jobs = jobs
+        self._lock = threading.RLock()
+        self._pool: Any = None
+        self._tmp: Path | None = None
+        self._pid = os.getpid()
+        self._seq = 0
+        self._done: dict[int, tuple[Verdict, str, dict[str, Any]]] = {}
+        self.closed = False
+        _LIVE.add(self)
+
+    # -- one document -----------------------------------------------------------------------------
+
+    def extract_file(self, path: str | os.PathLike[str], *, name: str | None = None) -> Result:
+        """Read one file (``name``: the name to choose its reader by, default its own)."""
+        return self._run([_prepare(path, name, self._extra)])[0]
+
+    def extract_bytes(self, data: bytes, name: str | None = None) -> Result:
+        """Read a document held in memory; ``name`` (e.g. ``"report.docx"``) helps choose the
+        reader as a file name would.  The bytes go to a private temporary file."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError("extract_bytes takes bytes")
+        with self._lock:
+            inputs = self._scratch() / "input"
+            inputs.mkdir(mode=0o700, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=inputs)
+            try:
+                with open(fd, "wb") as f:
+                    f.write(data)
+                return self._run([_prepare(tmp, name or "document", self._extra)])[0]
+            finally:
+                os.unlink(tmp)
+
+    def extract_files(self, paths: Iterable[str | os.PathLike[str]]) -> Iterator[Result]:
+        """Read many files on :attr:`jobs` workers; results in the order of ``paths``."""
+        with self._lock:
+            pending: dict[int, _Prepared] = {}
+            order: list[int] = []
+            for path in paths:
+                prepared = _prepare(path, None, self._extra)
+                order.append(self._submit(prepared, pending))
+                while order and order[0] in self._done:
+                    yield self._collect(order.pop(0), pending)
+            self._drain()
+            while order:
+                yield self._collect(order.pop(0), pending)
+
+    # -- the pool ---------------------------------------------------------------------------------
+
+    def _run(self, docs: list[_Prepared]) -> list[Result]:
+        with self._lock:
+            pending: dict[int, _Prepared] = {}
+            ids = [self._submit(d, pending) for d in docs]
+            self._drain()
+            return [self._collect(i, pending) for i in ids]
+
+    def _submit(self, doc: _Prepared, pending: dict[int, _Prepared]) -> int:
+        Job = pool_module().Job
+
+        self._seq += 1
+        job_id = self._seq
+        pending[job_id] = doc
+        reader = doc.reader
+        if reader is None:
+            self._done[job_id] = (Verdict(status=Status.UNSUPPORTED,
+                                          error=f"no reader for {doc.mime}"), "", {})
+            return job_id
+        present = sorted(t for t in reader.tools if t in self.tools)
+        deadline = self.limits.deadline_s
+        if reader.uses_tool_deadline and present:
+            deadline = self.limits.tool_deadline_s
+        pool = self._ensure_pool()
+        chosen = {"reader": reader.name} if "reader" in Job.__dataclass_fields__ else {}
+        with translated():
+            pool.submit(Job(id=job_id, path=doc.path, name=doc.name, mime=doc.mime,
+                            sha256=doc.sha256, size=doc.size, deadline_s=deadline,
+                            tools={t: self.tools[t].path for t in present}, **chosen))
+        return job_id
+
+    def _drain(self) -> None:
+        if self._pool is not None:
+            with translated():
+                self._pool.drain()
+
+    def _collect(self, job_id: int, pending: dict[int, _Prepared]) -> Result:
+        doc = pending.pop(job_id)
+        verdict, text, meta = self._done.pop(job_id)
+        return _result(doc.name, doc.mime, doc.sha256, doc.size, verdict, text, meta)
+
+    def _on_result(self, result: Any) -> None:
+        verdict = getattr(result, "verdict", None)
+        if isinstance(verdict, Verdict):  # the pool hands the verdict itself, and a sidecar
+            meta = getattr(result, "sidecar", None) or {}
+        else:  # the pool's result fields, turned into the verdict as the extract stage does
+            from tasks.session import verdict_of
+
+            verdict = verdict_of(result)
+            meta = result.meta or {}
+        text = ""
+        if verdict.status is Status.OK and result.text_path is not None:
+            text = Path(result.text_path).read_bytes().decode("utf-8", "replace")
+        self._done[result.job.id] = (verdict, text, meta)
+
+    def _scratch(self) -> Path:
+        if self.closed:
+            raise RuntimeError("this Extractor is closed")
+        if self._pid != os.getpid():  # a forked child: the parent's workers are not ours
+            self._abandon()
+        if self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="bastion-api-"))  # mode 0700
+        return self._tmp
+
+    def _ensure_pool(self) -> Any:
+        scratch = self._scratch()
+        if self._pool is None:
+            WorkerPool = pool_module().WorkerPool
+
+            work = scratch / "workers"
+            work.mkdir(mode=0o700, exist_ok=True)
+            with translated():
+                self._pool = WorkerPool(self.jobs, self.limits, work, self._on_result,
+                                        extra_readers=self.extra_readers)
+        return self._pool
+
+    def _abandon(self) -> None:
+        """In a forked child: forget the parent's pool without touching its workers (closing
+        only this process's copies of their pipes) and its scratch directory."""
+        pool, self._pool, self._tmp = self._pool, None, None
+        self._pid = os.getpid()
+        self._done.clear()
+        if pool is None:
+            return
+        for w in pool.workers:
+            for stream in (w.proc.stdin, w.proc.stdout, w.proc.stderr,
+                           getattr(w, "jobs", None)):  # pipes, or the job socket
+                try:
+                    if stream is not None:
+                        stream.close()
+                except OSError:
+                    pass
+            pidfd = getattr(w, "pidfd", None)
+            if isinstance(pidfd, int):
+                try:
+                    os.close(pidfd)
+                except OSError:
+                    pass
+        try:
+            pool.sel.close()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Stop the workers and remove the scratch directory (idempotent)."""
+        with self._lock:
+            if self._pid != os.getpid():
+                self._abandon()
+            pool, self._pool = self._pool, None
+            try:
+                if pool is not None:
+                    pool.close()
+            finally:
+                if self._tmp is not None:
+                    shutil.rmtree(self._tmp, ignore_errors=True)
+                    self._tmp = None
+                self.closed = True
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The pids of the live workers (none before the first document)."""
+        return [] if self._pool is None else self._pool.pids()
+
+    def __enter__(self) -> "Extractor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_DEFAULTS: dict[tuple[Any, ...], Extractor] = {}
+_DEFAULTS_LOCK = threading.Lock()
+
+
+def default_extractor(limits: Limits | None, tools: Tools) -> Extractor:
+    """The module-level extractor for these limits and tools (made on first use, reused)."""
+    limits = limits if limits is not None else Limits()
+    key = (limits, tools if isinstance(tools, str) or tools is None else tuple(tools))
+    with _DEFAULTS_LOCK:
+        ex = _DEFAULTS.get(key)
+        if ex is None or ex.closed:
+            ex = _DEFAULTS[key] = Extractor(limits=limits, tools=tools)
+        return ex
+
+
+def close_all() -> None:
+    """Close every extractor of this process (at exit; tests)."""
+    for ex in list(_LIVE):
+        try:
+            ex.close()
+        except Exception:  # noqa: BLE001 — exit cleanup must go on
+            pass
+    _DEFAULTS.clear()
+
+
+def _after_fork_in_child() -> None:
+    global _PROBE_LOCK, _DEFAULTS_LOCK
+    _PROBE_LOCK, _DEFAULTS_LOCK = threading.Lock(), threading.Lock()  # maybe held at the fork
+    for ex in list(_LIVE):
+        ex._lock = threading.RLock()
+        ex._abandon()
+    _DEFAULTS.clear()
+
+
+atexit.register(close_all)
+os.register_at_fork(after_in_child=_after_fork_in_child)
