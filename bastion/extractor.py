@@ -1,11 +1,11 @@
 """One document at a time from Python, through the same sandboxed workers as a sweep.
 
-An :class:`Extractor` owns a :class:`readers.runtime.WorkerPool` (long-lived workers in their
+An :class:`Extractor` owns a :class:`readers.pool.WorkerPool` (long-lived workers in their
 sandbox: deadline, output cap, memory cap, Landlock) with a private scratch root
 (``tempfile.mkdtemp``, mode 0700).  The parent picks the reader as the extract stage does
 (:func:`readers.detect.detect_file` then :func:`readers.dispatch.select`), hashes the file, and
 the worker re-checks the sha256 before reading, so what was read is what was hashed.  The
-verdict is the extract stage's own (:func:`tasks.session.verdict_of`), so a :class:`Result`
+verdict is the extract stage's own (:class:`readers.verdict.Verdict`, from the worker), so a :class:`Result`
 says exactly what an ``extract.jsonl`` record would.
 
 :func:`bastion.extract_file` and :func:`bastion.extract_bytes` use one module-level extractor
@@ -188,12 +188,9 @@ def _select(mime: str, name: str, extra: tuple[Any, ...]) -> Any:
 
 
 def pool_module() -> Any:
-    """The module of ``WorkerPool``, ``Job`` and ``PoolError``: ``readers.pool`` (the runtime
-    split by concept), else ``readers.runtime``."""
-    try:
-        from readers import pool
-    except ImportError:
-        from readers import runtime as pool
+    """The module of ``WorkerPool``, ``Job`` and ``PoolError``."""
+    from readers import pool
+
     return pool
 
 
@@ -310,14 +307,8 @@ class Extractor:
         return _result(doc.name, doc.mime, doc.sha256, doc.size, verdict, text, meta)
 
     def _on_result(self, result: Any) -> None:
-        verdict = getattr(result, "verdict", None)
-        if isinstance(verdict, Verdict):  # the pool hands the verdict itself, and a sidecar
-            meta = getattr(result, "sidecar", None) or {}
-        else:  # the pool's result fields, turned into the verdict as the extract stage does
-            from tasks.session import verdict_of
-
-            verdict = verdict_of(result)
-            meta = result.meta or {}
+        verdict = result.verdict  # the worker's (or the pool's) Verdict, and the sidecar
+        meta = result.sidecar or {}
         text = ""
         if verdict.status is Status.OK and result.text_path is not None:
             text = Path(result.text_path).read_bytes().decode("utf-8", "replace")
