@@ -456,6 +456,7 @@ def test_racing_output_swap_at_start_writes_nothing_outside(
 # -- the same output as before ----------------------------------------------------------------
 
 
+@pytest.mark.damaged_output  # the base code's summaries predate fields the schemas now require
 def test_same_records_and_texts_as_the_base_code(tmp_path: Path) -> None:
     """A sweep by the code before this change and by this code: compare_outputs finds no
     difference in records or texts (bastion compare)."""
