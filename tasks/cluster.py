@@ -56,7 +56,7 @@ from typing import Any, Callable, Iterable, Mapping
 from readers.base import Limits
 from readers.pool import PoolError
 from readers.tools import Tool, ToolProbe
-from readers.verdict import Status, Verdict
+from readers.verdict import Verdict
 
 from .batch import Doc, Done, PoolStats, close_pools, extract_batch_stats
 from .fsio import OutputError
@@ -428,13 +428,7 @@ class ClusterSession(ExtractSession):
     def submit(self, item: Item) -> None:
         """Add one item to the batch being filled (sent when full); an item whose
         (sha256, key) was already handed out in this run is the same document."""
-        pair = (item.sha256, item.key)
-        if pair in self.scheduled:
-            return
-        self.scheduled.add(pair)
-        if item.reader is None:
-            self.record(item, Verdict(status=Status.UNSUPPORTED,
-                                      error=f"no reader for {item.mime}"), None, {})
+        if not self.take(item):
             return
         self.start()
         if self.current and self.current_bytes + item.size > BATCH_BYTES:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import outdir
-from .outdir import TMP_PREFIX, Modes, OutputDir, OutputError, UnsafeOutputError
+from .outdir import TMP_PREFIX, Modes, OutputDir, OutputError, UnsafeOutputError, write_all
 
 __all__ = ["TMP_PREFIX", "STATE_DIR", "OutputError", "UnsafeOutputError", "LockedError",
            "OutputLock", "atomic_write", "write_json", "read_json", "dumps", "output",
@@ -70,15 +70,7 @@ def atomic_write(path: Path, chunks: bytes | Iterable[bytes], *, sync_dir: bool 
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
-            with os.fdopen(fd, "wb", buffering=1 << 20) as f:
-                if isinstance(chunks, (bytes, bytearray, memoryview)):
-                    f.write(chunks)
-                else:
-                    for chunk in chunks:
-                        f.write(chunk)
-                f.flush()
-                if sync:
-                    os.fsync(f.fileno())
+            write_all(fd, chunks, sync)
         except BaseException:
             try:
                 os.unlink(tmp)

@@ -36,6 +36,19 @@ TMP_PREFIX = ".tmp-"
 MODES_MARKER = ".bastion/modes"  # the modes the whole tree was last tightened to
 
 
+
+def write_all(fd: int, chunks: bytes | Iterable[bytes], sync: bool) -> None:
+    """Write ``chunks`` to the descriptor (taken over: closed here), fsynced when ``sync``."""
+    with os.fdopen(fd, "wb", buffering=1 << 20) as f:
+        if isinstance(chunks, (bytes, bytearray, memoryview)):
+            f.write(chunks)
+        else:
+            for chunk in chunks:
+                f.write(chunk)
+        f.flush()
+        if sync:
+            os.fsync(f.fileno())
+
 class OutputError(Exception):
     """Bastion cannot write its outputs (disk full, read-only directory, …)."""
 
@@ -260,15 +273,7 @@ class OutputDir:
             try:
                 if stat.S_IMODE(os.fstat(fd).st_mode) != self.modes.file:
                     os.fchmod(fd, self.modes.file)  # a temp left by a killed run, or a umask
-                with os.fdopen(fd, "wb", buffering=1 << 20) as f:
-                    if isinstance(chunks, (bytes, bytearray, memoryview)):
-                        f.write(chunks)
-                    else:
-                        for chunk in chunks:
-                            f.write(chunk)
-                    f.flush()
-                    if sync:
-                        os.fsync(f.fileno())
+                write_all(fd, chunks, sync)
             except BaseException:
                 try:
                     os.unlink(tmp, dir_fd=dfd)

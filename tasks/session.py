@@ -90,16 +90,24 @@ class ExtractSession:
             self._private_scratch = Path(tempfile.mkdtemp(prefix="bastion-scratch-"))
         return self._private_scratch
 
-    def submit(self, item: Item) -> None:
-        """Extract one item (returns once a worker has it; an item whose (sha256, key) was
-        already handed out in this run is the same job)."""
+    def take(self, item: Item) -> bool:
+        """Whether ``item`` is work to hand out: not when its (sha256, key) already was in
+        this run (the same document), nor when no reader takes its type (recorded here as
+        ``unsupported``)."""
         pair = (item.sha256, item.key)
         if pair in self.scheduled:
-            return
+            return False
         self.scheduled.add(pair)
         if item.reader is None:
             self.record(item, Verdict(status=Status.UNSUPPORTED,
                                       error=f"no reader for {item.mime}"), None, {})
+            return False
+        return True
+
+    def submit(self, item: Item) -> None:
+        """Extract one item (returns once a worker has it; an item whose (sha256, key) was
+        already handed out in this run is the same job)."""
+        if not self.take(item):
             return
         pool = self.start()
         self.job_seq += 1
