@@ -559,13 +559,31 @@ def worker_user(name: str | None,
         raise PoolError(f"no user {name!r} to run the reader workers as") from None
     if entry.pw_uid == 0:
         return None, None
-    for entry_path in [os.path.dirname(os.__file__), *_worker_path()]:
+    needed = [os.path.dirname(os.__file__), *_worker_path()]
+    for entry_path in needed:
         if os.path.isdir(entry_path) and not _reachable(entry_path, entry.pw_uid,
                                                         entry.pw_gid):
             return None, f"reader workers run as root: {entry_path} is not readable by {name}"
+    try:  # an empty directory to bind over: it hides nothing of the host's
+        os.makedirs(WORKER_DIR, mode=0o755, exist_ok=True)
+    except OSError as e:
+        return None, f"reader workers run as root: cannot make {WORKER_DIR}: {e.strerror}"
+    hidden = _under(WORKER_DIR, [sys.executable, *needed])
+    if hidden is not None:  # the worker's own directory is bound over WORKER_DIR
+        return None, (f"reader workers run as root: {hidden} is under {WORKER_DIR}, which a "
+                      f"worker that gives up root sees replaced by its own directory")
     if containment(contain, mount=True)[1] != PID_NAMESPACE:  # probed once per process
         return None, f"reader workers run as root: no PID and mount namespace to give {name}"
     return (entry.pw_uid, entry.pw_gid), None
+
+
+def _under(top: Path, paths: list[str]) -> str | None:
+    """The first of ``paths`` (as written or as its symlinks lead) inside ``top``, or None."""
+    for path in paths:
+        for form in {os.path.abspath(path), os.path.realpath(path)}:
+            if Path(form).is_relative_to(top):
+                return path
+    return None
 
 
 def _reachable(path: str, uid: int, gid: int, need: int = 5) -> bool:

@@ -17,9 +17,11 @@ _SYS_LANDLOCK_RESTRICT_SELF = 446
 _PR_SET_NO_NEW_PRIVS = 38
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 2, 4, 8, 32, 4096
 
-# Where a worker that gives up root sees its own directory: bound over /tmp in its own mount
-# namespace, so the path to it needs no permission on the output's (private) directories
-WORKER_DIR = Path("/tmp")
+# Where a worker that gives up root sees its own directory: bound, in its own mount namespace,
+# over this empty directory (made by the pool), so the path to it needs no permission on the
+# output's private directories and the bind hides nothing of the host's (once /tmp: a checkout
+# or a virtualenv under /tmp vanished from the worker's view)
+WORKER_DIR = Path("/run/bastion-worker")
 
 # Landlock filesystem rights that change the filesystem (reading and executing stay allowed).
 _LL_WRITE_FILE = 1 << 1
