@@ -74,9 +74,9 @@ def sweep(manifest: str | os.PathLike[str], out: str | os.PathLike[str] | None =
     prints nothing; ``quiet=False`` shows the progress and summary lines on stderr.
     """
     from tasks.cli import EXIT_INVALID, EXTRACT_SLICE, run_stages
-    from tasks.config import PrerequisiteError, RunConfig, forget_manifests, jobs_error, load
+    from tasks.config import RunConfig, forget_manifests, jobs_error, load
     from tasks.fsio import OutputLock
-    from tasks.run import check_walk
+    from tasks.run import check_stages
 
     problem = jobs_error(jobs)
     if problem is not None:
@@ -95,13 +95,7 @@ def sweep(manifest: str | os.PathLike[str], out: str | os.PathLike[str] | None =
         run = [s for s in ("walk", "extract") if s in wanted]  # always in this order
         if not run or len(run) != len(set(wanted)):
             raise ValueError(f"stages must be 'walk' and/or 'extract', not {wanted!r}")
-        for stage in run:
-            if stage not in loaded.stages:
-                raise PrerequisiteError(f"'{stage}' is not in the stages of "
-                                        f"{loaded.path.name} (stages: "
-                                        f"{', '.join(loaded.stages)})")
-        if "walk" not in run:
-            check_walk(loaded, out_dir)
+        check_stages(loaded, out_dir, run)
         OutputLock.acquire(out_dir)  # a held lock is a LockedError here, not a printed line
     tee = _Tee(sys.stderr, show=not quiet)
     saved = sys.stderr

@@ -216,7 +216,7 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
     ``extra_readers`` are modules whose READER the workers put first (the tests' misbehaving
     readers)."""
     from .manifest import ManifestError
-    from .run import Run, check_walk
+    from .run import Run, check_stages
     from .signing import SignatureError
 
     OutputLock.release_all()  # a lock an earlier in-process run left (the tests run many)
@@ -232,13 +232,7 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
     run.announce_in_actions = False
     try:
         manifest, out = run.load()
-        for stage in stages:
-            if stage not in manifest.stages:
-                raise PrerequisiteError(f"'{stage}' is not in the stages of "
-                                        f"{manifest.path.name} (stages: "
-                                        f"{', '.join(manifest.stages)})")
-        if "walk" not in stages:
-            check_walk(manifest, out)
+        check_stages(manifest, out, stages)
         run.lock()
     except (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError) as e:
         return _fail(str(e))

@@ -59,6 +59,17 @@ def check_walk(manifest: Manifest, out: Path) -> dict:
     return summary
 
 
+def check_stages(manifest: Manifest, out: Path, stages: list[str]) -> None:
+    """PrerequisiteError unless every stage asked for is in the manifest's ``stages`` and, for
+    an extract without a walk, a walk of this manifest is already there."""
+    for stage in stages:
+        if stage not in manifest.stages:
+            raise PrerequisiteError(f"'{stage}' is not in the stages of {manifest.path.name} "
+                                    f"(stages: {', '.join(manifest.stages)})")
+    if "walk" not in stages:
+        check_walk(manifest, out)
+
+
 class Run:
     """Everything one invocation shares.  Errors that are the run's (bad manifest, missing
     walk, locked output) are raised by the steps that meet them, as the exceptions of
