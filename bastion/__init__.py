@@ -25,15 +25,44 @@ docs/api.md has every function; :mod:`bastion.errors` the exception tree::
      └── WorkerError
 """
 
-from readers.base import Limits
-from readers.verdict import Status, Verdict
-from tasks.records import ExtractRecord, WalkRecord
+from __future__ import annotations
 
-from .api import extract_bytes, extract_file, read_summary, records, sweep
-from .errors import (BastionError, ConfigError, LockedError, ManifestError, NotAnOutputError,
-                     OutputError, PrerequisiteError, SignatureError, WorkerError)
-from .extractor import Extractor, OutlineEntry, Result
-from .outputs import ExtractSummary, Summary, ToolInfo, WalkSummary
+from pathlib import Path as _Path
+from typing import TYPE_CHECKING
+
+# ``bastion.readers`` and ``bastion.tasks`` live at the top of the repository (readers/,
+# tasks/).  An installed wheel holds them inside this package (pyproject's package-dir
+# mapping); a source checkout, and a worker started with ``python -I -S`` from one (no
+# ``site``, so no editable finder), finds them beside it: the checkout's root is searched
+# for this package's subpackages too.
+_ROOT = _Path(__file__).resolve().parent.parent
+if not (_Path(__file__).parent / "readers").is_dir() and (_ROOT / "readers" / "__init__.py").is_file():
+    __path__.append(str(_ROOT))  # noqa: F821 (the package's own __path__)
+
+if TYPE_CHECKING:
+    from .api import extract_bytes, extract_file, read_summary, records, sweep
+    from .errors import (BastionError, ConfigError, LockedError, ManifestError,
+                         NotAnOutputError, OutputError, PrerequisiteError, SignatureError,
+                         WorkerError)
+    from .extractor import Extractor, OutlineEntry, Result
+    from .outputs import ExtractSummary, Summary, ToolInfo, WalkSummary
+    from .readers.base import Limits
+    from .readers.verdict import Status, Verdict
+    from .tasks.records import ExtractRecord, WalkRecord
+
+# Each public name and the module it comes from, imported on first use: a reader worker
+# imports ``bastion.readers.worker``, and must not pay for the API (the pool, the records)
+_EXPORTS = {
+    **dict.fromkeys(["extract_file", "extract_bytes", "sweep", "records", "read_summary"], ".api"),
+    **dict.fromkeys(["BastionError", "ConfigError", "ManifestError", "SignatureError",
+                     "PrerequisiteError", "OutputError", "LockedError", "NotAnOutputError",
+                     "WorkerError"], ".errors"),
+    **dict.fromkeys(["Extractor", "OutlineEntry", "Result"], ".extractor"),
+    **dict.fromkeys(["ExtractSummary", "Summary", "ToolInfo", "WalkSummary"], ".outputs"),
+    "Limits": ".readers.base",
+    **dict.fromkeys(["Status", "Verdict"], ".readers.verdict"),
+    **dict.fromkeys(["ExtractRecord", "WalkRecord"], ".tasks.records"),
+}
 
 __all__ = [
     "extract_file", "extract_bytes", "sweep", "records", "read_summary",
@@ -47,7 +76,18 @@ __all__ = [
 
 def __getattr__(name: str):
     if name == "__version__":  # read only when asked (a file read)
-        from tasks.cli import version
+        from .tasks.cli import version
 
         return version()
-    raise AttributeError(f"module 'bastion' has no attribute {name!r}")
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bastion' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -2,6 +2,6 @@
 
 import sys
 
-from tasks.cli import main
+from bastion.tasks.cli import main
 
 sys.exit(main())

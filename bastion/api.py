@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from readers.base import Limits
+from bastion.readers.base import Limits
 
 from .errors import LockedError, OutputError, translated
 from .extractor import Result, Tools, default_extractor
@@ -27,7 +27,7 @@ def extract_file(path: str | os.PathLike[str], *, limits: Limits | None = None,
     never an exception; a path that is missing, a directory or not a regular file raises
     OSError or ValueError as ``open`` would.
 
-    ``limits``: the per-document budgets (default :class:`readers.base.Limits`); ``tools``:
+    ``limits``: the per-document budgets (default :class:`bastion.readers.base.Limits`); ``tools``:
     ``"auto"`` (the known tools on PATH), ``None`` (built-in readers only) or a list of tool
     names; ``name``: the file name to choose the reader by (default the path's).  The
     workers are kept for the next call with the same limits and tools, and stopped at exit.
@@ -73,10 +73,10 @@ def sweep(manifest: str | os.PathLike[str], out: str | os.PathLike[str] | None =
     ``Summary.errors``, ``Summary.partial`` and ``Summary.exit_code``.  ``quiet`` (default)
     prints nothing; ``quiet=False`` shows the progress and summary lines on stderr.
     """
-    from tasks.cli import EXIT_INVALID, EXTRACT_SLICE, run_stages
-    from tasks.config import RunConfig, forget_manifests, jobs_error, load
-    from tasks.fsio import OutputLock
-    from tasks.run import check_stages
+    from bastion.tasks.cli import EXIT_INVALID, EXTRACT_SLICE, run_stages
+    from bastion.tasks.config import RunConfig, forget_manifests, jobs_error, load
+    from bastion.tasks.fsio import OutputLock
+    from bastion.tasks.run import check_stages
 
     problem = jobs_error(jobs)
     if problem is not None:

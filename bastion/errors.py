@@ -12,7 +12,7 @@
 
 A document that cannot be read is never an exception: it is a :class:`bastion.Result` (or a
 record) with ``status == "error"`` and an ``error_kind`` (docs/records.md).  Each class here
-wraps the internal exception of the same name (``tasks.manifest.ManifestError``, …), kept as
+wraps the internal exception of the same name (``bastion.tasks.manifest.ManifestError``, …), kept as
 ``__cause__``; the message is the one the ``bastion`` command prints.
 """
 
@@ -71,11 +71,8 @@ class WorkerError(BastionError):
 
 
 def _mapping() -> list[tuple[type[BaseException], type[BastionError]]]:
-    from tasks import config, fsio, manifest, signing
-
-    from .extractor import pool_module
-
-    PoolError = pool_module().PoolError
+    from .readers.pool import PoolError
+    from .tasks import config, fsio, manifest, signing
 
     return [(manifest.ManifestError, ManifestError), (signing.SignatureError, SignatureError),
             (config.PrerequisiteError, PrerequisiteError), (fsio.LockedError, LockedError),

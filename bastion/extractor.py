@@ -1,11 +1,11 @@
 """One document at a time from Python, through the same sandboxed workers as a sweep.
 
-An :class:`Extractor` owns a :class:`readers.pool.WorkerPool` (long-lived workers in their
+An :class:`Extractor` owns a :class:`bastion.readers.pool.WorkerPool` (long-lived workers in their
 sandbox: deadline, output cap, memory cap, Landlock) with a private scratch root
 (``tempfile.mkdtemp``, mode 0700).  The parent picks the reader as the extract stage does
-(:func:`readers.detect.detect_file` then :func:`readers.dispatch.select`), hashes the file, and
+(:func:`bastion.readers.detect.detect_file` then :func:`bastion.readers.dispatch.select`), hashes the file, and
 the worker re-checks the sha256 before reading, so what was read is what was hashed.  The
-verdict is the extract stage's own (:class:`readers.verdict.Verdict`, from the worker), so a :class:`Result`
+verdict is the extract stage's own (:class:`bastion.readers.verdict.Verdict`, from the worker), so a :class:`Result`
 says exactly what an ``extract.jsonl`` record would.
 
 :func:`bastion.extract_file` and :func:`bastion.extract_bytes` use one module-level extractor
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from readers.base import Limits
-from readers.tools import KNOWN_TOOLS, Tool
-from readers.verdict import Status, Verdict
+from bastion.readers.base import Limits
+from bastion.readers.tools import KNOWN_TOOLS, Tool
+from bastion.readers.verdict import Status, Verdict
 
 from .errors import translated
 
@@ -126,7 +126,7 @@ def find_tools(tools: Tools) -> dict[str, Tool]:
                          f"{', '.join(KNOWN_TOOLS)}")
     with _PROBE_LOCK:
         if _PROBED is None:
-            from readers.tools import ToolProbe
+            from bastion.readers.tools import ToolProbe
 
             _PROBED = ToolProbe().result()
         found = dict(_PROBED)
@@ -148,7 +148,7 @@ def _prepare(path: str | os.PathLike[str], name: str | None,
              extra: tuple[Any, ...] = ()) -> _Prepared:
     """Hash and type one file (symlinks followed: the worker opens the target); ``extra``
     readers are tried before the registry, as the workers put them first."""
-    from readers.detect import HEAD_BYTES, detect_file
+    from bastion.readers.detect import HEAD_BYTES, detect_file
 
     real = os.path.realpath(os.fspath(path))
     st = os.stat(real)
@@ -172,15 +172,15 @@ def _prepare(path: str | os.PathLike[str], name: str | None,
 
 
 def _select(mime: str, name: str, extra: tuple[Any, ...]) -> Any:
-    """:func:`readers.dispatch.select` over ``extra`` + the registry, as a worker selects."""
-    from readers.dispatch import select
+    """:func:`bastion.readers.dispatch.select` over ``extra`` + the registry, as a worker selects."""
+    from bastion.readers.dispatch import select
 
     if not extra:
         return select(mime, name)
     by_mime = next((r for r in extra if mime in r.mimes), None)
     if by_mime is not None:
         return by_mime
-    from readers.dispatch import REGISTRY
+    from bastion.readers.dispatch import REGISTRY
 
     if any(mime in r.mimes for r in REGISTRY):
         return select(mime, name)
@@ -189,7 +189,7 @@ def _select(mime: str, name: str, extra: tuple[Any, ...]) -> Any:
 
 def pool_module() -> Any:
     """The module of ``WorkerPool``, ``Job`` and ``PoolError``."""
-    from readers import pool
+    from bastion.readers import pool
 
     return pool
 
@@ -200,7 +200,7 @@ _LIVE: "weakref.WeakSet[Extractor]" = weakref.WeakSet()
 class Extractor:
     """Sandboxed workers for documents handed one by one (or as an iterable).
 
-    ``limits`` are the per-document budgets (:class:`readers.base.Limits`, the manifest's
+    ``limits`` are the per-document budgets (:class:`bastion.readers.base.Limits`, the manifest's
     ``limits``); ``tools`` as :func:`find_tools`; ``jobs`` the number of workers (used by
     :meth:`extract_files`; one document at a time needs one).  Thread-safe: calls from
     several threads take turns.  Use it as a context manager, or call :meth:`close`.

@@ -16,7 +16,7 @@ from a copy of that walk into a fresh output directory, in three ways, alternate
 Reported: wall seconds, files/s and its ratio to local (target ≥ 0.8 on this 2-core machine,
 where a cluster can only add overhead), the client's peak RSS (``wait4``: in the ``local:2``
 mode that includes the LocalCluster's processes), the scheduler's peak RSS (``VmHWM``), and
-every output is checked byte-identical to the local one (``tasks.compare``).
+every output is checked byte-identical to the local one (``bastion.tasks.compare``).
 
 Then the data-movement question, measured on the warm cluster: the same batches sent as paths
 (each worker reads its files: what bastion does) or as the files' bytes (the client reads
@@ -45,7 +45,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests"), str(HERE)]
 
 from core import make_tree, manifest, run  # noqa: E402
 
-BASTION = [sys.executable, "-m", "tasks.cli"]
+BASTION = [sys.executable, "-m", "bastion"]
 DASK = str(Path(sys.executable).with_name("dask"))
 
 
@@ -133,7 +133,7 @@ def root_tag(name: str) -> str:
 
 def extract_runs(name: str, m: Path, base: Path, work: Path, warm: WarmCluster, rounds: int,
                  files: int) -> tuple[list[str], dict]:
-    from tasks.compare import compare_outputs
+    from bastion.tasks.compare import compare_outputs
 
     modes = {
         "local -j 2": ["-j", "2"],
@@ -246,9 +246,9 @@ def _never(batch) -> None:  # never runs: its tasks wait for a resource no worke
 def scheduler_memory(warm: WarmCluster, tasks: int = 2000) -> list[str]:
     """The scheduler's memory per waiting batch task: tasks that ask for a resource no worker
     has wait on the scheduler with their arguments, as batches do before a worker is free."""
-    from readers.base import Limits
-    from tasks.batch import Doc
-    from tasks.cluster import Batch
+    from bastion.readers.base import Limits
+    from bastion.tasks.batch import Doc
+    from bastion.tasks.cluster import Batch
 
     lines = ["### scheduler memory per batch task", "",
              "| documents per batch | tasks waiting | scheduler RSS growth MiB | per task KiB | "

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BASTION = [sys.executable, "-m", "tasks.cli"]
+BASTION = [sys.executable, "-m", "bastion"]
 
 
 def run(argv: list[str], *, cwd: Path | None = None, stdout=subprocess.DEVNULL) -> dict:

@@ -6,7 +6,7 @@ Seeds and mutations are those of ``tests/robust_fuzzlib.py`` (the fixtures of te
 tests/pdfgen.py and tests/samples/**, mutated as bytes and as structure).  Two phases:
 
 1. **in-process** (most of the time): each input goes through ``detect_bytes`` (and
-   ``detect_file``, which must agree) and ``readers.dispatch.read_document`` in a child
+   ``detect_file``, which must agree) and ``bastion.readers.dispatch.read_document`` in a child
    process with a 2 GiB ``RLIMIT_AS``; the child writes each input to
    ``bench/.corpus/fuzz-crashes/.current-<n>`` before reading it, so a segfault or a hang
    (no progress for 60 s: the child is killed) still leaves its reproducer.  Inputs whose
@@ -76,8 +76,8 @@ def _child(conn, seed: int, slot: int, stop_at: float) -> None:
     _quiet()
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    from readers.context import LocalContext
-    from readers.dispatch import read_nested
+    from bastion.readers.context import LocalContext
+    from bastion.readers.dispatch import read_nested
     from tests import robust_fuzzlib as fl
 
     seeds = fl.all_seeds()
@@ -188,9 +188,9 @@ def in_process(seconds: float, seed: int, jobs: int) -> tuple[collections.Counte
 
 
 def through_pool(seconds: float, seed: int) -> tuple[collections.Counter, list[dict]]:
-    from readers.base import Limits, MiB
-    from readers.detect import detect_bytes
-    from readers.pool import Job, WorkerPool
+    from bastion.readers.base import Limits, MiB
+    from bastion.readers.detect import detect_bytes
+    from bastion.readers.pool import Job, WorkerPool
     from tests import robust_fuzzlib as fl
 
     warnings.simplefilter("ignore")

@@ -12,7 +12,7 @@ directory once; every round then runs, in a rotating order, one process per comm
   (what a user's script does: one process per image, the model loaded every time);
 * ``bastion-cli``: bastion's OCR code (readers/ocr.py) over the same files in one process,
   with the warm engine off (``ocr.USE_LIBRARY = False``: one ``tesseract`` per image, as
-  before), images through the image reader, pages through :func:`readers.ocr.ocr_image`;
+  before), images through the image reader, pages through :func:`bastion.readers.ocr.ocr_image`;
 * ``bastion-warm``: the same with the warm engine (readers/tessapi.py).
 
 Each process runs with ``OMP_THREAD_LIMIT=1`` (one core); CPU is user + system of the process
@@ -45,10 +45,10 @@ DRIVER = r'''
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from readers import ocr
-from readers.base import Document, Limits
-from readers.dispatch import read_document
-from readers.context import LocalContext
+from bastion.readers import ocr
+from bastion.readers.base import Document, Limits
+from bastion.readers.dispatch import read_document
+from bastion.readers.context import LocalContext
 import mimetypes, shutil
 mode, listing, outdir = sys.argv[2], sys.argv[3], Path(sys.argv[4])
 ocr.USE_LIBRARY = mode == "warm"
@@ -74,9 +74,9 @@ def collect(extra: list[Path], work: Path) -> list[tuple[Path, int]]:
     sys.path.insert(0, str(ROOT))
     import pypdfium2 as pdfium
 
-    from readers.base import Limits, Document
-    from readers.dispatch import read_document
-    from readers.context import LocalContext
+    from bastion.readers.base import Limits, Document
+    from bastion.readers.dispatch import read_document
+    from bastion.readers.context import LocalContext
 
     images = [ROOT / "examples" / "docs" / "scanned-note.png"]
     pdfs = sorted((ROOT / "tests" / "samples" / "pdf").glob("*.pdf"))

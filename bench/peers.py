@@ -8,7 +8,7 @@ For every format directory of the corpus (see bench/corpus.py) and every round, 
 order so that drift on a shared machine hits every tool alike, it runs one process per tool over
 all the files of that format:
 
-* ``bastion-j1`` / ``bastion-j2``: ``python -m tasks.cli sweep <manifest> --out <fresh> -q -j N``
+* ``bastion-j1`` / ``bastion-j2``: ``python -m bastion sweep <manifest> --out <fresh> -q -j N``
   (pdftotext, pdftoppm and tesseract present: the default reader chain);
 * ``markitdown`` and ``kreuzberg``: each in its own venv under ``bench/.venvs/`` (created when
   missing), offline (``HF_HUB_OFFLINE=1`` …), through a driver that converts every file of the
@@ -181,7 +181,7 @@ with open(os.path.join(outdir, "status.json"), "w") as f:
 PDFTOTEXT_FIRST = r'''
 import sys
 sys.path.insert(0, sys.argv.pop(1))
-from tasks.cli import main
+from bastion.tasks.cli import main
 sys.exit(main(sys.argv[1:]))
 '''
 
@@ -373,7 +373,7 @@ class Bastion(Tool):
             shim.write_text(PDFTOTEXT_FIRST)
             argv = [sys.executable, str(shim), str(ROOT)]
         else:
-            argv = [sys.executable, "-m", "tasks.cli"]
+            argv = [sys.executable, "-m", "bastion"]
         argv += ["sweep", str(manifest), "--out", str(out), "-q", "-j", str(self.jobs)]
         if self.no_external:
             argv.append("--no-external")

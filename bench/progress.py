@@ -36,14 +36,14 @@ def case(name: str, n: int) -> float:
     import rich.live  # noqa: F401
     import rich.progress  # noqa: F401
 
-    import tasks.progress  # noqa: F401
+    import bastion.tasks.progress  # noqa: F401
 
     t0 = time.process_time()
     if name == "bare loop":
         for _ in range(n):
             pass
     elif name == "bastion redraw":  # one refresh of the live display (seconds)
-        from tasks.progress import Progress
+        from bastion.tasks.progress import Progress
 
         p = Progress("extract", n, interval=3600, slow_after=0.0)
         p.start("docs/a-long-directory/name/of/the/slow/file.pdf")
@@ -55,7 +55,7 @@ def case(name: str, n: int) -> float:
         p.close()
         return cpu / draws
     elif name.startswith("bastion"):
-        from tasks.progress import Progress
+        from bastion.tasks.progress import Progress
 
         stream = open(os.devnull, "w") if "pipe" in name else None
         p = Progress("extract", n, stream=stream)

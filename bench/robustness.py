@@ -41,7 +41,7 @@ CORPUS = REPO / "bench" / ".corpus"
 
 PARENT = r"""
 import sys
-from tasks.cli import main
+from bastion.tasks.cli import main
 rc = main()
 with open("/proc/self/status") as f:
     hwm = [l.split()[1] for l in f if l.startswith("VmHWM")][0]
@@ -164,10 +164,10 @@ def hostile_fixtures(d: Path) -> dict[str, tuple[Path, str]]:
 
 
 def worker_peaks(d: Path, no_external: bool) -> list[dict]:
-    from readers.base import Limits
-    from readers.detect import detect_bytes
-    from readers.pool import Job, WorkerPool
-    from readers.tools import discover
+    from bastion.readers.base import Limits
+    from bastion.readers.detect import detect_bytes
+    from bastion.readers.pool import Job, WorkerPool
+    from bastion.readers.tools import discover
 
     fixtures = hostile_fixtures(d / "fixtures")
     limits = Limits()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-BASTION = [sys.executable, "-m", "tasks.cli"]
+BASTION = [sys.executable, "-m", "bastion"]
 
 
 def run(argv: list[str]) -> dict:

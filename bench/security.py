@@ -36,7 +36,7 @@ from scale import make_tree, median  # noqa: E402
 ADOPT = r"""
 import os, sys, time
 from pathlib import Path
-from tasks.store import Store
+from bastion.tasks.store import Store
 out, n = Path(sys.argv[1]), int(sys.argv[2])
 scratch = out / ".bastion" / "tmp" / "w1"
 scratch.mkdir(parents=True, exist_ok=True)
@@ -66,7 +66,7 @@ def adopt(code: Path, work: Path, n: int) -> float:
 
 def sweep(code: Path, m: Path, out: Path) -> dict:
     """One ``bastion sweep`` process of ``code``: wall, CPU (``os.wait4``)."""
-    argv = [sys.executable, "-m", "tasks.cli", "sweep", str(m), "--out", str(out), "-q", "-j",
+    argv = [sys.executable, "-m", "bastion", "sweep", str(m), "--out", str(out), "-q", "-j",
             "2", "--no-external"]
     env = {**os.environ, "PYTHONPATH": str(code)}
     t0 = time.monotonic()

@@ -47,19 +47,23 @@ LEGACY = {  # sample -> its codec (the text is re-encoded into small files of th
 WORKER = r"""
 import json, os, sys, time
 tree, kind, target = sys.argv[1], sys.argv[2], sys.argv[3]
+import importlib
 sys.path.insert(0, tree)
-from readers.base import Document, Limits
-from readers.detect import HEAD_BYTES, detect_file
-from readers.dispatch import read_document
-from readers.context import LocalContext
+# a revision before the one import name has the readers at the top (``readers``); the
+# baseline's archive holds only readers/, so it is imported under its own name
+PKG = "bastion.readers" if os.path.isdir(os.path.join(tree, "bastion")) else "readers"
+def mod(name):
+    return importlib.import_module(f"{PKG}.{name}")
+Document, Limits = mod("base").Document, mod("base").Limits
+HEAD_BYTES, detect_file = mod("detect").HEAD_BYTES, mod("detect").detect_file
+read_document = mod("dispatch").read_document
+LocalContext = mod("context").LocalContext
 
 def choose(data):
     try:
-        from readers import textcodec
-        return textcodec.choose(data).codec
+        return mod("textcodec").choose(data).codec
     except ImportError:
-        from readers import plaintext
-        return plaintext.choose_encoding(data)[0]
+        return mod("plaintext").choose_encoding(data)[0]
 
 ctx = LocalContext(Limits())
 cpu0, t0 = time.process_time(), time.perf_counter()

@@ -1,7 +1,7 @@
 """Archives: zip, tar (plain, gzip, bzip2, xz), single-file gzip/bzip2/xz, and 7z.
 
 Every member is read in memory inside the worker, streamed and capped as it is decompressed,
-then handed to :class:`readers.nested.Members`, which detects its type and reads it through the
+then handed to :class:`bastion.readers.nested.Members`, which detects its type and reads it through the
 registry, recursively.  The caps (``Limits``): ``max_depth``, ``max_members``,
 ``max_member_bytes`` (one member, decompressed), ``max_unpacked_bytes`` (all archives of one
 document) and ``max_compression_ratio`` (a stream that inflates more than that is stopped as it

@@ -1,8 +1,8 @@
 """The read context of one document: its limits, its tools, its scratch dir, its deadline.
 
-:class:`LocalContext` implements :class:`readers.base.Context`.  It knows nothing of the
+:class:`LocalContext` implements :class:`bastion.readers.base.Context`.  It knows nothing of the
 reader registry: whoever builds one hands it the function that reads an embedded document
-(``nested``, normally :func:`readers.dispatch.read_nested`), so this module imports no reader.
+(``nested``, normally :func:`bastion.readers.dispatch.read_nested`), so this module imports no reader.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class LocalContext:
         self.nested = nested
 
     def select(self, mime: str, name: str) -> Any:
-        """The reader for an embedded document: the registry's (readers.dispatch.select)."""
+        """The reader for an embedded document: the registry's (bastion.readers.dispatch.select)."""
         from .dispatch import select
 
         return select(mime, name)
@@ -84,7 +84,7 @@ class LocalContext:
 
     def read_nested(self, data: bytes, name: str, sink: TextSink) -> str:
         """Read an embedded document through ``nested`` (given by whoever built the context;
-        by default the registry's :func:`readers.dispatch.read_nested`, imported here only
+        by default the registry's :func:`bastion.readers.dispatch.read_nested`, imported here only
         when needed, so no reader module imports the registry)."""
         nested = self.nested
         if nested is None:

@@ -1,6 +1,6 @@
 """CSV and TSV: one line per row, fields separated by a tab.
 
-Decoding: :func:`readers.textcodec.choose` (BOM, NUL pattern, strict UTF-8, the detector,
+Decoding: :func:`bastion.readers.textcodec.choose` (BOM, NUL pattern, strict UTF-8, the detector,
 windows-1252; CSV declares no charset).
 
 The dialect is sniffed with :class:`csv.Sniffer` on the first 8 KiB (cut at a line end; the

@@ -1,6 +1,6 @@
 """The reader registry and the one function that runs a reader on a document.
 
-Readers are declared as data (:class:`readers.base.Reader`) in :data:`REGISTRY`, read top to
+Readers are declared as data (:class:`bastion.readers.base.Reader`) in :data:`REGISTRY`, read top to
 bottom: the first that accepts the MIME type wins, then the first that accepts the extension.
 """
 
@@ -113,7 +113,7 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
 
 def read_nested(ctx: Context, data: bytes, name: str, sink: TextSink) -> str:
     """Read an embedded document into ``sink``; its extractor.  The one mechanism for e-mail
-    attachments and archive members: :func:`readers.nested.read_embedded`."""
+    attachments and archive members: :func:`bastion.readers.nested.read_embedded`."""
     from .nested import read_embedded
 
     return read_embedded(ctx, data, name, sink).extractor

@@ -2,10 +2,10 @@
 
 ``META-INF/container.xml`` names the package document (the OPF); its ``<manifest>`` maps ids to
 members and its ``<spine>`` lists them in reading order.  Each spine item that is (X)HTML is
-read with :func:`readers.markup.html_to_text` (its charset sniffed as the HTML reader does);
+read with :func:`bastion.readers.markup.html_to_text` (its charset sniffed as the HTML reader does);
 other spine items (images, SVG) are skipped; ``linear="no"`` items are kept, after the linear
 ones, as readers show them at the end.  The title is the first ``dc:title`` of the package
-metadata (``meta["title"]``).  Every member is read through :mod:`readers.xmlsafe`'s capped
+metadata (``meta["title"]``).  Every member is read through :mod:`bastion.readers.xmlsafe`'s capped
 decompression (``max_member_bytes``, ``max_xml_bytes``) and XML parser that refuses DTDs.
 A DRM-encrypted book (``META-INF/encryption.xml`` naming a spine document) is
 ``error``/``encrypted``.  Extractor ``epub``.

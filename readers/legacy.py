@@ -1,13 +1,13 @@
 """Word, Excel and PowerPoint 97–2003 (``.doc``, ``.xls``, ``.ppt``): OLE2 compound files.
 
 The container is opened with ``olefile`` (BSD); its streams decide the kind, whatever the
-extension says: ``WordDocument`` → :mod:`readers.worddoc`, ``Workbook``/``Book`` → ``xlrd``
-(BSD; BIFF2–BIFF8), ``PowerPoint Document`` → :mod:`readers.pptdoc`, Outlook's ``__substg1.0_``
-streams → :mod:`readers.outlook`, ``EncryptedPackage`` → :mod:`readers.officecrypt`.  An OLE2
+extension says: ``WordDocument`` → :mod:`bastion.readers.worddoc`, ``Workbook``/``Book`` → ``xlrd``
+(BSD; BIFF2–BIFF8), ``PowerPoint Document`` → :mod:`bastion.readers.pptdoc`, Outlook's ``__substg1.0_``
+streams → :mod:`bastion.readers.outlook`, ``EncryptedPackage`` → :mod:`bastion.readers.officecrypt`.  An OLE2
 file with none of these is ``unsupported``.
 
 A file encrypted with Excel's default password (``VelvetSweatshop``) is decrypted
-(:func:`readers.officecrypt.decrypt_default`) and read; any other encrypted file is
+(:func:`bastion.readers.officecrypt.decrypt_default`) and read; any other encrypted file is
 ``error``/``encrypted``.  The text follows the rules of the OOXML readers
 (docs/readers/office.md): ``.xls`` a ``# <sheet name>`` line per sheet and one tab-separated line
 per row, numbers and dates as the cell's format shows them; ``.ppt`` ``# slide N`` per slide

@@ -5,8 +5,8 @@ Parsed with :class:`email.parser.BytesParser` and ``email.policy.default``.  Out
 * ``From:``, ``To:``, ``Cc:``, ``Date:``, ``Subject:`` lines (those present; encoded words
   decoded, folded lines joined), a blank line;
 * the body: the ``text/plain`` part :meth:`~email.message.EmailMessage.get_body` picks, else
-  the HTML one through :func:`readers.markup.html_to_text`.  Transfer encodings are undone;
-  the part's bytes are decoded by :func:`readers.textcodec.choose` with the part's
+  the HTML one through :func:`bastion.readers.markup.html_to_text`.  Transfer encodings are undone;
+  the part's bytes are decoded by :func:`bastion.readers.textcodec.choose` with the part's
   ``charset=`` as the declared charset (BOM, NUL pattern, strict UTF-8, the declared charset
   if the bytes decode with it, the detector, windows-1252);
 * every other leaf part, other than the alternative renderings of a body, as

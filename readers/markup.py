@@ -1,6 +1,6 @@
 """HTML and XHTML: visible text, one line per block, table cells separated by tabs.
 
-Decoding: :func:`readers.textcodec.choose`, with the declared charset found by
+Decoding: :func:`bastion.readers.textcodec.choose`, with the declared charset found by
 :func:`prescan` (the WHATWG prescan of the first 1024 bytes: ``<meta charset>`` or
 ``<meta http-equiv="Content-Type" content="…; charset=…">``; a declared UTF-16 means UTF-8)
 or else an XML declaration's ``encoding``.  Order: BOM, NUL pattern, strict UTF-8, the

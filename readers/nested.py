@@ -2,7 +2,7 @@
 
 A container reader hands each embedded document to :func:`read_embedded` (an e-mail's
 attachments arrive through ``ctx.read_nested``, which calls it too).  It detects the bytes'
-type with :func:`readers.detect.detect_bytes`, selects a reader from the registry and runs it
+type with :func:`bastion.readers.detect.detect_bytes`, selects a reader from the registry and runs it
 one level deeper, under per-document budgets that every level shares:
 
 * ``Limits.max_depth``: how deep documents may nest inside the walked file (the walked file is

@@ -1,7 +1,7 @@
 """ODT, ODS and ODP (and templates, and the flat ``.fodt/.fods/.fodp`` files) as plain text.
 
 A zip package is read from its ``styles.xml`` (list styles, master pages) then its
-``content.xml``; a flat file is one XML document.  Both go through :mod:`readers.xmlsafe`
+``content.xml``; a flat file is one XML document.  Both go through :mod:`bastion.readers.xmlsafe`
 (capped bytes, an expat parser that refuses DTDs) and are streamed: only the open paragraph or
 row is held, beside the list styles and the header and footer lines.  Which family it is comes
 from the body element (``office:text``, ``office:spreadsheet``, ``office:presentation``), so one

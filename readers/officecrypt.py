@@ -5,7 +5,7 @@ structure) by encrypting it with the built-in password ``VelvetSweatshop``: anyo
 so its text is not secret.  :func:`decrypt_default` tries that one password on an encrypted
 OOXML package (``EncryptedPackage`` in an OLE2 file: ECMA-376 standard or agile encryption) or a
 legacy ``.xls``/``.doc``/``.ppt`` (RC4, RC4 CryptoAPI, XOR obfuscation) and returns the
-decrypted file, or raises :class:`~readers.errors.EncryptedDocument` when the file needs a real
+decrypted file, or raises :class:`~bastion.readers.errors.EncryptedDocument` when the file needs a real
 password.  No other password is ever tried.
 
 The reader here takes ``application/x-ooxml-encrypted`` (before the OOXML reader in the

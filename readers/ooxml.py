@@ -2,11 +2,11 @@
 
 One module for the three Office Open XML families; the package's main part (``_rels/.rels``,
 then the MIME type, then which parts exist) decides which.  Every part is read through
-:mod:`readers.xmlsafe`: capped decompression, an expat parser that refuses DTDs, and
-:class:`~readers.xmlsafe.Flow` holding only the open paragraph or row.  Besides the body:
+:mod:`bastion.readers.xmlsafe`: capped decompression, an expat parser that refuses DTDs, and
+:class:`~bastion.readers.xmlsafe.Flow` holding only the open paragraph or row.  Besides the body:
 list labels, comments, headers and footers, charts (with their data), SmartArt, alt text and
 embedded documents (through ``ctx.read_nested``), each with its marker line; numbers as their
-format shows them (:mod:`readers.numfmt`); workbooks encrypted with Excel's default password
+format shows them (:mod:`bastion.readers.numfmt`); workbooks encrypted with Excel's default password
 are decrypted.  The rules (what is kept, in which order, with which marker) are in
 ``docs/readers/office.md``.  Extractors: ``docx``, ``xlsx``, ``pptx``.  Strict OOXML (the
 ``purl.oclc.org`` namespaces) is not recognised.

@@ -1,11 +1,11 @@
 """The text reader: ``text/*``, JSON, YAML, TOML, XML, SQL, SVG, PEM and source code.
 
-The encoding is :func:`readers.textcodec.choose`'s (BOM, NUL pattern, strict UTF-8, an XML
+The encoding is :func:`bastion.readers.textcodec.choose`'s (BOM, NUL pattern, strict UTF-8, an XML
 declaration's ``encoding`` for XML, the detector, windows-1252), recorded as
 ``text:<encoding>`` and ``meta["encoding_source"]``.  The bytes are decoded a chunk at a time.
 NUL bytes are removed by the store's normalisation, so a few stray NULs or a NUL-padded log
 are text; binary masquerading as text (control characters beyond 2 %, or NULs scattered
-through it; :func:`readers.textcodec.binary_reason`) is ``unsupported``.
+through it; :func:`bastion.readers.textcodec.binary_reason`) is ``unsupported``.
 """
 
 from __future__ import annotations

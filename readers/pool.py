@@ -1,6 +1,6 @@
 """The pool of long-lived reader workers (parent side): jobs in, verdicts out, every limit enforced.
 
-A worker (:mod:`readers.worker`, started by :func:`readers.procs.start_worker`) reads many
+A worker (:mod:`bastion.readers.worker`, started by :func:`bastion.readers.procs.start_worker`) reads many
 documents in a row, so no interpreter starts per file.  The pool opens each document and
 hands the worker its descriptor, gives it a deadline, caps the result line and the text file,
 and kills a worker past a limit with every process it started (its PID namespace), then
@@ -33,10 +33,14 @@ from .procs import (AUTO, CHILD_ENV, PID_NAMESPACE, containment, start_worker, s
 from .sandbox import WORKER_DIR
 from .verdict import Status, Verdict
 
-_REPO = str(Path(__file__).resolve().parent.parent)
+# the directory holding the ``bastion`` package, which the worker imports
+# ``bastion.readers.worker`` from: readers/.. is a checkout's root, or in an installation the
+# package itself (site-packages/bastion/readers/..), whose parent holds it
+_UP = Path(__file__).resolve().parent.parent
+_REPO = str(_UP if (_UP / "bastion" / "__init__.py").is_file() else _UP.parent)
 _BOOT = (
     "import sys; sys.path[:0] = {path!r}; "
-    "from readers.worker import main; main()"
+    "from bastion.readers.worker import main; main()"
 )
 _TEXT_NAME = re.compile(r"t[0-9]{1,12}\.txt")
 DEFAULT_USER = "nobody"  # whom the workers of a pool run as root run as

@@ -156,7 +156,7 @@ def containment(how: str = AUTO, mount: bool = False) -> tuple[tuple[str, ...], 
     (:func:`contain_descendants`).  ``how`` is :data:`AUTO` (the first mode this machine
     allows) or a mode to force (the tests' way to reach the fallbacks).  ``mount`` adds a
     mount namespace (``--mount``, private propagation) to the PID namespace, for a worker that
-    binds its directory in place before it gives up root (:mod:`readers.sandbox`).
+    binds its directory in place before it gives up root (:mod:`bastion.readers.sandbox`).
     """
     unshare = shutil.which("unshare", path="/usr/bin:/bin")
     true = shutil.which("true", path=CHILD_ENV["PATH"])

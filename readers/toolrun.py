@@ -2,7 +2,7 @@
 
 Readers run ``pdftotext``, ``pdftoppm`` and ``tesseract`` through :func:`run_tool` (or
 :class:`RunningTool`, its two-step form); the process itself is started by
-:func:`readers.procs.start_tool`.
+:func:`bastion.readers.procs.start_tool`.
 """
 
 from __future__ import annotations

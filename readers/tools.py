@@ -8,7 +8,7 @@ without a version it can be told apart by is identified by its binary's sha256 i
 cached, so it is asked again next run.
 
 The identities of the tools a reader may call, present or absent, are part of every task key
-(``tasks.plan.task_key``): installing, removing or upgrading a tool re-runs exactly the files
+(``bastion.tasks.plan.task_key``): installing, removing or upgrading a tool re-runs exactly the files
 whose readers could use it.
 """
 

@@ -1,6 +1,6 @@
 """A worker: the child process that reads documents, many in a row.
 
-Started by :class:`readers.pool.WorkerPool` as ``python -I -S -c …`` with one JSON argument
+Started by :class:`bastion.readers.pool.WorkerPool` as ``python -I -S -c …`` with one JSON argument
 (its private directory, the limits, how it holds its descendants).  It enters the sandbox
 first, then loads the readers once and answers one JSON line per job.  Jobs come on a
 ``SOCK_SEQPACKET`` socket, one message each, with the document's read-only descriptor attached
@@ -15,7 +15,7 @@ first, then loads the readers once and answers one JSON line per job.  Jobs come
             "rss": 51234816, "fatal": false}
 
 The reader is the one the parent chose (``reader``; none: the registry chooses, as for a
-document handed over without a plan); ``verdict`` is a :class:`readers.verdict.Verdict` in its
+document handed over without a plan); ``verdict`` is a :class:`bastion.readers.verdict.Verdict` in its
 JSON form.
 
 ``text`` names a file in the worker's directory holding the normalised UTF-8 text (written
@@ -23,7 +23,7 @@ here; the parent moves it into the store and makes it durable with one ``syncfs`
 batch).  ``fatal`` asks the parent to replace this worker (after a MemoryError the
 interpreter's state is suspect).  The first line, before any job, is ``{"ready": true,
 "contained": …, "pid": …}``: how it holds what its readers start
-(:func:`readers.procs.containment`) and its pid as the pool numbers it.
+(:func:`bastion.readers.procs.containment`) and its pid as the pool numbers it.
 """
 
 from __future__ import annotations

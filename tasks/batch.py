@@ -3,19 +3,19 @@
 :func:`extract_batch` is the whole seam between "which documents" and "where they run": it
 takes :class:`Doc` values (what the plan decided for each file: its path, its sha256 and task
 key, the reader's tools) and returns one :class:`Done` per document, in the same order, with
-the :class:`readers.verdict.Verdict`, the text as bytes and the PDF sidecar.  It writes nothing
+the :class:`bastion.readers.verdict.Verdict`, the text as bytes and the PDF sidecar.  It writes nothing
 the caller must clean up and touches no store: the caller (the client of a cluster run,
-:mod:`tasks.cluster`) is the only writer of the output.
+:mod:`bastion.tasks.cluster`) is the only writer of the output.
 
 The sandbox is the local one, unchanged: every document is read by a
-:class:`readers.pool.WorkerPool` worker under its deadline, memory and output caps and
+:class:`bastion.readers.pool.WorkerPool` worker under its deadline, memory and output caps and
 Landlock, killed with its process group when it overstays.  A hanging document is therefore an
 ``error``/``timeout`` verdict, never a lost batch.
 
 The pools are kept between batches (:func:`pool_for`), one per calling thread and settings, so
 a long-lived caller — a Dask worker process running batch after batch — starts its sandboxed
 workers once, not once per batch.  :func:`close_pools` stops them (a Dask worker's teardown,
-``atexit`` otherwise).  One pool per thread because a :class:`~readers.pool.WorkerPool` is
+``atexit`` otherwise).  One pool per thread because a :class:`~bastion.readers.pool.WorkerPool` is
 driven by the thread that feeds it (and its workers die with that thread: ``PDEATHSIG``).
 """
 
@@ -30,15 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from readers.base import Limits
-from readers.pool import Job, JobResult, WorkerPool
-from readers.verdict import Status, Verdict
+from bastion.readers.base import Limits
+from bastion.readers.pool import Job, JobResult, WorkerPool
+from bastion.readers.verdict import Status, Verdict
 
 
 
 @dataclass(frozen=True, slots=True)
 class Doc:
-    """One document to extract: what :class:`tasks.plan.Item` says, resolved to a path."""
+    """One document to extract: what :class:`bastion.tasks.plan.Item` says, resolved to a path."""
 
     sha256: str
     key: str  # the task key it was planned under

@@ -382,7 +382,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"report: {args.html}", file=sys.stderr)
         return EXIT_OK
     if cmd == "pdftext":
-        from readers.pdf import pdftext_main
+        from bastion.readers.pdf import pdftext_main
 
         child_argv: list[str] = []
         if args.max_pages is not None:

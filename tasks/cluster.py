@@ -1,8 +1,8 @@
 """The extract stage on a Dask distributed cluster (``bastion extract --cluster …``).
 
 A :class:`ClusterSession` has the interface the run uses from
-:class:`tasks.session.ExtractSession` (``start``, ``submit``, ``drain``, ``close``,
-``produced``, ``pool``): :meth:`tasks.run.Run.start_session` picks it when
+:class:`bastion.tasks.session.ExtractSession` (``start``, ``submit``, ``drain``, ``close``,
+``produced``, ``pool``): :meth:`bastion.tasks.run.Run.start_session` picks it when
 ``RunConfig.cluster`` is set.  The documents go to the cluster in batches; the verdicts come
 back and are committed here, exactly as a local run commits them, so the client stays the only
 writer of the store, the verdict index, ``extract.jsonl`` and the summary, and the output is
@@ -14,7 +14,7 @@ byte-identical to a local run's whatever order the batches finish in.
   (sha256, task key) pairs, limits and tool requirements (:func:`batch_key`): submitting it
   again — a retry, a second client on the same tree — is the same task, computed once.
 * **The sandbox does not change**: the function Dask runs (:func:`run_batch`) calls
-  :func:`tasks.batch.extract_batch`, whose pools of sandboxed workers are kept across batches
+  :func:`bastion.tasks.batch.extract_batch`, whose pools of sandboxed workers are kept across batches
   in each Dask worker process (closed at the worker's teardown).  Dask's own retries and
   worker restarts are a second line only: a Dask worker killed mid-batch has its batch run
   again elsewhere (the client records each (sha256, key) once), a batch Dask gives up on is one
@@ -23,7 +23,7 @@ byte-identical to a local run's whatever order the batches finish in.
   mounted at the same paths on every machine) and re-check the sha256 before reading (a file
   that differs is ``error``/``changed``); only the texts travel, worker → client.  Measured in
   ``bench/cluster.py`` and argued in ``docs/scale.md``.
-* **Tools**: every Dask worker probes its own tools (:class:`readers.tools.ToolProbe`, in the
+* **Tools**: every Dask worker probes its own tools (:class:`bastion.readers.tools.ToolProbe`, in the
   :class:`ToolsPlugin`) and advertises each as a Dask resource named by its identity
   (:func:`tool_resource`); a batch whose readers use tools asks for the resources of the tools
   it was planned with, so it only runs on a worker whose tools match its task keys.  The same
@@ -53,10 +53,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from readers.base import Limits
-from readers.pool import PoolError
-from readers.tools import Tool, ToolProbe
-from readers.verdict import Verdict
+from bastion.readers.base import Limits
+from bastion.readers.pool import PoolError
+from bastion.readers.tools import Tool, ToolProbe
+from bastion.readers.verdict import Verdict
 
 from .batch import Doc, Done, PoolStats, close_pools, extract_batch_stats
 from .fsio import OutputError
@@ -84,8 +84,8 @@ LOST = "lost the Dask scheduler at {where} ({why}); the verdicts recorded so far
 
 class ClusterError(PoolError, OutputError):
     """The cluster cannot go on: Dask is not installed, the scheduler cannot be reached or was
-    lost, no worker joined.  A :class:`~readers.pool.PoolError` (the pool of workers is
-    gone) and an :class:`~tasks.fsio.OutputError` (the run cannot complete its output), so
+    lost, no worker joined.  A :class:`~bastion.readers.pool.PoolError` (the pool of workers is
+    gone) and an :class:`~bastion.tasks.fsio.OutputError` (the run cannot complete its output), so
     whichever step meets it reports it as one line and the run exits 1."""
 
 

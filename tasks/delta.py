@@ -1,13 +1,13 @@
 """What changed between two walks, and the extract stage's merge of it: work in proportion to
 the change, not to the tree.
 
-The walk (:meth:`tasks.walk.Walker.write`) records, beside a rewritten ``walk.jsonl``, which of
+The walk (:meth:`bastion.tasks.walk.Walker.write`) records, beside a rewritten ``walk.jsonl``, which of
 its lines are new (``fresh``: added or changed files) and which lines of the previous walk it
 kept (``hits``), with the identities of the file before and after.  Lines are in (root, path)
 order in both walks, so the kept lines keep their relative order.
 
 ``extract.jsonl`` has one record per walk line, in the same order.  When the last complete
-run's stamp (:mod:`tasks.stamp`) still holds for everything but the walk, and the delta leads
+run's stamp (:mod:`bastion.tasks.stamp`) still holds for everything but the walk, and the delta leads
 from the walk that run saw to the one here, the extract stage plans only the fresh lines, and
 writes the new ``extract.jsonl`` by copying the kept records' bytes (their ``reused`` now true)
 and putting the fresh ones in their places: no record of an unchanged file is parsed, looked up

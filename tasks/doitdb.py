@@ -30,7 +30,7 @@ from .forgotten import ALL, forgotten, set_forgotten
 from .fsio import atomic_write, makedirs
 
 NAME = "bastion-json"
-LOCATION = "tasks.doitdb:AtomicJsonDB"
+LOCATION = "bastion.tasks.doitdb:AtomicJsonDB"
 
 
 class AtomicJsonDB(JsonDB):

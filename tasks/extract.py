@@ -3,8 +3,8 @@
 
 :func:`build_records` joins the plan (walk order, so already sorted by root and path) with the
 verdicts by (sha256, key); a file whose verdict is not there yet (a partial run) is ``skipped``
-with "not extracted yet".  The stage's other parts: :mod:`tasks.plan` (what to do),
-:mod:`tasks.session` (the workers and the commits), :mod:`tasks.run` (one invocation).
+with "not extracted yet".  The stage's other parts: :mod:`bastion.tasks.plan` (what to do),
+:mod:`bastion.tasks.session` (the workers and the commits), :mod:`bastion.tasks.run` (one invocation).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Mapping
 
-from readers.verdict import Status, Verdict
+from bastion.readers.verdict import Status, Verdict
 
 from . import plan as _plan
 from .plan import EXTRACT_VERSION, Plan

@@ -6,7 +6,7 @@ import hashlib
 import os
 import stat
 
-from readers.detect import HEAD_BYTES, detect_file
+from bastion.readers.detect import HEAD_BYTES, detect_file
 
 READ_CHUNK = 1 << 20
 

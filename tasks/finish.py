@@ -10,14 +10,14 @@ import os
 import time
 from typing import Any
 
-from readers.verdict import Status
+from bastion.readers.verdict import Status
 
 from . import stamp
 from .extract import ExtractSummary, Tally, summarize, write_records
 from .forgotten import trim_forgotten
 from .fsio import STATE_DIR, unlink, write_json
 
-# ``run`` below is a tasks.run.Run (not imported: run.py calls into this module)
+# ``run`` below is a bastion.tasks.run.Run (not imported: run.py calls into this module)
 Run = Any
 
 

@@ -1,7 +1,7 @@
 """The extract tasks forgotten with ``doit forget``: a list beside doit's database.
 
 doit forgets a task by dropping its entry from its database; bastion decides up to date from
-its own store, so the backend (:mod:`tasks.doitdb`) also records the name here, and the next
+its own store, so the backend (:mod:`bastion.tasks.doitdb`) also records the name here, and the next
 run's plan treats those files as not extracted.  The list is trimmed as they are redone.
 """
 

@@ -4,7 +4,7 @@ Every file bastion writes goes through :func:`atomic_write`: a temporary file in
 directory, ``fsync``, ``os.replace``, then an ``fsync`` of the directory — so a crash, a
 ``kill -9`` or a full disk leaves either the old file or the new one, never half of one.
 
-A path inside an output directory this process holds open (:mod:`tasks.outdir`: taken by
+A path inside an output directory this process holds open (:mod:`bastion.tasks.outdir`: taken by
 :class:`OutputLock`, or by :func:`output`) is written through that directory's checked
 descriptor, with ``*at`` calls and the output's modes; :func:`unlink`, :func:`makedirs` and
 :func:`rmtree` do the same for removals and directories.  Any other path (a signing key, a
@@ -125,7 +125,7 @@ def stat(path: Path) -> os.stat_result:
 
 
 def output(out: Path, modes: Modes | None = None) -> OutputDir:
-    """The output directory ``out``, open and checked (:func:`tasks.outdir.held`)."""
+    """The output directory ``out``, open and checked (:func:`bastion.tasks.outdir.held`)."""
     return outdir.held(out, modes)
 
 
@@ -205,7 +205,7 @@ class OutputLock:
     @classmethod
     def acquire(cls, out: Path, modes: Modes | None = None) -> "OutputLock":
         """Take the lock (re-entrant within one process), opening and checking the output
-        directory first (:func:`tasks.outdir.open_output`: refused when it is a symlink,
+        directory first (:func:`bastion.tasks.outdir.open_output`: refused when it is a symlink,
         someone else's or writable by others)."""
         key = os.path.abspath(out)
         lock = cls._held.get(key)

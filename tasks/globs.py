@@ -2,7 +2,7 @@
 
 A :class:`Selector` is compiled once per root from the manifest's ``include``, ``exclude``,
 ``follow_symlinks`` and ``one_file_system`` and owns every rule of selection; the walk
-(:mod:`tasks.walk`) only lists directories and asks it.  The glob language itself is
+(:mod:`bastion.tasks.walk`) only lists directories and asks it.  The glob language itself is
 :func:`glob_match`'s (also used by the manifest's validation, through :func:`compile_glob`).
 """
 
@@ -44,7 +44,7 @@ class Selector:
         self.one_file_system = one_file_system
 
     @classmethod
-    def for_root(cls, root) -> "Selector":  # root: tasks.manifest.Root
+    def for_root(cls, root) -> "Selector":  # root: bastion.tasks.manifest.Root
         return cls(root.include, root.exclude, follow_symlinks=root.follow_symlinks,
                    one_file_system=root.one_file_system)
 
@@ -242,7 +242,7 @@ def _class_regex(members: str, negate: bool, pattern: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def selector(root) -> Selector:  # root: tasks.manifest.Root (frozen, hashable)
+def selector(root) -> Selector:  # root: bastion.tasks.manifest.Root (frozen, hashable)
     """The compiled Selector of ``root``, made once."""
     return Selector.for_root(root)
 

@@ -13,11 +13,11 @@ here (for line numbers and duplicate keys); nothing is ever constructed from a t
 
 By design the schema has no key that can name an executable, a command, a URL or a network
 address: a manifest can only point at local directories, select files in them by glob, and
-tighten or loosen the numeric budgets of :class:`readers.base.Limits`.
+tighten or loosen the numeric budgets of :class:`bastion.readers.base.Limits`.
 
 Glob patterns (``include`` / ``exclude``) are matched against a file's POSIX path relative to
 its root, case-sensitively; the language and its compiled form, the walk's Selector, are in
-:mod:`tasks.globs` (:func:`glob_match` is re-exported here).
+:mod:`bastion.tasks.globs` (:func:`glob_match` is re-exported here).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import yaml
 
-from readers.base import GiB, KiB, Limits, MiB, limit_kinds
+from bastion.readers.base import GiB, KiB, Limits, MiB, limit_kinds
 
 from .globs import compile_glob
 from .globs import dir_excluded, glob_match, path_excluded, root_selects  # noqa: F401
@@ -447,13 +447,13 @@ class _Validator:
         return tuple(got)
 
 
-# How each manifest kind of limit is written (readers.base.LIMIT_KINDS, minus "internal").
+# How each manifest kind of limit is written (bastion.readers.base.LIMIT_KINDS, minus "internal").
 MANIFEST_KINDS = ("seconds", "size", "count", "ratio", "engines")
 
 
 def limit_keys() -> dict[str, str]:
     """The manifest's ``limits`` keys and their kinds: ``max_file_bytes`` (the walk's) and
-    every :class:`readers.base.Limits` field whose metadata gives a manifest kind, in field
+    every :class:`bastion.readers.base.Limits` field whose metadata gives a manifest kind, in field
     order.  Derived from ``Limits`` on every call, so a new field is a key once it has a
     kind, and a field without one is refused as an unknown key, never a KeyError."""
     kinds = {"max_file_bytes": "size"}

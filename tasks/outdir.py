@@ -18,7 +18,7 @@ Afterwards every write inside the output goes through :class:`OutputDir`: ``open
 from the checked one, so no component swapped after the check redirects a write.  Libraries
 that take only paths (sqlite) get the ``/proc/self/fd/N/…`` form of a checked descriptor
 (:meth:`OutputDir.proc`).  The open outputs are held per process (:func:`held`), so that
-:mod:`tasks.fsio` routes a write named by path through the right descriptor.
+:mod:`bastion.tasks.fsio` routes a write named by path through the right descriptor.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 ``_extract_finish``   setup of the ``extract`` group: drain the workers, write extract.jsonl and
                       extract.summary.json (hidden from ``doit list``)
 
-Every generator closes over one :class:`tasks.run.Run` (built by the CLI or ``dodo.py``).
+Every generator closes over one :class:`bastion.tasks.run.Run` (built by the CLI or ``dodo.py``).
 Every failure that is the run's (bad manifest, missing walk, cannot write) is a failed task
 with a one-line message; a document's failure is only ever a record.
 """
@@ -122,7 +122,7 @@ def _extract_action(run: Run, item: Item) -> TaskFailed | None:
     """doit action of ``extract:<root>/<path>``: hand the document to a worker."""
     if run.refused:
         return TaskFailed(run.refused)
-    from readers.pool import PoolError
+    from bastion.readers.pool import PoolError
 
     try:
         run.extract(item)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Container, Iterable, Mapping
 
-from readers.base import Limits, Reader
-from readers.tools import Tool
-from readers.verdict import Status, Verdict
+from bastion.readers.base import Limits, Reader
+from bastion.readers.tools import Tool
+from bastion.readers.verdict import Status, Verdict
 
 from .records import WalkRecord
 from .store import text_stem

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from readers.verdict import Status, Verdict
+from bastion.readers.verdict import Status, Verdict
 
 from .fsio import atomic_write, dumps
 

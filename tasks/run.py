@@ -1,9 +1,9 @@
 """One invocation of bastion: an explicit :class:`Run` value, built by the CLI and by
 ``dodo.py`` alike, that the doit task generators close over.
 
-A run holds its settings (:class:`tasks.config.RunConfig`), the manifest and the output
-directory, the walk it made, the plan (:func:`tasks.plan.plan`, computed once), the session
-that owns the workers and the commits (:class:`tasks.session.ExtractSession`), and at the end
+A run holds its settings (:class:`bastion.tasks.config.RunConfig`), the manifest and the output
+directory, the walk it made, the plan (:func:`bastion.tasks.plan.plan`, computed once), the session
+that owns the workers and the commits (:class:`bastion.tasks.session.ExtractSession`), and at the end
 the summary.  Nothing is kept in module globals: a second run in the same process (the CLI's
 ``main`` called again, the tests) builds a new ``Run``.
 """
@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from readers.tools import Tool
-from readers.verdict import Status, Verdict
+from bastion.readers.tools import Tool
+from bastion.readers.verdict import Status, Verdict
 
 from .config import PrerequisiteError, RunConfig, load
 from .forgotten import ALL, forgotten
@@ -36,7 +36,7 @@ from .store import Store
 from .toolcache import ToolCache
 from .delta import plan_change
 
-TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # the tools' versions, by binary (readers.tools)
+TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # the tools' versions, by binary (bastion.readers.tools)
 
 
 def check_walk(manifest: Manifest, out: Path) -> dict:
@@ -73,7 +73,7 @@ def check_stages(manifest: Manifest, out: Path, stages: list[str]) -> None:
 class Run:
     """Everything one invocation shares.  Errors that are the run's (bad manifest, missing
     walk, locked output) are raised by the steps that meet them, as the exceptions of
-    :data:`tasks.pipeline.RUN_ERRORS`; a document's failure is only ever a record."""
+    :data:`bastion.tasks.pipeline.RUN_ERRORS`; a document's failure is only ever a record."""
 
     def __init__(self, cfg: RunConfig, *, extra_readers: tuple[str, ...] = ()) -> None:
         self.cfg = cfg
@@ -88,7 +88,7 @@ class Run:
         self.stale: list[Item] = []
         self.cursor = 0  # how many stale items were handed to doit (RunConfig.slice)
         self.store: Store | None = None
-        self.session: Any = None  # tasks.session.ExtractSession, once extracting
+        self.session: Any = None  # bastion.tasks.session.ExtractSession, once extracting
         self.progress: Progress | None = None
         self.summary: ExtractSummary | None = None
         self.finished = False
@@ -97,7 +97,7 @@ class Run:
         self.forgotten: set[str] = set()
         self.cleaned_all = False
         self.not_yet = 0  # records "not extracted yet" (a partial run)
-        self.merge: Any = None  # tasks.delta.Merge, when only the walk's change is planned
+        self.merge: Any = None  # bastion.tasks.delta.Merge, when only the walk's change is planned
         self.merge_from: dict[str, Any] | None = None  # the last summary, then
         self.noop_from: dict[str, Any] | None = None  # the last summary, when nothing to do
         self.announce_in_actions = True  # the CLI prints the summaries itself
@@ -165,7 +165,7 @@ class Run:
             return self._plan
         manifest, out = self.load()
         self.walk_read = check_walk(manifest, out)
-        from readers.dispatch import select
+        from bastion.readers.dispatch import select
 
         probed = self._probe_tools()
         self.tools.clear()  # the same dict the session (started early) holds
@@ -193,7 +193,7 @@ class Run:
         return self._plan
 
     def nothing_to_do(self) -> bool:
-        """Whether the last complete run's stamp still holds (:func:`tasks.stamp.
+        """Whether the last complete run's stamp still holds (:func:`bastion.tasks.stamp.
         nothing_to_do`): then the run does no per-file work."""
         if self.cfg.all_tasks or self.cfg.listing or self._plan is not None:
             return False
@@ -205,7 +205,7 @@ class Run:
 
     def inputs(self) -> str:
         """The digest of every input that decides a task key (tasks/stamp.py)."""
-        from readers.dispatch import REGISTRY
+        from bastion.readers.dispatch import REGISTRY
 
         return stamp.inputs_digest(
             manifest_digest=self.manifest.digest, extract_version=plan_module.EXTRACT_VERSION,
@@ -279,7 +279,7 @@ class Run:
         """Start the workers now, before doit is loaded and the walk runs: a worker's start
         (interpreter, readers, sandbox) then overlaps the CLI's loading of doit, the walk
         and the plan.  A failure here is left for the first document to report."""
-        from readers.pool import PoolError
+        from bastion.readers.pool import PoolError
 
         try:
             if not (self.cfg.all_tasks or self.cfg.listing):

@@ -1,7 +1,7 @@
 """The running side of one extract run: the worker pool, the batched commits, progress.
 
 An :class:`ExtractSession` hands planned items to the sandboxed workers
-(:class:`readers.pool.WorkerPool`) and commits each verdict as it arrives: the text first
+(:class:`bastion.readers.pool.WorkerPool`) and commits each verdict as it arrives: the text first
 (moved into the store), then, in batches, the verdicts (one ``syncfs`` and one transaction per
 :data:`COMMIT_EVERY` verdicts or :data:`COMMIT_SECONDS`).  Items of one (sha256, key) share
 one job.
@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from readers.base import Limits
-from readers.pool import Job, JobResult, WorkerPool
-from readers.tools import Tool
-from readers.verdict import Status, Verdict
+from bastion.readers.base import Limits
+from bastion.readers.pool import Job, JobResult, WorkerPool
+from bastion.readers.tools import Tool
+from bastion.readers.verdict import Status, Verdict
 
 from .fsio import STATE_DIR, makedirs, output, remove_stale_temps, rmtree
 from .manifest import Root
@@ -78,7 +78,7 @@ class ExtractSession:
     def _scratch_root(self) -> Path:
         """Where the workers' private directories go.  The workers name them by path, so
         under ``.bastion/tmp`` only when no other user can swap a component of the output's
-        path (:func:`tasks.outdir.secure_path`); otherwise (an output in a root others may
+        path (:func:`bastion.tasks.outdir.secure_path`); otherwise (an output in a root others may
         write) in a private temporary directory, and texts are copied in through the
         output's descriptor when it is on another filesystem."""
         od = output(self.out)

@@ -33,7 +33,7 @@ def share(owners: int, walk_share: Callable[[int], Any]) -> Iterator[tuple[int, 
 def _fork(walk_share: Callable[[int], Any], owner: int) -> tuple[int, int]:
     """Fork the helper of ``owner``; (its pid, the read end of its pipe), through the
     runtime's process helper (readers/procs.py: the only place processes start)."""
-    from readers.procs import fork_helper
+    from bastion.readers.procs import fork_helper
 
     return fork_helper(lambda: marshal.dumps(walk_share(owner)))
 

@@ -20,8 +20,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from readers.base import Limits, Reader
-from readers.tools import Tool
+from bastion.readers.base import Limits, Reader
+from bastion.readers.tools import Tool
 
 from .fsio import STATE_DIR, file_identity, read_json, unlink, write_json
 

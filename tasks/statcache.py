@@ -38,7 +38,7 @@ EMPTY: DirCache = {}
 Row = tuple[str, str, str, str, bytes, "Key | None"]
 
 
-def root_settings(root) -> list:  # root: tasks.manifest.Root
+def root_settings(root) -> list:  # root: bastion.tasks.manifest.Root
     """What a root's cached records depend on besides each file's stat."""
     return [str(root.path), list(root.include), list(root.exclude), root.follow_symlinks,
             root.one_file_system]

@@ -11,7 +11,7 @@ A file's text is named by its content's sha256; when the walk holds the same byt
 detected types (``a.json`` and its copy ``a.txt``), each (sha256, key) pair has its own verdict
 and its own text, the first key in sort order keeping the plain name (:func:`text_stem`).
 
-Every write goes through the output directory's checked descriptor (:mod:`tasks.outdir`):
+Every write goes through the output directory's checked descriptor (:mod:`bastion.tasks.outdir`):
 texts are renamed into their bucket with ``renameat`` relative to the bucket's descriptor,
 sidecars written and stale files removed with ``*at`` calls, and sqlite opens the verdict
 index through ``/proc/self/fd/N`` of the state directory's descriptor.
@@ -31,7 +31,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable
 
-from readers.verdict import Verdict
+from bastion.readers.verdict import Verdict
 
 from .fsio import STATE_DIR, TMP_PREFIX, OutputError, dumps, output
 from .outdir import OutputDir

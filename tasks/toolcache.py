@@ -1,7 +1,7 @@
 """The tools of a run, probed once and cached by binary in ``.bastion/tools.json``.
 
 A tool's version is asked only when its binary is new to the cache (path, size, mtime, ctime,
-inode: :class:`readers.tools.ToolProbe`); the cache is written back at the end of the run when
+inode: :class:`bastion.readers.tools.ToolProbe`); the cache is written back at the end of the run when
 it changed.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
-from readers.tools import Tool, ToolProbe
+from bastion.readers.tools import Tool, ToolProbe
 
 from .fsio import read_json, write_json
 

@@ -1,11 +1,11 @@
 """The walk stage: one record per file under each root, hashed and typed, incrementally.
 
 A file whose ``(size, mtime_ns, inode, ctime_ns)`` matches the previous walk keeps its record
-byte for byte without being read: the stat cache (:mod:`tasks.statcache`) finds it by root,
+byte for byte without being read: the stat cache (:mod:`bastion.tasks.statcache`) finds it by root,
 directory and name, so a re-walk costs one ``lstat`` per file, and a big re-walk is shared
-with forked helpers (:mod:`tasks.sharedwalk`), one per further core.  What a root's walk
-records, prunes and follows is its :class:`~tasks.globs.Selector`'s decision; a file is read
-by :func:`tasks.filehash.hash_file`.  Everything is written atomically; nothing a tree holds
+with forked helpers (:mod:`bastion.tasks.sharedwalk`), one per further core.  What a root's walk
+records, prunes and follows is its :class:`~bastion.tasks.globs.Selector`'s decision; a file is read
+by :func:`bastion.tasks.filehash.hash_file`.  Everything is written atomically; nothing a tree holds
 (loops, unreadable directories, FIFOs, devices, vanishing or growing files, names that are
 not UTF-8, other bastion outputs) stops the walk: each is a record or a counted warning.
 

@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 
-from readers.base import Context, Document, Reader, ReadResult, TextSink
+from bastion.readers.base import Context, Document, Reader, ReadResult, TextSink
 
 MIME = "application/x-hostile"
 
@@ -108,7 +108,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     elif cmd == "tool":
         # a multi-process tool (sh and two sleeps marked with the argument), with a deadline
         # far past the document's: the pool's kill must take the tool and its children too
-        from readers.toolrun import run_tool
+        from bastion.readers.toolrun import run_tool
 
         run_tool(["sh", "-c", f"sleep 1000.{arg} & sleep 999.{arg}"], timeout=100.0)
         sink.write("tool returned\n")
@@ -174,7 +174,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
                                "groups": os.getgroups(), "open": opened,
                                "tmpdir": str(ctx.tmpdir)}) + "\n")
     elif cmd == "pid":
-        from readers.procs import host_pid
+        from bastion.readers.procs import host_pid
 
         sink.write(f"{host_pid()}\n")
     elif cmd == "ok":

@@ -363,7 +363,7 @@ class Verdict:
 
 
 def fuzz_limits():
-    from readers.base import Limits, MiB
+    from bastion.readers.base import Limits, MiB
 
     # small enough that mutated bombs and long runs stay quick; the caps still trigger
     return Limits(max_chars=1 * MiB, max_member_bytes=16 * MiB, max_xml_bytes=32 * MiB,
@@ -372,10 +372,10 @@ def fuzz_limits():
 
 def check(data: bytes, name: str, ctx: Any, file_dir: Path | None = None) -> Verdict:
     """Run detection and the reader in-process on one input; report any broken invariant."""
-    from readers.base import Document
-    from readers.detect import detect_bytes, detect_file
-    from readers.dispatch import Outcome, read_document, select
-    from readers.errors import ERROR_KINDS
+    from bastion.readers.base import Document
+    from bastion.readers.detect import detect_bytes, detect_file
+    from bastion.readers.dispatch import Outcome, read_document, select
+    from bastion.readers.errors import ERROR_KINDS
 
     try:
         mime = detect_bytes(data, name)
@@ -387,7 +387,7 @@ def check(data: bytes, name: str, ctx: Any, file_dir: Path | None = None) -> Ver
         path = file_dir / "input"
         path.write_bytes(data)
         try:
-            from readers.detect import HEAD_BYTES
+            from bastion.readers.detect import HEAD_BYTES
 
             mime2 = detect_file(str(path), name, data[:HEAD_BYTES])
         except Exception as e:  # noqa: BLE001

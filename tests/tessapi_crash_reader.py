@@ -7,8 +7,8 @@ that points nowhere, so the crash happens in tesseract's own code, in the worker
 
 from __future__ import annotations
 
-from readers import ocr, tessapi
-from readers.base import Context, Document, Reader, ReadResult, TextSink
+from bastion.readers import ocr, tessapi
+from bastion.readers.base import Context, Document, Reader, ReadResult, TextSink
 
 MIME = "application/x-tess-crash"
 

@@ -1,4 +1,4 @@
-"""The ``bastion`` CLI (in-process through ``tasks.cli.main``) and the ``doit`` entry point:
+"""The ``bastion`` CLI (in-process through ``bastion.tasks.cli.main``) and the ``doit`` entry point:
 exit codes, one-line refusals, signed manifests, the lock, the default manifest, determinism."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tasks.cli import main
-from tasks.compare import compare_outputs
+from bastion.tasks.cli import main
+from bastion.tasks.compare import compare_outputs
 
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS = ["walk", "extract", "sweep", "keygen", "sign", "verify", "compare", "pdftext"]
@@ -524,7 +524,7 @@ def test_followed_file_symlink_is_extracted(tmp_path: Path,
 def test_pdftext_child_mode_speaks_the_line_protocol(tmp_path: Path) -> None:
     """`bastion pdftext` reads a PDF on stdin and writes a meta line, then one line per page."""
     sample = REPO / "tests" / "samples" / "pdf" / "pdflatex-outline.pdf"
-    proc = subprocess.run([sys.executable, "-m", "tasks.cli", "pdftext", "-max-pages", "1"],
+    proc = subprocess.run([sys.executable, "-m", "bastion", "pdftext", "-max-pages", "1"],
                           input=sample.read_bytes(), capture_output=True, cwd=REPO,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -533,7 +533,7 @@ def test_pdftext_child_mode_speaks_the_line_protocol(tmp_path: Path) -> None:
     assert meta["pages"] > 1  # the full count, even though one page was extracted
     assert meta["outline"] and {"title", "page", "level"} <= set(meta["outline"][0])
     assert [ln["page"] for ln in lines[1:]] == [1]
-    garbage = subprocess.run([sys.executable, "-m", "tasks.cli", "pdftext"],
+    garbage = subprocess.run([sys.executable, "-m", "bastion", "pdftext"],
                              input=b"%PDF-1.4\nnot really a pdf", capture_output=True,
                              cwd=REPO, timeout=120)
     assert garbage.returncode == 4
@@ -543,8 +543,8 @@ def test_pdftext_child_mode_speaks_the_line_protocol(tmp_path: Path) -> None:
 
 
 def bastion(*argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    """Run the real ``bastion`` command (``python -m tasks.cli``)."""
-    return subprocess.run([sys.executable, "-m", "tasks.cli", *argv], cwd=cwd, env=ENV,
+    """Run the real ``bastion`` command (``python -m bastion``)."""
+    return subprocess.run([sys.executable, "-m", "bastion", *argv], cwd=cwd, env=ENV,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -615,7 +615,7 @@ def test_a_foreign_pyproject_in_the_working_directory_changes_nothing(setup,
     cwd.mkdir()
     (cwd / "pyproject.toml").write_text("[tool.doit]\nverbosity = \n<<<<<<< broken\n")
     (cwd / "doit.cfg").write_text("[GLOBAL]\nbackend = nonexistent\n")
-    proc = subprocess.run([sys.executable, "-m", "tasks.cli", "sweep", str(m), "--out",
+    proc = subprocess.run([sys.executable, "-m", "bastion", "sweep", str(m), "--out",
                            str(out), "-q", "-j", "1"], cwd=cwd, capture_output=True,
                           text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -3,7 +3,7 @@
 One LocalCluster of two worker processes (processes=True, one thread each) serves the module;
 the scheduler-loss test starts its own ``dask scheduler`` and ``dask worker`` processes, since it
 kills the scheduler.  Every run is compared with a local ``-j 2`` run of the same tree
-(``tasks.compare.compare_outputs``): the output must be byte-identical whatever the cluster did.
+(``bastion.tasks.compare.compare_outputs``): the output must be byte-identical whatever the cluster did.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ import yaml
 
 distributed = pytest.importorskip("distributed")  # the test extra installs it (pyproject.toml)
 
-import readers.dispatch as dispatch  # noqa: E402
-from readers.base import Limits  # noqa: E402
-from tasks.batch import Doc, close_pools, extract_batch, kept_pools  # noqa: E402
-from tasks.cli import main, run_stages  # noqa: E402
-from tasks.cluster import (Batch, ClusterError, batch_key, parse_cluster,  # noqa: E402
+import bastion.readers.dispatch as dispatch  # noqa: E402
+from bastion.readers.base import Limits  # noqa: E402
+from bastion.tasks.batch import Doc, close_pools, extract_batch, kept_pools  # noqa: E402
+from bastion.tasks.cli import main, run_stages  # noqa: E402
+from bastion.tasks.cluster import (Batch, ClusterError, batch_key, parse_cluster,  # noqa: E402
                            run_batch)
-from tasks.compare import compare_outputs  # noqa: E402
-from tasks.config import RunConfig  # noqa: E402
+from bastion.tasks.compare import compare_outputs  # noqa: E402
+from bastion.tasks.config import RunConfig  # noqa: E402
 
 import hostile_readers  # noqa: E402  (tests/ is on sys.path)
 from procutil import alive, pids_with  # noqa: E402
@@ -106,7 +106,7 @@ def hostile_registry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def sandbox_workers(under: Path) -> list[int]:
     """The reader workers themselves (not the ``unshare`` keeper each one runs under)."""
-    return [p for p in pids_with(str(under)) if _cmdline_has(p, b"readers.worker")
+    return [p for p in pids_with(str(under)) if _cmdline_has(p, b"bastion.readers.worker")
             and not _argv0_is(p, (b"unshare", b"setpriv"))]
 
 
@@ -352,7 +352,7 @@ def test_parse_cluster() -> None:
 def test_an_unreachable_scheduler_is_a_one_line_error(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("tasks.cluster.CONNECT_TIMEOUT_S", 3.0)
+    monkeypatch.setattr("bastion.tasks.cluster.CONNECT_TIMEOUT_S", 3.0)
     root = tmp_path / "r"
     root.mkdir()
     (root / "a.txt").write_text("a\n")
@@ -421,7 +421,7 @@ def test_scheduler_lost_mid_run_then_a_rerun_finishes(hostile_registry, tmp_path
         assert rc == 1
         assert len(err) == 1 and "lost the Dask scheduler" in err[0], err
         assert not (out / "extract.jsonl").exists()
-        from tasks.store import Store
+        from bastion.tasks.store import Store
 
         store = Store(out)
         kept = store.verdicts()
@@ -509,10 +509,13 @@ def test_ctrl_c_cancels_the_batches_and_a_rerun_finishes(cluster, tmp_path: Path
     assert sweep(m, reference) == 0
     out = tmp_path / "cluster"
     assert main(["walk", str(m), "--out", str(out), "-q"]) == 0
-    proc = subprocess.Popen([sys.executable, "-m", "tasks.cli", "extract", str(m), "--out",
+    proc = subprocess.Popen([sys.executable, "-m", "bastion", "extract", str(m), "--out",
                              str(out), "--cluster", address, "-q"], cwd=str(REPO),
                             env={**os.environ, "PYTHONPATH": str(REPO)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            # a suite started in the background by a shell inherits SIGINT
+                            # ignored, and would hand that on: the child gets the default
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         # a batch's texts are all placed before its verdicts are queued: past the first
         # batch's 200 texts, the first batch's verdicts are queued (committed on the way out)
@@ -549,7 +552,7 @@ def test_workers_running_another_bastion_get_nothing(cluster, monkeypatch: pytes
     for i in range(3):
         (root / f"{i}.txt").write_text(f"text {i}\n")
     m = manifest(tmp_path, root)
-    monkeypatch.setattr("tasks.cluster.code_identity", lambda: "another-version")
+    monkeypatch.setattr("bastion.tasks.cluster.code_identity", lambda: "another-version")
     out = tmp_path / "out"
     assert sweep(m, out, cluster=address) == 2
     recs = records(out)
@@ -561,7 +564,7 @@ def test_workers_running_another_bastion_get_nothing(cluster, monkeypatch: pytes
 
 
 def test_a_thread_keeps_a_few_pools_at_most(tmp_path: Path) -> None:
-    from tasks import batch
+    from bastion.tasks import batch
 
     p = tmp_path / "a.txt"
     p.write_text("a\n")

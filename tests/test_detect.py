@@ -19,11 +19,11 @@ from typing import Callable
 
 import pytest
 
-from readers import detect
-from readers.base import Document, Limits
-from readers.detect import detect_bytes, detect_file
-from readers.dispatch import read_document
-from readers.context import LocalContext
+from bastion.readers import detect
+from bastion.readers.base import Document, Limits
+from bastion.readers.detect import detect_bytes, detect_file
+from bastion.readers.dispatch import read_document
+from bastion.readers.context import LocalContext
 
 SAMPLES = Path(__file__).parent / "samples"
 DOCX = detect.DOCX

@@ -153,7 +153,7 @@ def test_a_single_file_run_on_a_fresh_output_leaves_a_complete_output(example) -
     assert doit("extract", manifest=m, out=out).returncode == 0
     fresh = out.parent / "fresh"
     assert doit("extract", manifest=m, out=fresh).returncode == 0
-    from tasks.compare import compare_outputs
+    from bastion.tasks.compare import compare_outputs
 
     assert compare_outputs(out, fresh) == []
 
@@ -161,8 +161,8 @@ def test_a_single_file_run_on_a_fresh_output_leaves_a_complete_output(example) -
 def test_any_file_name_works_and_stays_selectable(tmp_path: Path) -> None:
     """A name doit would refuse or misread (``=``, ``*``, ``%``, a newline, an option, a
     variable) never stops a run, and each file's task is selectable by its escaped name."""
-    from tasks.cli import main
-    from tasks.names import task_name
+    from bastion.tasks.cli import main
+    from bastion.tasks.names import task_name
 
     root = tmp_path / "root"
     root.mkdir()

@@ -1,4 +1,4 @@
-"""The extract stage end to end, through the CLI in-process (``tasks.cli.main``) on small trees.
+"""The extract stage end to end, through the CLI in-process (``bastion.tasks.cli.main``) on small trees.
 
 Records (one per walked file, sorted), the store's normal form, content addressing, the
 retry/reuse rules across runs (including installing a tool by PATH manipulation), the store as
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-import tasks.plan
-from tasks.cli import main
-from tasks.compare import compare_outputs
+import bastion.tasks.plan
+from bastion.tasks.cli import main
+from bastion.tasks.compare import compare_outputs
 
 from procutil import workers_of  # tests/ is on sys.path
 
@@ -123,7 +123,7 @@ def test_one_record_per_walked_file_sorted(tree: tuple[Path, Path]) -> None:
     for r in recs:
         assert set(r) >= {"root", "path", "sha256", "mime", "status", "extractor", "chars",
                           "error", "error_kind", "v", "reused", "tools_used", "text"}
-        assert r["v"] == tasks.plan.EXTRACT_VERSION
+        assert r["v"] == bastion.tasks.plan.EXTRACT_VERSION
         has_text = text_of(out, r["sha256"]).exists()
         assert has_text == (r["status"] == "ok"), r
         if r["status"] == "ok":
@@ -271,7 +271,7 @@ def test_tool_probe_asks_only_when_told(tmp_path: Path) -> None:
     """ToolProbe finds the tools at once but starts no process until ask(); the answers are
     collected by result(), which asks itself when nobody did; a binary whose stat matches
     the known cache is never asked."""
-    from readers.tools import ToolProbe
+    from bastion.readers.tools import ToolProbe
 
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -307,9 +307,9 @@ def test_tool_probe_asks_only_when_told(tmp_path: Path) -> None:
 
 def test_stage_module_loads_neither_doit_nor_the_readers() -> None:
     """The CLI creates the extract stage and starts its workers before it imports doit (and
-    the parent's reader registry): importing tasks.run must not pull them in."""
-    code = ("import sys, tasks.run; "
-            "print(sorted(m for m in ('doit', 'readers.dispatch', 'readers.pdf') "
+    the parent's reader registry): importing bastion.tasks.run must not pull them in."""
+    code = ("import sys, bastion.tasks.run; "
+            "print(sorted(m for m in ('doit', 'bastion.readers.dispatch', 'bastion.readers.pdf') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent.parent, check=True).stdout
@@ -441,13 +441,13 @@ def test_raising_extract_version_redoes_everything(tree: tuple[Path, Path],
     m, out = tree
     assert run("sweep", m, out) == 0
     unique = len({r["sha256"] for r in records(out)})
-    monkeypatch.setattr(tasks.plan, "EXTRACT_VERSION", tasks.plan.EXTRACT_VERSION + 1)
+    monkeypatch.setattr(bastion.tasks.plan, "EXTRACT_VERSION", bastion.tasks.plan.EXTRACT_VERSION + 1)
     assert run("sweep", m, out) == 0
     recs = records(out)
     s = summary(out)
     assert s["extracted"] == unique
-    assert s["extract_version"] == tasks.plan.EXTRACT_VERSION
-    assert all(r["v"] == tasks.plan.EXTRACT_VERSION for r in recs)
+    assert s["extract_version"] == bastion.tasks.plan.EXTRACT_VERSION
+    assert all(r["v"] == bastion.tasks.plan.EXTRACT_VERSION for r in recs)
     assert [r["path"] for r in recs if r["reused"]] == ["dup2.txt"]  # the in-run duplicate
     assert run("sweep", m, out) == 0
     assert summary(out)["extracted"] == 0
@@ -501,7 +501,7 @@ def test_summary_fields(tree: tuple[Path, Path]) -> None:
     assert s["records"] == len(recs) == 7
     assert s["reused"] == 1
     assert s["chars"] == sum(r["chars"] for r in recs)
-    assert s["extract_version"] == tasks.plan.EXTRACT_VERSION
+    assert s["extract_version"] == bastion.tasks.plan.EXTRACT_VERSION
     digest = hashlib.sha256(m.read_bytes()).hexdigest()
     assert s["manifest_digest"] == digest
     assert s["walk_manifest_digest"] == digest
@@ -566,7 +566,7 @@ def test_kill_9_mid_run_then_rerun_is_complete_and_consistent(tmp_path: Path) ->
     out = tmp_path / "out"
     log = open(tmp_path / "killed.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from tasks.cli import main; sys.exit(main())",
+        [sys.executable, "-c", "import sys; from bastion.tasks.cli import main; sys.exit(main())",
          "sweep", str(m), "--out", str(out), "-j", "2", "-q"],
         cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -666,8 +666,8 @@ def test_extracting_in_slices_gives_the_same_outputs(tree: tuple[Path, Path],
                                                      tmp_path: Path) -> None:
     """The CLI hands doit the files to extract in slices (RunConfig.slice) to bound the
     parent's memory; slices of 2 must give what one run gives, and finish once."""
-    from tasks.cli import run_stages
-    from tasks.config import RunConfig
+    from bastion.tasks.cli import run_stages
+    from bastion.tasks.config import RunConfig
 
     m, out = tree
     assert run("sweep", m, out) == 0

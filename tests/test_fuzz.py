@@ -22,11 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from readers.base import Limits, MiB
-from readers.context import LocalContext
-from readers.detect import detect_bytes
-from readers.dispatch import read_nested
-from readers.pool import Job, WorkerPool
+from bastion.readers.base import Limits, MiB
+from bastion.readers.context import LocalContext
+from bastion.readers.detect import detect_bytes
+from bastion.readers.dispatch import read_nested
+from bastion.readers.pool import Job, WorkerPool
 from tests import robust_fuzzlib as fl
 
 CRASHES = Path(__file__).resolve().parent / "robust_crashes"
@@ -107,7 +107,7 @@ def test_detection_agrees_in_memory_and_from_a_file(tmp_path: Path, ctx: LocalCo
         _, name, data = SEEDS[i]
         data = fl.apply(data, mutations, others[j]) if mutations else data
         name = rename or name
-        from readers.detect import HEAD_BYTES, detect_file
+        from bastion.readers.detect import HEAD_BYTES, detect_file
 
         path = tmp_path / "input"
         path.write_bytes(data)

@@ -1,4 +1,4 @@
-"""tasks.globs: the compiled Selector's rules as tables (selection, pruning, devices, links)."""
+"""bastion.tasks.globs: the compiled Selector's rules as tables (selection, pruning, devices, links)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.globs import (FOLLOW, LINK_BROKEN, LINK_EXCLUDED, LINK_LOOP, LINK_OUT_OF_ROOT,
+from bastion.tasks.globs import (FOLLOW, LINK_BROKEN, LINK_EXCLUDED, LINK_LOOP, LINK_OUT_OF_ROOT,
                          LINK_SPECIAL, Selector, compile_glob, relative_to, selector)
-from tasks.manifest import Root, dir_excluded, root_selects
+from bastion.tasks.manifest import Root, dir_excluded, root_selects
 
 SELECTS = [
     # include, exclude, path, selected

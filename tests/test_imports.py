@@ -12,13 +12,14 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("readers", "tasks")
+# each package by its import name, and the directory it is in (bastion.readers is readers/)
+PACKAGES = {"bastion": "bastion", "bastion.readers": "readers", "bastion.tasks": "tasks"}
 
 
 def project_modules() -> dict[str, Path]:
     mods = {}
-    for pkg in PACKAGES:
-        for path in sorted((ROOT / pkg).glob("*.py")):
+    for pkg, folder in PACKAGES.items():
+        for path in sorted((ROOT / folder).glob("*.py")):
             name = pkg if path.stem == "__init__" else f"{pkg}.{path.stem}"
             mods[name] = path
     return mods
@@ -96,10 +97,10 @@ def import_graph() -> dict[str, set[str]]:
 def test_the_graph_sees_lazy_and_relative_imports() -> None:
     """The reader of the graph itself: edges the project is known to have."""
     graph = import_graph()
-    assert "readers.pdf" in graph["readers.dispatch"]  # from . import ..., pdf, ...
-    assert "readers.base" in graph["readers.dispatch"]  # from .base import ...
-    assert "readers.context" in graph["readers.worker"]  # inside a function
-    assert "readers.pool" in graph["tasks.session"]  # absolute: from readers.pool import ...
+    assert "bastion.readers.pdf" in graph["bastion.readers.dispatch"]  # from . import ..., pdf, ...
+    assert "bastion.readers.base" in graph["bastion.readers.dispatch"]  # from .base import ...
+    assert "bastion.readers.context" in graph["bastion.readers.worker"]  # inside a function
+    assert "bastion.readers.pool" in graph["bastion.tasks.session"]  # absolute: from bastion.readers.pool import ...
 
 
 def test_cycles_are_found() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tasks.cli import main
-from tasks.compare import compare_outputs
+from bastion.tasks.cli import main
+from bastion.tasks.compare import compare_outputs
 
 NAMES = ["a.txt", "b.md", "c.json", "d.csv", "sub/e.txt", "sub/f.html"]
 BODIES = [b"alpha beta\n", b"gamma\n", b'{"k": "delta"}\n', b"x,y\n1,2\n",
@@ -75,7 +75,7 @@ def test_a_change_plans_only_what_changed(tmp_path, monkeypatch) -> None:
     """After a complete run, a sweep that finds one file edited, one deleted and one added
     plans just the two it must read (tasks/delta.py); the others' records are copied, and the
     output still equals a fresh run's."""
-    import tasks.plan
+    import bastion.tasks.plan
 
     root = tmp_path / "root"
     (root / "sub").mkdir(parents=True)
@@ -87,14 +87,14 @@ def test_a_change_plans_only_what_changed(tmp_path, monkeypatch) -> None:
     out = tmp_path / "out"
     sweep(m, out, True)
     planned: list[int] = []
-    real = tasks.plan.plan
+    real = bastion.tasks.plan.plan
 
     def counting(walk, *a, **k):
         walk = list(walk)
         planned.append(len(walk))
         return real(walk, *a, **k)
 
-    monkeypatch.setattr(tasks.plan, "plan", counting)
+    monkeypatch.setattr(bastion.tasks.plan, "plan", counting)
     (root / "f03.txt").write_text("edited\n")
     (root / "f05.txt").unlink()  # its text stays: sub/same.txt has the same bytes
     (root / "new.txt").write_text("a new file\n")

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 import pdfgen
-from readers.base import Limits, Reader, ReadResult
-from readers.tools import Tool
-from readers.verdict import Status, Verdict
-from tasks.cli import main
-from tasks.plan import plan, task_key
-from tasks.records import WalkRecord
+from bastion.readers.base import Limits, Reader, ReadResult
+from bastion.readers.tools import Tool
+from bastion.readers.verdict import Status, Verdict
+from bastion.tasks.cli import main
+from bastion.tasks.plan import plan, task_key
+from bastion.tasks.records import WalkRecord
 
 TOOLS = {name: shutil.which(name) for name in ("pdftotext", "pdftoppm", "tesseract")}
 needs_tools = pytest.mark.skipif(not all(TOOLS.values()),
@@ -291,7 +291,7 @@ def test_same_bytes_as_json_and_as_txt_both_get_stable_correct_records(tmp_path:
     assert again == {p: dict(r, reused=True) for p, r in runs[0].items()}
     fresh = tmp_path / "fresh"
     sweep(m, fresh, "--no-external")
-    from tasks.compare import compare_outputs
+    from bastion.tasks.compare import compare_outputs
 
     assert compare_outputs(out, fresh) == []
 
@@ -315,7 +315,7 @@ def test_tool_versions_are_never_null_under_a_busy_pool(tmp_path: Path) -> None:
 def test_a_reader_library_version_is_in_its_key(monkeypatch) -> None:
     """A new version of a library a reader reads with (charset-normalizer for text) changes
     that reader's key, and no other's."""
-    import tasks.plan as plan_mod
+    import bastion.tasks.plan as plan_mod
 
     lim = Limits()
     text = Reader("text", 1, ("text/plain",), _read, libraries=("charset-normalizer",))

@@ -1,4 +1,4 @@
-"""tasks.manifest: strict validation (every refusal names key and line), globs, pruning."""
+"""bastion.tasks.manifest: strict validation (every refusal names key and line), globs, pruning."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from readers.base import GiB, KiB, Limits, MiB
-from tasks.manifest import (
+from bastion.readers.base import GiB, KiB, Limits, MiB
+from bastion.tasks.manifest import (
     Manifest,
     ManifestError,
     Root,
@@ -147,7 +147,7 @@ def test_size_syntax(tree: Path, text: str, value: int) -> None:
 
 
 def test_every_limits_field_but_stderr_bytes_is_a_key(tree: Path) -> None:
-    """Keeps the schema in step with readers.base.Limits."""
+    """Keeps the schema in step with bastion.readers.base.Limits."""
     err = refused(write(tree, "version: 1\nroots: [{name: d, path: data}]\nlimits: {x: 1}\n"))
     allowed = err.problem.split("(allowed: ")[1].rstrip(")").split(", ")
     expected = [f.name for f in fields(Limits) if f.name != "stderr_bytes"]
@@ -506,7 +506,7 @@ def test_dir_excluded(exclude: tuple[str, ...], reldir: str, prunable: bool) -> 
 
 def test_every_limits_field_declares_its_kind() -> None:
     """A field added to Limits must say how a manifest writes it (or that it is internal)."""
-    from readers.base import LIMIT_KINDS
+    from bastion.readers.base import LIMIT_KINDS
 
     for f in fields(Limits):
         assert f.metadata.get("kind") in LIMIT_KINDS, f"Limits.{f.name} declares no kind"
@@ -517,7 +517,7 @@ def test_a_new_limits_field_is_a_key_by_its_kind(tree: Path, monkeypatch) -> Non
     parsed by that kind; without one it is refused as unknown, with the usual message."""
     import dataclasses
 
-    import tasks.manifest as manifest_mod
+    import bastion.tasks.manifest as manifest_mod
 
     extra = dataclasses.make_dataclass(
         "ExtraLimits",

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tasks.names import TaskNameError, escape, parse_task_name, task_name, unescape
+from bastion.tasks.names import TaskNameError, escape, parse_task_name, task_name, unescape
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -134,9 +134,9 @@ def test_doit_refuses_the_raw_names() -> None:
 # -- the real doit command ------------------------------------------------------------------
 
 DODO = textwrap.dedent('''
-    """Subtasks named by tasks.names for odd paths; each run appends its path's bytes (hex)."""
+    """Subtasks named by bastion.tasks.names for odd paths; each run appends its path's bytes (hex)."""
     import json, os
-    from tasks import names  # (a "task_name" imported here would be a doit task creator)
+    from bastion.tasks import names  # (a "task_name" imported here would be a doit task creator)
 
     PATHS = [os.fsdecode(bytes.fromhex(h)) for h in json.load(open("paths.json"))]
 

@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from tasks.progress import PLAIN_INTERVAL_S, Progress, Snapshot, _left_crop
+from bastion.tasks.progress import PLAIN_INTERVAL_S, Progress, Snapshot, _left_crop
 
 REPO = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -29,7 +29,7 @@ COLUMNS = 100
 
 DRIVER = textwrap.dedent('''
     import io, sys, time
-    from tasks.progress import Progress
+    from bastion.tasks.progress import Progress
 
     n, quiet, interval = int(sys.argv[1]), sys.argv[2] == "quiet", float(sys.argv[3])
     sys.stdout = sys.stderr = io.StringIO()  # what doit does to an action's streams
@@ -157,7 +157,7 @@ def check_plain(err: str) -> None:
 DODO = textwrap.dedent('''
     """One task whose action shows a Progress: doit captures the action's sys.stderr."""
     import time
-    from tasks.progress import Progress
+    from bastion.tasks.progress import Progress
 
     def _work():
         p = Progress("extract", 300, interval=0.05)
@@ -290,8 +290,8 @@ def test_the_walk_still_shares_a_re_walk_with_progress_shown(tmp_path: Path) -> 
         "version: 1\nroots:\n  - {name: docs, path: root}\nstages: [walk, extract]\n")
     script = textwrap.dedent(f'''
         import os, sys
-        import tasks.walk as w
-        from tasks.cli import main
+        import bastion.tasks.walk as w
+        from bastion.tasks.cli import main
         w.PARALLEL_MIN_RECORDS = 1
         os.sched_getaffinity = lambda pid: {{0, 1}}  # two cores, whatever the machine
         shared = []

@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 
 import officegen as og  # tests/ is on sys.path
-from readers.base import Document, Limits, MiB
-from readers.detect import detect_bytes
-from readers.dispatch import read_document, select
-from readers.context import LocalContext
-from readers.pool import Job, JobResult, WorkerPool
+from bastion.readers.base import Document, Limits, MiB
+from bastion.readers.detect import detect_bytes
+from bastion.readers.dispatch import read_document, select
+from bastion.readers.context import LocalContext
+from bastion.readers.pool import Job, JobResult, WorkerPool
 
 SAMPLES = Path(__file__).parent / "samples" / "archive"
 SEVEN = shutil.which("7zz") or shutil.which("7z")

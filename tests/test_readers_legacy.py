@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from readers import pptdoc, worddoc
-from readers.base import Document, Limits
-from readers.detect import detect_bytes
-from readers.dispatch import read_document, select
-from readers.context import LocalContext
+from bastion.readers import pptdoc, worddoc
+from bastion.readers.base import Document, Limits
+from bastion.readers.detect import detect_bytes
+from bastion.readers.dispatch import read_document, select
+from bastion.readers.context import LocalContext
 
 SAMPLES = Path(__file__).parent / "samples" / "legacy"
 OFFICE = Path(__file__).parent / "samples" / "office"
@@ -84,7 +84,7 @@ def test_word_hostile_fib_and_piece_table_are_corrupt():
     word = bytearray((SAMPLES / "test-ole-file.doc").read_bytes())
     out = read(bytes(word[:3000]), "cut.doc")  # the OLE container itself is cut
     assert (out.status, out.error_kind) == ("error", "corrupt")
-    from readers.errors import CorruptDocument, Unsupported
+    from bastion.readers.errors import CorruptDocument, Unsupported
     with pytest.raises(CorruptDocument):
         worddoc.parse(b"\x00" * 600, b"")
     fib = bytearray(600)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from readers import mail, markup
-from readers.base import Document, Limits, TextSink
-from readers.context import LocalContext
-from readers.dispatch import Outcome, read_document, read_nested
+from bastion.readers import mail, markup
+from bastion.readers.base import Document, Limits, TextSink
+from bastion.readers.context import LocalContext
+from bastion.readers.dispatch import Outcome, read_document, read_nested
 
 SAMPLES = Path(__file__).parent / "samples"
 

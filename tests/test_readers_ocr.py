@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from readers import ocr
-from readers.base import Document, Limits
-from readers.dispatch import read_document, select
-from readers.errors import ToolFailed
-from readers.context import LocalContext
+from bastion.readers import ocr
+from bastion.readers.base import Document, Limits
+from bastion.readers.dispatch import read_document, select
+from bastion.readers.errors import ToolFailed
+from bastion.readers.context import LocalContext
 
 TESSERACT = shutil.which("tesseract")
 needs_tesseract = pytest.mark.skipif(TESSERACT is None, reason="tesseract not installed")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.cli import main
-from tasks.report import gather, render_html, render_text, shown
+from bastion.tasks.cli import main
+from bastion.tasks.report import gather, render_html, render_text, shown
 
 SCRIPT_NAME = "<script>alert(1)</script>.docx"
 BIDI_NAME = "invoice\u202egnp.exe.docx"  # shows as "invoice" + reversed text without escaping
@@ -33,7 +33,7 @@ def swept(tmp_path: Path) -> Path:
     (tree / 'a&b "quoted" <i>.bin').write_bytes(bytes(range(256)) * 4)
     other = tree / "old-output"  # another bastion output in the tree: a walk warning
     other.mkdir()
-    from tasks.fsio import mark_output
+    from bastion.tasks.fsio import mark_output
 
     mark_output(other)
     manifest = tmp_path / "manifest.yaml"

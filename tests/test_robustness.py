@@ -37,9 +37,9 @@ from typing import Any
 
 import pytest
 
-from readers.base import Limits, MiB
-from readers.pool import Job, JobResult, WorkerPool
-from tasks.cli import main
+from bastion.readers.base import Limits, MiB
+from bastion.readers.pool import Job, JobResult, WorkerPool
+from bastion.tasks.cli import main
 
 from procutil import alive, pids_with, workers_of  # noqa: E402  (tests/ is on sys.path)
 
@@ -88,7 +88,7 @@ def wait_no_workers(out: Path, within: float = 10.0) -> list[int]:
 
 def bastion(*argv: str, timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProcess:
     """``bastion`` in a child process (so it can be killed, or run beside another)."""
-    return subprocess.run([sys.executable, "-c", "import sys; from tasks.cli import main; "
+    return subprocess.run([sys.executable, "-c", "import sys; from bastion.tasks.cli import main; "
                            "sys.exit(main())", *argv], cwd=str(REPO), env=ENV,
                           capture_output=True, timeout=timeout)
 
@@ -166,7 +166,7 @@ KILLER = r"""
 import os, signal, sys
 point, n = sys.argv[1], int(sys.argv[2])
 del sys.argv[1:3]
-import tasks.walk as walk, tasks.session as session
+import bastion.tasks.walk as walk, bastion.tasks.session as session
 
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
@@ -202,7 +202,7 @@ elif point == "rewalk-shared":  # killed while forked helpers share a re-walk
         return orig_shared(self, helpers)
     walk.Walker._run_shared = _run_shared
 elif point == "doit-db":  # killed while doit's database is being written
-    import tasks.fsio as fsio
+    import bastion.tasks.fsio as fsio
     orig_atomic = fsio.atomic_write
     def atomic_write(path, chunks, **kw):
         if path.name == "doit.json":
@@ -210,7 +210,7 @@ elif point == "doit-db":  # killed while doit's database is being written
             tmp.write_bytes(b"{")  # half of it written, then the kill
             die()
         return orig_atomic(path, chunks, **kw)
-    import tasks.doitdb as doitdb
+    import bastion.tasks.doitdb as doitdb
     doitdb.atomic_write = atomic_write
 else:  # "<file>": the temp file written and fsynced, killed before it replaces <file>
     orig_replace = os.replace
@@ -220,7 +220,7 @@ else:  # "<file>": the temp file written and fsynced, killed before it replaces 
         return orig_replace(src, dst, *a, **k)
     os.replace = replace
 
-from tasks.cli import main
+from bastion.tasks.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -305,7 +305,7 @@ def test_kill_9_of_the_parent_after_a_delay_then_rerun(delay: float, tmp_path: P
     root, files = kill_tree
     m = manifest(tmp_path / "m.yaml", {"r": root})
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from tasks.cli import main; "
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from bastion.tasks.cli import main; "
                              "sys.exit(main())", "sweep", str(m), "--out", str(out), "-q",
                              "-j", "2"], cwd=str(REPO), env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -344,7 +344,7 @@ def test_worker_sigkilled_from_outside_is_one_error_and_the_pool_goes_on(tmp_pat
         slow = job(2, b"sleep\n", "2.hostile", "application/x-hostile")
         pool.submit(slow)
         victim = pool.pids()[0]
-        # find it the way an operator would: a readers.worker process under this pool dir
+        # find it the way an operator would: a bastion.readers.worker process under this pool dir
         seen = [pid for pid in workers_of(tmp_path / "pool")]
         assert victim in seen
         time.sleep(0.5)  # well inside the reader's sleep
@@ -385,7 +385,7 @@ def test_worker_sigkilled_during_a_real_run_is_one_error_record(tmp_path: Path) 
         (root / name).write_bytes(body)
     m = manifest(tmp_path / "m.yaml", {"r": root})
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from tasks.cli import main; "
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from bastion.tasks.cli import main; "
                              "sys.exit(main())", "sweep", str(m), "--out", str(out), "-q",
                              "-j", "1"], cwd=str(REPO), env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
@@ -675,7 +675,7 @@ def test_odd_names_through_extract_and_doit_task_names(tmp_path: Path) -> None:
     for raw in ODD_NAMES:
         name = os.fsdecode(raw)
         before = jsonl(out / "extract.jsonl")
-        from tasks.names import task_name
+        from bastion.tasks.names import task_name
 
         task = ("extract:" + task_name("docs", name)).encode()  # as doit lists it
         proc = subprocess.run(
@@ -713,7 +713,7 @@ def test_two_runs_on_one_output_directory(tmp_path: Path) -> None:
     files = text_tree(root, dirs=4, per_dir=300)
     m = manifest(tmp_path / "m.yaml", {"r": root})
     out = tmp_path / "out"
-    first = subprocess.Popen([sys.executable, "-c", "import sys; from tasks.cli import main; "
+    first = subprocess.Popen([sys.executable, "-c", "import sys; from bastion.tasks.cli import main; "
                               "sys.exit(main())", "sweep", str(m), "--out", str(out), "-q",
                               "-j", "1"], cwd=str(REPO), env=ENV, stderr=subprocess.PIPE)
     try:

@@ -25,14 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from readers.base import Document, Limits, MiB
-from readers.dispatch import read_document
-from readers.errors import ToolFailed
-from readers.context import LocalContext
-from readers.pool import Job, JobResult, WorkerPool, open_document, worker_user
-from readers.procs import CHILD_ENV, SUBREAPER, containment, fork_helper
-from readers.sandbox import WORKER_DIR
-from readers.toolrun import RunningTool, run_tool
+from bastion.readers.base import Document, Limits, MiB
+from bastion.readers.dispatch import read_document
+from bastion.readers.errors import ToolFailed
+from bastion.readers.context import LocalContext
+from bastion.readers.pool import Job, JobResult, WorkerPool, open_document, worker_user
+from bastion.readers.procs import CHILD_ENV, SUBREAPER, containment, fork_helper
+from bastion.readers.sandbox import WORKER_DIR
+from bastion.readers.toolrun import RunningTool, run_tool
 
 from procutil import alive, pids_with  # tests/ is on sys.path
 
@@ -124,7 +124,7 @@ def landlock_abi() -> int:
     """The Landlock ABI the sandbox gets, asked in a throw-away child (it restricts itself)."""
     global _ABI
     if _ABI is None:
-        code = ("import sys, tempfile, pathlib; from readers.sandbox import landlock_restrict; "
+        code = ("import sys, tempfile, pathlib; from bastion.readers.sandbox import landlock_restrict; "
                 "print(landlock_restrict([pathlib.Path(tempfile.mkdtemp())]))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              cwd=str(Path(__file__).resolve().parent.parent), timeout=30)
@@ -650,8 +650,8 @@ def test_kill_9_of_the_parent_takes_a_setsid_descendant(tmp_path: Path) -> None:
     code = f"""
 import hashlib, sys, time
 from pathlib import Path
-from readers.base import Limits
-from readers.pool import Job, WorkerPool
+from bastion.readers.base import Limits
+from bastion.readers.pool import Job, WorkerPool
 data = Path({str(doc)!r}).read_bytes()
 pool = WorkerPool(1, Limits(deadline_s=600), Path({str(tmp_path / "pool")!r}), print,
                   extra_readers=("tests.hostile_readers",))
@@ -685,8 +685,8 @@ time.sleep(600)
 ROOT_POOL = """
 import hashlib, json, os, sys
 from pathlib import Path
-from readers.base import Limits
-from readers.pool import Job, WorkerPool
+from bastion.readers.base import Limits
+from bastion.readers.pool import Job, WorkerPool
 doc, tmp = Path(sys.argv[1]), Path(sys.argv[2])
 data = doc.read_bytes()
 out = {}
@@ -809,7 +809,7 @@ def test_the_worker_reads_with_the_reader_the_parent_chose(tmp_path: Path) -> No
     """The reader is chosen once, in the parent: a job names it and the worker does not pick
     again (a job for the hostile type handed to the plain-text reader is read as text); the
     verdict comes back as one Verdict."""
-    from readers.verdict import Status, Verdict
+    from bastion.readers.verdict import Status, Verdict
 
     h = Harness(tmp_path)
     try:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from readers.base import limit_kinds
-from readers.errors import ERROR_KINDS
-from tasks.cli import main
+from bastion.readers.base import limit_kinds
+from bastion.readers.errors import ERROR_KINDS
+from bastion.tasks.cli import main
 from tests.schemacheck import FILES, SCHEMAS, schema, validate_output, validator
 
 REPO = Path(__file__).resolve().parent.parent
@@ -92,16 +92,16 @@ def test_the_vocabularies_follow_the_code() -> None:
     assert [k for k in record["error_kind"]["enum"] if k] == list(ERROR_KINDS)
     caps = sorted(k for k, kind in limit_kinds().items() if kind != "internal")
     assert sorted(k for k in record["limit"]["enum"] if k) == caps
-    from readers.verdict import VERDICT_FIELDS, Status
+    from bastion.readers.verdict import VERDICT_FIELDS, Status
 
     assert set(record["status"]["enum"]) == {s.value for s in Status}
     assert set(VERDICT_FIELDS) <= set(record)
-    from tasks.records import WalkRecord
+    from bastion.tasks.records import WalkRecord
 
     assert set(schema("walk-record")["properties"]) == set(WalkRecord.__slots__)
     from dataclasses import fields
 
-    from tasks.extract import ExtractSummary
+    from bastion.tasks.extract import ExtractSummary
 
     assert set(schema("extract-summary")["properties"]) == {f.name for f in
                                                             fields(ExtractSummary)}

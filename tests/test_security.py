@@ -23,11 +23,11 @@ from typing import Iterator
 import pytest
 import yaml
 
-from tasks.cli import main
-from tasks.compare import compare_outputs
-from tasks.fsio import OutputLock, UnsafeOutputError
-from tasks.manifest import ManifestError, load_manifest
-from tasks.outdir import GROUP, PRIVATE, open_output, secure_path
+from bastion.tasks.cli import main
+from bastion.tasks.compare import compare_outputs
+from bastion.tasks.fsio import OutputLock, UnsafeOutputError
+from bastion.tasks.manifest import ManifestError, load_manifest
+from bastion.tasks.outdir import GROUP, PRIVATE, open_output, secure_path
 
 REPO = Path(__file__).resolve().parent.parent
 # main just before this change (the output written by name, with the umask's modes); pinned:
@@ -159,7 +159,7 @@ def test_modes_owner_only_whatever_the_umask(tmp_path: Path) -> None:
 
 def test_sqlite_journals_and_temps_get_the_mode(tmp_path: Path) -> None:
     """sqlite's -wal/-shm (alive while the store is open) and a temp file of a killed run."""
-    from tasks.store import Store
+    from bastion.tasks.store import Store
 
     old = os.umask(0)
     try:
@@ -474,7 +474,7 @@ def test_same_records_and_texts_as_the_base_code(tmp_path: Path) -> None:
     (root / "paper.pdf").write_bytes(make_nested_outline())
     m = manifest(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(base), "BASTION_NO_EXTERNAL": "1"}
-    r = subprocess.run([sys.executable, "-m", "tasks.cli", "sweep", str(m), "--out",
+    r = subprocess.run([sys.executable, "-m", "bastion", "sweep", str(m), "--out",
                         str(tmp_path / "before"), "-q", "-j", "2", "--no-external"],
                        cwd=base, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -495,7 +495,7 @@ def test_group_and_private_modes_are_the_only_ones() -> None:
 
 def test_adopted_text_must_be_a_regular_file(tmp_path: Path) -> None:
     """A worker's "text" that is a symlink (to a secret) or a FIFO never enters the store."""
-    from tasks.fsio import OutputError
+    from bastion.tasks.fsio import OutputError
 
     od = open_output(tmp_path / "out")
     secret = tmp_path / "secret"

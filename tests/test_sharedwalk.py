@@ -1,4 +1,4 @@
-"""tasks.sharedwalk: one share per owner, helpers forked, results back as plain data."""
+"""bastion.tasks.sharedwalk: one share per owner, helpers forked, results back as plain data."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 import signal
 from pathlib import Path
 
-from tasks import sharedwalk
-from tasks.sharedwalk import HelperFailed, share
+from bastion.tasks import sharedwalk
+from bastion.tasks.sharedwalk import HelperFailed, share
 
 
 def test_every_owner_once_in_owner_order_owner_zero_here() -> None:

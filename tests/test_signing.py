@@ -1,4 +1,4 @@
-"""tasks.signing: keygen / sign / verify round trip and every distinct refusal."""
+"""bastion.tasks.signing: keygen / sign / verify round trip and every distinct refusal."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tasks.signing import (
+from bastion.tasks.signing import (
     DEFAULT_TRUSTED_KEYS,
     SignatureError,
     default_trusted_keys,

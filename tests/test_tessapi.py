@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from readers import ocr, tessapi
-from readers.base import Document, Limits
-from readers.dispatch import read_document
-from readers.errors import ToolFailed
-from readers.context import LocalContext
-from readers.pool import Job, WorkerPool
-from readers.procs import CHILD_ENV
+from bastion.readers import ocr, tessapi
+from bastion.readers.base import Document, Limits
+from bastion.readers.dispatch import read_document
+from bastion.readers.errors import ToolFailed
+from bastion.readers.context import LocalContext
+from bastion.readers.pool import Job, WorkerPool
+from bastion.readers.procs import CHILD_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 TESSERACT = shutil.which("tesseract")

@@ -1,4 +1,4 @@
-"""readers.textcodec: the decoding order, real samples of every legacy encoding, stray NULs."""
+"""bastion.readers.textcodec: the decoding order, real samples of every legacy encoding, stray NULs."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from readers import textcodec
-from readers.base import Document, Limits, normalize_text
-from readers.detect import detect_bytes
-from readers.dispatch import Outcome, read_document
-from readers.context import LocalContext
+from bastion.readers import textcodec
+from bastion.readers.base import Document, Limits, normalize_text
+from bastion.readers.detect import detect_bytes
+from bastion.readers.dispatch import Outcome, read_document
+from bastion.readers.context import LocalContext
 
 TEXT = Path(__file__).parent / "samples" / "text"
 

@@ -1,4 +1,4 @@
-"""tasks.walk and readers.detect: walk.jsonl records, odd trees, MIME detection, incremental
+"""bastion.tasks.walk and bastion.readers.detect: walk.jsonl records, odd trees, MIME detection, incremental
 re-walks, the summary and atomic writes — all on real files under tmp_path."""
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 import yaml
 
-import tasks.walk as walk_mod
-from readers import detect
-from readers.detect import detect_bytes
-from tasks.cli import main
-from tasks.fsio import STATE_DIR
-from tasks.manifest import load_manifest
-from tasks.walk import CACHE_NAME, Walker, run_walk
+import bastion.tasks.walk as walk_mod
+from bastion.readers import detect
+from bastion.readers.detect import detect_bytes
+from bastion.tasks.cli import main
+from bastion.tasks.fsio import STATE_DIR
+from bastion.tasks.manifest import load_manifest
+from bastion.tasks.walk import CACHE_NAME, Walker, run_walk
 
 REPO = Path(__file__).resolve().parent.parent
 FIELDS = {"root", "path", "kind", "size", "mtime_ns", "inode", "sha256", "reason", "mime",
@@ -350,7 +350,7 @@ def test_fifo_recorded_never_opened(tmp_path: Path) -> None:
                                   {"name": "follow", "path": "follow", "follow_symlinks": True}])
     out = tmp_path / "out"
     # in a child process with a timeout: opening a FIFO for reading would block for ever
-    proc = subprocess.run([sys.executable, "-m", "tasks.cli", "walk", str(m), "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "bastion", "walk", str(m), "--out", str(out),
                            "-q"], cwd=tmp_path, capture_output=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr

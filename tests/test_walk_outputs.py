@@ -18,12 +18,12 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from tasks.fsio import OUTPUT_TAG, OUTPUT_TAG_TEXT
-from tasks.manifest import load_manifest
-from tasks.walk import WalkStats, describe_problems, run_walk
+from bastion.tasks.fsio import OUTPUT_TAG, OUTPUT_TAG_TEXT
+from bastion.tasks.manifest import load_manifest
+from bastion.tasks.walk import WalkStats, describe_problems, run_walk
 
 REPO = Path(__file__).resolve().parent.parent
-BASTION = [sys.executable, "-m", "tasks.cli"]
+BASTION = [sys.executable, "-m", "bastion"]
 
 
 def write_manifest(directory: Path, roots: list[dict[str, Any]], name: str = "m.yaml") -> Path:
