@@ -28,6 +28,14 @@ HERE = Path(__file__).resolve().parent
 BASTION = [sys.executable, "-m", "bastion"]
 
 
+def cli_of(tree: Path | None) -> list[str]:
+    """The command of a source tree: ``-m bastion``, or for a tree from before the one
+    import name (no bastion/__main__.py) its top-level ``tasks.cli``."""
+    if tree is None or (tree / "bastion" / "__main__.py").is_file():
+        return BASTION
+    return [sys.executable, "-m", "tasks.cli"]
+
+
 def run(argv: list[str], *, cwd: Path | None = None, stdout=subprocess.DEVNULL) -> dict:
     """Run one process; wall seconds, CPU seconds and peak RSS (MiB) from wait4."""
     t0 = time.monotonic()
@@ -128,8 +136,8 @@ def main() -> None:
     for i in range(args.rounds):
         for o, fw, rw, cwd in (pairs if i % 2 == 0 else pairs[::-1]):  # alternate who goes first
             shutil.rmtree(o, ignore_errors=True)
-            fw.append(run(BASTION + ["walk", str(m_tree), "--out", str(o), "-q"], cwd=cwd))
-            rw.append(run(BASTION + ["walk", str(m_tree), "--out", str(o), "-q"], cwd=cwd))
+            fw.append(run(cli_of(cwd) + ["walk", str(m_tree), "--out", str(o), "-q"], cwd=cwd))
+            rw.append(run(cli_of(cwd) + ["walk", str(m_tree), "--out", str(o), "-q"], cwd=cwd))
         find.append(run(["find", str(tree), "-printf", "%s %T@\n"]))
     lines.append(row(f"first walk, {args.files} files", first))
     lines.append(row("re-walk, unchanged (vs first walk)", again, first))

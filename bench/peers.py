@@ -373,7 +373,9 @@ class Bastion(Tool):
             shim.write_text(PDFTOTEXT_FIRST)
             argv = [sys.executable, str(shim), str(ROOT)]
         else:
-            argv = [sys.executable, "-m", "bastion"]
+            # a tree from before the one import name runs its top-level tasks.cli
+            cli = "bastion" if (ROOT / "bastion" / "__main__.py").is_file() else "tasks.cli"
+            argv = [sys.executable, "-m", cli]
         argv += ["sweep", str(manifest), "--out", str(out), "-q", "-j", str(self.jobs)]
         if self.no_external:
             argv.append("--no-external")

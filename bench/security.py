@@ -66,7 +66,9 @@ def adopt(code: Path, work: Path, n: int) -> float:
 
 def sweep(code: Path, m: Path, out: Path) -> dict:
     """One ``bastion sweep`` process of ``code``: wall, CPU (``os.wait4``)."""
-    argv = [sys.executable, "-m", "bastion", "sweep", str(m), "--out", str(out), "-q", "-j",
+    # a tree before the one import name (no bastion/__main__.py) runs its top-level tasks.cli
+    cli = "bastion" if (code / "bastion" / "__main__.py").is_file() else "tasks.cli"
+    argv = [sys.executable, "-m", cli, "sweep", str(m), "--out", str(out), "-q", "-j",
             "2", "--no-external"]
     env = {**os.environ, "PYTHONPATH": str(code)}
     t0 = time.monotonic()

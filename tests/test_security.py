@@ -474,7 +474,8 @@ def test_same_records_and_texts_as_the_base_code(tmp_path: Path) -> None:
     (root / "paper.pdf").write_bytes(make_nested_outline())
     m = manifest(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(base), "BASTION_NO_EXTERNAL": "1"}
-    r = subprocess.run([sys.executable, "-m", "bastion", "sweep", str(m), "--out",
+    # the base code predates the one import name: its CLI is the top-level tasks.cli
+    r = subprocess.run([sys.executable, "-m", "tasks.cli", "sweep", str(m), "--out",
                         str(tmp_path / "before"), "-q", "-j", "2", "--no-external"],
                        cwd=base, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
