@@ -19,22 +19,30 @@ from the checked one, so no component swapped after the check redirects a write.
 that take only paths (sqlite) get the ``/proc/self/fd/N/…`` form of a checked descriptor
 (:meth:`OutputDir.proc`).  The open outputs are held per process (:func:`held`), so that
 :mod:`bastion.tasks.fsio` routes a write named by path through the right descriptor.
+
+The rules themselves (owner, modes, the walk that tightens a tree, the errors) are
+:mod:`bastion.tasks.outmodes`'s, and the operations on a descriptor that are more than one
+call (taking in a worker's file, emptying a tree, removing stale temps) :mod:`bastion.tasks.outops`'s;
+both are re-exported here.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import pwd
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-TMP_PREFIX = ".tmp-"
-MODES_MARKER = ".bastion/modes"  # the modes the whole tree was last tightened to
+from .outmodes import (DIR_FLAGS, GROUP, MODES, PRIVATE, Modes, OutputError, UnsafeOutputError,
+                       check_dir, refuse, secure_path, tighten_tree)
+from .outops import TMP_PREFIX, empty_tree, remove_temps, take_file
 
+__all__ = ["DIR_FLAGS", "GROUP", "MODES", "MODES_MARKER", "PRIVATE", "TMP_PREFIX", "Modes",
+           "OutputDir", "OutputError", "UnsafeOutputError", "check_dir", "close_all", "find",
+           "held", "open_output", "secure_path", "write_all"]
+
+MODES_MARKER = ".bastion/modes"  # the modes the whole tree was last tightened to
 
 
 def write_all(fd: int, chunks: bytes | Iterable[bytes], sync: bool) -> None:
@@ -49,53 +57,6 @@ def write_all(fd: int, chunks: bytes | Iterable[bytes], sync: bool) -> None:
         if sync:
             os.fsync(f.fileno())
 
-class OutputError(Exception):
-    """Bastion cannot write its outputs (disk full, read-only directory, …)."""
-
-
-class UnsafeOutputError(OutputError):
-    """The output directory is a symlink, someone else's, or writable by others."""
-
-
-@dataclass(frozen=True)
-class Modes:
-    """The permissions of everything bastion makes in an output."""
-
-    name: str
-    dir: int
-    file: int
-
-
-PRIVATE = Modes("private", 0o700, 0o600)
-GROUP = Modes("group", 0o750, 0o640)
-MODES = {m.name: m for m in (PRIVATE, GROUP)}
-
-
-def _user(uid: int) -> str:
-    try:
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"
-
-
-def _refuse(path: Path, why: str) -> UnsafeOutputError:
-    return UnsafeOutputError(f"refusing output directory {path}: {why}")
-
-
-def check_dir(fd: int, path: Path) -> os.stat_result:
-    """Refuse a directory not owned by this user or writable by its group or others."""
-    st = os.fstat(fd)
-    me = os.geteuid()
-    if st.st_uid != me:
-        raise _refuse(path, f"owned by {_user(st.st_uid)}, not by {_user(me)}")
-    loose = st.st_mode & 0o022
-    if loose:
-        who = "its group and others" if loose == 0o022 else (
-            "others" if loose & 0o002 else "its group")
-        raise _refuse(path, f"writable by {who} (mode {stat.S_IMODE(st.st_mode):04o}; "
-                            f"chmod go-w it or choose another --out)")
-    return st
-
 
 def _open_child(parent: int, name: str, path: Path) -> int:
     """Open directory ``name`` under descriptor ``parent`` without following a symlink."""
@@ -107,28 +68,10 @@ def _open_child(parent: int, name: str, path: Path) -> int:
         except OSError:
             st = None
         if st is not None and stat.S_ISLNK(st.st_mode):
-            raise _refuse(path, "it is a symbolic link") from None
+            raise refuse(path, "it is a symbolic link") from None
         if st is not None and not stat.S_ISDIR(st.st_mode):
             raise OutputError(f"cannot use output directory {path}: not a directory") from None
         raise OutputError(f"cannot use output directory {path}: {e.strerror}") from None
-
-
-def secure_path(path: Path) -> bool:
-    """Whether no other user can rename or replace a component of ``path``: each directory
-    on its real path (OpenSSH's ``secure_path``) owned by root or this user and writable by
-    no one else, or sticky (``/tmp``: others cannot move what is not theirs)."""
-    me = os.geteuid()
-    p = Path(os.path.realpath(path))
-    for d in (p, *p.parents):
-        try:
-            st = os.stat(d)
-        except OSError:
-            return False
-        if st.st_uid not in (0, me):
-            return False
-        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-            return False
-    return True
 
 
 def open_output(path: Path, modes: Modes | None = None) -> "OutputDir":
@@ -297,57 +240,7 @@ class OutputDir:
         src_rel = self.rel(src)
         source = (f"/proc/self/fd/{self.fd}/{src_rel}" if src_rel else str(src))
         dfd, name = self.split(rel)
-        try:
-            try:
-                os.replace(source, name, dst_dir_fd=dfd)
-            except OSError as e:
-                if e.errno != errno.EXDEV:
-                    raise
-                self._copy_in(source, dfd, name)  # scratch on another filesystem
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         dir_fd=dfd)
-        except OSError as e:
-            if e.errno == 40:  # the worker's file was a symlink: never keep it
-                try:
-                    os.unlink(name, dir_fd=dfd)
-                except OSError:
-                    pass
-            raise OutputError(f"cannot store text {where}: {e.strerror}") from None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                os.unlink(name, dir_fd=dfd)
-                raise OutputError(f"cannot store text {where}: not a regular file")
-            if st.st_uid != os.geteuid():
-                os.fchown(fd, os.geteuid(), os.getegid())  # a worker running as another user
-            if stat.S_IMODE(st.st_mode) != self.modes.file:
-                os.fchmod(fd, self.modes.file)
-        except OSError as e:
-            raise OutputError(f"cannot store text {where}: {e.strerror}") from None
-        finally:
-            os.close(fd)
-
-    def _copy_in(self, source: str, dfd: int, name: str) -> None:
-        """Copy file ``source`` to ``name`` under ``dfd`` atomically, then remove it."""
-        sfd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            if not stat.S_ISREG(os.fstat(sfd).st_mode):
-                raise OSError(errno.EINVAL, "not a regular file")
-            tmp = f"{TMP_PREFIX}{name}.{os.getpid()}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, self.modes.file, dir_fd=dfd)
-            try:
-                while os.sendfile(fd, sfd, None, 1 << 24):
-                    pass
-            except BaseException:
-                os.close(fd)
-                os.unlink(tmp, dir_fd=dfd)
-                raise
-            os.close(fd)
-            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        finally:
-            os.close(sfd)
-        os.unlink(source)
+        take_file(source, dfd, name, self.modes.file, where)
 
     def create(self, rel: str) -> None:
         """Make file ``rel`` if it does not exist, with the output's file mode (for a file a
@@ -407,7 +300,7 @@ class OutputDir:
             return
         except OSError as e:
             raise OutputError(f"cannot remove {self.path / rel}: {e.strerror}") from None
-        self._empty(fd, self.path / rel)
+        empty_tree(fd, self.path / rel)
         self.forget_dirs(rel)
         pfd, name = self.split(rel, create=False)
         try:
@@ -417,41 +310,13 @@ class OutputDir:
         except OSError as e:
             raise OutputError(f"cannot remove {self.path / rel}: {e.strerror}") from None
 
-    def _empty(self, fd: int, where: Path) -> None:
-        with os.scandir(fd) as it:
-            entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
-        for name, is_dir in entries:
-            try:
-                if is_dir:
-                    sub = os.open(name, DIR_FLAGS, dir_fd=fd)
-                    try:
-                        self._empty(sub, where / name)
-                    finally:
-                        os.close(sub)
-                    os.rmdir(name, dir_fd=fd)
-                else:
-                    os.unlink(name, dir_fd=fd)
-            except FileNotFoundError:
-                pass
-            except OSError as e:
-                raise OutputError(f"cannot remove {where / name}: {e.strerror}") from None
-
     def remove_stale_temps(self, rel: str) -> int:
         """Delete the temp files a killed run left in directory ``rel``; how many."""
         try:
             fd = self.dir_fd(rel, create=False)
         except OSError:
             return 0  # missing, or not a directory: nothing of ours to clean
-        n = 0
-        with os.scandir(fd) as it:
-            names = [e.name for e in it if e.name.startswith(TMP_PREFIX)]
-        for name in names:
-            try:
-                os.unlink(name, dir_fd=fd)
-                n += 1
-            except OSError:
-                pass
-        return n
+        return remove_temps(fd)
 
     def stat(self, rel: str) -> os.stat_result:
         """``lstat`` of ``rel`` through the checked descriptors."""
@@ -476,7 +341,7 @@ class OutputDir:
         top = stat.S_IMODE(os.fstat(self.fd).st_mode)
         if top == self.modes.dir and self.marker() == self.modes.name:
             return 0
-        n = self._tighten(self.fd, self.path)
+        n = tighten_tree(self.fd, self.path, self.modes)
         self.tightened += n
         self.write(MODES_MARKER, f"{self.modes.name}\n".encode("ascii"), sync=False)
         return n
@@ -487,40 +352,6 @@ class OutputDir:
             return self.read(MODES_MARKER).decode("ascii", "replace").strip()
         except OSError:
             return None
-
-    def _tighten(self, fd: int, where: Path) -> int:
-        n = 0
-        st = os.fstat(fd)
-        if stat.S_IMODE(st.st_mode) != self.modes.dir:
-            if stat.S_IMODE(st.st_mode) & ~self.modes.dir:
-                n += 1  # wider than it should be (a narrower one is only set right)
-            os.fchmod(fd, self.modes.dir)
-        with os.scandir(fd) as it:
-            entries = list(it)
-        for entry in entries:
-            try:
-                est = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if stat.S_ISDIR(est.st_mode):
-                try:
-                    sub = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
-                except OSError:
-                    continue
-                try:
-                    check_dir(sub, where / entry.name)
-                    n += self._tighten(sub, where / entry.name)
-                finally:
-                    os.close(sub)
-            elif stat.S_ISREG(est.st_mode) and stat.S_IMODE(est.st_mode) != self.modes.file:
-                if stat.S_IMODE(est.st_mode) & ~self.modes.file:
-                    n += 1
-                try:
-                    os.chmod(entry.name, self.modes.file, dir_fd=fd)
-                except OSError as e:
-                    raise OutputError(f"cannot tighten {where / entry.name}: "
-                                      f"{e.strerror}") from None
-        return n
 
     def close(self) -> None:
         for fd in self._dirs.values():

@@ -5,58 +5,33 @@ A run holds its settings (:class:`bastion.tasks.config.RunConfig`), the manifest
 directory, the walk it made, the plan (:func:`bastion.tasks.plan.plan`, computed once), the session
 that owns the workers and the commits (:class:`bastion.tasks.session.ExtractSession`), and at the end
 the summary.  Nothing is kept in module globals: a second run in the same process (the CLI's
-``main`` called again, the tests) builds a new ``Run``.
+``main`` called again, the tests) builds a new ``Run``.  Its plan side (the plan, the no-op
+check, the slices handed to doit) is its base, :class:`bastion.tasks.runplan.RunPlan`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from bastion.readers.tools import Tool
 from bastion.readers.verdict import Status, Verdict
 
 from .config import PrerequisiteError, RunConfig, load
-from .forgotten import ALL, forgotten
 from .extract import ExtractSummary
-from .fsio import STATE_DIR, OutputError, OutputLock, read_json
+from .fsio import OutputError, OutputLock
 from .outdir import MODES
 from .manifest import Manifest
-from .names import task_name
-from . import plan as plan_module
-from .plan import Item, Plan, describe, plan
+from .plan import Item, Plan
 from .progress import Progress
-from .records import iter_walk
 from . import stamp
 from .store import Store
 from .toolcache import ToolCache
-from .delta import plan_change
+from .runplan import RunPlan, check_walk
 
-TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # the tools' versions, by binary (bastion.readers.tools)
-
-
-def check_walk(manifest: Manifest, out: Path) -> dict:
-    """The walk's summary, or PrerequisiteError when the extract stage may not run."""
-    if "extract" not in manifest.stages:
-        raise PrerequisiteError(f"'extract' is not in the stages of {manifest.path.name} "
-                                f"(stages: {', '.join(manifest.stages)})")
-    try:
-        summary = read_json(out / "walk.summary.json")
-    except (OSError, ValueError):
-        raise PrerequisiteError(f"no walk in {out}: run the walk stage first "
-                                "(bastion walk / bastion sweep)") from None
-    if not (out / "walk.jsonl").is_file():
-        raise PrerequisiteError(f"no walk.jsonl in {out}: run the walk stage first")
-    if summary.get("manifest_digest") != manifest.digest:
-        raise PrerequisiteError(
-            f"the walk in {out} was made from a different manifest "
-            f"(walk {str(summary.get('manifest_digest'))[:12]}…, this one "
-            f"{manifest.digest[:12]}…): walk again")
-    return summary
+__all__ = ["Run", "check_stages", "check_walk"]
 
 
 def check_stages(manifest: Manifest, out: Path, stages: list[str]) -> None:
@@ -70,7 +45,7 @@ def check_stages(manifest: Manifest, out: Path, stages: list[str]) -> None:
         check_walk(manifest, out)
 
 
-class Run:
+class Run(RunPlan):
     """Everything one invocation shares.  Errors that are the run's (bad manifest, missing
     walk, locked output) are raised by the steps that meet them, as the exceptions of
     :data:`bastion.tasks.pipeline.RUN_ERRORS`; a document's failure is only ever a record."""
@@ -156,98 +131,6 @@ class Run:
         finally:
             progress.close()
         self.walked = True
-
-    # -- the plan ---------------------------------------------------------------------------------
-
-    def plan(self) -> Plan:
-        """The plan (computed once): the walk's records against the stored verdicts."""
-        if self._plan is not None:
-            return self._plan
-        manifest, out = self.load()
-        self.walk_read = check_walk(manifest, out)
-        from bastion.readers.dispatch import select
-
-        probed = self._probe_tools()
-        self.tools.clear()  # the same dict the session (started early) holds
-        self.tools.update(probed)
-        if self.store is None:
-            self.store = Store(out)
-        merged = None if self.cfg.all_tasks or self.cfg.listing else plan_change(self, select)
-        if merged is not None:  # only what the walk found changed (tasks/delta.py)
-            self._plan, self.verdicts, self.merge = merged
-            self.refused = None
-            self.stale = self._plan.stale
-            return self._plan
-        self.verdicts = self.store.verdicts()
-        self._plan = plan(iter_walk(out / "walk.jsonl"), self.verdicts, select, self.tools,
-                          manifest.limits, self.store.text_names())
-        self.forgotten = forgotten(out / STATE_DIR)
-        if self.forgotten:  # doit forget: those files are redone, whatever the store says
-            every = ALL in self.forgotten
-            items = tuple(dataclasses.replace(i, fresh=False)
-                          if i.fresh and (every or self.is_forgotten(i)) else i
-                          for i in self._plan.items)
-            self._plan = dataclasses.replace(self._plan, items=items)
-        self.refused = None
-        self.stale = self._plan.stale
-        return self._plan
-
-    def nothing_to_do(self) -> bool:
-        """Whether the last complete run's stamp still holds (:func:`bastion.tasks.stamp.
-        nothing_to_do`): then the run does no per-file work."""
-        if self.cfg.all_tasks or self.cfg.listing or self._plan is not None:
-            return False
-        manifest, out = self.load()
-        self.walk_read = check_walk(manifest, out)
-        self.tools.update(self._probe_tools())
-        self.noop_from = stamp.nothing_to_do(out, self.inputs())
-        return self.noop_from is not None
-
-    def inputs(self) -> str:
-        """The digest of every input that decides a task key (tasks/stamp.py)."""
-        from bastion.readers.dispatch import REGISTRY
-
-        return stamp.inputs_digest(
-            manifest_digest=self.manifest.digest, extract_version=plan_module.EXTRACT_VERSION,
-            registry=REGISTRY, tools=self.tools, limits=self.manifest.limits,
-            no_external=self.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
-            extra=self.extra_readers)
-
-    def is_forgotten(self, item: Item) -> bool:
-        return bool(self.forgotten) and (
-            ALL in self.forgotten or f"extract:{task_name(item.root, item.path)}"
-            in self.forgotten)
-
-    def why(self, item: Item) -> str:
-        """Why a file's task is up to date or not, in words (``doit info``, ``doit list``)."""
-        if not hasattr(self, "_shas"):
-            self._shas = {sha for sha, _ in self.verdicts}
-        return describe(item, self.verdicts.get((item.sha256, item.key)),
-                        forgotten=self.is_forgotten(item),
-                        other_key=item.sha256 in self._shas)
-
-    def _probe_tools(self) -> dict[str, Tool]:
-        """The tools on PATH and their identities, before planning (they are in the keys);
-        asked once per run, cached by binary in ``.bastion/tools.json``."""
-        if self.toolcache is None:
-            self.toolcache = ToolCache(self.out / TOOLS_CACHE, self.cfg.no_external)
-        return self.toolcache.tools
-
-    def items_for(self, names: Iterable[str] | None = None) -> list[Item]:
-        """The next slice of stale items (or all of them)."""
-        self.plan()
-        if not self.cfg.slice:
-            batch = self.stale[self.cursor:]
-        else:
-            batch = self.stale[self.cursor:self.cursor + self.cfg.slice]
-        self.cursor += len(batch)
-        return batch
-
-    @property
-    def more(self) -> bool:
-        """Whether stale items remain for another doit run (``RunConfig.slice``)."""
-        return (self._plan is not None and not self.cfg.all_tasks
-                and self.cursor < len(self.stale) and not self.finished)
 
     # -- extracting -------------------------------------------------------------------------------
 
