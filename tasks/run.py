@@ -10,12 +10,11 @@ the summary.  Nothing is kept in module globals: a second run in the same proces
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from bastion.readers.tools import Tool
 from bastion.readers.verdict import Status, Verdict
@@ -34,7 +33,7 @@ from .records import iter_walk
 from . import stamp
 from .store import Store
 from .toolcache import ToolCache
-from .delta import plan_change
+from .delta import StoreTexts, plan_change
 
 TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # the tools' versions, by binary (bastion.readers.tools)
 
@@ -85,7 +84,7 @@ class Run:
         self.toolcache: ToolCache | None = None
         self._plan: Plan | None = None
         self.verdicts: dict[tuple[str, str], Verdict] = {}
-        self.stale: list[Item] = []
+        self.stale: Sequence[Item] = ()
         self.cursor = 0  # how many stale items were handed to doit (RunConfig.slice)
         self.store: Store | None = None
         self.session: Any = None  # bastion.tasks.session.ExtractSession, once extracting
@@ -178,16 +177,17 @@ class Run:
             self.refused = None
             self.stale = self._plan.stale
             return self._plan
-        self.verdicts = self.store.verdicts()
-        self._plan = plan(iter_walk(out / "walk.jsonl"), self.verdicts, select, self.tools,
-                          manifest.limits, self.store.text_names())
+        walk = out / "walk.jsonl"
+        self.verdicts = {}  # looked up a chunk at a time, never all held (tasks/plan.py)
+        self._plan = plan(lambda: iter_walk(walk), self.store.verdicts_for, select,
+                          self.tools, manifest.limits, StoreTexts(self.store.root))
         self.forgotten = forgotten(out / STATE_DIR)
         if self.forgotten:  # doit forget: those files are redone, whatever the store says
             every = ALL in self.forgotten
-            items = tuple(dataclasses.replace(i, fresh=False)
-                          if i.fresh and (every or self.is_forgotten(i)) else i
-                          for i in self._plan.items)
-            self._plan = dataclasses.replace(self._plan, items=items)
+            items = self._plan.items
+            for i in range(len(items)):
+                if items.fresh(i) and (every or self.is_forgotten(items.item(i))):
+                    items.set_fresh(i, False)
         self.refused = None
         self.stale = self._plan.stale
         return self._plan
@@ -220,11 +220,12 @@ class Run:
 
     def why(self, item: Item) -> str:
         """Why a file's task is up to date or not, in words (``doit info``, ``doit list``)."""
-        if not hasattr(self, "_shas"):
-            self._shas = {sha for sha, _ in self.verdicts}
-        return describe(item, self.verdicts.get((item.sha256, item.key)),
+        assert self.store is not None
+        known = self.verdicts or self.store.verdicts_for([item.sha256])
+        return describe(item, known.get((item.sha256, item.key)),
                         forgotten=self.is_forgotten(item),
-                        other_key=item.sha256 in self._shas)
+                        other_key=any(sha == item.sha256 and key != item.key
+                                      for sha, key in known))
 
     def _probe_tools(self) -> dict[str, Tool]:
         """The tools on PATH and their identities, before planning (they are in the keys);
@@ -299,7 +300,7 @@ class Run:
             # no final line of its own: the summary line follows
             self.progress = Progress("extract", total, quiet=self.cfg.quiet, leave=False)
         name = f"{item.root}/{item.path}"
-        if (item.sha256, item.key) in session.scheduled:
+        if item.rep in session.scheduled:
             self.progress.update(1, name=None)  # the same content as a file handed out
             return
         self.progress.start(name)
