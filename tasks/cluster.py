@@ -552,7 +552,7 @@ class ClusterSession(ExtractSession):
         todo = []
         for done in result.dones:
             item = by_pair.pop(done.pair, None)
-            if item is None or done.pair in self.produced:
+            if item is None or item.rep in self.produced:
                 continue  # not of this batch, or recorded already: never twice
             todo.append((item, done))
         # the texts go into the store from a few threads (creating a file is kernel time,

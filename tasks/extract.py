@@ -9,18 +9,53 @@ with "not extracted yet".  The stage's other parts: :mod:`bastion.tasks.plan` (w
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_left
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Container, Iterable, Iterator, Mapping
 
 from bastion.readers.verdict import Status, Verdict
 
 from . import plan as _plan
-from .plan import EXTRACT_VERSION, Plan
+from .plan import EXTRACT_VERSION, Lookup, Plan
 from .records import ExtractRecord, to_line
 
 __all__ = ["EXTRACT_VERSION", "NOT_YET", "Tally", "ExtractSummary", "build_records"]
 
 NOT_YET = "not extracted yet (run the extract stage)"
+
+
+class StemSet:
+    """The store names the records reference, as 64-bit hashes in one sorted array (8 bytes
+    a name: a million-file run's names in 8 MB, not ≈ 120 MB of strings).  ``in`` may be
+    wrongly true (two names of one hash: a text kept that could have gone, never one removed
+    that a record names)."""
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._hashes = array("q", (hash(n) for n in names))
+        self._sorted = False
+
+    def add(self, name: str) -> None:
+        self._hashes.append(hash(name))
+        self._sorted = False
+
+    def __ior__(self, other: "StemSet") -> "StemSet":
+        self._hashes.extend(other._hashes)
+        self._sorted = False
+        return self
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        if not self._sorted:
+            self._hashes = array("q", sorted(self._hashes))
+            self._sorted = True
+        h = hash(name)
+        at = bisect_left(self._hashes, h)
+        return at < len(self._hashes) and self._hashes[at] == h
+
+    def __len__(self) -> int:
+        return len(self._hashes)
 
 
 @dataclass
@@ -36,7 +71,7 @@ class Tally:
     limits_hit: dict[str, int] = field(default_factory=dict)
     pages_ocr: int = 0
     not_yet: int = 0  # files of a partial run not extracted yet
-    referenced: set[str] = field(default_factory=set)  # store stems the records name
+    referenced: StemSet = field(default_factory=StemSet)  # store stems the records name
 
     @classmethod
     def of_summary(cls, prev: dict[str, Any]) -> "Tally":
@@ -97,38 +132,42 @@ class Tally:
             self.limits_hit[v.limit] = self.limits_hit.get(v.limit, 0) + 1
 
 
-def build_records(plan: Plan, verdicts: Mapping[tuple[str, str], Verdict],
-                  produced: Mapping[tuple[str, str], Verdict],
-                  tally: Tally) -> Iterator[bytes]:
-    """The extract.jsonl lines, sorted by (root, path), counted into ``tally``.  ``produced``
-    are the verdicts made by this run: the first record of each is not ``reused``."""
-    first_seen: set[tuple[str, str]] = set()
+def build_records(plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
+                  produced: Container[int], tally: Tally) -> Iterator[bytes]:
+    """The extract.jsonl lines, sorted by (root, path), counted into ``tally``.  ``verdicts``
+    are by (sha256, key), or a function giving those of some sha256s (the store's, looked
+    up a chunk of items at a time: nothing holds every verdict); ``produced`` the items
+    (:attr:`Item.rep`) whose verdicts this run made: the first record of each is not
+    ``reused``."""
+    lookup: Lookup = verdicts if callable(verdicts) else (lambda shas: verdicts)
     skipped = iter(plan.skipped)
     pending_skip = next(skipped, None)
-    for item in plan.items:
-        while pending_skip is not None and (pending_skip.root, pending_skip.path) < (
-                item.root, item.path):
-            yield _skipped_line(pending_skip, tally)
-            pending_skip = next(skipped, None)
-        pair = (item.sha256, item.key)
-        v = produced.get(pair) or verdicts.get(pair)
-        if v is None:
-            rec = ExtractRecord(root=item.root, path=item.path, sha256=item.sha256,
-                                mime=item.mime, verdict=Verdict(status=Status.SKIPPED,
-                                                                error=NOT_YET),
-                                v=_plan.EXTRACT_VERSION, reused=False)
-        else:
-            reused = pair not in produced or pair in first_seen
-            first_seen.add(pair)
-            text = None
-            if v.status is Status.OK:
-                text = f"extract/{item.stem[:2]}/{item.stem}.txt"
-                tally.referenced.add(item.stem)
-            rec = ExtractRecord(root=item.root, path=item.path, sha256=item.sha256,
-                                mime=item.mime, verdict=v, v=_plan.EXTRACT_VERSION, reused=reused,
-                                text=text)
-        tally.add(rec)
-        yield to_line(rec)
+    items = plan.items
+    for at in range(0, len(items), _plan.CHUNK):
+        chunk = items[at:at + _plan.CHUNK]
+        found = lookup(sorted({i.sha256 for i in chunk}))
+        for item in chunk:
+            while pending_skip is not None and (pending_skip.root, pending_skip.path) < (
+                    item.root, item.path):
+                yield _skipped_line(pending_skip, tally)
+                pending_skip = next(skipped, None)
+            v = found.get((item.sha256, item.key))
+            if v is None:
+                rec = ExtractRecord(root=item.root, path=item.path, sha256=item.sha256,
+                                    mime=item.mime, verdict=Verdict(status=Status.SKIPPED,
+                                                                    error=NOT_YET),
+                                    v=_plan.EXTRACT_VERSION, reused=False)
+            else:
+                reused = item.index != item.rep or item.rep not in produced
+                text = None
+                if v.status is Status.OK:
+                    text = f"extract/{item.stem[:2]}/{item.stem}.txt"
+                    tally.referenced.add(item.stem)
+                rec = ExtractRecord(root=item.root, path=item.path, sha256=item.sha256,
+                                    mime=item.mime, verdict=v, v=_plan.EXTRACT_VERSION,
+                                    reused=reused, text=text)
+            tally.add(rec)
+            yield to_line(rec)
     while pending_skip is not None:
         yield _skipped_line(pending_skip, tally)
         pending_skip = next(skipped, None)
@@ -231,8 +270,8 @@ def summarize(manifest: Any, walk_digest: str | None, tally: Tally, *, extracted
         duration_s=round(duration_s, 3), extract_version=_plan.EXTRACT_VERSION)
 
 
-def write_records(out: Any, plan: Plan, verdicts: Mapping[tuple[str, str], Verdict],
-                  produced: Mapping[tuple[str, str], Verdict]) -> Tally:
+def write_records(out: Any, plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
+                  produced: Container[int]) -> Tally:
     """Write extract.jsonl (atomically, streamed) and return its tally."""
     from .records import write_jsonl
 

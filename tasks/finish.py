@@ -8,13 +8,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any
+from typing import Any, Container
 
 from bastion.readers.verdict import Status
 
 from . import stamp
 from .extract import ExtractSummary, Tally, summarize, write_records
 from .forgotten import trim_forgotten
+from .plan import IndexSet
 from .fsio import STATE_DIR, unlink, write_json
 
 # ``run`` below is a bastion.tasks.run.Run (not imported: run.py calls into this module)
@@ -40,7 +41,8 @@ def finish(run: Run) -> ExtractSummary | None:
     assert run.store is not None
     try:
         produced = _drained(run)
-        tally = write_records(out, plan, run.verdicts, produced)
+        # every verdict of this run is committed: the records read them back from the store
+        tally = write_records(out, plan, run.store.verdicts_for, produced)
         # the records are durable (atomic_write fsyncs): texts they dropped can go
         removed = run.store.remove_unreferenced(tally.referenced)
         run.summary = _summary(run, tally, len(produced), removed)
@@ -63,7 +65,7 @@ def finish(run: Run) -> ExtractSummary | None:
     return run.summary
 
 
-def _drained(run: Run) -> dict:
+def _drained(run: Run) -> Container[int]:
     """Wait for the documents in flight, stop the workers, lock the output; the verdicts this
     run made."""
     if run.session is not None:
@@ -72,7 +74,7 @@ def _drained(run: Run) -> dict:
         finally:
             run.session.close()
     run.lock()
-    return run.session.produced if run.session is not None else {}
+    return run.session.produced if run.session is not None else IndexSet()
 
 
 def _finish_noop(run: Run) -> ExtractSummary:
@@ -111,13 +113,19 @@ def _finish_merge(run: Run) -> ExtractSummary:
     try:
         produced = _drained(run)
         fresh = Tally()
-        lines = build_records(plan, run.verdicts, produced, fresh)
+        lines = build_records(plan, run.store.verdicts_for, produced, fresh)
         records = out / "extract.jsonl"
         try:
             atomic_write(records, run.merge.lines(records, lines))
         except ValueError:  # extract.jsonl is not what the delta says: write it in full
+            done = {(i.sha256, i.key) for i in plan.items if i.rep in produced}
             run.merge, run._plan = None, None
             run.finished = False
+            if run.session is not None:  # what this run made, by the full plan's indices
+                run.session.produced = IndexSet()
+                for item in run.plan().items:
+                    if (item.sha256, item.key) in done:
+                        run.session.produced.add(item.rep)
             return finish(run)
         tally = Tally.of_summary(run.merge_from or {})
         for rec in run.merge.dropped:
@@ -139,7 +147,7 @@ def _finish_merge(run: Run) -> ExtractSummary:
     return run.summary
 
 
-def _remove_dropped_texts(run: Run, fresh_referenced: set[str]) -> int:
+def _remove_dropped_texts(run: Run, fresh_referenced: Container[str]) -> int:
     """The store files of the records that went, unless a record still names them (a
     fresh one, or a kept record of a file with the same bytes: found by one scan of the new
     extract.jsonl for their names)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from bastion.readers.tools import Tool
 from bastion.readers.verdict import Status, Verdict
@@ -60,7 +60,7 @@ class Run(RunPlan):
         self.toolcache: ToolCache | None = None
         self._plan: Plan | None = None
         self.verdicts: dict[tuple[str, str], Verdict] = {}
-        self.stale: list[Item] = []
+        self.stale: Sequence[Item] = ()
         self.cursor = 0  # how many stale items were handed to doit (RunConfig.slice)
         self.store: Store | None = None
         self.session: Any = None  # bastion.tasks.session.ExtractSession, once extracting
@@ -182,7 +182,7 @@ class Run(RunPlan):
             # no final line of its own: the summary line follows
             self.progress = Progress("extract", total, quiet=self.cfg.quiet, leave=False)
         name = f"{item.root}/{item.path}"
-        if (item.sha256, item.key) in session.scheduled:
+        if item.rep in session.scheduled:
             self.progress.update(1, name=None)  # the same content as a file handed out
             return
         self.progress.start(name)

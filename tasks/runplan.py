@@ -11,7 +11,6 @@ the walk's change needs planning.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any, Iterable
@@ -30,7 +29,7 @@ from .records import iter_walk
 from . import stamp
 from .store import Store
 from .toolcache import ToolCache
-from .delta import plan_change
+from .delta import StoreTexts, plan_change
 
 TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # the tools' versions, by binary (bastion.readers.tools)
 
@@ -95,16 +94,17 @@ class RunPlan:
             self.refused = None
             self.stale = self._plan.stale
             return self._plan
-        self.verdicts = self.store.verdicts()
-        self._plan = plan(iter_walk(out / "walk.jsonl"), self.verdicts, select, self.tools,
-                          manifest.limits, self.store.text_names())
+        walk = out / "walk.jsonl"
+        self.verdicts = {}  # looked up a chunk at a time, never all held (tasks/plan.py)
+        self._plan = plan(lambda: iter_walk(walk), self.store.verdicts_for, select,
+                          self.tools, manifest.limits, StoreTexts(self.store.root))
         self.forgotten = forgotten(out / STATE_DIR)
         if self.forgotten:  # doit forget: those files are redone, whatever the store says
             every = ALL in self.forgotten
-            items = tuple(dataclasses.replace(i, fresh=False)
-                          if i.fresh and (every or self.is_forgotten(i)) else i
-                          for i in self._plan.items)
-            self._plan = dataclasses.replace(self._plan, items=items)
+            items = self._plan.items
+            for i in range(len(items)):
+                if items.fresh(i) and (every or self.is_forgotten(items.item(i))):
+                    items.set_fresh(i, False)
         self.refused = None
         self.stale = self._plan.stale
         return self._plan
@@ -137,11 +137,12 @@ class RunPlan:
 
     def why(self, item: Item) -> str:
         """Why a file's task is up to date or not, in words (``doit info``, ``doit list``)."""
-        if not hasattr(self, "_shas"):
-            self._shas = {sha for sha, _ in self.verdicts}
-        return describe(item, self.verdicts.get((item.sha256, item.key)),
+        assert self.store is not None
+        known = self.verdicts or self.store.verdicts_for([item.sha256])
+        return describe(item, known.get((item.sha256, item.key)),
                         forgotten=self.is_forgotten(item),
-                        other_key=item.sha256 in self._shas)
+                        other_key=any(sha == item.sha256 and key != item.key
+                                      for sha, key in known))
 
     def _probe_tools(self) -> dict[str, Tool]:
         """The tools on PATH and their identities, before planning (they are in the keys);

@@ -23,7 +23,7 @@ from bastion.readers.verdict import Status, Verdict
 
 from .fsio import STATE_DIR, makedirs, output, remove_stale_temps, rmtree
 from .manifest import Root
-from .plan import Item
+from .plan import IndexSet, Item
 from .store import Store
 
 COMMIT_EVERY = 500  # verdicts per commit (one syncfs + one transaction)
@@ -47,8 +47,10 @@ class ExtractSession:
         self.on_verdict = on_verdict
         self.extra_readers = extra_readers
         self.pool: WorkerPool | None = None
-        self.produced: dict[tuple[str, str], Verdict] = {}  # made by this run
-        self.scheduled: set[tuple[str, str]] = set()
+        # the items (by Item.rep: one per (sha256, key)) handed out, and those whose verdicts
+        # this run made; the verdicts themselves are in the store, not held here
+        self.produced = IndexSet()
+        self.scheduled = IndexSet()
         self.jobs: dict[int, Item] = {}  # in flight, by job id
         self.job_seq = 0
         self.pending: list[tuple[str, str, Verdict]] = []  # texts not yet known durable
@@ -94,10 +96,9 @@ class ExtractSession:
         """Whether ``item`` is work to hand out: not when its (sha256, key) already was in
         this run (the same document), nor when no reader takes its type (recorded here as
         ``unsupported``)."""
-        pair = (item.sha256, item.key)
-        if pair in self.scheduled:
+        if item.rep in self.scheduled:
             return False
-        self.scheduled.add(pair)
+        self.scheduled.add(item.rep)
         if item.reader is None:
             self.record(item, Verdict(status=Status.UNSUPPORTED,
                                       error=f"no reader for {item.mime}"), None, {})
@@ -157,7 +158,7 @@ class ExtractSession:
     def queue(self, item: Item, verdict: Verdict) -> None:
         """Queue a placed verdict for commit (committing when the batch is full or old)."""
         self.pending.append((item.sha256, item.key, verdict))
-        self.produced[(item.sha256, item.key)] = verdict
+        self.produced.add(item.rep)
         if (len(self.pending) >= COMMIT_EVERY
                 or time.monotonic() - self.last_commit >= COMMIT_SECONDS):
             self.commit()

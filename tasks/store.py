@@ -29,7 +29,7 @@ import json
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Container, Iterable
 
 from bastion.readers.verdict import Verdict
 
@@ -271,7 +271,7 @@ class Store:
             except FileNotFoundError:
                 pass
 
-    def remove_unreferenced(self, referenced: set[str]) -> int:
+    def remove_unreferenced(self, referenced: Container[str]) -> int:
         """Delete every store file whose stem no record references (texts and sidecars of
         deleted or edited files).  Called only once the records that dropped them are
         durable, so a crash before or during it loses nothing.  Returns how many."""
