@@ -18,7 +18,7 @@ import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Iterable
 
 from . import outdir
 from .outdir import TMP_PREFIX, Modes, OutputDir, OutputError, UnsafeOutputError, write_all
@@ -114,6 +114,17 @@ def read_bytes(path: Path) -> bytes:
         return inside[0].read(inside[1])
     with open(path, "rb") as f:
         return f.read()
+
+
+def open_read(path: Path) -> BinaryIO:
+    """A file opened for reading, buffered (inside a held output: through its checked
+    descriptor, never following a link), to read a large one a line at a time."""
+    inside = outdir.find(path)
+    if inside is None:
+        return open(path, "rb")
+    dfd, name = inside[0].split(inside[1], create=False)
+    return os.fdopen(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd),
+                     "rb", buffering=1 << 20)
 
 
 def stat(path: Path) -> os.stat_result:

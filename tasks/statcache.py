@@ -22,10 +22,11 @@ symlink and device options) changed gets no entries.  The format has not changed
 from __future__ import annotations
 
 import marshal
+from array import array
 from pathlib import Path
 from typing import Iterable
 
-from .fsio import STATE_DIR, atomic_write, makedirs, read_bytes
+from .fsio import STATE_DIR, atomic_write, makedirs, open_read, read_bytes
 from .fsio import stat as out_stat
 
 CACHE_NAME = f"{STATE_DIR}/walk-cache"
@@ -87,18 +88,31 @@ class StatCache:
     def found(self, lines: Iterable[int], walk_jsonl: Path) -> list[Row]:
         """The rows of the previous records at ``lines`` (those this walk found unchanged),
         their bytes read from the previous ``walk_jsonl``."""
-        previous = read_bytes(walk_jsonl).splitlines(keepends=True)
+        lines = lines if isinstance(lines, (list, array)) else list(lines)
+        order = sorted(range(len(lines)), key=lines.__getitem__)  # where each line goes
         where: dict[int, tuple[str, str, str, tuple]] = {}
         for root_name, dirs in self.roots.items():
             for rel, dc in dirs.items():
                 for name, c in dc.items():
                     where[c[0]] = (root_name, rel, name, c)
-        rows: list[Row] = []
-        for i in lines:
-            root_name, rel, name, c = where[i]
-            relpath = f"{rel}/{name}" if rel else name
-            rows.append((root_name, relpath, rel, name, previous[i],
-                         c[1:5] if len(c) == 5 else None))
+        rows: list[Row] = [None] * len(lines)  # type: ignore[list-item]
+        at = 0
+        # the previous lines read in one pass, only those asked for (not the whole file held
+        # and split); through the output's checked descriptor, as read_bytes does
+        with open_read(walk_jsonl) as f:
+            for n, line in enumerate(f):
+                if at == len(order):
+                    break
+                if n != lines[order[at]]:
+                    continue
+                root_name, rel, name, c = where[n]
+                relpath = f"{rel}/{name}" if rel else name
+                row = (root_name, relpath, rel, name, line, c[1:5] if len(c) == 5 else None)
+                while at < len(order) and lines[order[at]] == n:
+                    rows[order[at]] = row
+                    at += 1
+        if at != len(order):
+            raise ValueError(f"{walk_jsonl} is shorter than its stat cache says")
         return rows
 
     @staticmethod

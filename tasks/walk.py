@@ -252,7 +252,7 @@ class Walker:
         if self.hits:
             rows.extend(self.cache.found(self.hits, walk_jsonl))
         rows.sort(key=_order)
-        atomic_write(walk_jsonl, b"".join(r[4] for r in rows))
+        atomic_write(walk_jsonl, (r[4] for r in rows))  # streamed: no second copy of it all
         StatCache.write(self.out, self.settings, self.manifest.roots, rows)
         if before is not None:  # the change, for an extract stage that merges it in
             write_delta(self.out, before, file_identity(walk_jsonl), self.cache.count,
