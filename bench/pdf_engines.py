@@ -19,8 +19,11 @@ order, one process each, CPU (user + system of the process tree, ``os.wait4``) a
 * ``pdftotext-loop``: ``sh -c 'for f in DIR/*.pdf; do pdftotext -layout -enc UTF-8 "$f" -; done'``;
 * ``sweep-j1`` / ``sweep-j2``: ``python -m bastion sweep <manifest of DIR> --out <fresh> -q -j N
   --no-external`` from this tree (the built-in PDFium path);
-* with ``--against TREE`` (e.g. a ``git archive`` snapshot of an earlier commit) the same two
-  from that tree, and the two trees' records and texts compared byte for byte.
+* ``reader``: the PDF reader alone (the ``reader`` engine below: ``read_document`` per file in
+  one process, no tools), its CPU summed over the files (the process start and imports left out);
+* with ``--against TREE`` (e.g. a ``git archive`` snapshot of an earlier commit) the same three
+  from that tree (its own ``bench/pdf_engines.py`` for the reader row), and the two trees'
+  records and texts compared byte for byte.
 
 Ratios are taken pairwise per round (medians): ``python bench/pdf_engines.py DIR --sweeps
 --rounds 5 --against /tmp/snap``.
@@ -191,12 +194,25 @@ def sweeps(pdf_dir: Path, rounds: int, against: Path | None, tmp: Path) -> str:
             commands[f"sweep-j{jobs}{tag}"] = ([sys.executable, "-m", "bastion", "sweep",
                                                 str(manifest), "-q", "-j", str(jobs),
                                                 "--no-external"], tree)
+        commands[f"reader{tag}"] = ([sys.executable, str(tree / "bench" / "pdf_engines.py"),
+                                      "--child", "reader", "--list", str(tmp / "files.txt"),
+                                      "--out", str(tmp / "reader.json")], tree)
+    (tmp / "files.txt").write_text("\n".join(str(f) for f in sorted(pdf_dir.glob("*.pdf"))))
     names = list(commands)
     runs: dict[str, list[dict]] = {n: [] for n in names}
     for r in range(rounds):
         for name in names[r % len(names):] + names[: r % len(names)]:
             argv, tree = commands[name]
             env = None
+            if name.startswith("reader"):
+                env = {**os.environ, "PYTHONPATH": str(tree)}
+                got = _timed(argv, cwd=tree, env=env)
+                if got["rc"] != 0:
+                    raise SystemExit(f"{name} exited {got['rc']}")
+                files = json.loads((tmp / "reader.json").read_text())["files"]
+                runs[name].append({"cpu": sum(f["cpu"] for f in files),
+                                   "wall": sum(f["wall"] for f in files)})
+                continue
             if tree is not None:
                 out = tmp / f"out-{name.replace(' ', '')}"
                 subprocess.run(["rm", "-rf", str(out)], check=True)
@@ -218,11 +234,12 @@ def sweeps(pdf_dir: Path, rounds: int, against: Path | None, tmp: Path) -> str:
             row.append(f"{statistics.median(b[key] / x[key] for b, x in zip(base, rs)):.2f}×")
         lines.append("| " + " | ".join(row) + " |")
     if against:
-        for jobs in (1, 2):
-            mine, theirs = runs[f"sweep-j{jobs}"], runs[f"sweep-j{jobs} (--against)"]
-            lines.append(f"\nsweep -j {jobs}, --against / this tree, pairwise medians: CPU "
-                         f"{statistics.median(t['cpu'] / m['cpu'] for m, t in zip(mine, theirs)):.3f}×, wall "
-                         f"{statistics.median(t['wall'] / m['wall'] for m, t in zip(mine, theirs)):.3f}×")
+        for what in ("sweep-j1", "sweep-j2", "reader"):
+            mine, theirs = runs[what], runs[f"{what} (--against)"]
+            cpu, wall = (statistics.median(t[k] / m[k] for m, t in zip(mine, theirs))
+                         for k in ("cpu", "wall"))
+            lines.append(f"\n{what}, --against / this tree, pairwise medians: CPU {cpu:.3f}×, "
+                         f"wall {wall:.3f}×")
         same = all(_same_outputs(tmp / f"out-sweep-j{j}", tmp / f"out-sweep-j{j}(--against)")
                    for j in (1, 2))
         lines.append(f"\nrecords and texts of the two trees byte-identical: {same}")
