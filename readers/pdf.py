@@ -319,6 +319,7 @@ class _Pdfium:
         self.action_dest = plain(raw.FPDFAction_GetDest, vp, vp, vp, hold_gil=True)
         self.dest_page = plain(raw.FPDFDest_GetDestPageIndex, i32, vp, vp, hold_gil=True)
         self.ACTION_GOTO = raw.PDFACTION_GOTO
+        self._rect = raw.FS_RECTF
 
     def text_range(self, textpage: int) -> str:
         """All the text page's characters (pypdfium2's ``get_text_range()``: characters that
@@ -337,9 +338,7 @@ class _Pdfium:
 
     def text_bounded(self, page: int, textpage: int) -> str:
         """The text within the page's bounding box (pypdfium2's ``get_text_bounded()``)."""
-        import pypdfium2.raw as raw
-
-        rect = raw.FS_RECTF()
+        rect = self._rect()
         if not self._bbox(page, ctypes.addressof(rect)):
             raise _pdfium_error("Failed to get page bounding box.")
         box = (rect.left, rect.top, rect.right, rect.bottom)
