@@ -13,6 +13,21 @@ Each engine runs in a process of its own (so its CPU time and peak RSS are its o
 * ``reader``         the whole PDF reader (``read_document``: engine chain, per-page verdicts,
                      annotations, provenance), no external tools.
 
+With ``--sweeps`` it times whole runs instead, side by side, ``--rounds`` rounds in a rotating
+order, one process each, CPU (user + system of the process tree, ``os.wait4``) and wall:
+
+* ``pdftotext-loop``: ``sh -c 'for f in DIR/*.pdf; do pdftotext -layout -enc UTF-8 "$f" -; done'``;
+* ``sweep-j1`` / ``sweep-j2``: ``python -m bastion sweep <manifest of DIR> --out <fresh> -q -j N
+  --no-external`` from this tree (the built-in PDFium path);
+* ``reader``: the PDF reader alone (the ``reader`` engine below: ``read_document`` per file in
+  one process, no tools), its CPU summed over the files (the process start and imports left out);
+* with ``--against TREE`` (e.g. a ``git archive`` snapshot of an earlier commit) the same three
+  from that tree (its own ``bench/pdf_engines.py`` for the reader row), and the two trees'
+  records and texts compared byte for byte.
+
+Ratios are taken pairwise per round (medians): ``python bench/pdf_engines.py DIR --sweeps
+--rounds 5 --against /tmp/snap``.
+
 Agreement is the token F1 against a reference engine's text of the same files: tokens are
 ``\\w+`` runs, lower-cased, counted as multisets (2·|A∩B| / (|A|+|B|), summed over the files);
 "order" is the same F1 over token bigrams, which also counts words out of reading order
@@ -23,9 +38,13 @@ Files that an engine could not open count as zero tokens for it.  The table is M
 from __future__ import annotations
 
 import argparse
+import filecmp
 import json
+import os
 import re
 import resource
+import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -135,11 +154,107 @@ def _table(runs: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def _timed(argv: list[str], cwd: Path | None = None, env: dict | None = None) -> dict:
+    """One process and the children it waits for: wall and CPU seconds, exit code."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(proc.pid, 0)
+    return {"wall": time.monotonic() - t0, "cpu": ru.ru_utime + ru.ru_stime,
+            "rc": os.waitstatus_to_exitcode(status)}
+
+
+def _same_outputs(a: Path, b: Path) -> bool:
+    """Two sweeps' records and extract directories hold the same bytes."""
+    if (a / "extract.jsonl").read_bytes() != (b / "extract.jsonl").read_bytes():
+        return False
+    pending = [filecmp.dircmp(a / "extract", b / "extract")]
+    while pending:
+        cmp = pending.pop()
+        if cmp.left_only or cmp.right_only or cmp.funny_files:
+            return False
+        if filecmp.cmpfiles(cmp.left, cmp.right, cmp.common_files, shallow=False)[1:] != ([], []):
+            return False
+        pending += cmp.subdirs.values()
+    return True
+
+
+def sweeps(pdf_dir: Path, rounds: int, against: Path | None, tmp: Path) -> str:
+    """The sweep rows against a bare pdftotext loop, as a Markdown table."""
+    manifest = tmp / "manifest.yaml"
+    manifest.write_text(f"version: 1\nroots:\n  - name: c\n    path: {pdf_dir.resolve()}\n"
+                        "limits:\n  max_file_bytes: 64MiB\n")
+    loop = ("for f in " + shlex.quote(str(pdf_dir.resolve())) + "/*.pdf; do "
+            'pdftotext -layout -enc UTF-8 "$f" -; done')
+    commands: dict[str, tuple[list[str], Path | None]] = {"pdftotext-loop": (["sh", "-c", loop],
+                                                                               None)}
+    trees = {"": ROOT} | ({" (--against)": against.resolve()} if against else {})
+    for tag, tree in trees.items():
+        for jobs in (1, 2):
+            commands[f"sweep-j{jobs}{tag}"] = ([sys.executable, "-m", "bastion", "sweep",
+                                                str(manifest), "-q", "-j", str(jobs),
+                                                "--no-external"], tree)
+        commands[f"reader{tag}"] = ([sys.executable, str(tree / "bench" / "pdf_engines.py"),
+                                      "--child", "reader", "--list", str(tmp / "files.txt"),
+                                      "--out", str(tmp / "reader.json")], tree)
+    (tmp / "files.txt").write_text("\n".join(str(f) for f in sorted(pdf_dir.glob("*.pdf"))))
+    names = list(commands)
+    runs: dict[str, list[dict]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            argv, tree = commands[name]
+            env = None
+            if name.startswith("reader"):
+                env = {**os.environ, "PYTHONPATH": str(tree)}
+                got = _timed(argv, cwd=tree, env=env)
+                if got["rc"] != 0:
+                    raise SystemExit(f"{name} exited {got['rc']}")
+                files = json.loads((tmp / "reader.json").read_text())["files"]
+                runs[name].append({"cpu": sum(f["cpu"] for f in files),
+                                   "wall": sum(f["wall"] for f in files)})
+                continue
+            if tree is not None:
+                out = tmp / f"out-{name.replace(' ', '')}"
+                subprocess.run(["rm", "-rf", str(out)], check=True)
+                argv = argv + ["--out", str(out)]
+                env = {**os.environ, "PYTHONPATH": str(tree)}
+            got = _timed(argv, cwd=tree, env=env)
+            if got["rc"] not in (0, 2):  # 2: some documents failed (encrypted ones)
+                raise SystemExit(f"{name} exited {got['rc']}")
+            runs[name].append(got)
+        print(f"  round {r + 1}/{rounds} done", file=sys.stderr)
+    base = runs["pdftotext-loop"]
+    head = ["command", "CPU s", "wall s", "CPU: the loop / it", "wall: the loop / it"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name in names:
+        rs = runs[name]
+        row = [name, f"{statistics.median(x['cpu'] for x in rs):.2f}",
+               f"{statistics.median(x['wall'] for x in rs):.2f}"]
+        for key in ("cpu", "wall"):
+            row.append(f"{statistics.median(b[key] / x[key] for b, x in zip(base, rs)):.2f}×")
+        lines.append("| " + " | ".join(row) + " |")
+    if against:
+        for what in ("sweep-j1", "sweep-j2", "reader"):
+            mine, theirs = runs[what], runs[f"{what} (--against)"]
+            cpu, wall = (statistics.median(t[k] / m[k] for m, t in zip(mine, theirs))
+                         for k in ("cpu", "wall"))
+            lines.append(f"\n{what}, --against / this tree, pairwise medians: CPU {cpu:.3f}×, "
+                         f"wall {wall:.3f}×")
+        same = all(_same_outputs(tmp / f"out-sweep-j{j}", tmp / f"out-sweep-j{j}(--against)")
+                   for j in (1, 2))
+        lines.append(f"\nrecords and texts of the two trees byte-identical: {same}")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dir", nargs="?", type=Path, help="a directory of PDFs")
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--big", type=int, help="peak RSS on a generated PDF of this many pages")
+    ap.add_argument("--sweeps", action="store_true",
+                    help="time whole sweeps against a bare pdftotext loop instead")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--against", type=Path, help="with --sweeps: an earlier tree to compare")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--list", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -151,6 +266,12 @@ def main() -> int:
     engines = [e for e in args.engines.split(",") if e]
     with tempfile.TemporaryDirectory(prefix="pdfbench-") as tmpname:
         tmp = Path(tmpname)
+        if args.sweeps:
+            if not args.dir:
+                ap.error("--sweeps needs a directory of PDFs")
+            print(f"{len(list(args.dir.glob('*.pdf')))} files, {args.rounds} rounds")
+            print(sweeps(args.dir, args.rounds, args.against, tmp))
+            return 0
         if args.big:
             sys.path.insert(0, str(ROOT / "tests"))
             from pdfgen import make_many_pages

@@ -18,6 +18,7 @@ says how every page's text was made.  ``docs/readers/pdf.md`` has the rules and 
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 import io
 import itertools
@@ -179,41 +180,38 @@ def walk_outline(src: OutlineSource) -> list[dict[str, Any]]:
 
 
 class _PdfiumOutline:
-    """Outline items as PDFium bookmarks (PDFium resolves named destinations itself)."""
+    """Outline items as PDFium bookmarks (PDFium resolves named destinations itself), raw
+    handles (ints) through :class:`_Pdfium`'s plain prototypes."""
 
     def __init__(self, pdf: Any) -> None:
-        import pypdfium2.raw as raw
+        self.api = _api()
+        self.pdf = ctypes.cast(pdf.raw, ctypes.c_void_p).value
 
-        self.raw = raw
-        self.pdf = pdf
+    def first_child(self, node: int | None) -> int | None:
+        return self.api.first_child(self.pdf, node) or None
 
-    def first_child(self, node: Any) -> Any:
-        child = self.raw.FPDFBookmark_GetFirstChild(self.pdf, node)
-        return child if child else None
+    def next_sibling(self, node: int) -> int | None:
+        return self.api.next_sibling(self.pdf, node) or None
 
-    def next_sibling(self, node: Any) -> Any:
-        nxt = self.raw.FPDFBookmark_GetNextSibling(self.pdf, node)
-        return nxt if nxt else None
+    def key(self, node: int) -> Hashable:
+        return node
 
-    def key(self, node: Any) -> Hashable:
-        return ctypes.addressof(node.contents)
-
-    def title(self, node: Any) -> str:
-        n = self.raw.FPDFBookmark_GetTitle(node, None, 0)
+    def title(self, node: int) -> str:
+        n = self.api.bookmark_title(node, None, 0)
         buf = ctypes.create_string_buffer(n)
-        self.raw.FPDFBookmark_GetTitle(node, buf, n)
+        self.api.bookmark_title(node, buf, n)
         return buf.raw[: max(n - 2, 0)].decode("utf-16-le", "replace").strip()
 
-    def page(self, node: Any) -> int | None:
-        raw = self.raw
-        dest = raw.FPDFBookmark_GetDest(self.pdf, node)
+    def page(self, node: int) -> int | None:
+        api = self.api
+        dest = api.bookmark_dest(self.pdf, node)
         if not dest:
-            action = raw.FPDFBookmark_GetAction(node)
-            if action and raw.FPDFAction_GetType(action) == raw.PDFACTION_GOTO:
-                dest = raw.FPDFAction_GetDest(self.pdf, action)
+            action = api.bookmark_action(node)
+            if action and api.action_type(action) == api.ACTION_GOTO:
+                dest = api.action_dest(self.pdf, action)
         if not dest:
             return None
-        index = raw.FPDFDest_GetDestPageIndex(self.pdf, dest)
+        index = api.dest_page(self.pdf, dest)
         return index + 1 if index >= 0 else None
 
 
@@ -273,6 +271,118 @@ class _MinerOutline:
 
 # -------------------------------------------------------------------------- the engines
 
+class _Pdfium:
+    """The PDFium functions the text pass calls on every page or character, through plain
+    ctypes prototypes on raw handles (ints).  pypdfium2's bindings check their argument types
+    on every call and its page objects attach finalizers: ≈ 0.1 ms a page, and a call per
+    character three times as dear.  The per-character ones hold the GIL (``PYFUNCTYPE``: no
+    release and re-acquire around a call of a microsecond); the page-level ones release it.
+    ``text_range`` and ``text_bounded`` give exactly what pypdfium2's ``get_text_range()`` and
+    ``get_text_bounded()`` give."""
+
+    def __init__(self) -> None:
+        import pypdfium2.raw as raw
+
+        def plain(fn: Any, restype: Any, *argtypes: Any, hold_gil: bool = False) -> Any:
+            address = ctypes.cast(fn, ctypes.c_void_p).value
+            kind = ctypes.PYFUNCTYPE if hold_gil else ctypes.CFUNCTYPE
+            return kind(restype, *argtypes)(address)
+
+        vp, i32, f64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+        self.load_page = plain(raw.FPDF_LoadPage, vp, vp, i32)
+        self.close_page = plain(raw.FPDF_ClosePage, None, vp)
+        self.load_text = plain(raw.FPDFText_LoadPage, vp, vp)
+        self.close_text = plain(raw.FPDFText_ClosePage, None, vp)
+        self.count_chars = plain(raw.FPDFText_CountChars, i32, vp, hold_gil=True)
+        self.text_index = plain(raw.FPDFText_GetTextIndexFromCharIndex, i32, vp, i32,
+                                hold_gil=True)
+        self._get_text = plain(raw.FPDFText_GetText, i32, vp, i32, i32, vp)
+        self._bounded = plain(raw.FPDFText_GetBoundedText, i32, vp, f64, f64, f64, f64, vp,
+                              i32)
+        self._bbox = plain(raw.FPDF_GetPageBoundingBox, i32, vp, vp, hold_gil=True)
+        self.loose_box = plain(raw.FPDFText_GetLooseCharBox, i32, vp, i32, vp, hold_gil=True)
+        self.angle = plain(raw.FPDFText_GetCharAngle, ctypes.c_float, vp, i32, hold_gil=True)
+        self.origin = plain(raw.FPDFText_GetCharOrigin, i32, vp, i32, vp, vp, hold_gil=True)
+        self.annot_count = plain(raw.FPDFPage_GetAnnotCount, i32, vp, hold_gil=True)
+        self.annot = plain(raw.FPDFPage_GetAnnot, vp, vp, i32, hold_gil=True)
+        self.annot_subtype = plain(raw.FPDFAnnot_GetSubtype, i32, vp, hold_gil=True)
+        self.annot_value = plain(raw.FPDFAnnot_GetStringValue, ctypes.c_ulong, vp,
+                                 ctypes.c_char_p, vp, ctypes.c_ulong, hold_gil=True)
+        self.close_annot = plain(raw.FPDFPage_CloseAnnot, None, vp, hold_gil=True)
+        self.first_child = plain(raw.FPDFBookmark_GetFirstChild, vp, vp, vp, hold_gil=True)
+        self.next_sibling = plain(raw.FPDFBookmark_GetNextSibling, vp, vp, vp, hold_gil=True)
+        self.bookmark_title = plain(raw.FPDFBookmark_GetTitle, ctypes.c_ulong, vp, vp,
+                                    ctypes.c_ulong, hold_gil=True)
+        self.bookmark_dest = plain(raw.FPDFBookmark_GetDest, vp, vp, vp, hold_gil=True)
+        self.bookmark_action = plain(raw.FPDFBookmark_GetAction, vp, vp, hold_gil=True)
+        self.action_type = plain(raw.FPDFAction_GetType, ctypes.c_ulong, vp, hold_gil=True)
+        self.action_dest = plain(raw.FPDFAction_GetDest, vp, vp, vp, hold_gil=True)
+        self.dest_page = plain(raw.FPDFDest_GetDestPageIndex, i32, vp, vp, hold_gil=True)
+        self.ACTION_GOTO = raw.PDFACTION_GOTO
+        self._rect = raw.FS_RECTF
+
+    def text_range(self, textpage: int) -> str:
+        """All the text page's characters (pypdfium2's ``get_text_range()``: characters that
+        map to no text index at either end are left out)."""
+        start, end = 0, self.count_chars(textpage) - 1
+        while start <= end and self.text_index(textpage, start) == -1:
+            start += 1
+        while start <= end and self.text_index(textpage, end) == -1:
+            end -= 1
+        if start > end:
+            return ""
+        t_start, t_end = self.text_index(textpage, start), self.text_index(textpage, end)
+        buffer = (ctypes.c_ushort * (t_end + 2 - t_start))()
+        out = self._get_text(textpage, start, end + 1 - start, ctypes.addressof(buffer))
+        return codecs.decode(memoryview(buffer)[: out - 1], "utf-16-le", "ignore")
+
+    def text_bounded(self, page: int, textpage: int) -> str:
+        """The text within the page's bounding box (pypdfium2's ``get_text_bounded()``)."""
+        rect = self._rect()
+        if not self._bbox(page, ctypes.addressof(rect)):
+            raise _pdfium_error("Failed to get page bounding box.")
+        box = (rect.left, rect.top, rect.right, rect.bottom)
+        # One call into a buffer that holds any page's text (a character gives at most a line
+        # break and a surrogate pair: 4 units) instead of pypdfium2's two, each of which
+        # gathers the text anew.  Its result is pypdfium2's when the text has no surrogate and
+        # no NUL: PDFium builds have sized the text in wide characters (one per pair) or in
+        # UTF-16 units, and copied a terminating NUL or not; any other text takes pypdfium2's
+        # two calls.
+        room = 4 * max(self.count_chars(textpage), 0) + 4
+        buffer = (ctypes.c_ushort * room)()
+        got = self._bounded(textpage, *box, ctypes.addressof(buffer), room)
+        if 0 < got < room:
+            units = memoryview(buffer)[: got - 1 if buffer[got - 1] == 0 else got]
+            try:
+                text = codecs.decode(units, "utf-16-le")
+            except UnicodeDecodeError:  # a lone surrogate
+                text = None
+            if text is not None and len(text) == len(units) and "\x00" not in text:
+                return text
+        n = self._bounded(textpage, *box, None, 0)
+        if n <= 0:
+            return ""
+        buffer = (ctypes.c_ushort * n)()
+        self._bounded(textpage, *box, ctypes.addressof(buffer), n)
+        return codecs.decode(buffer, "utf-16-le", "ignore")
+
+
+def _pdfium_error(message: str) -> Exception:
+    """pypdfium2's error, as its helpers raise it (a failed page's error names it)."""
+    import pypdfium2 as pdfium
+
+    return pdfium.PdfiumError(message)
+
+
+_API: list[_Pdfium] = []  # built on first use, once per process
+
+
+def _api() -> _Pdfium:
+    if not _API:
+        _API.append(_Pdfium())
+    return _API[0]
+
+
 # pdfplumber's words break at a gap over PLUMBER_WORD_GAP x the font size (its default, 3 points
 # at any size, glued words 0.2 em apart: F1 against MuPDF 0.896 -> 0.965 on the peers corpus;
 # 0.08, 0.10, 0.12 and 0.15 all score 0.964-0.965 there).
@@ -288,44 +398,44 @@ PLUMBER_WORD_GAP = 0.10
 WORD_GAP = 0.12
 PROBE_CHARS = 1500
 _SPACE = frozenset(" \t\r\n\f\x00\x02\xa0")
+_GLYPH_BYTES = bytes(0 if chr(b) in _SPACE else 1 for b in range(256))  # Latin-1 -> 1 glyph
+_MIN_GAP = 0.01  # points: glyphs closer than this are set edge to edge
 
 
 class _Gaps:
     """The word breaks PDFium's text misses, from each glyph's loose box (its advance)."""
 
-    def __init__(self) -> None:
-        import pypdfium2.raw as raw
+    def __init__(self, api: _Pdfium) -> None:
+        self.api = api
 
-        # The same PDFium function through a plain prototype: pypdfium2's binding checks its
-        # argument types on every call, which triples the cost of a call per character.
-        address = ctypes.cast(raw.FPDFText_GetLooseCharBox, ctypes.c_void_p).value
-        self._box = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
-                                     ctypes.c_void_p)(address)
-        self._count = raw.FPDFText_CountChars
-
-    def respace(self, textpage: Any, limit: int | None = None) -> tuple[str, int] | None:
-        """The page's text with a space at every gap, and how many were put in; None when
-        PDFium's text does not map one character to one index (characters beyond U+FFFF).
-        With ``limit``, only the first ``limit`` characters are looked at (a probe)."""
+    def respace(self, textpage: int, text: str, limit: int | None = None
+                ) -> tuple[str, int] | None:
+        """The page's text (``text``: its ``text_range``) with a space at every gap, and how
+        many were put in; None when PDFium's text does not map one character to one index
+        (characters beyond U+FFFF).  With ``limit``, only the first ``limit`` characters are
+        looked at (a probe)."""
         from array import array
 
-        handle = textpage.raw
-        n = self._count(handle)
-        text = textpage.get_text_range()
+        n = self.api.count_chars(textpage)
         if len(text) != n or n < 2:
             return None
         m = n if limit is None else max(2, min(n, limit))
         boxes = (ctypes.c_float * (4 * m))()
         base = ctypes.addressof(boxes)
-        page = ctypes.cast(handle, ctypes.c_void_p).value
-        for _ in map(self._box, [page] * m, range(m), range(base, base + 16 * m, 16)):
+        # only glyphs are asked for their box (no gap next to a space counts; a space's box
+        # stays zero): a byte per character, 1 for a glyph, keeps the selection in C
+        glyphs = text[:m].encode("latin-1", "replace").translate(_GLYPH_BYTES)
+        addresses = range(base, base + 16 * m, 16)
+        for _ in map(self.api.loose_box, itertools.repeat(textpage),
+                     itertools.compress(range(m), glyphs), itertools.compress(addresses, glyphs)):
             pass
         values = array("f", bytes(boxes))  # left, top, right, bottom per character
         left, top, right, bottom = values[0::4], values[1::4], values[2::4], values[3::4]
         # glyphs set edge to edge (nearly all pairs) are dropped by the first, cheap test
         breaks = []
         spacing: dict[int, float] = {}  # a run of glyphs' median gap (letter-spacing), by start
-        for i in [i for i, g in enumerate(map(operator.sub, left[1:], right), 1) if g > 0.01]:
+        wide = map(_MIN_GAP.__lt__, map(operator.sub, left[1:], right))
+        for i in itertools.compress(itertools.count(1), wide):
             if text[i] in _SPACE or text[i - 1] in _SPACE:
                 continue
             height = max(top[i] - bottom[i], top[i - 1] - bottom[i - 1])
@@ -372,20 +482,9 @@ ANGLE_TOLERANCE = math.radians(ANGLE_STEP / 2)
 class _Angles:
     """The reading order of rotated text, from PDFium's per-character angle and origin."""
 
-    def __init__(self) -> None:
-        import pypdfium2.raw as raw
-
-        def plain(fn: Any, restype: Any, *argtypes: Any) -> Any:
-            address = ctypes.cast(fn, ctypes.c_void_p).value
-            return ctypes.CFUNCTYPE(restype, *argtypes)(address)
-
-        self._angle = plain(raw.FPDFText_GetCharAngle, ctypes.c_float, ctypes.c_void_p,
-                            ctypes.c_int)
-        self._origin = plain(raw.FPDFText_GetCharOrigin, ctypes.c_int, ctypes.c_void_p,
-                             ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
-        self._box = plain(raw.FPDFText_GetLooseCharBox, ctypes.c_int, ctypes.c_void_p,
-                          ctypes.c_int, ctypes.c_void_p)
-        self._count = raw.FPDFText_CountChars
+    def __init__(self, api: _Pdfium) -> None:
+        self._angle, self._origin, self._box = api.angle, api.origin, api.loose_box
+        self._count = api.count_chars
 
     @staticmethod
     def _step(angle: float) -> int:
@@ -394,11 +493,10 @@ class _Angles:
             return 0
         return int(round(math.degrees(angle) / ANGLE_STEP)) * ANGLE_STEP % 360
 
-    def rotated(self, textpage: Any) -> bool:
-        """Whether a sample of the page's characters holds one set at an angle (PDFium's
+    def rotated(self, handle: int) -> bool:
+        """Whether a sample of the text page's characters holds one set at an angle (PDFium's
         generated spaces and line breaks report 0)."""
-        handle = ctypes.cast(textpage.raw, ctypes.c_void_p).value
-        n = self._count(textpage.raw)
+        n = self._count(handle)
         if n <= 0:
             return False
         # an angle (0…2π) more than ANGLE_TOLERANCE from 0 and from 2π is |a - π| < π - tol;
@@ -408,13 +506,12 @@ class _Angles:
         return min(map(abs, map(operator.sub, angles, itertools.repeat(math.pi)))) \
             < math.pi - ANGLE_TOLERANCE
 
-    def relayout(self, textpage: Any) -> str | None:
-        """The page's text with each rotated run's lines split and ordered as it reads; None
-        when PDFium's text does not map one character to one index."""
-        handle = ctypes.cast(textpage.raw, ctypes.c_void_p).value
-        text = textpage.get_text_range()
+    def relayout(self, handle: int, text: str) -> str | None:
+        """The page's text (``text``: its ``text_range``) with each rotated run's lines split
+        and ordered as it reads; None when PDFium's text does not map one character to one
+        index."""
         n = len(text)
-        if n != self._count(textpage.raw):
+        if n != self._count(handle):
             return None
         x, y = ctypes.c_double(), ctypes.c_double()
         px, py = ctypes.addressof(x), ctypes.addressof(y)
@@ -486,22 +583,13 @@ class _Notes:
     prototypes of PDFium's functions (most pages have none, or only links: the checked
     bindings cost ≈ 50 µs a page for the count alone)."""
 
-    def __init__(self) -> None:
-        import pypdfium2.raw as raw
+    def __init__(self, api: _Pdfium) -> None:
+        self._count, self._get = api.annot_count, api.annot
+        self._subtype, self._value, self._close = (api.annot_subtype, api.annot_value,
+                                                   api.close_annot)
 
-        def plain(fn: Any, restype: Any, *argtypes: Any) -> Any:
-            address = ctypes.cast(fn, ctypes.c_void_p).value
-            return ctypes.CFUNCTYPE(restype, *argtypes)(address)
-
-        self._count = plain(raw.FPDFPage_GetAnnotCount, ctypes.c_int, ctypes.c_void_p)
-        self._get = plain(raw.FPDFPage_GetAnnot, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
-        self._subtype = plain(raw.FPDFAnnot_GetSubtype, ctypes.c_int, ctypes.c_void_p)
-        self._value = plain(raw.FPDFAnnot_GetStringValue, ctypes.c_ulong, ctypes.c_void_p,
-                            ctypes.c_char_p, ctypes.c_void_p, ctypes.c_ulong)
-        self._close = plain(raw.FPDFPage_CloseAnnot, None, ctypes.c_void_p)
-
-    def read(self, page: Any) -> list[str]:
-        handle = ctypes.cast(page.raw, ctypes.c_void_p).value
+    def read(self, handle: int) -> list[str]:
+        """The notes of the page ``handle`` (a raw ``FPDF_PAGE``)."""
         notes = []
         for k in range(self._count(handle)):
             annot = self._get(handle, k)
@@ -568,39 +656,55 @@ def _pdfium_events(data: bytes, max_pages: int) -> Events:
     try:
         n = len(pdf)
         yield {"meta": _pdfium_meta(pdf)}
-        gaps, angles, reader_notes = _Gaps(), _Angles(), _Notes()
+        api = _api()
+        gaps, angles, reader_notes = _Gaps(api), _Angles(api), _Notes(api)
+        handle = ctypes.cast(pdf.raw, ctypes.c_void_p).value
         respace: bool | None = None  # None: probing; then every page, or none
         probed = breaks = 0
         for i in range(min(n, max_pages)):
             try:
-                page = pdf[i]
+                page = api.load_page(handle, i)
+                if not page:
+                    raise _pdfium_error("Failed to load page.")
                 try:
-                    textpage = page.get_textpage()
+                    textpage = api.load_text(page)
+                    if not textpage:
+                        raise _pdfium_error("Failed to load text page.")
                     try:
-                        text = angles.relayout(textpage) if angles.rotated(textpage) else None
+                        text = whole = None  # whole: the page's text_range
+                        if angles.rotated(textpage):
+                            whole = api.text_range(textpage)
+                            text = angles.relayout(textpage, whole)
+                        found = None
                         if text is None and respace is None:  # probing: the first characters
-                            found = gaps.respace(textpage, PROBE_CHARS - probed)
+                            whole = api.text_range(textpage) if whole is None else whole
+                            limit = PROBE_CHARS - probed
+                            found = gaps.respace(textpage, whole, limit)
                             if found is not None:
-                                probed += min(len(found[0]), PROBE_CHARS - probed)
+                                probed += min(len(found[0]), limit)
                                 breaks += found[1]
                                 if breaks >= 2:
                                     respace = True
                                 elif probed >= PROBE_CHARS:
                                     respace = False
+                            if limit < len(whole):  # the probe saw part of the page
+                                found = None
                         if text is None and respace:
-                            found = gaps.respace(textpage)
+                            if found is None:
+                                whole = api.text_range(textpage) if whole is None else whole
+                                found = gaps.respace(textpage, whole)
                             if found is not None and found[1]:
                                 text = found[0]
                         if text is None:
-                            text = textpage.get_text_bounded()
+                            text = api.text_bounded(page, textpage)
                     finally:
-                        textpage.close()
+                        api.close_text(textpage)
                     try:
                         notes = reader_notes.read(page)
                     except Exception:  # a broken annotation costs the notes, never the text
                         notes = []
                 finally:
-                    page.close()
+                    api.close_page(page)
             except Exception as e:
                 yield {"page": i + 1, "error": f"{type(e).__name__}: {e}"}
                 continue
@@ -729,14 +833,17 @@ def _pdftotext_events(
         try:
             if meta is None:
                 probed.append(_pdfium_meta(pdf))
-            reader = _Notes()
+            api = _api()
+            reader, handle = _Notes(api), ctypes.cast(pdf.raw, ctypes.c_void_p).value
             for i in range(min(len(pdf), max_pages)):
                 try:
-                    page = pdf[i]
+                    page = api.load_page(handle, i)
+                    if not page:
+                        continue
                     try:
                         found = reader.read(page)
                     finally:
-                        page.close()
+                        api.close_page(page)
                 except Exception:  # a broken page or annotation costs its notes only
                     continue
                 if found:

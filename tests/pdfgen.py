@@ -684,3 +684,26 @@ def make_rotated_text(lines: list[str] | None = None) -> bytes:
     b.add_page(text_content("Heading above the side label") + b"\n"
                + rotated_content(90, 300, 200, lines))
     return b.build()
+
+
+def make_mapped_text(lines: list[str]) -> bytes:
+    """``lines`` in a Type3 box font whose /ToUnicode maps each code to a character of the
+    text, beyond U+FFFF too (a surrogate pair in the CMap): PDFium's text then holds
+    characters its UTF-16 output writes as two units."""
+    b = PdfBuilder()
+    chars = sorted(set("".join(lines)) - {" "})
+    codes = {ch: 0x41 + i for i, ch in enumerate(chars)}  # at most 62 characters
+    codes[" "] = 0x20
+    ref = _box_font(b, {c: "space" if ch == " " else f"g{c}" for ch, c in codes.items()})
+    pairs = "\n".join(f"<{codes[ch]:02x}> <{ch.encode('utf-16-be').hex()}>" for ch in chars)
+    cmap = (f"/CIDInit /ProcSet findresource begin 12 dict begin begincmap\n"
+            f"1 begincodespacerange <00> <ff> endcodespacerange\n"
+            f"{len(chars)} beginbfchar\n{pairs}\nendbfchar\n"
+            f"endcmap CMapName currentdict /CMap defineresource pop end end").encode()
+    b.w.objects[ref.num]["ToUnicode"] = b.w.add(Stream({}, cmap))
+    ops = [b"BT /T3 10 Tf 14 TL 72 720 Td"]
+    for line in lines:
+        ops.append(_string(bytes(codes[ch] for ch in line)) + b" Tj T*")
+    ops.append(b"ET")
+    b.add_page(b"\n".join(ops), {"Font": {"T3": ref}})
+    return b.build()

@@ -114,14 +114,61 @@ def test_word_gaps_probe_skips_documents_that_need_none(tmp_path, monkeypatch):
     calls: list[int] = []
     real = pdfreader._Gaps.respace
 
-    def spy(self, textpage, limit=None):
+    def spy(self, textpage, text, limit=None):
         calls.append(limit)
-        return real(self, textpage, limit)
+        return real(self, textpage, text, limit)
 
     monkeypatch.setattr(pdfreader._Gaps, "respace", spy)
     out = read(data, ctx_for("pdfium", tmp_path))
     assert out.status == "ok" and "page 7 with ordinary words" in out.text
     assert 1 <= len(calls) < 8 and None not in calls  # probes only, never a whole page
+
+
+def _pypdfium2_texts(data: bytes) -> list[tuple[str, str]]:
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument(data)
+    texts = []
+    for i in range(len(pdf)):
+        textpage = pdf[i].get_textpage()
+        texts.append((textpage.get_text_bounded(), textpage.get_text_range()))
+    return texts
+
+
+def _raw_texts(data: bytes) -> list[tuple[str, str]]:
+    import ctypes
+
+    import pypdfium2 as pdfium
+
+    api = pdfreader._api()
+    pdf = pdfium.PdfDocument(data)
+    handle = ctypes.cast(pdf.raw, ctypes.c_void_p).value
+    texts = []
+    for i in range(len(pdf)):
+        page = api.load_page(handle, i)
+        textpage = api.load_text(page)
+        texts.append((api.text_bounded(page, textpage), api.text_range(textpage)))
+        api.close_text(textpage)
+        api.close_page(page)
+    return texts
+
+
+@pytest.mark.parametrize("name", ["surrogates", "rotated", "german", "samples"])
+def test_raw_text_calls_give_what_pypdfium2_gives(name):
+    """The plain prototypes' text (one call into a buffer of room for any page) is
+    pypdfium2's, character for character, with characters beyond U+FFFF too."""
+    if name == "samples":
+        docs = [p.read_bytes() for p in sorted(SAMPLES.glob("*.pdf"))]
+    else:
+        docs = [{"surrogates": lambda: pdfgen.make_mapped_text(
+                     ["Kangaroo \U0001f998 and \U0001d518\U0001d52b text", "next line"]),
+                 "rotated": pdfgen.make_rotated_text, "german": pdfgen.make_german_prose}[name]()]
+    texts = [_pypdfium2_texts(data) for data in docs]
+    assert [_raw_texts(data) for data in docs] == texts
+    with_text = sum(1 for doc in texts if any(bounded for bounded, _ in doc))
+    assert with_text >= len(docs) - 1  # the samples hold one scan
+    if name == "surrogates":
+        assert "\U0001f998" in texts[0][0][0] and "\U0001f998" in texts[0][0][1]
 
 
 @pytest.mark.parametrize("engine", ENGINES)
