@@ -35,6 +35,7 @@ PRESENTATION = "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0 "
 SVG = "urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0 "
 STYLE = "urn:oasis:names:tc:opendocument:xmlns:style:1.0 "
 DC = "http://purl.org/dc/elements/1.1/ "
+OFFICEOOO = "http://openoffice.org/2009/office "  # LibreOffice's slide annotations
 XLINK = "http://www.w3.org/1999/xlink "
 MANIFEST = "urn:oasis:names:tc:opendocument:xmlns:manifest:1.0 "
 NUMBER = "urn:oasis:names:tc:opendocument:xmlns:datastyle:1.0 "
@@ -85,6 +86,7 @@ _LIST_STYLE, _OUTLINE_STYLE = TEXT + "list-style", TEXT + "outline-style"
 _STYLE_STYLE, _STYLE_NAME = STYLE + "style", STYLE + "name"
 _LIST_STYLE_NAME, _LEVEL = STYLE + "list-style-name", TEXT + "level"
 _OFFICE_BODY = OFFICE + "body"
+_SHAPES = TABLE + "shapes"
 _WS = re.compile(r"[\t\n\r ]{2,}|[\t\n\r]")
 _WORD = re.compile(r"\w")
 _MAX_SPACES = 1000  # one text:s element expands to at most this many spaces
@@ -252,6 +254,7 @@ class _Sheet:
         self.row_comments: list[str] = []  # annotations of the open ODS row
         self.row_index = 0
         self.col_index = 0
+        self.drawings: list[str] = []  # lines of the open sheet's shapes, for after its rows
 
     def table_start(self, attrs: dict[str, str]) -> None:
         if not self.tables and self.ods:
@@ -261,6 +264,23 @@ class _Sheet:
 
     def table_end(self) -> None:
         self.tables -= 1
+        if not self.tables and self.drawings:
+            drawings, self.drawings = self.drawings, []
+            for line in drawings:
+                self.flow.emit(line)
+
+    def hold_drawing(self, tag: str) -> bool:
+        """Whether ``tag`` starts a spreadsheet drawing to hold for after the sheet's rows:
+        ``table:shapes`` or a shape anchored in a cell (its text is not the cell's)."""
+        return self.ods and self.tables == 1 and (
+            tag == _SHAPES or (bool(self.cells) and tag.startswith(DRAW)))
+
+    def keep_drawing(self, lines: list[str]) -> None:
+        self.drawings.extend(lines)
+        if len(self.drawings) > self.flow.max_parts:  # written now rather than held
+            drawings, self.drawings = self.drawings, []
+            for line in drawings:
+                self.flow.emit(line)
 
     def row_start(self, attrs: dict[str, str]) -> None:
         repeat = max(to_int(attrs.get(TABLE + "number-rows-repeated"), 1), 1)
@@ -446,6 +466,8 @@ class _Content:
         self.skip = 0
         self.in_p = 0  # open text:p / text:h
         self.slides = 0
+        self.held = 0  # depth inside a spreadsheet drawing held for after the rows
+        self.notes: list[str] = []  # the open slide's notes lines, written at its end
         self.lists = lists = _Lists()
         self.sheet = sheet = _Sheet(flow)
         self.captures = caps = _Captures(flow, sheet, max_chars)
@@ -466,6 +488,7 @@ class _Content:
             PRESENTATION + "footer-decl": lambda a: caps.open("footer"),
             PRESENTATION + "header-decl": lambda a: caps.open("header"),
             OFFICE + "annotation": lambda a: caps.open("comment"),
+            OFFICEOOO + "annotation": lambda a: caps.open("comment"),
             SVG + "desc": lambda a: caps.open("alt"),
             TEXT + "list": lists.list_start,
             TEXT + "list-item": lists.item_start,
@@ -480,6 +503,7 @@ class _Content:
             TABLE + "table-cell": sheet.cell_end,
             TABLE + "covered-table-cell": sheet.cell_end,
             PRESENTATION + "notes": self._notes_end,
+            DRAW + "page": self._page_end,
             TEXT + "list": lists.list_end,
             TEXT + "list-item": lists.item_end,
             TEXT + "list-header": lists.item_end,
@@ -496,6 +520,11 @@ class _Content:
             if tag in _SKIPPED:
                 self._skip_subtree(tag)
                 return
+            if self.held:
+                self.held += 1
+            elif self.sheet.hold_drawing(tag):
+                self.flow.hold()
+                self.held = 1
             f = self.starts.get(tag)
             if f is not None:
                 f(attrs)
@@ -524,6 +553,10 @@ class _Content:
             f = self.ends.get(tag)
             if f is not None:
                 f()
+            if self.held:
+                self.held -= 1
+                if not self.held:
+                    self.sheet.keep_drawing(self.flow.release())
         elif tag == _LIST_STYLE or tag == _OUTLINE_STYLE:
             self.lists.style = None
 
@@ -587,11 +620,20 @@ class _Content:
         self.slides += 1
         self.flow.heading(f"# slide {self.slides}")
 
+    def _page_end(self) -> None:
+        """The notes after the slide's text and its annotations (written after the notes)."""
+        if self.notes:
+            notes, self.notes = self.notes, []
+            self.flow.pending_heading = "## notes"
+            for line in notes:
+                self.flow.emit(line)
+            self.flow.pending_heading = None
+
     def _notes_start(self, _attrs: dict[str, str]) -> None:
-        self.flow.pending_heading = "## notes"
+        self.flow.hold()
 
     def _notes_end(self) -> None:
-        self.flow.pending_heading = None
+        self.notes.extend(self.flow.release())
 
     def _object(self, attrs: dict[str, str]) -> None:
         href = attrs.get(XLINK + "href", "")
@@ -739,5 +781,5 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     return ReadResult(content.kind, meta)
 
 
-READER = Reader(name="odf", version=2, mimes=MIMES, extensions=EXTENSIONS,
+READER = Reader(name="odf", version=3, mimes=MIMES, extensions=EXTENSIONS,
                 settings=("max_member_bytes", "max_xml_bytes"), read=read)

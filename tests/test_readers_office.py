@@ -1322,3 +1322,23 @@ def test_libreoffice_workbook_under_the_default_password():
     out = read(raw, "lo-velvet.xlsx", "application/x-ooxml-encrypted")
     assert lines(out) == LO_SHEET
     assert out.meta["default_password"] is True
+
+
+def test_libreoffice_ods_annotations_and_text_boxes_read_as_the_xlsx():
+    """The same workbook as lo-notes.xlsx: cell annotations after their rows, the text boxes
+    (one in table:shapes, one anchored to B3) after the sheet's rows, not in the cell."""
+    raw = (SAMPLES / "lo-notes.ods").read_bytes()
+    xml = xmlsafe.open_zip(raw).read("content.xml")
+    assert b"<table:shapes>" in xml and b'table:end-cell-address="Budget.D4"' in xml
+    assert lines(read(raw, "lo-notes.ods", ODS)) == LO_SHEET
+
+
+def test_libreoffice_odp_annotations_before_the_notes_as_in_the_pptx():
+    """LibreOffice writes a slide's officeooo:annotation after its presentation:notes; the
+    comments still come after the slide's text and before ``## notes``, as in lo-notes.pptx."""
+    raw = (SAMPLES / "lo-notes.odp").read_bytes()
+    xml = xmlsafe.open_zip(raw).read("content.xml")
+    assert xml.index(b"</presentation:notes>") < xml.index(b"<officeooo:annotation")
+    odp = lines(read(raw, "lo-notes.odp", ODP))
+    pptx = lines(read((SAMPLES / "lo-notes.pptx").read_bytes(), "lo-notes.pptx", PPTX))
+    assert odp == pptx and "[comment: Ada Reviewer] Add the revenue chart." in odp
