@@ -87,6 +87,11 @@ _STYLE_STYLE, _STYLE_NAME = STYLE + "style", STYLE + "name"
 _LIST_STYLE_NAME, _LEVEL = STYLE + "list-style-name", TEXT + "level"
 _OFFICE_BODY = OFFICE + "body"
 _SHAPES = TABLE + "shapes"
+# What starts a spreadsheet drawing: the sheet's shapes element and every ODF shape (in a cell)
+_DRAWING_STARTS = frozenset({_SHAPES} | {DRAW + t for t in (
+    "rect", "line", "polyline", "polygon", "regular-polygon", "path", "circle", "ellipse", "g",
+    "page-thumbnail", "frame", "measure", "caption", "connector", "control", "custom-shape",
+    "a")})
 _WS = re.compile(r"[\t\n\r ]{2,}|[\t\n\r]")
 _WORD = re.compile(r"\w")
 _MAX_SPACES = 1000  # one text:s element expands to at most this many spaces
@@ -269,11 +274,11 @@ class _Sheet:
             for line in drawings:
                 self.flow.emit(line)
 
-    def hold_drawing(self, tag: str) -> bool:
-        """Whether ``tag`` starts a spreadsheet drawing to hold for after the sheet's rows:
-        ``table:shapes`` or a shape anchored in a cell (its text is not the cell's)."""
-        return self.ods and self.tables == 1 and (
-            tag == _SHAPES or (bool(self.cells) and tag.startswith(DRAW)))
+    def hold_drawing(self) -> bool:
+        """Whether the element just started (``table:shapes`` or a shape) is a spreadsheet
+        drawing to hold for after the sheet's rows: the sheet's shapes, or a shape anchored in
+        a cell (its text is not the cell's)."""
+        return self.ods and self.tables == 1
 
     def keep_drawing(self, lines: list[str]) -> None:
         self.drawings.extend(lines)
@@ -494,6 +499,7 @@ class _Content:
             TEXT + "list-item": lists.item_start,
             TEXT + "list-header": lists.header_item_start,
             **{tag: self._kind(kind) for tag, kind in _BODY_KIND.items()},
+            **{tag: self._drawing_start for tag in _DRAWING_STARTS},
         }
         self.ends: dict[str, Callable[[], None]] = {
             TEXT + "p": self._p_end,
@@ -507,6 +513,7 @@ class _Content:
             TEXT + "list": lists.list_end,
             TEXT + "list-item": lists.item_end,
             TEXT + "list-header": lists.item_end,
+            **{tag: self._drawing_end for tag in _DRAWING_STARTS},
         }
 
     # -- dispatch --------------------------------------------------------------------------
@@ -520,11 +527,6 @@ class _Content:
             if tag in _SKIPPED:
                 self._skip_subtree(tag)
                 return
-            if self.held:
-                self.held += 1
-            elif self.sheet.hold_drawing(tag):
-                self.flow.hold()
-                self.held = 1
             f = self.starts.get(tag)
             if f is not None:
                 f(attrs)
@@ -553,10 +555,6 @@ class _Content:
             f = self.ends.get(tag)
             if f is not None:
                 f()
-            if self.held:
-                self.held -= 1
-                if not self.held:
-                    self.sheet.keep_drawing(self.flow.release())
         elif tag == _LIST_STYLE or tag == _OUTLINE_STYLE:
             self.lists.style = None
 
@@ -619,6 +617,20 @@ class _Content:
     def _page_start(self, _attrs: dict[str, str]) -> None:
         self.slides += 1
         self.flow.heading(f"# slide {self.slides}")
+
+    def _drawing_start(self, _attrs: dict[str, str]) -> None:
+        # shapes nest only in shapes, so counting these elements finds the held one's end
+        if self.held:
+            self.held += 1
+        elif self.sheet.hold_drawing():
+            self.flow.hold()
+            self.held = 1
+
+    def _drawing_end(self) -> None:
+        if self.held:
+            self.held -= 1
+            if not self.held:
+                self.sheet.keep_drawing(self.flow.release())
 
     def _page_end(self) -> None:
         """The notes after the slide's text and its annotations (written after the notes)."""
