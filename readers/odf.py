@@ -596,9 +596,11 @@ class _Content:
     def _p_start(self, attrs: dict[str, str]) -> None:
         self.in_p += 1
         self.flow.open_para()
-        label = self.lists.paragraph_label(attrs)
-        if label:
-            self.flow.set_label(label)
+        first = self.lists.item_first
+        if first and first[-1]:  # the first paragraph of a list item (checked here: hot)
+            label = self.lists.paragraph_label(attrs)
+            if label:
+                self.flow.set_label(label)
 
     def _h_start(self, attrs: dict[str, str]) -> None:
         self._p_start(attrs)
