@@ -282,10 +282,12 @@ class _Sheet:
 
     def keep_drawing(self, lines: list[str]) -> None:
         self.drawings.extend(lines)
-        if len(self.drawings) > self.flow.max_parts:  # written now rather than held
+        if len(self.drawings) > self.flow.max_parts:  # held no further: the open row, the
+            self.flow.flush()                         # drawings, then the cap
             drawings, self.drawings = self.drawings, []
             for line in drawings:
                 self.flow.emit(line)
+            raise CapReached("max_parts", f"{self.flow.max_parts} drawing lines in one sheet")
 
     def row_start(self, attrs: dict[str, str]) -> None:
         repeat = max(to_int(attrs.get(TABLE + "number-rows-repeated"), 1), 1)

@@ -1342,3 +1342,22 @@ def test_libreoffice_odp_annotations_before_the_notes_as_in_the_pptx():
     odp = lines(read(raw, "lo-notes.odp", ODP))
     pptx = lines(read((SAMPLES / "lo-notes.pptx").read_bytes(), "lo-notes.pptx", PPTX))
     assert odp == pptx and "[comment: Ada Reviewer] Add the revenue chart." in odp
+
+
+def test_ods_drawings_after_the_rows_and_capped_by_max_parts():
+    """A sheet's shapes (table:shapes, and shapes anchored in cells: a group held as one) wait
+    for the end of its rows; more held lines than max_parts reach that cap, the open row and
+    the held lines written first."""
+    frame = '<draw:frame><draw:text-box><text:p>{}</text:p></draw:text-box></draw:frame>'
+    cell = "<table:table-row><table:table-cell>{}<text:p>{}</text:p></table:table-cell></table:table-row>"
+    group = f"<draw:g>{frame.format('groupword')}{frame.format('groupword2')}</draw:g>"
+    body = (f'<table:table table:name="S"><table:shapes>{frame.format("shapeword")}'
+            f'</table:shapes>{cell.format(group, "cellword")}'
+            f'{cell.format(frame.format("boxword"), "lastcell")}</table:table>')
+    data = og.odf("spreadsheet", body)
+    assert lines(read(data, "d.ods", ODS)) == [
+        "# S", "cellword", "lastcell", "shapeword", "groupword", "groupword2", "boxword"]
+    out = read(data, "d.ods", ODS, max_parts=3)
+    assert out.limit == "max_parts"
+    assert out.text.splitlines()[:6] == [
+        "# S", "cellword", "shapeword", "groupword", "groupword2", "boxword"]
