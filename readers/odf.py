@@ -35,6 +35,7 @@ PRESENTATION = "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0 "
 SVG = "urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0 "
 STYLE = "urn:oasis:names:tc:opendocument:xmlns:style:1.0 "
 DC = "http://purl.org/dc/elements/1.1/ "
+OFFICEOOO = "http://openoffice.org/2009/office "  # LibreOffice's slide annotations
 XLINK = "http://www.w3.org/1999/xlink "
 MANIFEST = "urn:oasis:names:tc:opendocument:xmlns:manifest:1.0 "
 NUMBER = "urn:oasis:names:tc:opendocument:xmlns:datastyle:1.0 "
@@ -85,6 +86,12 @@ _LIST_STYLE, _OUTLINE_STYLE = TEXT + "list-style", TEXT + "outline-style"
 _STYLE_STYLE, _STYLE_NAME = STYLE + "style", STYLE + "name"
 _LIST_STYLE_NAME, _LEVEL = STYLE + "list-style-name", TEXT + "level"
 _OFFICE_BODY = OFFICE + "body"
+_SHAPES = TABLE + "shapes"
+# What starts a spreadsheet drawing: the sheet's shapes element and every ODF shape (in a cell)
+_DRAWING_STARTS = frozenset({_SHAPES} | {DRAW + t for t in (
+    "rect", "line", "polyline", "polygon", "regular-polygon", "path", "circle", "ellipse", "g",
+    "page-thumbnail", "frame", "measure", "caption", "connector", "control", "custom-shape",
+    "a")})
 _WS = re.compile(r"[\t\n\r ]{2,}|[\t\n\r]")
 _WORD = re.compile(r"\w")
 _MAX_SPACES = 1000  # one text:s element expands to at most this many spaces
@@ -108,7 +115,9 @@ class _ListLevel:
 
 
 class _Lists:
-    """List and outline styles, and the counters of the lists open in the body."""
+    """List numbering: the list and outline styles (read outside the body), the counters of
+    the lists open in the body, and the label each list item's first paragraph and each
+    numbered heading gets."""
 
     def __init__(self) -> None:
         self.styles: dict[str, dict[int, _ListLevel]] = {}
@@ -117,6 +126,33 @@ class _Lists:
         self.open: list[dict] = []  # open text:list: style, counters shared with the top
         self.last_top: list[int | None] | None = None  # counters of the last top-level list
         self.outline_counts: list[int | None] = [None] * _MAX_LEVELS
+        self.item_first: list[bool] = []  # per open list item: its first paragraph is next
+        self.style: dict | None = None  # the list style being read
+
+    # -- styles (outside the body) ---------------------------------------------------------
+
+    def style_start(self, tag: str, a: dict[str, str]) -> bool:
+        """Read a list-style element; False when ``tag`` is none of them."""
+        if tag == _LIST_STYLE:
+            name = a.get(_STYLE_NAME, "")
+            if len(self.styles) < _MAX_STYLES:
+                self.style = self.styles.setdefault(name, {})
+        elif tag == _OUTLINE_STYLE:
+            self.style = self.outline
+        elif tag in _LEVEL_STYLES:
+            if self.style is not None:
+                level = min(max(to_int(a.get(_LEVEL), 1), 1), _MAX_LEVELS)
+                self.style[level] = _ListLevel(_LEVEL_STYLES[tag], a)
+        else:
+            return False
+        return True
+
+    def paragraph_style(self, a: dict[str, str]) -> None:
+        ls = a.get(_LIST_STYLE_NAME)
+        if ls and len(self.para_list) < _MAX_STYLES:
+            self.para_list[a.get(_STYLE_NAME, "")] = ls
+
+    # -- labels ----------------------------------------------------------------------------
 
     def label(self, levels: dict[int, _ListLevel], counts: list[int | None],
               level: int) -> str:
@@ -136,6 +172,171 @@ class _Lists:
             text = lvl.prefix + ".".join(nums) + lvl.suffix
         text = text.strip()
         return text + " " if text else ""
+
+    def paragraph_label(self, attrs: dict[str, str]) -> str:
+        """The label of a paragraph just opened: its list item's, if it is the item's first."""
+        if not (self.item_first and self.item_first[-1] and self.open):
+            return ""
+        self.item_first[-1] = False
+        top = self.open[-1]
+        style = top["style"] or self.para_list.get(attrs.get(TEXT + "style-name", ""))
+        levels = self.styles.get(style or "", {})
+        return self.label(levels, top["counts"], len(self.open))
+
+    def heading_label(self, attrs: dict[str, str]) -> str:
+        """The outline number of a heading outside a list (counted here)."""
+        if not self.outline or (self.item_first and self.open):
+            return ""
+        level = min(max(to_int(attrs.get(TEXT + "outline-level"), 1), 1), _MAX_LEVELS)
+        lvl = self.outline.get(level)
+        if lvl is None or not (lvl.fmt or lvl.prefix or lvl.suffix):
+            return ""
+        counts = self.outline_counts
+        counts[level - 1] = lvl.start if counts[level - 1] is None else counts[level - 1] + 1
+        for d in range(level, _MAX_LEVELS):
+            counts[d] = None
+        return self.label(self.outline, counts, level)
+
+    # -- lists and items in the body -------------------------------------------------------
+
+    def list_start(self, attrs: dict[str, str]) -> None:
+        if len(self.open) >= 64:  # deeper nesting counts as the deepest level
+            self.open.append(self.open[-1])
+            return
+        style = attrs.get(TEXT + "style-name") or (self.open[-1]["style"] if self.open
+                                                   else None)
+        if self.open:
+            counts = self.open[-1]["counts"]
+        elif (attrs.get(TEXT + "continue-numbering") == "true"
+              or attrs.get(TEXT + "continue-list")) and self.last_top is not None:
+            counts = self.last_top
+        else:
+            counts = [None] * _MAX_LEVELS
+        self.open.append({"style": style, "counts": counts})
+
+    def list_end(self) -> None:
+        if self.open:
+            top = self.open.pop()
+            if not self.open:
+                self.last_top = top["counts"]
+
+    def item_start(self, attrs: dict[str, str]) -> None:
+        self.item_first.append(True)
+        if not self.open:
+            return
+        level = min(len(self.open), _MAX_LEVELS)
+        counts = self.open[-1]["counts"]
+        levels = self.styles.get(self.open[-1]["style"] or "", {})
+        start = attrs.get(TEXT + "start-value")
+        if start is not None:
+            counts[level - 1] = to_int(start, 1)
+        elif counts[level - 1] is None:
+            lvl = levels.get(level)
+            counts[level - 1] = lvl.start if lvl else 1
+        else:
+            counts[level - 1] += 1
+        for d in range(level, _MAX_LEVELS):
+            counts[d] = None
+
+    def header_item_start(self, _attrs: dict[str, str]) -> None:
+        self.item_first.append(False)
+
+    def item_end(self) -> None:
+        if self.item_first:
+            self.item_first.pop()
+
+
+class _Sheet:
+    """Tables, rows and cells: the flow's row and cell events, and for a spreadsheet the
+    ``# <sheet>`` line, the cell references and the annotations held until their row ends."""
+
+    def __init__(self, flow: Flow) -> None:
+        self.flow = flow
+        self.ods = False  # the document is a spreadsheet
+        self.tables = 0  # open table:table
+        self.cells: list[tuple[int, str | None]] = []  # open cells: (repeat, ISO date)
+        self.rows: list[int] = []  # open rows: their repeat count
+        self.row_comments: list[str] = []  # annotations of the open ODS row
+        self.row_index = 0
+        self.col_index = 0
+        self.drawings: list[str] = []  # lines of the open sheet's shapes, for after its rows
+
+    def table_start(self, attrs: dict[str, str]) -> None:
+        if not self.tables and self.ods:
+            self.flow.heading(f"# {attrs.get(TABLE + 'name', '')}")
+            self.row_index = 0
+        self.tables += 1
+
+    def table_end(self) -> None:
+        self.tables -= 1
+        if not self.tables and self.drawings:
+            drawings, self.drawings = self.drawings, []
+            for line in drawings:
+                self.flow.emit(line)
+
+    def hold_drawing(self) -> bool:
+        """Whether the element just started (``table:shapes`` or a shape) is a spreadsheet
+        drawing to hold for after the sheet's rows: the sheet's shapes, or a shape anchored in
+        a cell (its text is not the cell's)."""
+        return self.ods and self.tables == 1
+
+    def keep_drawing(self, lines: list[str]) -> None:
+        self.drawings.extend(lines)
+        if len(self.drawings) > self.flow.max_parts:  # held no further: the open row, the
+            self.flow.flush()                         # drawings, then the cap
+            drawings, self.drawings = self.drawings, []
+            for line in drawings:
+                self.flow.emit(line)
+            raise CapReached("max_parts", f"{self.flow.max_parts} drawing lines in one sheet")
+
+    def row_start(self, attrs: dict[str, str]) -> None:
+        repeat = max(to_int(attrs.get(TABLE + "number-rows-repeated"), 1), 1)
+        self.rows.append(repeat)
+        self.row_index += 1
+        self.col_index = 0
+        self.flow.open_row()
+
+    def row_end(self) -> None:
+        repeat = self.rows.pop() if self.rows else 1
+        self.row_index += min(repeat, 1 << 40) - 1
+        self.flow.close_row(repeat)
+        if self.row_comments and not self.rows:
+            comments, self.row_comments = self.row_comments, []
+            for line in comments:
+                self.flow.emit(line)
+
+    def cell_start(self, attrs: dict[str, str]) -> None:
+        repeat = max(to_int(attrs.get(TABLE + "number-columns-repeated"), 1), 1)
+        date = attrs.get(OFFICE + "date-value") if (
+            attrs.get(OFFICE + "value-type") == "date") else None
+        self.cells.append((repeat, date))
+        self.flow.open_cell()
+
+    def cell_end(self) -> None:
+        repeat, date = self.cells.pop() if self.cells else (1, None)
+        self.col_index += min(repeat, 1 << 40)
+        self.flow.close_cell(repeat, value=date)
+
+    def cell_ref(self) -> str:
+        """``B3`` for the open cell of a spreadsheet, else empty."""
+        if not self.ods or not self.rows:
+            return ""
+        col, letters = self.col_index, ""
+        while True:
+            col, rem = divmod(col, 26)
+            letters = chr(65 + rem) + letters
+            if not col:
+                break
+            col -= 1
+        return f"{letters}{self.row_index}"
+
+    def hold_comment(self, line: str) -> bool:
+        """Keep a cell's annotation for after its row; False outside a spreadsheet row."""
+        if not (self.ods and self.rows):
+            return False
+        if len(self.row_comments) <= self.flow.max_parts:
+            self.row_comments.append(line)
+        return True
 
 
 class _Capture:
@@ -162,164 +363,32 @@ class _Capture:
         return [t for t in ("".join(p).strip() for p in self.paras) if t]
 
 
-class _Content:
-    """Events of an ODF document (``styles.xml``, then ``content.xml``, or one flat file)
-    turned into lines: the body through the flow; list styles, master-page headers and
-    footers, annotations and footer declarations collected beside it."""
+class _Captures:
+    """Annotations, alt text (``svg:desc``), headers and footers: each element's text is
+    captured apart from the flow, then written as a marker line (annotations after their
+    paragraph or row, alt text in place) or kept for ``## header`` / ``## footer``."""
 
-    def __init__(self, flow: Flow, objects: Callable[[str], list[str]] | None = None,
-                 max_chars: int = 0) -> None:
+    def __init__(self, flow: Flow, sheet: _Sheet, max_chars: int) -> None:
         self.flow = flow
-        self.objects = objects  # reads an embedded object (draw:object) into lines
-        self.parser = None  # the running expat parser (for skipping subtrees)
-        self.kind = ""  # odt / ods / odp / odg once the body element is seen
-        self.in_body = False
-        self.skip = 0
-        self.in_p = 0  # open text:p / text:h
-        self.tables = 0  # open table:table
-        self.slides = 0
-        self.cells: list[tuple[int, str | None]] = []  # open cells: (repeat, ISO date)
-        self.rows: list[int] = []  # open rows: their repeat count
-        self.lists = _Lists()
-        self.style: dict | None = None  # the list / paragraph style being read
+        self.sheet = sheet
         self.capture: _Capture | None = None
         self.captured: dict[str, list[str]] = {"header": [], "footer": []}
         self.captured_chars = 0
         self.max_chars = max_chars or (1 << 62)
-        self.row_comments: list[str] = []  # annotations of the open ODS row
-        self.row_index = 0
-        self.col_index = 0
-        self.item_first: list[bool] = []  # per open list item: its first paragraph is next
-        f = flow
-        self.starts: dict[str, Callable[[dict[str, str]], None]] = {
-            TEXT + "p": self._p_start,
-            TEXT + "h": self._h_start,
-            TEXT + "s": self._spaces,
-            TEXT + "tab": lambda a: f.add("\t") if self.in_p else None,
-            TEXT + "line-break": lambda a: f.add("\n") if self.in_p else None,
-            TABLE + "table": self._table_start,
-            TABLE + "table-row": self._row_start,
-            TABLE + "table-cell": self._cell_start,
-            TABLE + "covered-table-cell": self._cell_start,
-            DRAW + "page": self._page_start,
-            DRAW + "object": self._object,
-            PRESENTATION + "notes": self._notes_start,
-            PRESENTATION + "footer-decl": lambda a: self._capture_start("footer"),
-            PRESENTATION + "header-decl": lambda a: self._capture_start("header"),
-            OFFICE + "annotation": lambda a: self._capture_start("comment"),
-            SVG + "desc": lambda a: self._capture_start("alt"),
-            TEXT + "list": self._list_start,
-            TEXT + "list-item": self._item_start,
-            TEXT + "list-header": self._header_item_start,
-            **{tag: self._kind(kind) for tag, kind in _BODY_KIND.items()},
-        }
-        self.ends: dict[str, Callable[[], None]] = {
-            TEXT + "p": self._p_end,
-            TEXT + "h": self._p_end,
-            TABLE + "table": self._table_end,
-            TABLE + "table-row": self._row_end,
-            TABLE + "table-cell": self._cell_end,
-            TABLE + "covered-table-cell": self._cell_end,
-            PRESENTATION + "notes": self._notes_end,
-            TEXT + "list": self._list_end,
-            TEXT + "list-item": self._item_end,
-            TEXT + "list-header": self._item_end,
-        }
 
-    # -- dispatch --------------------------------------------------------------------------
-
-    def start(self, tag: str, attrs: dict[str, str]) -> None:
-        if self.skip:
-            self.skip += 1
-        elif self.capture is not None:
-            self._cap_start(tag, attrs)
-        elif self.in_body:
-            if tag in _SKIPPED:
-                self._skip_subtree(tag)
-                return
-            f = self.starts.get(tag)
-            if f is not None:
-                f(attrs)
-        elif tag == _OFFICE_BODY:
-            self.in_body = True
-        elif tag in _HF_KINDS:
-            if attrs.get(STYLE + "display") != "false":
-                self._capture_start(_HF_KINDS[tag])
-        else:
-            self._style_start(tag, attrs)
-
-    def end(self, tag: str) -> None:
-        if self.skip:
-            self.skip -= 1
-        elif self.capture is not None:
-            self._cap_end(tag)
-        elif self.in_body:
-            if tag == _OFFICE_BODY:
-                self.in_body = False
-                return
-            f = self.ends.get(tag)
-            if f is not None:
-                f()
-        elif tag == _LIST_STYLE or tag == _OUTLINE_STYLE:
-            self.style = None
-
-    def _skip_subtree(self, tag: str) -> None:
-        """Skip the element just started: no callbacks until its end tag (the skipped
-        elements never nest themselves); without a parser, count depth instead."""
-        p = self.parser
-        if p is None:
-            self.skip = 1
-            return
-
-        def until_end(t: str) -> None:
-            if t == tag:
-                p.StartElementHandler = self.start
-                p.EndElementHandler = self.end
-                p.CharacterDataHandler = self.text
-
-        p.StartElementHandler = None
-        p.CharacterDataHandler = None
-        p.EndElementHandler = until_end
+    def open(self, kind: str) -> None:
+        self.capture = _Capture(kind)
 
     def text(self, data: str) -> None:
         cap = self.capture
-        if cap is not None:
-            if cap.in_creator:
-                cap.creator.append(data)
-            elif cap.paras and not cap.field:
-                cap.paras[-1].append(_WS.sub(" ", data))
-            elif cap.kind in ("footer", "header", "alt") and not cap.paras and not cap.field:
-                cap.paras.append([_WS.sub(" ", data)])  # a declaration's bare text
-        elif self.in_p and not self.skip:
-            self.flow.add(_WS.sub(" ", data))
+        if cap.in_creator:
+            cap.creator.append(data)
+        elif cap.paras and not cap.field:
+            cap.paras[-1].append(_WS.sub(" ", data))
+        elif cap.kind in ("footer", "header", "alt") and not cap.paras and not cap.field:
+            cap.paras.append([_WS.sub(" ", data)])  # a declaration's bare text
 
-    # -- styles (outside the body) ---------------------------------------------------------
-
-    def _style_start(self, tag: str, a: dict[str, str]) -> None:
-        lists = self.lists
-        if tag == _STYLE_STYLE:
-            ls = a.get(_LIST_STYLE_NAME)
-            if ls and len(lists.para_list) < _MAX_STYLES:
-                lists.para_list[a.get(_STYLE_NAME, "")] = ls
-            self._skip_subtree(tag)  # its properties
-        elif tag in _STYLE_SKIPPED:
-            self._skip_subtree(tag)
-        elif tag == _LIST_STYLE:
-            name = a.get(_STYLE_NAME, "")
-            if len(lists.styles) < _MAX_STYLES:
-                self.style = lists.styles.setdefault(name, {})
-        elif tag == _OUTLINE_STYLE:
-            self.style = lists.outline
-        elif tag in _LEVEL_STYLES and self.style is not None:
-            level = min(max(to_int(a.get(_LEVEL), 1), 1), _MAX_LEVELS)
-            self.style[level] = _ListLevel(_LEVEL_STYLES[tag], a)
-
-    # -- captured text: annotations, headers and footers -----------------------------------
-
-    def _capture_start(self, kind: str) -> None:
-        self.capture = _Capture(kind)
-
-    def _cap_start(self, tag: str, attrs: dict[str, str]) -> None:
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
         cap = self.capture
         cap.depth += 1
         if cap.field:
@@ -342,7 +411,7 @@ class _Content:
                 tag == TEXT + "note" or tag == TEXT + "tracked-changes"):
             cap.field = 1
 
-    def _cap_end(self, tag: str) -> None:
+    def end(self, tag: str) -> None:
         cap = self.capture
         if cap.field:
             cap.field -= 1
@@ -361,11 +430,8 @@ class _Content:
             body = " ".join(cap.lines())
             if not body:
                 return
-            line = comment_line("".join(cap.creator), body, self._cell_ref())
-            if self.kind == "ods" and self.rows:
-                if len(self.row_comments) <= self.flow.max_parts:
-                    self.row_comments.append(line)
-            else:
+            line = comment_line("".join(cap.creator), body, self.sheet.cell_ref())
+            if not self.sheet.hold_comment(line):
                 self.flow.emit(line)
         elif cap.kind == "alt":
             body = " ".join(cap.lines())
@@ -380,18 +446,6 @@ class _Content:
                     target.append(line)
                     self.captured_chars += len(line)
 
-    def _cell_ref(self) -> str:
-        if self.kind != "ods" or not self.rows:
-            return ""
-        col, letters = self.col_index, ""
-        while True:
-            col, rem = divmod(col, 26)
-            letters = chr(65 + rem) + letters
-            if not col:
-                break
-            col -= 1
-        return f"{letters}{self.row_index}"
-
     def headers_footers(self) -> None:
         """``## header`` and ``## footer`` after the body: each distinct line once."""
         for kind in ("header", "footer"):
@@ -402,40 +456,157 @@ class _Content:
                     self.flow.emit(line)
                 self.flow.pending_heading = None
 
+
+class _Content:
+    """Events of an ODF document (``styles.xml``, then ``content.xml``, or one flat file)
+    turned into lines: paragraphs, slides and embedded objects here, through the flow; list
+    numbering in :class:`_Lists`, tables in :class:`_Sheet`, annotations, headers and footers
+    in :class:`_Captures`."""
+
+    def __init__(self, flow: Flow, objects: Callable[[str], list[str]] | None = None,
+                 max_chars: int = 0) -> None:
+        self.flow = flow
+        self.objects = objects  # reads an embedded object (draw:object) into lines
+        self.parser = None  # the running expat parser (for skipping subtrees)
+        self.kind = ""  # odt / ods / odp / odg once the body element is seen
+        self.in_body = False
+        self.skip = 0
+        self.in_p = 0  # open text:p / text:h
+        self.slides = 0
+        self.held = 0  # depth inside a spreadsheet drawing held for after the rows
+        self.notes: list[str] = []  # the open slide's notes lines, written at its end
+        self.lists = lists = _Lists()
+        self.sheet = sheet = _Sheet(flow)
+        self.captures = caps = _Captures(flow, sheet, max_chars)
+        f = flow
+        self.starts: dict[str, Callable[[dict[str, str]], None]] = {
+            TEXT + "p": self._p_start,
+            TEXT + "h": self._h_start,
+            TEXT + "s": self._spaces,
+            TEXT + "tab": lambda a: f.add("\t") if self.in_p else None,
+            TEXT + "line-break": lambda a: f.add("\n") if self.in_p else None,
+            TABLE + "table": sheet.table_start,
+            TABLE + "table-row": sheet.row_start,
+            TABLE + "table-cell": sheet.cell_start,
+            TABLE + "covered-table-cell": sheet.cell_start,
+            DRAW + "page": self._page_start,
+            DRAW + "object": self._object,
+            PRESENTATION + "notes": self._notes_start,
+            PRESENTATION + "footer-decl": lambda a: caps.open("footer"),
+            PRESENTATION + "header-decl": lambda a: caps.open("header"),
+            OFFICE + "annotation": lambda a: caps.open("comment"),
+            OFFICEOOO + "annotation": lambda a: caps.open("comment"),
+            SVG + "desc": lambda a: caps.open("alt"),
+            TEXT + "list": lists.list_start,
+            TEXT + "list-item": lists.item_start,
+            TEXT + "list-header": lists.header_item_start,
+            **{tag: self._kind(kind) for tag, kind in _BODY_KIND.items()},
+            **{tag: self._drawing_start for tag in _DRAWING_STARTS},
+        }
+        self.ends: dict[str, Callable[[], None]] = {
+            TEXT + "p": self._p_end,
+            TEXT + "h": self._p_end,
+            TABLE + "table": sheet.table_end,
+            TABLE + "table-row": sheet.row_end,
+            TABLE + "table-cell": sheet.cell_end,
+            TABLE + "covered-table-cell": sheet.cell_end,
+            PRESENTATION + "notes": self._notes_end,
+            DRAW + "page": self._page_end,
+            TEXT + "list": lists.list_end,
+            TEXT + "list-item": lists.item_end,
+            TEXT + "list-header": lists.item_end,
+            **{tag: self._drawing_end for tag in _DRAWING_STARTS},
+        }
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
+        if self.skip:
+            self.skip += 1
+        elif self.captures.capture is not None:
+            self.captures.start(tag, attrs)
+        elif self.in_body:
+            if tag in _SKIPPED:
+                self._skip_subtree(tag)
+                return
+            f = self.starts.get(tag)
+            if f is not None:
+                f(attrs)
+        elif tag == _OFFICE_BODY:
+            self.in_body = True
+        elif tag in _HF_KINDS:
+            if attrs.get(STYLE + "display") != "false":
+                self.captures.open(_HF_KINDS[tag])
+        elif tag == _STYLE_STYLE:
+            self.lists.paragraph_style(attrs)
+            self._skip_subtree(tag)  # its properties
+        elif tag in _STYLE_SKIPPED:
+            self._skip_subtree(tag)
+        else:
+            self.lists.style_start(tag, attrs)
+
+    def end(self, tag: str) -> None:
+        if self.skip:
+            self.skip -= 1
+        elif self.captures.capture is not None:
+            self.captures.end(tag)
+        elif self.in_body:
+            if tag == _OFFICE_BODY:
+                self.in_body = False
+                return
+            f = self.ends.get(tag)
+            if f is not None:
+                f()
+        elif tag == _LIST_STYLE or tag == _OUTLINE_STYLE:
+            self.lists.style = None
+
+    def _skip_subtree(self, tag: str) -> None:
+        """Skip the element just started: no callbacks until its end tag (the skipped
+        elements never nest themselves); without a parser, count depth instead."""
+        p = self.parser
+        if p is None:
+            self.skip = 1
+            return
+
+        def until_end(t: str) -> None:
+            if t == tag:
+                p.StartElementHandler = self.start
+                p.EndElementHandler = self.end
+                p.CharacterDataHandler = self.text
+
+        p.StartElementHandler = None
+        p.CharacterDataHandler = None
+        p.EndElementHandler = until_end
+
+    def text(self, data: str) -> None:
+        if self.captures.capture is not None:
+            self.captures.text(data)
+        elif self.in_p and not self.skip:
+            self.flow.add(_WS.sub(" ", data))
+
+    def headers_footers(self) -> None:
+        self.captures.headers_footers()
+
     # -- body ------------------------------------------------------------------------------
 
     def _kind(self, kind: str) -> Callable[[dict[str, str]], None]:
         def handler(_attrs: dict[str, str]) -> None:
             self.kind = self.kind or kind
+            self.sheet.ods = self.kind == "ods"
         return handler
 
     def _p_start(self, attrs: dict[str, str]) -> None:
         self.in_p += 1
         self.flow.open_para()
-        lists = self.lists
-        if self.item_first and self.item_first[-1] and lists.open:
-            self.item_first[-1] = False
-            top = lists.open[-1]
-            style = top["style"] or lists.para_list.get(attrs.get(TEXT + "style-name", ""))
-            levels = lists.styles.get(style or "", {})
-            label = lists.label(levels, top["counts"], len(lists.open))
+        first = self.lists.item_first
+        if first and first[-1]:  # the first paragraph of a list item (checked here: hot)
+            label = self.lists.paragraph_label(attrs)
             if label:
                 self.flow.set_label(label)
 
     def _h_start(self, attrs: dict[str, str]) -> None:
         self._p_start(attrs)
-        lists = self.lists
-        if not lists.outline or (self.item_first and lists.open):
-            return
-        level = min(max(to_int(attrs.get(TEXT + "outline-level"), 1), 1), _MAX_LEVELS)
-        lvl = lists.outline.get(level)
-        if lvl is None or not (lvl.fmt or lvl.prefix or lvl.suffix):
-            return
-        counts = lists.outline_counts
-        counts[level - 1] = lvl.start if counts[level - 1] is None else counts[level - 1] + 1
-        for d in range(level, _MAX_LEVELS):
-            counts[d] = None
-        label = lists.label(lists.outline, counts, level)
+        label = self.lists.heading_label(attrs)
         if label:
             self.flow.set_label(label)
 
@@ -443,105 +614,42 @@ class _Content:
         self.in_p -= 1
         self.flow.close_para()
 
-    def _list_start(self, attrs: dict[str, str]) -> None:
-        lists = self.lists
-        if len(lists.open) >= 64:  # deeper nesting counts as the deepest level
-            lists.open.append(lists.open[-1])
-            return
-        style = attrs.get(TEXT + "style-name") or (lists.open[-1]["style"] if lists.open
-                                                   else None)
-        if lists.open:
-            counts = lists.open[-1]["counts"]
-        elif (attrs.get(TEXT + "continue-numbering") == "true"
-              or attrs.get(TEXT + "continue-list")) and lists.last_top is not None:
-            counts = lists.last_top
-        else:
-            counts = [None] * _MAX_LEVELS
-        lists.open.append({"style": style, "counts": counts})
-
-    def _list_end(self) -> None:
-        lists = self.lists
-        if lists.open:
-            top = lists.open.pop()
-            if not lists.open:
-                lists.last_top = top["counts"]
-
-    def _item_start(self, attrs: dict[str, str]) -> None:
-        lists = self.lists
-        self.item_first.append(True)
-        if not lists.open:
-            return
-        level = min(len(lists.open), _MAX_LEVELS)
-        counts = lists.open[-1]["counts"]
-        levels = lists.styles.get(lists.open[-1]["style"] or "", {})
-        start = attrs.get(TEXT + "start-value")
-        if start is not None:
-            counts[level - 1] = to_int(start, 1)
-        elif counts[level - 1] is None:
-            lvl = levels.get(level)
-            counts[level - 1] = lvl.start if lvl else 1
-        else:
-            counts[level - 1] += 1
-        for d in range(level, _MAX_LEVELS):
-            counts[d] = None
-
-    def _header_item_start(self, _attrs: dict[str, str]) -> None:
-        self.item_first.append(False)
-
-    def _item_end(self) -> None:
-        if self.item_first:
-            self.item_first.pop()
-
     def _spaces(self, attrs: dict[str, str]) -> None:
         if self.in_p:
             self.flow.add(" " * min(max(to_int(attrs.get(TEXT + "c"), 1), 1), _MAX_SPACES))
-
-    def _table_start(self, attrs: dict[str, str]) -> None:
-        if not self.tables and self.kind == "ods":
-            self.flow.heading(f"# {attrs.get(TABLE + 'name', '')}")
-            self.row_index = 0
-        self.tables += 1
-
-    def _table_end(self) -> None:
-        self.tables -= 1
-
-    def _row_start(self, attrs: dict[str, str]) -> None:
-        repeat = max(to_int(attrs.get(TABLE + "number-rows-repeated"), 1), 1)
-        self.rows.append(repeat)
-        self.row_index += 1
-        self.col_index = 0
-        self.flow.open_row()
-
-    def _row_end(self) -> None:
-        repeat = self.rows.pop() if self.rows else 1
-        self.row_index += min(repeat, 1 << 40) - 1
-        self.flow.close_row(repeat)
-        if self.row_comments and not self.rows:
-            comments, self.row_comments = self.row_comments, []
-            for line in comments:
-                self.flow.emit(line)
-
-    def _cell_start(self, attrs: dict[str, str]) -> None:
-        repeat = max(to_int(attrs.get(TABLE + "number-columns-repeated"), 1), 1)
-        date = attrs.get(OFFICE + "date-value") if (
-            attrs.get(OFFICE + "value-type") == "date") else None
-        self.cells.append((repeat, date))
-        self.flow.open_cell()
-
-    def _cell_end(self) -> None:
-        repeat, date = self.cells.pop() if self.cells else (1, None)
-        self.col_index += min(repeat, 1 << 40)
-        self.flow.close_cell(repeat, value=date)
 
     def _page_start(self, _attrs: dict[str, str]) -> None:
         self.slides += 1
         self.flow.heading(f"# slide {self.slides}")
 
+    def _drawing_start(self, _attrs: dict[str, str]) -> None:
+        # shapes nest only in shapes, so counting these elements finds the held one's end
+        if self.held:
+            self.held += 1
+        elif self.sheet.hold_drawing():
+            self.flow.hold()
+            self.held = 1
+
+    def _drawing_end(self) -> None:
+        if self.held:
+            self.held -= 1
+            if not self.held:
+                self.sheet.keep_drawing(self.flow.release())
+
+    def _page_end(self) -> None:
+        """The notes after the slide's text and its annotations (written after the notes)."""
+        if self.notes:
+            notes, self.notes = self.notes, []
+            self.flow.pending_heading = "## notes"
+            for line in notes:
+                self.flow.emit(line)
+            self.flow.pending_heading = None
+
     def _notes_start(self, _attrs: dict[str, str]) -> None:
-        self.flow.pending_heading = "## notes"
+        self.flow.hold()
 
     def _notes_end(self) -> None:
-        self.flow.pending_heading = None
+        self.notes.extend(self.flow.release())
 
     def _object(self, attrs: dict[str, str]) -> None:
         href = attrs.get(XLINK + "href", "")
@@ -689,5 +797,5 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     return ReadResult(content.kind, meta)
 
 
-READER = Reader(name="odf", version=2, mimes=MIMES, extensions=EXTENSIONS,
+READER = Reader(name="odf", version=3, mimes=MIMES, extensions=EXTENSIONS,
                 settings=("max_member_bytes", "max_xml_bytes"), read=read)

@@ -296,6 +296,17 @@ class Flow:
         for d in frame.deferred:
             self.emit(d)
 
+    def hold(self) -> None:
+        """Hold the lines finished from here on (a sheet's drawing, a slide's notes) until
+        :meth:`release`, instead of writing them; bounded by ``max_parts`` like a paragraph's."""
+        self._push(_PARA)
+
+    def release(self) -> list[str]:
+        """End the innermost hold (or paragraph): the lines it held, for the caller to emit."""
+        if not self.frames or self.frames[-1].kind != _PARA:
+            return []
+        return self._pop().deferred
+
     def lines(self, text: str) -> None:
         """Emit every non-blank line of ``text`` (an embedded document's text, a block)."""
         for line in text.splitlines():

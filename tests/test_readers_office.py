@@ -1260,3 +1260,104 @@ def test_number_format_grouping_and_literal_sections():
     assert compile_format("#,#00000").render(42) == "00,042"
     assert compile_format('0;"negative"').render(-3) == "negative"
     assert compile_format("#,##0").render(0.3) == "0"
+
+
+# -- issue 20 classes in documents LibreOffice wrote (samples/office/ORIGIN.md, "Written by
+# LibreOffice"; the flat sources in samples/office-src) ---------------------------------------
+
+LO_TEXT = [
+    "The committee met on Monday. Minutes follow.",
+    "[comment: Ada Reviewer] Check the date with finance. Second comment paragraph.",
+    "Budget information for the well-known year 2024-25.",  # U+00AD dropped, U+2011 as -
+    "A marked phrase ends here.",
+    "[comment: Bo Editor] Range comment on this phrase.",
+    "Before the box.",
+    "Text box sentence here.",  # once, though the DOCX has it in mc:Choice and mc:Fallback
+    "Footnoted claim.",
+]
+
+
+def test_libreoffice_odt_annotations_soft_hyphens_frame_and_footnote():
+    raw = (SAMPLES / "lo-notes.odt").read_bytes()
+    assert "in\u00adfor".encode() in xmlsafe.open_zip(raw).read("content.xml")
+    out = read(raw, "lo-notes.odt", ODT)
+    assert lines(out) == LO_TEXT + ["The footnote body.", "Last paragraph."]
+
+
+def test_libreoffice_docx_comments_soft_hyphens_and_text_box():
+    raw = (SAMPLES / "lo-notes.docx").read_bytes()
+    xml = xmlsafe.open_zip(raw).read("word/document.xml")
+    assert b"<w:softHyphen/>" in xml and b"<w:noBreakHyphen/>" in xml
+    assert xml.count(b"Text box sentence here.") == 2  # both branches of AlternateContent
+    out = read(raw, "lo-notes.docx", DOCX)
+    assert lines(out) == LO_TEXT + ["Last paragraph.", "## footnotes", "\tThe footnote body."]
+
+
+def test_libreoffice_pptx_comments_before_the_notes():
+    out = read((SAMPLES / "lo-notes.pptx").read_bytes(), "lo-notes.pptx", PPTX)
+    assert lines(out) == [
+        "# slide 1", "Quarterly review slide.",
+        "[comment: Ada Reviewer] Add the revenue chart.",
+        "[comment: Bo Editor] Agreed, next week.",
+        "## notes", "Speaker note for slide one.",
+        "# slide 2", "Second slide text.", "[comment: Bo Editor] Slide two remark."]
+
+
+LO_SHEET = [
+    "# Budget", "Item\tAmount", "Rent\t1200", "[comment B2: Ada Reviewer] Rent rises in June.",
+    "Power\t80", "[comment A3: Bo Editor] Power bill estimate. Second line of the note.",
+    "[comment B5: Ada Reviewer] Note on an empty cell.", "Total\t1280",
+    "Sheet text box words.", "Cell anchored box.", "## footer", "Page"]
+
+
+def test_libreoffice_xlsx_notes_and_text_boxes():
+    out = read((SAMPLES / "lo-notes.xlsx").read_bytes(), "lo-notes.xlsx", XLSX)
+    assert lines(out) == LO_SHEET
+
+
+def test_libreoffice_workbook_under_the_default_password():
+    """lo-notes.xlsx encrypted by msoffcrypto-tool with VelvetSweatshop (not by Excel)."""
+    raw = (SAMPLES / "lo-velvet.xlsx").read_bytes()
+    assert raw[:8] == bytes.fromhex("d0cf11e0a1b11ae1")
+    out = read(raw, "lo-velvet.xlsx", "application/x-ooxml-encrypted")
+    assert lines(out) == LO_SHEET
+    assert out.meta["default_password"] is True
+
+
+def test_libreoffice_ods_annotations_and_text_boxes_read_as_the_xlsx():
+    """The same workbook as lo-notes.xlsx: cell annotations after their rows, the text boxes
+    (one in table:shapes, one anchored to B3) after the sheet's rows, not in the cell."""
+    raw = (SAMPLES / "lo-notes.ods").read_bytes()
+    xml = xmlsafe.open_zip(raw).read("content.xml")
+    assert b"<table:shapes>" in xml and b'table:end-cell-address="Budget.D4"' in xml
+    assert lines(read(raw, "lo-notes.ods", ODS)) == LO_SHEET
+
+
+def test_libreoffice_odp_annotations_before_the_notes_as_in_the_pptx():
+    """LibreOffice writes a slide's officeooo:annotation after its presentation:notes; the
+    comments still come after the slide's text and before ``## notes``, as in lo-notes.pptx."""
+    raw = (SAMPLES / "lo-notes.odp").read_bytes()
+    xml = xmlsafe.open_zip(raw).read("content.xml")
+    assert xml.index(b"</presentation:notes>") < xml.index(b"<officeooo:annotation")
+    odp = lines(read(raw, "lo-notes.odp", ODP))
+    pptx = lines(read((SAMPLES / "lo-notes.pptx").read_bytes(), "lo-notes.pptx", PPTX))
+    assert odp == pptx and "[comment: Ada Reviewer] Add the revenue chart." in odp
+
+
+def test_ods_drawings_after_the_rows_and_capped_by_max_parts():
+    """A sheet's shapes (table:shapes, and shapes anchored in cells: a group held as one) wait
+    for the end of its rows; more held lines than max_parts reach that cap, the open row and
+    the held lines written first."""
+    frame = '<draw:frame><draw:text-box><text:p>{}</text:p></draw:text-box></draw:frame>'
+    cell = "<table:table-row><table:table-cell>{}<text:p>{}</text:p></table:table-cell></table:table-row>"
+    group = f"<draw:g>{frame.format('groupword')}{frame.format('groupword2')}</draw:g>"
+    body = (f'<table:table table:name="S"><table:shapes>{frame.format("shapeword")}'
+            f'</table:shapes>{cell.format(group, "cellword")}'
+            f'{cell.format(frame.format("boxword"), "lastcell")}</table:table>')
+    data = og.odf("spreadsheet", body)
+    assert lines(read(data, "d.ods", ODS)) == [
+        "# S", "cellword", "lastcell", "shapeword", "groupword", "groupword2", "boxword"]
+    out = read(data, "d.ods", ODS, max_parts=3)
+    assert out.limit == "max_parts"
+    assert out.text.splitlines()[:6] == [
+        "# S", "cellword", "shapeword", "groupword", "groupword2", "boxword"]
