@@ -277,9 +277,9 @@ class CacheBuilder:
         if number is None:
             number = self.numbers[(root_name, rel)] = len(self.order)
             self.order.append((root_name, rel))
-            self.by_root[root_name][1][rel] = ([], array("q"), {})
+            self.by_root[root_name][1][rel] = (bytearray(), array("q"), {})
         names, entries, others = self.by_root[root_name][1][rel]
-        names.append(name)
+        names += name.encode("utf-8", "surrogatepass") + b"\0"  # ~15 bytes, not a str object
         if key is None:
             entries.extend((i, -1, 0, 0, 0))
             others[name] = line
@@ -295,15 +295,21 @@ class CacheBuilder:
             packed = {}
             for rel, (names, entries, others) in dirs.items():
                 renumber[(root_name, rel)] = len(renumber)
-                packed[rel] = ["\0".join(names), _packed(entries), others]
+                packed[rel] = [names[:-1].decode("utf-8", "surrogatepass"), _packed(entries),
+                               others]
                 names.clear()
             final[root_name] = [rsettings, packed]
         remap = array("I", (renumber[key] for key in self.order))
         lines = array("I", (remap[n] for n in self.lines))
-        st = out_stat(out / "walk.jsonl")
-        cache = {"settings": settings, "walk": [st.st_size, st.st_mtime_ns],
-                 "roots": final, "count": len(lines), "format": FORMAT,
-                 "lines": _packed(lines)}
-        makedirs(out / STATE_DIR)
-        atomic_write(out / CACHE_NAME, marshal.dumps(cache))
+        write_blob(out, settings, final, lines)
+
+
+def write_blob(out: Path, settings: list, roots: dict[str, list], lines: array) -> None:
+    """The cache file of the walk.jsonl just written: its roots' packed directories, each
+    line's directory number."""
+    st = out_stat(out / "walk.jsonl")
+    cache = {"settings": settings, "walk": [st.st_size, st.st_mtime_ns],
+             "roots": roots, "count": len(lines), "format": FORMAT, "lines": _packed(lines)}
+    makedirs(out / STATE_DIR)
+    atomic_write(out / CACHE_NAME, marshal.dumps(cache))
 

@@ -37,6 +37,7 @@ from .fsio import (OUTPUT_TAG, STATE_DIR, atomic_write, file_identity, is_output
 from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
 from .manifest import Manifest, Root
 from .records import WalkRecord, to_line
+from .walkpatch import Patch
 from .statcache import (CACHE_NAME, EMPTY, CacheBuilder, DirCache, Key, PackedDir, Row,
                         StatCache)
 
@@ -283,6 +284,13 @@ class Walker:
             marks = bytearray(self.cache.count)
             for i in self.hits:
                 marks[i] = 1
+            patch = None if self.spills else Patch.plan(self.cache, marks, self.fresh)
+            if patch is not None:  # a small change: the previous files patched
+                fresh_at = patch.write(self.out, walk_jsonl, self.settings, self.manifest.roots)
+                self.fresh = []
+                write_delta(self.out, before, file_identity(walk_jsonl), len(marks), fresh_at,
+                            self.hits)
+                return
             kept = self.cache.kept(marks, walk_jsonl)
         elif self.hits:  # a cache of the earlier format: its rows found, then sorted
             kept = sorted(self.cache.found(self.hits, walk_jsonl), key=_order)

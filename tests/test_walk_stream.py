@@ -100,3 +100,102 @@ def test_a_rewalk_from_a_cache_of_the_earlier_format(tmp_path: Path) -> None:
     walk(m, fresh)
     assert outputs(out)["walk.jsonl"] == outputs(fresh)["walk.jsonl"]
     assert outputs(out)["cache"] == outputs(fresh)["cache"]
+
+
+def decoded(out: Path) -> dict:
+    """The cache as its answers: every entry by (root, directory, name), and each line's
+    (root, directory): what a patched cache must share with a rewritten one."""
+    from bastion.tasks.statcache import PackedDir, _unpacked
+
+    data = marshal.loads((out / CACHE_NAME).read_bytes())
+    entries, numbered = {}, []
+    for root, (settings, dirs) in data["roots"].items():
+        for rel, (names, packed, others) in dirs.items():
+            numbered.append((root, rel))
+            for name, c in PackedDir(names, _unpacked(packed, "q"), others).items():
+                entries[(root, rel, name)] = c
+    lines = [numbered[d] for d in _unpacked(data["lines"], "I")]
+    return {"entries": entries, "lines": lines, "count": data["count"],
+            "settings": data["settings"], "roots": list(data["roots"])}
+
+
+def two_roots(tmp: Path) -> Path:
+    for name in ("one", "two"):
+        tree(tmp / name, 60)
+    m = tmp / "m2.yaml"
+    m.write_text(f"version: 1\nroots:\n  - name: one\n    path: {tmp / 'one'}\n"
+                 f"  - name: two\n    path: {tmp / 'two'}\nstages: [walk]\n")
+    return m
+
+
+@pytest.mark.parametrize("change", ["edit", "add", "add-new-dir", "remove", "mixed", "link"])
+def test_a_small_change_is_patched_as_a_rewrite_writes_it(tmp_path: Path, change: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from bastion.tasks import walkpatch
+
+    m = two_roots(tmp_path)
+    patched, streamed, fresh = tmp_path / "patched", tmp_path / "streamed", tmp_path / "fresh"
+    walk(m, patched)
+    walk(m, streamed)
+    one, two = tmp_path / "one", tmp_path / "two"
+    if change in ("edit", "mixed"):
+        (one / "d2" / "f0002.txt").write_text("edited\n")
+        (two / "d3" / "deep" / "f0003.txt").write_text("edited too\n")
+    if change in ("add", "mixed"):
+        (one / "d4" / "aaa-first.txt").write_text("new\n")
+        (two / "d6" / "zzz-last.txt").write_text("new\n")
+        (one / "d0" / "deep" / "f0000.txt.bak").write_text("between\n")
+    if change in ("add-new-dir", "mixed"):
+        (one / "brand" / "new").mkdir(parents=True)
+        (one / "brand" / "new" / "x.txt").write_text("in a new directory of the first root\n")
+        (two / "zz").mkdir()
+        (two / "zz" / "y.txt").write_text("last of all\n")
+    if change in ("remove", "mixed"):
+        (one / "d5" / "f0005.txt").unlink()
+        (two / "d1" / "f0001.txt").unlink()
+        (two / "d0" / "deep" / "f0000.txt").unlink()
+    if change == "link":
+        (one / "link").unlink()
+        os.symlink("d2", one / "link")
+    used = []
+    real_plan = walkpatch.Patch.plan
+    def plan(cls, *a):
+        used.append(real_plan.__func__(cls, *a))
+        return used[-1]
+
+    monkeypatch.setattr(walkpatch.Patch, "plan", classmethod(plan))
+    walk(m, patched)
+    assert used and used[-1] is not None, "the change was not patched"
+    monkeypatch.setattr(walkpatch.Patch, "plan", classmethod(lambda cls, *a: None))
+    walk(m, streamed)
+    walk(m, fresh)
+    assert outputs(patched)["walk.jsonl"] == outputs(fresh)["walk.jsonl"]
+    assert outputs(patched)["delta"] == outputs(streamed)["delta"]
+    assert decoded(patched) == decoded(fresh)
+    # and the patched cache carries the next walk: unchanged, then another change
+    monkeypatch.setattr(walkpatch.Patch, "plan", real_plan)
+    assert walk(m, patched)["hashed"] == 0
+    (two / "d2" / "later.txt").write_text("later\n")
+    (one / "d1" / "f0001.txt").unlink()
+    walk(m, patched)
+    walk(m, fresh)
+    assert outputs(patched)["walk.jsonl"] == outputs(fresh)["walk.jsonl"]
+    assert decoded(patched) == decoded(fresh)
+
+
+def test_a_big_change_is_not_patched(tmp_path: Path) -> None:
+    from bastion.tasks.statcache import StatCache
+    from bastion.tasks.walkpatch import Patch
+
+    cache = StatCache(count=1000, dirs=[], lines=None)
+    assert Patch.plan(cache, bytearray(1000), []) is None  # not streamable
+    root = tmp_path / "root"
+    tree(root, 200)
+    m = manifest(tmp_path, root)
+    out = tmp_path / "out"
+    walk(m, out)
+    w = walk_module.Walker(load_manifest(m), out)
+    marks = bytearray(b"\1" * w.cache.count)
+    assert Patch.plan(w.cache, marks, []) is not None
+    marks[:100] = bytes(100)  # 100 of 202 lines gone: more than MIN_CHANGES, > 1%
+    assert Patch.plan(w.cache, marks, []) is None
