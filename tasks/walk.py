@@ -18,6 +18,8 @@ The units, and the data between them (docs/architecture.md draws them larger)::
 
 from __future__ import annotations
 
+import heapq
+import marshal
 import os
 import stat
 import threading
@@ -25,17 +27,19 @@ import time
 from array import array
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 from . import sharedwalk
 from .filehash import READ_CHUNK, hash_file
 from .delta import drop_delta, write_delta
 from .fsio import (OUTPUT_TAG, STATE_DIR, atomic_write, file_identity, is_output_tag,
-                   mark_output, output, remove_stale_temps, write_json)
+                   mark_output, output, remove_stale_temps, scratch_file, write_json)
 from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
 from .manifest import Manifest, Root
 from .records import WalkRecord, to_line
-from .statcache import CACHE_NAME, EMPTY, DirCache, Key, Row, StatCache
+from .walkpatch import Patch
+from .statcache import (CACHE_NAME, EMPTY, CacheBuilder, DirCache, Key, PackedDir, Row,
+                        StatCache)
 
 __all__ = ["CACHE_NAME", "WALK_VERSION", "RootWalk", "WalkStats", "Walker", "describe_problems",
            "run_walk"]
@@ -44,6 +48,7 @@ WALK_VERSION = 4  # bump when records or detection change: the stat cache is the
 MAX_WARNINGS_KEPT = 100
 PARALLEL_MIN_RECORDS = 20_000  # a re-walk this big is shared with forked helpers
 MAX_WALKERS = 4
+SPILL_ROWS = 100_000  # new records held before a sorted run of them goes to a scratch file
 
 # What the traversal asks a root's Selector about each entry, by module-level name (tests
 # interpose on these two to change the tree at exact points: after a directory's listing,
@@ -114,8 +119,11 @@ class Walker:
         self.settings = [WALK_VERSION, manifest.max_file_bytes, no_hash]
         self.cache = StatCache.load(self.out, self.settings, manifest.roots)
         self.selectors = {root.name: Selector.for_root(root) for root in manifest.roots}
-        self.hits: list[int] = []  # line numbers of previous records found unchanged
-        self.fresh: list[Row] = []  # records made by this walk
+        self.hits = array("q")  # line numbers of previous records found unchanged
+        self.fresh: list[Row] = []  # records made by this walk (those not spilled yet)
+        self.made = 0  # records made by this walk, spilled or not
+        self.spills: list = []  # sorted runs of made records, in scratch files
+        self.may_spill = True  # not in a forked helper: its rows go back to the walker
         self.records = 0
         self.buf = bytearray(READ_CHUNK)
         try:
@@ -131,7 +139,7 @@ class Walker:
         else:
             for root in self.manifest.roots:
                 self._walk_root(root)
-        self.records = len(self.hits) + len(self.fresh)
+        self.records = len(self.hits) + self.made
         return self.stats
 
     def _helpers(self) -> int:
@@ -169,6 +177,7 @@ class Walker:
                 continue
             self.hits.extend(hits)
             self.fresh.extend(fresh)
+            self.made += len(fresh)
             if self.progress:
                 self.progress(counts[0])
 
@@ -177,7 +186,8 @@ class Walker:
         return it as plain data: (counts, warning samples, hit line numbers, rows)."""
         if owner:
             self.progress = None
-            self.stats, self.hits, self.fresh = WalkStats(), [], []
+            self.stats, self.hits, self.fresh = WalkStats(), array("q"), []
+            self.may_spill = False
         for root in self.manifest.roots:
             self._walk_root(root, owner, owners)
         if not owner:
@@ -235,6 +245,23 @@ class Walker:
                 self.hits.append(c[0])  # made again, the same as last time
                 return
         self.fresh.append((root.name, relpath, rel, name, line, key))
+        self.made += 1
+        if len(self.fresh) >= SPILL_ROWS and self.may_spill:
+            self._spill()
+
+    def _spill(self) -> None:
+        """A sorted run of the records made so far to a scratch file (framed marshal
+        chunks), so that a first walk of millions of files holds ~100k rows, not all."""
+        self.fresh.sort(key=_order)
+        f = scratch_file(self.out)
+        for at in range(0, len(self.fresh), 4096):
+            blob = marshal.dumps(self.fresh[at:at + 4096])
+            f.write(len(blob).to_bytes(8, "little"))
+            f.write(blob)
+        f.flush()
+        f.seek(0)
+        self.spills.append(f)
+        self.fresh = []
 
     # -- output -------------------------------------------------------------------------
 
@@ -243,22 +270,61 @@ class Walker:
         return not self.fresh and len(self.hits) == self.cache.count
 
     def write(self) -> None:
+        """walk.jsonl, its stat cache and the delta from the previous walk, as one stream:
+        the kept records (read back in file order) merged with the sorted runs of the new
+        ones, written line by line while the next cache is made; nothing holds every row."""
         if self.unchanged():
             return  # walk.jsonl and its cache are already right
         walk_jsonl = self.out / "walk.jsonl"
         before = file_identity(walk_jsonl) if self.cache.count >= 0 else None
-        rows = self.fresh
-        fresh = {id(r) for r in rows}
-        if self.hits:
-            rows.extend(self.cache.found(self.hits, walk_jsonl))
-        rows.sort(key=_order)
-        atomic_write(walk_jsonl, (r[4] for r in rows))  # streamed: no second copy of it all
-        StatCache.write(self.out, self.settings, self.manifest.roots, rows)
+        self.fresh.sort(key=_order)
+        runs = [_tagged(self.fresh), *(_tagged(_spilled(f)) for f in self.spills)]
+        kept: Iterable[Row] = ()
+        if self.hits and self.cache.streams:
+            marks = bytearray(self.cache.count)
+            for i in self.hits:
+                marks[i] = 1
+            patch = None if self.spills else Patch.plan(self.cache, marks, self.fresh)
+            if patch is not None:  # a small change: the previous files patched
+                fresh_at = patch.write(self.out, walk_jsonl, self.settings, self.manifest.roots)
+                self.fresh = []
+                write_delta(self.out, before, file_identity(walk_jsonl), len(marks), fresh_at,
+                            self.hits)
+                return
+            kept = self.cache.kept(marks, walk_jsonl)
+        elif self.hits:  # a cache of the earlier format: its rows found, then sorted
+            kept = sorted(self.cache.found(self.hits, walk_jsonl), key=_order)
+        builder = CacheBuilder(self.manifest.roots)
+        fresh_at: list[int] = []
+
+        def lines() -> Iterator[bytes]:
+            for j, row in enumerate(heapq.merge(kept, *runs, key=_order)):
+                if len(row) == 7:
+                    fresh_at.append(j)
+                builder.add(row)
+                yield row[4]
+
+        atomic_write(walk_jsonl, lines())
+        self.fresh, self.spills = [], []
+        builder.write(self.out, self.settings)
         if before is not None:  # the change, for an extract stage that merges it in
             write_delta(self.out, before, file_identity(walk_jsonl), self.cache.count,
-                        [j for j, r in enumerate(rows) if id(r) in fresh], self.hits)
+                        fresh_at, self.hits)
         else:
             drop_delta(self.out)
+
+
+def _tagged(rows: Iterable[Row]) -> Iterator[tuple]:
+    """New rows marked as new (a seventh field), for the delta."""
+    for r in rows:
+        yield (*r, True)
+
+
+def _spilled(f) -> Iterator[Row]:
+    """The rows of one spilled run, a chunk at a time; the scratch file closed after."""
+    with f:
+        while head := f.read(8):
+            yield from marshal.loads(f.read(int.from_bytes(head, "little")))
 
 
 def _order(t: tuple) -> tuple[str, str]:
@@ -394,6 +460,8 @@ class RootWalk:
                     else:
                         stats.unreadable += 1
                         stats.warn(f"{self.root.name}/{prefix}{name}: {e.strerror}")
+        if isinstance(dc, PackedDir):
+            dc.release()  # its index of names: made for this visit only
         if reused:
             stats.files += reused
             stats.reused += reused

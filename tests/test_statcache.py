@@ -31,8 +31,20 @@ ROWS = [  # (root, path, directory, name, line, key)
 ]
 
 
+def le(code: str, values) -> bytes:
+    """An array's bytes as the cache stores them (little-endian)."""
+    from array import array
+    import sys
+
+    a = array(code, values)
+    if sys.byteorder == "big":
+        a.byteswap()
+    return a.tobytes()
+
+
 def test_written_format(tmp_path: Path) -> None:
-    """The file layout docs and the module docstring give: a versioned, marshal'ed dict."""
+    """The file layout docs and the module docstring give: a versioned, marshal'ed dict of
+    packed directories, and each line's directory."""
     out = tmp_path / "out"
     roots = _roots(tmp_path)
     _write(out, roots, ROWS)
@@ -42,13 +54,50 @@ def test_written_format(tmp_path: Path) -> None:
         "settings": SETTINGS,
         "walk": [st.st_size, st.st_mtime_ns],
         "roots": {
-            "a": [root_settings(roots[0]), {"": {"x.txt": (0, 5, 100, 7, 101)},
-                                            "sub": {"link": (1, -1, 0, 0, 0, ROWS[1][4])}}],
-            "b": [root_settings(roots[1]), {"": {"bad-\udcff": (2, 1, 2, 3, 4)}}],
+            "a": [root_settings(roots[0]), {
+                "": ["x.txt", le("q", [0, 5, 100, 7, 101]), {}],
+                "sub": ["link", le("q", [1, -1, 0, 0, 0]), {"link": ROWS[1][4]}]}],
+            "b": [root_settings(roots[1]), {"": ["bad-\udcff", le("q", [2, 1, 2, 3, 4]), {}]}],
         },
         "count": 3,
+        "format": 2,
+        "lines": le("I", [0, 1, 2]),
     }
-    assert list(data) == ["settings", "walk", "roots", "count"]
+    assert list(data) == ["settings", "walk", "roots", "count", "format", "lines"]
+
+
+def test_a_cache_of_format_1_is_still_read(tmp_path: Path) -> None:
+    """An upgrade re-reads no file: the dict-of-tuples cache loads and answers as before."""
+    out = tmp_path / "out"
+    roots = _roots(tmp_path)
+    out.mkdir()
+    atomic_write(out / "walk.jsonl", b"".join(r[4] for r in ROWS))
+    st = os.stat(out / "walk.jsonl")
+    old = {"settings": SETTINGS, "walk": [st.st_size, st.st_mtime_ns], "count": 3, "roots": {
+        "a": [root_settings(roots[0]), {"": {"x.txt": (0, 5, 100, 7, 101)},
+                                        "sub": {"link": (1, -1, 0, 0, 0, ROWS[1][4])}}],
+        "b": [root_settings(roots[1]), {"": {"bad-\udcff": (2, 1, 2, 3, 4)}}]}}
+    (out / CACHE_NAME).parent.mkdir(exist_ok=True)
+    (out / CACHE_NAME).write_bytes(marshal.dumps(old))
+    cache = StatCache.load(out, SETTINGS, roots)
+    assert cache.count == 3 and not cache.streams
+    assert cache.root("a")[""]["x.txt"] == (0, 5, 100, 7, 101)
+    assert cache.found([2, 0, 1], out / "walk.jsonl") == [ROWS[2], ROWS[0], ROWS[1]]
+
+
+def test_kept_rows_stream_in_file_order(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    roots = _roots(tmp_path)
+    _write(out, roots, ROWS)
+    cache = StatCache.load(out, SETTINGS, roots)
+    assert cache.streams
+    assert list(cache.kept(bytearray([1, 1, 1]), out / "walk.jsonl")) == ROWS
+    assert list(cache.kept(bytearray([0, 1, 0]), out / "walk.jsonl")) == [ROWS[1]]
+    # a root no longer cached keeps its directories' numbers: the others still line up
+    changed = (Root(name="a", path=tmp_path / "a", follow_symlinks=True), roots[1])
+    cache = StatCache.load(out, SETTINGS, changed)
+    assert set(cache.roots) == {"b"}
+    assert list(cache.kept(bytearray([0, 0, 1]), out / "walk.jsonl")) == [ROWS[2]]
 
 
 def test_load_answers_and_finds_previous_lines(tmp_path: Path) -> None:
