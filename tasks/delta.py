@@ -22,12 +22,14 @@ import marshal
 import os
 from array import array
 from pathlib import Path
+from itertools import islice
 from typing import Any, Iterable, Iterator
 
 from .fsio import STATE_DIR, atomic_write, file_identity, read_bytes, unlink
 
 DELTA = f"{STATE_DIR}/walk-delta"
 VERSION = 1
+BLOCK_LINES = 20_000  # kept records copied at once
 _REUSED_FALSE = b'"reused":false'
 _REUSED_TRUE = b'"reused":true'
 
@@ -100,27 +102,49 @@ class Merge:
     def lines(self, old: Path, fresh_lines: Iterator[bytes]) -> Iterator[bytes]:
         """Kept records' bytes (flagged reused) and the fresh records, in walk order.  The
         old records not kept are parsed into :attr:`dropped` (for the counts and the store's
-        clean-up).  Raises ValueError when extract.jsonl does not have the delta's shape."""
-        removed, fresh = self.removed, self.fresh
+        clean-up).  Raises ValueError when extract.jsonl does not have the delta's shape.
+
+        The kept records between two changes are copied as blocks of up to
+        :data:`BLOCK_LINES` lines (the lines taken and joined in C), and flagged reused by
+        one replace per block: ``"reused":false`` with unescaped quotes is only ever the
+        key of a record (a string's own quotes are escaped), one per line."""
+        fresh = sorted(self.fresh)
+        removed = sorted(self.removed)
+        new_count = self.delta["new_count"]
+        fi = ri = 0
+        i = j = 0  # old lines read, new lines given
         with open(old, "rb") as f:
-            old_lines = enumerate(f)
-            for j in range(self.delta["new_count"]):
-                if j in fresh:
+            while j < new_count:
+                if fi < len(fresh) and fresh[fi] == j:
                     yield next(fresh_lines)
+                    fi += 1
+                    j += 1
                     continue
-                for i, line in old_lines:
-                    if i in removed:
-                        self.dropped.append(json.loads(line))
-                        continue
-                    yield line.replace(_REUSED_FALSE, _REUSED_TRUE, 1)
-                    break
-                else:
+                while ri < len(removed) and removed[ri] == i:
+                    line = f.readline()
+                    if not line:
+                        raise ValueError("extract.jsonl is shorter than the walk it was made from")
+                    self.dropped.append(json.loads(line))
+                    ri += 1
+                    i += 1
+                span = new_count - j
+                if fi < len(fresh):
+                    span = min(span, fresh[fi] - j)
+                if ri < len(removed):
+                    span = min(span, removed[ri] - i)
+                span = max(1, min(span, BLOCK_LINES))
+                block = list(islice(f, span))
+                if len(block) < span or not block[-1].endswith(b"\n"):
                     raise ValueError("extract.jsonl is shorter than the walk it was made from")
-            n = -1
-            for n, line in old_lines:
-                if n not in removed:
+                yield b"".join(block).replace(_REUSED_FALSE, _REUSED_TRUE)
+                i += span
+                j += span
+            for line in f:
+                if ri >= len(removed) or removed[ri] != i:
                     raise ValueError("extract.jsonl is longer than the walk it was made from")
                 self.dropped.append(json.loads(line))
+                ri += 1
+                i += 1
         if next(fresh_lines, None) is not None:
             raise ValueError("more fresh records than the delta has places for")
 

@@ -5,6 +5,8 @@ record references any more are removed at the end of each run)."""
 
 from __future__ import annotations
 
+import pytest
+
 import shutil
 from pathlib import Path
 
@@ -71,11 +73,15 @@ def test_incremental_output_equals_a_fresh_one(tmp_path_factory, steps: list) ->
         assert compare_outputs(inc, fresh) == [], (steps[:n + 1])
 
 
-def test_a_change_plans_only_what_changed(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("block", [20_000, 2])  # kept records copied in blocks (delta.Merge)
+def test_a_change_plans_only_what_changed(tmp_path, monkeypatch, block) -> None:
     """After a complete run, a sweep that finds one file edited, one deleted and one added
     plans just the two it must read (tasks/delta.py); the others' records are copied, and the
     output still equals a fresh run's."""
+    import bastion.tasks.delta
     import bastion.tasks.plan
+
+    monkeypatch.setattr(bastion.tasks.delta, "BLOCK_LINES", block)
 
     root = tmp_path / "root"
     (root / "sub").mkdir(parents=True)
