@@ -5,11 +5,10 @@ record references any more are removed at the end of each run)."""
 
 from __future__ import annotations
 
-import pytest
-
 import shutil
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
