@@ -153,14 +153,16 @@ class ClusterSession(ExtractSession):
         # the texts go into the store from a few threads (creating a file is kernel time,
         # the GIL released): the single writer's main cost per document; then, in order,
         # the verdicts are queued for commit (after their texts, as always)
-        for _ in self._writers().map(self._place, todo):
+        per = -(-len(todo) // WRITER_THREADS)  # a slice per thread: a future each, not a text
+        for _ in self._writers().map(self._place, [todo[i:i + per]
+                                                   for i in range(0, len(todo), per)]):
             pass
         for item, done in todo:
             self.queue(item, done.verdict)
 
-    def _place(self, pair: tuple[Item, Done]) -> None:
-        item, done = pair
-        self.place(item, done.verdict, None, done.sidecar or {}, text=done.text)
+    def _place(self, pairs: list[tuple[Item, Done]]) -> None:
+        for item, done in pairs:
+            self.place(item, done.verdict, None, done.sidecar or {}, text=done.text)
 
     def _writers(self) -> Any:
         if self._writer_pool is None:

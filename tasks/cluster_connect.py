@@ -104,7 +104,8 @@ class ClusterConnection:
             try:
                 address = self.local.address(CONNECT_TIMEOUT_S)
             except LocalStartError as e:
-                raise ClusterError(f"cannot start on the Dask cluster {self.address}: {e}") from None
+                raise ClusterError(f"cannot start on the Dask cluster {self.address}: "
+                                   f"{e}") from None
             self.address = f"{self.spec} ({address})"
             self.client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S,
                                              set_as_default=False, direct_to_workers=True)

@@ -1,37 +1,42 @@
 """``--cluster local:N``: a Dask scheduler and N worker processes of this machine, for one run.
 
-Started as processes of their own (``dask scheduler`` and ``dask worker --nworkers N
---nthreads 1``, the configuration of a running cluster), not as a ``LocalCluster`` inside the
-client: the scheduler's and the nannies' event loops then do not share the client's GIL with
-the single writer, and :meth:`LocalProcesses.launch` returns at once, so the processes start
-(interpreters, Dask's imports) while the run walks and plans.  Each process is a session of
-its own; :meth:`LocalProcesses.stop` signals their groups (SIGTERM, SIGKILL after a short
-grace) without Dask's graceful close timeouts: by then the client has every result it uses.  Everything they write (the scheduler file, the workers'
-scratch, their logs) is in one private temporary directory, removed at the end.
+One helper process (``python -m bastion.tasks.cluster_local N DIR``) holds a ``LocalCluster``
+— the scheduler and the N nannies in its event loop, the N worker processes its children — so
+that the scheduler and the nannies do not share the client's GIL with the single writer.
+:meth:`LocalProcesses.launch` returns at once: the helper and its workers start (interpreters,
+Dask's imports) while the run walks and plans; the helper writes the scheduler's address in
+``DIR/scheduler.json`` once its workers are up.  :meth:`LocalProcesses.stop` sends it SIGTERM
+(it closes the cluster: the workers' teardown stops their sandboxed workers, and it reaps them,
+so their CPU counts in the run's process tree) and SIGKILLs its process group after a short
+grace.  Everything it writes (the address, the workers' scratch, its log) is in ``DIR``, a
+private temporary directory removed at the end.  The helper stops by itself when the client
+dies (its parent changes).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 POLL_S = 0.05
-STOP_GRACE_S = 5.0  # how long the processes get to stop on SIGTERM
+STOP_GRACE_S = 5.0  # how long the helper gets to close its cluster on SIGTERM
 
 
 class LocalStartError(Exception):
-    """The local scheduler or its workers could not start (the reason in one line)."""
+    """The local cluster could not start (the reason in one line)."""
 
 
 def _env() -> dict[str, str]:
-    """The child's environment: this interpreter's import path first (what multiprocessing's
+    """The helper's environment: this interpreter's import path first (what multiprocessing's
     spawn hands its children), so the workers import the same bastion, the same readers."""
     path = [p for p in sys.path if p and os.path.isdir(p)]
     old = os.environ.get("PYTHONPATH")
@@ -39,37 +44,27 @@ def _env() -> dict[str, str]:
 
 
 class LocalProcesses:
-    """The scheduler and the workers of one ``local:N`` run (started by :meth:`launch`)."""
+    """The helper process of one ``local:N`` run (started by :meth:`launch`)."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self.dir: Path | None = None
-        self.procs: list[subprocess.Popen] = []
+        self.proc: subprocess.Popen | None = None
 
     def launch(self) -> None:
-        """Start the scheduler and the workers (not waiting for them)."""
+        """Start the helper (not waiting for it)."""
         self.dir = Path(tempfile.mkdtemp(prefix="bastion-dask-"))
-        env = _env()
-        dask = [sys.executable, "-m"]
-        common = ["--scheduler-file", str(self.dir / "scheduler.json")]
-        self._spawn("scheduler", [*dask, "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                                  "--port", "0", "--no-dashboard", *common], env)
-        self._spawn("workers", [*dask, "distributed.cli.dask_worker", "--nworkers",
-                                str(self.workers), "--nthreads", "1", "--host", "127.0.0.1",
-                                "--no-dashboard", "--local-directory", str(self.dir / "w"),
-                                "--death-timeout", "60", *common], env)
-
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> None:
-        assert self.dir is not None
-        with open(self.dir / f"{name}.log", "wb") as log:
-            self.procs.append(subprocess.Popen(
-                argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True, cwd=str(self.dir)))
+        with open(self.dir / "cluster.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bastion.tasks.cluster_local", str(self.workers),
+                 str(self.dir), str(os.getpid())],
+                env=_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True, cwd=str(self.dir))
 
     def address(self, timeout: float) -> str:
-        """The scheduler's address, once it has written it (LocalStartError if it exits or
-        the timeout passes first)."""
-        assert self.dir is not None
+        """The scheduler's address, once the helper has written it (LocalStartError if it
+        exits or the timeout passes first)."""
+        assert self.dir is not None and self.proc is not None
         deadline = time.monotonic() + timeout
         path = self.dir / "scheduler.json"
         while True:
@@ -77,45 +72,37 @@ class LocalProcesses:
                 return str(json.loads(path.read_text())["address"])
             except (OSError, ValueError, KeyError):
                 pass
-            for proc in self.procs:
-                if proc.poll() is not None:
-                    raise LocalStartError(f"the local Dask {self._name(proc)} exited "
-                                          f"({proc.returncode}): {self._last_line(proc)}")
+            if self.proc.poll() is not None:
+                raise LocalStartError(f"the local Dask cluster exited ({self.proc.returncode}): "
+                                      f"{self._last_line()}")
             if time.monotonic() >= deadline:
-                raise LocalStartError(f"the local Dask scheduler did not start in {timeout:.0f} s")
+                raise LocalStartError(f"the local Dask cluster did not start in {timeout:.0f} s")
             time.sleep(POLL_S)
 
-    def _name(self, proc: subprocess.Popen) -> str:
-        return "scheduler" if proc is self.procs[0] else "workers"
-
-    def _last_line(self, proc: subprocess.Popen) -> str:
+    def _last_line(self) -> str:
         assert self.dir is not None
         try:
-            lines = (self.dir / f"{self._name(proc)}.log").read_text(errors="replace").split("\n")
+            lines = (self.dir / "cluster.log").read_text(errors="replace").split("\n")
         except OSError:
             return "no output"
         lines = [line.strip() for line in lines if line.strip()]
         return lines[-1] if lines else "no output"
 
     def stop(self) -> None:
-        """Stop the processes and remove their directory.  Idempotent.  SIGTERM first (the
-        nanny stops its workers, their teardown stops the sandboxed workers: ≈ 0.3 s), SIGKILL
-        for whatever is left after :data:`STOP_GRACE_S` (the groups: a Dask worker killed so
-        takes its sandboxed workers along, ``PDEATHSIG``)."""
-        procs, self.procs = self.procs, []
-        for proc in procs:
+        """Stop the helper and its workers, remove their directory.  Idempotent."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
             _signal_group(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for proc in procs:
             try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                proc.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
-                _signal_group(proc.pid, signal.SIGKILL)
-                proc.wait()
+                pass
+            _signal_group(proc.pid, signal.SIGKILL)  # whatever of the group is left
+            proc.wait()
             # the group's other processes: once they are gone, their sandboxed workers have
             # had their PDEATHSIG, and nothing writes in the directory any more
-            while _alive_in_group(proc.pid) and time.monotonic() < deadline + STOP_GRACE_S:
-                _signal_group(proc.pid, signal.SIGKILL)
+            deadline = time.monotonic() + STOP_GRACE_S
+            while _alive_in_group(proc.pid) and time.monotonic() < deadline:
                 time.sleep(POLL_S)
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -127,6 +114,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
 
 def _alive_in_group(pgid: int) -> bool:
     """Whether a process of group ``pgid`` is still running (zombies do not count)."""
@@ -141,3 +129,29 @@ def _alive_in_group(pgid: int) -> bool:
         if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
             return True
     return False
+
+
+# -- the helper process ---------------------------------------------------------------------------
+
+
+def serve(workers: int, where: Path, parent: int) -> int:
+    """The helper: a LocalCluster until SIGTERM, or until the client (``parent``) is gone."""
+    import distributed
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    cluster = distributed.LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+        scheduler_port=0, dashboard_address=None, local_directory=str(where / "w"),
+        silence_logs=logging.ERROR)
+    tmp = where / "scheduler.json.tmp"
+    tmp.write_text(json.dumps({"address": cluster.scheduler_address}))
+    os.replace(tmp, where / "scheduler.json")
+    while not stop.wait(1.0) and os.getppid() == parent:
+        pass
+    cluster.close(timeout=STOP_GRACE_S)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve(int(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])))
