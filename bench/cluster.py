@@ -1,6 +1,6 @@
 """The extract stage on a Dask cluster against the local pool, side by side in one run.
 
-    python bench/cluster.py [--files 20000] [--pdfs 80] [--rounds 3] [--work DIR]
+    python bench/cluster.py [--files 20000] [--pdfs 80] [--rounds 3] [--work DIR] [--against DIR]
 
 Two corpora, built under ``--work`` (default ``bench/.corpus/cluster``, not committed): 20,000
 small text files, and a PDF set (the real PDFs of ``tests/samples/pdf`` plus generated ones of
@@ -11,6 +11,7 @@ from a copy of that walk into a fresh output directory, in three ways, alternate
 * ``--cluster local:2``: a scheduler and 2 worker processes started and stopped by the run
   (what ``bastion extract --cluster local:2`` costs a user, start-up included; the process
   tree's CPU includes them, ``tasks/cluster_local.py`` reaps them);
+* with ``--against DIR``: the ``local:2`` of another source tree (an older commit), the same way;
 * ``--cluster tcp://…``: a cluster already running (``dask scheduler`` + ``dask worker
   --nworkers 2 --nthreads 1``, started once by this script): the steady state.
 
@@ -133,7 +134,7 @@ def root_tag(name: str) -> str:
 
 
 def extract_runs(name: str, m: Path, base: Path, work: Path, warm: WarmCluster, rounds: int,
-                 files: int) -> tuple[list[str], dict]:
+                 files: int, against: Path | None = None) -> tuple[list[str], dict]:
     from bastion.tasks.compare import compare_outputs
 
     modes = {
@@ -141,18 +142,28 @@ def extract_runs(name: str, m: Path, base: Path, work: Path, warm: WarmCluster, 
         "--cluster local:2": ["--cluster", "local:2"],
         "--cluster tcp:// (running)": ["--cluster", warm.address],
     }
+    trees = {mode: REPO for mode in modes}
+    if against is not None:  # another source tree's local:2, alternated with this one's
+        mode = f"--cluster local:2, {against.name}"
+        modes[mode], trees[mode] = ["--cluster", "local:2"], against
     results: dict[str, list[dict]] = {k: [] for k in modes}
+    saved = os.environ.get("PYTHONPATH")
     for r in range(rounds):
         order = list(modes) if r % 2 == 0 else list(reversed(modes))
         for mode in order:
             tag = f"{root_tag(name)}-{list(modes).index(mode)}-{len(results[mode])}"
             out = fresh_out(base, work / f"out-{tag}")
+            os.environ["PYTHONPATH"] = str(trees[mode])  # python -m bastion of that tree
             res = run([*BASTION, "extract", str(m), "--out", str(out), "-q", *modes[mode]],
-                      cwd=REPO)
+                      cwd=trees[mode])
             res["out"] = out
             res["load"] = os.getloadavg()[0]  # the machine is shared: say how loaded it was
             res["summary"] = json.loads((out / "extract.summary.json").read_text())
             results[mode].append(res)
+    if saved is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = saved
     reference = results["local -j 2"][0]["out"]
     lines = [f"### {name}: {files} files", "",
              "| mode | wall s (median) | files/s | × local | CPU s (process tree) | "
@@ -295,6 +306,9 @@ def main() -> int:
     ap.add_argument("--pdfs", type=int, default=80)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", type=Path, default=HERE / ".corpus" / "cluster")
+    ap.add_argument("--against", type=Path, default=None,
+                    help="another source tree (git archive OLD | tar -x -C DIR): its "
+                         "--cluster local:2 as a fourth mode, alternated with the others")
     args = ap.parse_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -316,7 +330,8 @@ def main() -> int:
             base = work / f"walk-{root.name}"
             if not (base / "walk.jsonl").exists():
                 run([*BASTION, "walk", str(m), "--out", str(base), "-q"], cwd=REPO)
-            part, figures[name] = extract_runs(name, m, base, work, warm, args.rounds, files)
+            part, figures[name] = extract_runs(name, m, base, work, warm, args.rounds, files,
+                                               args.against)
             lines += part
             lines += movement(name, root, warm, text_ratio(m, base, work))
         lines.append(f"scheduler peak RSS over every run: {hwm_mib(warm.scheduler.pid):.0f} MiB")

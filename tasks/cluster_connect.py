@@ -69,7 +69,12 @@ class ClusterConnection:
         logging.getLogger("distributed").setLevel(logging.CRITICAL)  # our own one-line errors
         if self.spec.local:
             self.local = LocalProcesses(self.spec.local_workers)
-            self.local.launch()
+            try:
+                self.local.launch()
+            except OSError as e:
+                self.local.stop()
+                raise ClusterError(f"cannot start on the Dask cluster {self.address}: "
+                                   f"{why(e)}") from None
         self._thread = threading.Thread(target=self._connect, name="bastion-cluster-connect",
                                         daemon=True)
         self._thread.start()
