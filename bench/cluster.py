@@ -1,6 +1,6 @@
 """The extract stage on a Dask cluster against the local pool, side by side in one run.
 
-    python bench/cluster.py [--files 20000] [--pdfs 80] [--rounds 2] [--work DIR]
+    python bench/cluster.py [--files 20000] [--pdfs 80] [--rounds 3] [--work DIR] [--against DIR]
 
 Two corpora, built under ``--work`` (default ``bench/.corpus/cluster``, not committed): 20,000
 small text files, and a PDF set (the real PDFs of ``tests/samples/pdf`` plus generated ones of
@@ -8,14 +8,16 @@ small text files, and a PDF set (the real PDFs of ``tests/samples/pdf`` plus gen
 from a copy of that walk into a fresh output directory, in three ways, alternated per round:
 
 * ``local -j 2``: the local pool (the reference);
-* ``--cluster local:2``: a LocalCluster of 2 worker processes, started and stopped by the run
-  (what ``bastion extract --cluster local:2`` costs a user, start-up included);
+* ``--cluster local:2``: a scheduler and 2 worker processes started and stopped by the run
+  (what ``bastion extract --cluster local:2`` costs a user, start-up included; the process
+  tree's CPU includes them, ``tasks/cluster_local.py`` reaps them);
+* with ``--against DIR``: the ``local:2`` of another source tree (an older commit), the same way;
 * ``--cluster tcp://…``: a cluster already running (``dask scheduler`` + ``dask worker
   --nworkers 2 --nthreads 1``, started once by this script): the steady state.
 
 Reported: wall seconds, files/s and its ratio to local (target ≥ 0.8 on this 2-core machine,
-where a cluster can only add overhead), the client's peak RSS (``wait4``: in the ``local:2``
-mode that includes the LocalCluster's processes), the scheduler's peak RSS (``VmHWM``), and
+where a cluster can only add overhead), the client's peak RSS (``wait4``: the largest
+process of the tree), the scheduler's peak RSS (``VmHWM``), and
 every output is checked byte-identical to the local one (``bastion.tasks.compare``).
 
 Then the data-movement question, measured on the warm cluster: the same batches sent as paths
@@ -132,7 +134,7 @@ def root_tag(name: str) -> str:
 
 
 def extract_runs(name: str, m: Path, base: Path, work: Path, warm: WarmCluster, rounds: int,
-                 files: int) -> tuple[list[str], dict]:
+                 files: int, against: Path | None = None) -> tuple[list[str], dict]:
     from bastion.tasks.compare import compare_outputs
 
     modes = {
@@ -140,22 +142,33 @@ def extract_runs(name: str, m: Path, base: Path, work: Path, warm: WarmCluster, 
         "--cluster local:2": ["--cluster", "local:2"],
         "--cluster tcp:// (running)": ["--cluster", warm.address],
     }
+    trees = {mode: REPO for mode in modes}
+    if against is not None:  # another source tree's local:2, alternated with this one's
+        mode = f"--cluster local:2, {against.name}"
+        modes[mode], trees[mode] = ["--cluster", "local:2"], against
     results: dict[str, list[dict]] = {k: [] for k in modes}
+    saved = os.environ.get("PYTHONPATH")
     for r in range(rounds):
         order = list(modes) if r % 2 == 0 else list(reversed(modes))
         for mode in order:
             tag = f"{root_tag(name)}-{list(modes).index(mode)}-{len(results[mode])}"
             out = fresh_out(base, work / f"out-{tag}")
+            os.environ["PYTHONPATH"] = str(trees[mode])  # python -m bastion of that tree
             res = run([*BASTION, "extract", str(m), "--out", str(out), "-q", *modes[mode]],
-                      cwd=REPO)
+                      cwd=trees[mode])
             res["out"] = out
+            res["load"] = os.getloadavg()[0]  # the machine is shared: say how loaded it was
             res["summary"] = json.loads((out / "extract.summary.json").read_text())
             results[mode].append(res)
+    if saved is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = saved
     reference = results["local -j 2"][0]["out"]
     lines = [f"### {name}: {files} files", "",
              "| mode | wall s (median) | files/s | × local | CPU s (process tree) | "
-             "client peak RSS MiB | identical |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "client peak RSS MiB | load avg (1 min) | identical |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     local_wall = statistics.median(r["wall"] for r in results["local -j 2"])
     figures = {}
     for mode, runs in results.items():
@@ -163,10 +176,13 @@ def extract_runs(name: str, m: Path, base: Path, work: Path, warm: WarmCluster, 
         same = all(not compare_outputs(reference, r["out"]) for r in runs)
         ratio = local_wall / wall
         cpu = statistics.median(r["cpu"] for r in runs)
+        load = statistics.median(r["load"] for r in runs)
         figures[mode] = {"wall": wall, "files_per_s": files / wall, "ratio": ratio,
-                         "cpu": cpu, "rss": max(r["rss"] for r in runs), "identical": same}
+                         "cpu": cpu, "rss": max(r["rss"] for r in runs), "identical": same,
+                         "load": load, "walls": [r["wall"] for r in runs]}
         lines.append(f"| {mode} | {wall:.2f} | {files / wall:,.0f} | {ratio:.2f} | {cpu:.2f} | "
-                     f"{max(r['rss'] for r in runs):.0f} | {'yes' if same else 'NO'} |")
+                     f"{max(r['rss'] for r in runs):.0f} | {load:.1f} | "
+                     f"{'yes' if same else 'NO'} |")
     lines.append("")
     for runs in results.values():
         for r in runs:
@@ -288,8 +304,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=20_000)
     ap.add_argument("--pdfs", type=int, default=80)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", type=Path, default=HERE / ".corpus" / "cluster")
+    ap.add_argument("--against", type=Path, default=None,
+                    help="another source tree (git archive OLD | tar -x -C DIR): its "
+                         "--cluster local:2 as a fourth mode, alternated with the others")
     args = ap.parse_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -302,7 +321,8 @@ def main() -> int:
     corpora["PDFs"] = (pdfs, args.pdfs)
     warm = WarmCluster(work)
     lines = [f"## bench/cluster.py ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-             f"{os.cpu_count()} cores, {args.rounds} rounds)", ""]
+             f"{os.cpu_count()} cores, {args.rounds} rounds, load average at the start "
+             f"{os.getloadavg()[0]:.1f})", ""]
     figures = {}
     try:
         for name, (root, files) in corpora.items():
@@ -310,7 +330,8 @@ def main() -> int:
             base = work / f"walk-{root.name}"
             if not (base / "walk.jsonl").exists():
                 run([*BASTION, "walk", str(m), "--out", str(base), "-q"], cwd=REPO)
-            part, figures[name] = extract_runs(name, m, base, work, warm, args.rounds, files)
+            part, figures[name] = extract_runs(name, m, base, work, warm, args.rounds, files,
+                                               args.against)
             lines += part
             lines += movement(name, root, warm, text_ratio(m, base, work))
         lines.append(f"scheduler peak RSS over every run: {hwm_mib(warm.scheduler.pid):.0f} MiB")

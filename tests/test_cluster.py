@@ -352,7 +352,7 @@ def test_parse_cluster() -> None:
 def test_an_unreachable_scheduler_is_a_one_line_error(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("bastion.tasks.cluster.CONNECT_TIMEOUT_S", 3.0)
+    monkeypatch.setattr("bastion.tasks.cluster_connect.CONNECT_TIMEOUT_S", 3.0)
     root = tmp_path / "r"
     root.mkdir()
     (root / "a.txt").write_text("a\n")
@@ -552,7 +552,7 @@ def test_workers_running_another_bastion_get_nothing(cluster, monkeypatch: pytes
     for i in range(3):
         (root / f"{i}.txt").write_text(f"text {i}\n")
     m = manifest(tmp_path, root)
-    monkeypatch.setattr("bastion.tasks.cluster.code_identity", lambda: "another-version")
+    monkeypatch.setattr("bastion.tasks.cluster_worker.code_identity", lambda: "another-version")
     out = tmp_path / "out"
     assert sweep(m, out, cluster=address) == 2
     recs = records(out)

@@ -1,0 +1,198 @@
+"""The batches of a cluster run: cut, submitted with their keys and resources, collected.
+
+Items come in the plan's order (largest first) and are cut by count (:data:`BATCH_COUNT`,
+fewer when the run is small, so every worker thread gets several) and by bytes
+(:data:`BATCH_BYTES`: a file as large alone).  A batch's Dask key is a digest of its
+(sha256, task key) pairs, limits and tool requirements (:func:`batch_key`): submitting it
+again is the same task, computed once.  A batch asks for the resources of the tools it was
+planned with and of this client's code (:mod:`bastion.tasks.cluster_worker`); one that no
+worker can take is refused here, its documents ``error``/``cluster`` records.  At most
+:data:`IN_FLIGHT_PER_THREAD` batches per worker thread are out at once.
+
+What comes back is handed to the session's callbacks: a finished batch's
+:class:`~bastion.tasks.cluster_worker.BatchResult`, or the reason its documents get no text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import queue
+from typing import Any, Callable, Mapping
+
+from bastion.readers.base import Limits
+from bastion.readers.tools import Tool
+
+from . import cluster_worker as worker
+from .batch import Doc
+from .cluster_connect import ClusterConnection
+from .cluster_spec import why
+from .manifest import Root
+from .plan import Item
+
+BATCH_COUNT = 200  # documents per batch at most
+BATCH_BYTES = 32 << 20  # document bytes per batch at most (a larger file is a batch alone)
+BATCHES_PER_THREAD = 4  # a small run is cut finer, so that every worker thread gets several
+IN_FLIGHT_PER_THREAD = 2  # batches submitted and not yet collected, per worker thread
+RETRIES = 2  # Dask re-runs of a batch whose function raised (a pool that could not start)
+POLL_S = 1.0
+
+
+def batch_key(docs: tuple[Doc, ...], limits: Limits, tools: Mapping[str, str],
+              extra_readers: tuple[str, ...]) -> str:
+    """The Dask key of a batch: a digest of everything its verdicts depend on besides the
+    bytes (which the (sha256, key) pairs name)."""
+    blob = json.dumps([sorted([d.sha256, d.key] for d in docs), limits.as_dict(),
+                       sorted(tools.items()), list(extra_readers)], sort_keys=True).encode()
+    return f"bastion-batch-{hashlib.sha256(blob).hexdigest()[:32]}"
+
+
+Refuse = Callable[[list[Item], str], None]  # the documents get error/cluster records: why
+Finish = Callable[[list[Item], "worker.BatchResult"], None]
+
+
+class BatchQueue:
+    """The batch being filled and the batches in flight, on one connection."""
+
+    def __init__(self, conn: ClusterConnection, *, limits: Limits, tools: Mapping[str, Tool],
+                 roots: Mapping[str, Root], extra_readers: tuple[str, ...],
+                 expected: Callable[[], int], finish: Finish, refuse: Refuse) -> None:
+        self.conn = conn
+        self.limits = limits
+        self.tools = tools
+        self.roots = roots
+        self.extra_readers = extra_readers
+        self.expected = expected  # how many items the run will submit (the batch size)
+        self.finish = finish
+        self.refuse = refuse
+        self.current: list[Item] = []
+        self.current_bytes = 0
+        self.inflight: dict[Any, list[Item]] = {}  # future -> its items
+        self.batches = 0
+        self.batches_failed = 0
+        self._done: queue.Queue[Any] = queue.Queue()  # futures that finished, in order
+
+    # -- submitting -------------------------------------------------------------------------------
+
+    def add(self, item: Item) -> None:
+        """Add one item to the batch being filled (sent when full)."""
+        if self.current and self.current_bytes + item.size > BATCH_BYTES:
+            self.send()
+        self.current.append(item)
+        self.current_bytes += item.size
+        if len(self.current) >= self._batch_count() or self.current_bytes >= BATCH_BYTES:
+            self.send()
+        else:
+            self.collect(block=False)
+
+    def _batch_count(self) -> int:
+        threads = max(1, self.conn.threads)
+        per = math.ceil(max(1, self.expected()) / (threads * BATCHES_PER_THREAD))
+        return max(1, min(BATCH_COUNT, per))
+
+    def _doc(self, item: Item) -> Doc:
+        root = self.roots[item.root]
+        path = os.path.join(str(root.path), item.path)
+        if root.follow_symlinks:  # a file reached through a followed link: read the target
+            path = os.path.realpath(path)
+        return Doc(sha256=item.sha256, key=item.key, path=path,
+                   name=os.path.basename(item.path), mime=item.mime, size=item.size,
+                   reader=item.reader or "", deadline_s=item.deadline_s,
+                   tools={t: self.tools[t].path for t in item.tools})
+
+    def send(self) -> None:
+        """Submit the batch being filled (waiting first while enough are in flight)."""
+        items, self.current, self.current_bytes = self.current, [], 0
+        if not items:
+            return
+        while len(self.inflight) >= max(2, IN_FLIGHT_PER_THREAD * self.conn.threads):
+            self.collect(block=True)
+        # group by tool requirement: a batch asks for the tools of every document in it
+        groups: dict[tuple[tuple[str, str], ...], list[Item]] = {}
+        for item in items:
+            need = tuple(sorted((t, self.tools[t].key) for t in item.tools))
+            groups.setdefault(need, []).append(item)
+        for need, group in groups.items():
+            self._submit_group(dict(need), group)
+
+    def _submit_group(self, need: dict[str, str], items: list[Item]) -> None:
+        code = f"bastion-code={worker.code_identity()}"
+        resources = {code: 1.0}
+        resources.update((worker.tool_resource(n, k), 1.0) for n, k in need.items())
+        have = self.conn.resources(resources)
+        missing = [r for r in resources if r not in have]
+        if missing:
+            if code in missing:
+                reason = (f"no Dask worker runs this bastion (code {worker.code_identity()}): "
+                          "install the same version on the workers")
+            else:
+                names = ", ".join(r.split(":", 1)[1].replace("=", " ") for r in missing)
+                reason = (f"no Dask worker has the tools this file's key was planned with "
+                          f"({names}): install them on the workers")
+            self.refuse(items, reason)
+            return
+        docs = tuple(self._doc(i) for i in items)
+        batch = worker.Batch(docs, self.limits, need, self.extra_readers)
+        key = batch_key(docs, self.limits, need, self.extra_readers)
+        try:
+            future = self.conn.client.submit(worker.run_batch, batch, key=key, retries=RETRIES,
+                                             resources=resources)
+        except Exception as e:  # noqa: BLE001 — the connection is gone, whatever Dask says
+            self.conn.lose(e)
+        self.inflight[future] = items
+        self.batches += 1
+        future.add_done_callback(self._done.put)  # called in a thread of Dask's
+
+    # -- collecting -------------------------------------------------------------------------------
+
+    def collect(self, block: bool) -> None:
+        """Hand over the batches that finished (waiting for one when ``block``)."""
+        while self.inflight:
+            try:
+                future = self._done.get(timeout=POLL_S) if block else self._done.get_nowait()
+            except queue.Empty:
+                if not block:
+                    return
+                if not self.conn.alive():
+                    self.conn.lose(None)
+                continue
+            if future in self.inflight:
+                self._finished(future)
+            if not block or self._done.empty():
+                return
+
+    def flush(self) -> None:
+        """Send the batch being filled and collect every batch in flight."""
+        self.send()
+        while self.inflight:
+            self.collect(block=True)
+
+    def _finished(self, future: Any) -> None:
+        items = self.inflight.pop(future)
+        status = future.status
+        if status == "finished":
+            try:
+                result = future.result()
+            except Exception as e:  # noqa: BLE001 — lost between finishing and gathering
+                self.inflight[future] = items
+                self.conn.lose(e)
+            self.finish(items, result)
+            return
+        if status == "cancelled":  # the scheduler forgot it: the connection was lost
+            self.inflight[future] = items
+            self.conn.lose(None)
+        # Dask gave up on it (its workers kept dying, or its function kept raising)
+        try:
+            error = future.exception()
+        except Exception as e:  # noqa: BLE001
+            error = e
+        self.batches_failed += 1
+        self.refuse(items, f"the cluster could not read it: {why(error)}")
+
+    def take_inflight(self) -> list[Any]:
+        """The futures still out (forgotten here: the caller cancels them)."""
+        futures = list(self.inflight)
+        self.inflight.clear()
+        return futures

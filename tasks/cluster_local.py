@@ -1,0 +1,157 @@
+"""``--cluster local:N``: a Dask scheduler and N worker processes of this machine, for one run.
+
+One helper process (``python -m bastion.tasks.cluster_local N DIR``) holds a ``LocalCluster``
+— the scheduler and the N nannies in its event loop, the N worker processes its children — so
+that the scheduler and the nannies do not share the client's GIL with the single writer.
+:meth:`LocalProcesses.launch` returns at once: the helper and its workers start (interpreters,
+Dask's imports) while the run walks and plans; the helper writes the scheduler's address in
+``DIR/scheduler.json`` once its workers are up.  :meth:`LocalProcesses.stop` sends it SIGTERM
+(it closes the cluster: the workers' teardown stops their sandboxed workers, and it reaps them,
+so their CPU counts in the run's process tree) and SIGKILLs its process group after a short
+grace.  Everything it writes (the address, the workers' scratch, its log) is in ``DIR``, a
+private temporary directory removed at the end.  The helper stops by itself when the client
+dies (its parent changes).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+POLL_S = 0.05
+STOP_GRACE_S = 5.0  # how long the helper gets to close its cluster on SIGTERM
+
+
+class LocalStartError(Exception):
+    """The local cluster could not start (the reason in one line)."""
+
+
+def _env() -> dict[str, str]:
+    """The helper's environment: this interpreter's import path first (what multiprocessing's
+    spawn hands its children), so the workers import the same bastion, the same readers."""
+    path = [p for p in sys.path if p and os.path.isdir(p)]
+    old = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path + ([old] if old else []))}
+
+
+class LocalProcesses:
+    """The helper process of one ``local:N`` run (started by :meth:`launch`)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.dir: Path | None = None
+        self.proc: subprocess.Popen | None = None
+
+    def launch(self) -> None:
+        """Start the helper (not waiting for it)."""
+        self.dir = Path(tempfile.mkdtemp(prefix="bastion-dask-"))
+        with open(self.dir / "cluster.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bastion.tasks.cluster_local", str(self.workers),
+                 str(self.dir), str(os.getpid())],
+                env=_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True, cwd=str(self.dir))
+
+    def address(self, timeout: float) -> str:
+        """The scheduler's address, once the helper has written it (LocalStartError if it
+        exits or the timeout passes first)."""
+        assert self.dir is not None and self.proc is not None
+        deadline = time.monotonic() + timeout
+        path = self.dir / "scheduler.json"
+        while True:
+            try:
+                return str(json.loads(path.read_text())["address"])
+            except (OSError, ValueError, KeyError):
+                pass
+            if self.proc.poll() is not None:
+                raise LocalStartError(f"the local Dask cluster exited ({self.proc.returncode}): "
+                                      f"{self._last_line()}")
+            if time.monotonic() >= deadline:
+                raise LocalStartError(f"the local Dask cluster did not start in {timeout:.0f} s")
+            time.sleep(POLL_S)
+
+    def _last_line(self) -> str:
+        assert self.dir is not None
+        try:
+            lines = (self.dir / "cluster.log").read_text(errors="replace").split("\n")
+        except OSError:
+            return "no output"
+        lines = [line.strip() for line in lines if line.strip()]
+        return lines[-1] if lines else "no output"
+
+    def stop(self) -> None:
+        """Stop the helper and its workers, remove their directory.  Idempotent."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(proc.pid, signal.SIGKILL)  # whatever of the group is left
+            proc.wait()
+            # the group's other processes: once they are gone, their sandboxed workers have
+            # had their PDEATHSIG, and nothing writes in the directory any more
+            deadline = time.monotonic() + STOP_GRACE_S
+            while _alive_in_group(proc.pid) and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _alive_in_group(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is still running (zombies do not count)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+# -- the helper process ---------------------------------------------------------------------------
+
+
+def serve(workers: int, where: Path, parent: int) -> int:
+    """The helper: a LocalCluster until SIGTERM, or until the client (``parent``) is gone."""
+    import distributed
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    cluster = distributed.LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+        scheduler_port=0, dashboard_address=None, local_directory=str(where / "w"),
+        silence_logs=logging.ERROR)
+    tmp = where / "scheduler.json.tmp"
+    tmp.write_text(json.dumps({"address": cluster.scheduler_address}))
+    os.replace(tmp, where / "scheduler.json")
+    while not stop.wait(1.0) and os.getppid() == parent:
+        pass
+    cluster.close(timeout=STOP_GRACE_S)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve(int(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])))
