@@ -21,13 +21,16 @@ from bastion.readers.pool import Job, JobResult, WorkerPool
 from bastion.readers.tools import Tool
 from bastion.readers.verdict import Status, Verdict
 
-from .fsio import STATE_DIR, makedirs, output, remove_stale_temps, rmtree
+from .fsio import (STATE_DIR, atomic_write, makedirs, output, remove_stale_temps, rmtree,
+                   unlink)
+from .fsio import stat as out_stat
 from .manifest import Root
 from .plan import IndexSet, Item
 from .store import Store
 
 COMMIT_EVERY = 500  # verdicts per commit (one syncfs + one transaction)
 COMMIT_SECONDS = 2.0
+RUNNING = f"{STATE_DIR}/extracting"  # present while a session may be writing the store
 
 
 class ExtractSession:
@@ -65,8 +68,20 @@ class ExtractSession:
             return self.pool
         tmp_root = self._scratch_root()
         remove_stale_temps(self.out)
-        for bucket in self.store._bucket_dirs():  # sidecars a killed run was writing
-            remove_stale_temps(self.store.root / bucket)
+        # the sidecars a killed run was writing: only a run that did not close its session
+        # leaves the marker, so a million-text store is not listed on every run
+        marker = self.out / RUNNING
+        try:
+            out_stat(marker)
+            unfinished = True
+        except OSError:
+            unfinished = False
+        if unfinished:
+            for bucket in self.store._bucket_dirs():
+                remove_stale_temps(self.store.root / bucket)
+        else:
+            makedirs(self.out / STATE_DIR)
+            atomic_write(marker, b"", sync=False)
         for stale in tmp_root.iterdir():  # scratch of a killed run
             try:
                 rmtree(stale) if self._private_scratch is None else shutil.rmtree(stale)
@@ -181,6 +196,8 @@ class ExtractSession:
         """Stop the workers (idempotent)."""
         if self.pool is not None:
             self.pool.close()
+            if self.pool.closed:  # every job answered or stopped: nothing writing any more
+                unlink(self.out / RUNNING)
         if self._private_scratch is not None and self.pool is not None and self.pool.closed:
             shutil.rmtree(self._private_scratch, ignore_errors=True)
             self._private_scratch = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
+from itertools import islice
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -24,6 +25,7 @@ from .statcache import PackedDir, Row, StatCache, _packed, root_settings, write_
 
 MAX_SHARE = 0.01  # changed records (new + removed) per previous record, to patch
 MIN_CHANGES = 64  # up to this many changes are patched in any walk
+BLOCK_LINES = 20_000  # previous lines copied at once
 
 
 class Patch:
@@ -99,18 +101,36 @@ class Patch:
         return fresh_at
 
     def _lines(self, walk_jsonl: Path, places: list[int]) -> Iterator[bytes]:
-        fresh, removed = self.fresh, set(self.removed)
-        k = 0
-        n = -1
+        """The new walk.jsonl: the previous lines between two changes copied as blocks of
+        up to :data:`BLOCK_LINES` (taken and joined in C), the new records inserted, the
+        removed lines skipped."""
+        fresh, removed = self.fresh, self.removed
+        count = self.cache.count
+        k = r = 0
+        n = 0  # previous lines read
         with open_read(walk_jsonl) as f:
-            for n, line in enumerate(f):
+            while n < count:
                 while k < len(places) and places[k] == n:
                     yield fresh[k][4]
                     k += 1
-                if n not in removed:
-                    yield line
-        if n + 1 != self.cache.count:
-            raise ValueError(f"{walk_jsonl} does not have the lines its stat cache says")
+                if r < len(removed) and removed[r] == n:
+                    if not f.readline():
+                        break
+                    r += 1
+                    n += 1
+                    continue
+                span = count - n
+                if k < len(places):
+                    span = min(span, places[k] - n)
+                if r < len(removed):
+                    span = min(span, removed[r] - n)
+                block = list(islice(f, min(span, BLOCK_LINES)))
+                if not block:
+                    break
+                n += len(block)
+                yield b"".join(block)
+            if n != count or f.readline():
+                raise ValueError(f"{walk_jsonl} does not have the lines its stat cache says")
         while k < len(places):
             yield fresh[k][4]
             k += 1

@@ -128,10 +128,13 @@ def two_roots(tmp: Path) -> Path:
     return m
 
 
+@pytest.mark.parametrize("block", [20_000, 3])  # previous lines copied in blocks
 @pytest.mark.parametrize("change", ["edit", "add", "add-new-dir", "remove", "mixed", "link"])
-def test_a_small_change_is_patched_as_a_rewrite_writes_it(tmp_path: Path, change: str,
+def test_a_small_change_is_patched_as_a_rewrite_writes_it(tmp_path: Path, change: str, block: int,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from bastion.tasks import walkpatch
+
+    monkeypatch.setattr(walkpatch, "BLOCK_LINES", block)
 
     m = two_roots(tmp_path)
     patched, streamed, fresh = tmp_path / "patched", tmp_path / "streamed", tmp_path / "fresh"
