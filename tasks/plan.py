@@ -121,7 +121,36 @@ class IndexSet:
         return self._n
 
 
-class Items(Sequence[Item]):
+class _ItemView(Sequence[Item]):
+    """A sequence of :class:`Item` s made on access: a subclass says how many and the k-th."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def _make(self, k: int) -> Item:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, i: int) -> Item: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Item]: ...
+
+    def __getitem__(self, i: int | slice) -> Item | list[Item]:
+        if isinstance(i, slice):
+            return [self._make(k) for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._make(i)
+
+    def __iter__(self) -> Iterator[Item]:
+        for k in range(len(self)):
+            yield self._make(k)
+
+
+class Items(_ItemView):
     """The planned items, in walk order, held compactly: root, path and sha256 of each in
     one buffer, sizes, choices and flags in arrays (≈ 110 bytes an item instead of ≈ 700 as
     :class:`Item` objects, so a million-file plan fits in ≈ 110 MB).  Items are made on
@@ -194,20 +223,8 @@ class Items(Sequence[Item]):
                     c.reader.name if c.reader is not None else None, c.key, stem, c.tools,
                     c.deadline_s, bool(flags & self.FRESH), i, self._rep[i])
 
-    @overload
-    def __getitem__(self, i: int) -> Item: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[Item]: ...
-
-    def __getitem__(self, i: int | slice) -> Item | list[Item]:
-        if isinstance(i, slice):
-            return [self.item(j) for j in range(*i.indices(len(self)))]
-        return self.item(i)
-
-    def __iter__(self) -> Iterator[Item]:
-        for i in range(len(self)):
-            yield self.item(i)
+    def _make(self, k: int) -> Item:
+        return self.item(k)
 
     def link(self) -> None:
         """Find the items of equal bytes (sorted by the sha256's first 64 bits, compared in
@@ -251,7 +268,7 @@ class Items(Sequence[Item]):
         return array("q", sorted(todo, key=lambda i: -size[i]))
 
 
-class Stale(Sequence[Item]):
+class Stale(_ItemView):
     """The items to extract (:meth:`Items.stale_order`), made on access."""
 
     def __init__(self, items: Items, order: array) -> None:
@@ -261,20 +278,8 @@ class Stale(Sequence[Item]):
     def __len__(self) -> int:
         return len(self.order)
 
-    @overload
-    def __getitem__(self, i: int) -> Item: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[Item]: ...
-
-    def __getitem__(self, i: int | slice) -> Item | list[Item]:
-        if isinstance(i, slice):
-            return [self.items.item(j) for j in self.order[i]]
-        return self.items.item(self.order[i])
-
-    def __iter__(self) -> Iterator[Item]:
-        for j in self.order:
-            yield self.items.item(j)
+    def _make(self, k: int) -> Item:
+        return self.items.item(self.order[k])
 
 
 @dataclass(frozen=True)
