@@ -21,33 +21,45 @@ import json
 import marshal
 import os
 from array import array
+from bisect import bisect_left
 from pathlib import Path
-from itertools import islice
 from typing import Any, Iterable, Iterator
 
 from .fsio import STATE_DIR, atomic_write, file_identity, read_bytes, unlink
+from .outdir import CopySpan
 
 DELTA = f"{STATE_DIR}/walk-delta"
 VERSION = 1
-BLOCK_LINES = 20_000  # kept records copied at once
+_FRESH, _DROP, _KEEP = 0, 1, 2
+DELTA_LINES = 10_000  # new walk records kept in the delta itself, at most
+SPARSE_BYTES = 4096  # fewer flags to flip than one per this many bytes: cut spans around them
 _REUSED_FALSE = b'"reused":false'
 _REUSED_TRUE = b'"reused":true'
 
 
 def write_delta(out: Path, before: list[int] | None, after: list[int] | None, old_count: int,
-                fresh: list[int], hits: Iterable[int]) -> None:
+                fresh: list[int], hits: Iterable[int],
+                fresh_lines: list[bytes] | None = None) -> None:
     """Record a walk's change: ``fresh`` the new line numbers of new records, ``hits`` the
-    old line numbers kept.  Written without an fsync of its own: a delta that does not match
-    the files it names is simply not used."""
+    old line numbers kept, ``fresh_lines`` the new records themselves when there are at most
+    :data:`DELTA_LINES` (the extract stage then does not look for them in walk.jsonl).
+    Written without an fsync of its own: a delta that does not match the files it names is
+    simply not used."""
     seen = bytearray(max(old_count, 0))
     kept = 0
     for i in hits:
         seen[i] = 1
         kept += 1
-    removed = array("q", (i for i in range(len(seen)) if not seen[i]))
+    removed = array("q")
+    at = seen.find(0)
+    while at >= 0:  # the lines not kept, found in C
+        removed.append(at)
+        at = seen.find(0, at + 1)
     data = {"version": VERSION, "from": before, "to": after, "old_count": old_count,
             "new_count": len(fresh) + kept, "fresh": array("q", fresh).tobytes(),
             "removed": removed.tobytes()}
+    if fresh_lines is not None and len(fresh_lines) == len(fresh) <= DELTA_LINES:
+        data["lines"] = fresh_lines
     atomic_write(out / DELTA, marshal.dumps(data), sync=False)
 
 
@@ -76,18 +88,17 @@ def load_delta(out: Path, walk_from: Any, walk_to: Any) -> dict[str, Any] | None
 
 
 def lines_at(path: Path, wanted: Iterable[int]) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) of a file's lines at the given (sorted) numbers."""
-    want = iter(wanted)
-    nxt = next(want, None)
-    if nxt is None:
+    """(line number, line) of a file's lines at the given (sorted) numbers: their offsets
+    found in one counting pass (:func:`line_offsets`), each line then read by itself."""
+    wanted = list(wanted)
+    if not wanted:
         return
     with open(path, "rb") as f:
-        for n, line in enumerate(f):
-            if n == nxt:
-                yield n, line
-                nxt = next(want, None)
-                if nxt is None:
-                    return
+        offsets, count = line_offsets(f, sorted({*wanted, *(n + 1 for n in wanted)}))
+        for n in wanted:
+            if n >= count:
+                return
+            yield n, os.pread(f.fileno(), offsets[n + 1] - offsets[n], offsets[n])
 
 
 class Merge:
@@ -99,54 +110,122 @@ class Merge:
         self.removed = set(delta["removed"])
         self.dropped: list[dict[str, Any]] = []  # old records that went (files gone/changed)
 
-    def lines(self, old: Path, fresh_lines: Iterator[bytes]) -> Iterator[bytes]:
+    def lines(self, old: Path, fresh_lines: Iterator[bytes]) -> Iterator[bytes | CopySpan]:
         """Kept records' bytes (flagged reused) and the fresh records, in walk order.  The
         old records not kept are parsed into :attr:`dropped` (for the counts and the store's
         clean-up).  Raises ValueError when extract.jsonl does not have the delta's shape.
 
-        The kept records between two changes are copied as blocks of up to
-        :data:`BLOCK_LINES` lines (the lines taken and joined in C), and flagged reused by
-        one replace per block: ``"reused":false`` with unescaped quotes is only ever the
-        key of a record (a string's own quotes are escaped), one per line."""
+        The kept records between two changes are byte ranges of the old file
+        (:class:`~bastion.tasks.outdir.CopySpan`: the kernel copies them), cut around each
+        ``"reused":false``, which becomes ``"reused":true``; with unescaped quotes that is
+        only ever the key of a record (a string's own quotes are escaped), one per line."""
         fresh = sorted(self.fresh)
         removed = sorted(self.removed)
         new_count = self.delta["new_count"]
+        ops: list[tuple[int, int, int]] = []  # (FRESH, 0, 0), (DROP, line, 1), (KEEP, line, n)
         fi = ri = 0
-        i = j = 0  # old lines read, new lines given
-        with open(old, "rb") as f:
-            while j < new_count:
-                if fi < len(fresh) and fresh[fi] == j:
-                    yield next(fresh_lines)
-                    fi += 1
-                    j += 1
-                    continue
-                while ri < len(removed) and removed[ri] == i:
-                    line = f.readline()
-                    if not line:
-                        raise ValueError("extract.jsonl is shorter than the walk it was made from")
-                    self.dropped.append(json.loads(line))
-                    ri += 1
-                    i += 1
-                span = new_count - j
-                if fi < len(fresh):
-                    span = min(span, fresh[fi] - j)
-                if ri < len(removed):
-                    span = min(span, removed[ri] - i)
-                span = max(1, min(span, BLOCK_LINES))
-                block = list(islice(f, span))
-                if len(block) < span or not block[-1].endswith(b"\n"):
-                    raise ValueError("extract.jsonl is shorter than the walk it was made from")
-                yield b"".join(block).replace(_REUSED_FALSE, _REUSED_TRUE)
-                i += span
-                j += span
-            for line in f:
-                if ri >= len(removed) or removed[ri] != i:
-                    raise ValueError("extract.jsonl is longer than the walk it was made from")
-                self.dropped.append(json.loads(line))
+        i = j = 0  # old lines passed, new lines given
+        while j < new_count:
+            if fi < len(fresh) and fresh[fi] == j:
+                ops.append((_FRESH, 0, 0))
+                fi += 1
+                j += 1
+                continue
+            while ri < len(removed) and removed[ri] == i:
+                ops.append((_DROP, i, 1))
                 ri += 1
                 i += 1
+            span = new_count - j
+            if fi < len(fresh):
+                span = min(span, fresh[fi] - j)
+            if ri < len(removed):
+                span = min(span, removed[ri] - i)
+            span = max(1, span)
+            ops.append((_KEEP, i, span))
+            i += span
+            j += span
+        while ri < len(removed) and removed[ri] == i:
+            ops.append((_DROP, i, 1))
+            ri += 1
+            i += 1
+        with open(old, "rb") as f:
+            wanted = sorted({x for kind, at, n in ops if kind != _FRESH for x in (at, at + n)})
+            hits = array("q")  # where each "reused":false is
+            offsets, count = line_offsets(f, wanted, _REUSED_FALSE, hits)
+            if count < i:
+                raise ValueError("extract.jsonl is shorter than the walk it was made from")
+            if count > i:
+                raise ValueError("extract.jsonl is longer than the walk it was made from")
+            fd = f.fileno()
+            for kind, at, n in ops:
+                if kind == _FRESH:
+                    yield next(fresh_lines)
+                elif kind == _DROP:
+                    begin = offsets[at]
+                    self.dropped.append(json.loads(os.pread(fd, offsets[at + 1] - begin, begin)))
+                else:
+                    yield from _reused(hits, fd, offsets[at], offsets[at + n])
         if next(fresh_lines, None) is not None:
             raise ValueError("more fresh records than the delta has places for")
+
+
+def _reused(hits: array, fd: int, start: int, end: int) -> Iterator[bytes | CopySpan]:
+    """Bytes ``start:end`` of the old records, each ``"reused":false`` in them (at
+    ``hits``) given as ``"reused":true``: as spans to copy, cut around the few there are; a
+    range dense with them (the first change after a first sweep) read and replaced."""
+    first, last = bisect_left(hits, start), bisect_left(hits, end)
+    if (last - first) * SPARSE_BYTES > end - start:
+        while start < end:
+            piece = os.pread(fd, min(end - start, 1 << 22), start)
+            if not piece:
+                raise ValueError("extract.jsonl changed while it was read")
+            if start + len(piece) < end:  # whole lines only: a key is never cut in two
+                piece = piece[:piece.rindex(b"\n") + 1]
+            start += len(piece)
+            yield piece.replace(_REUSED_FALSE, _REUSED_TRUE)
+        return
+    at = start
+    for hit in hits[first:last]:
+        if hit > at:
+            yield CopySpan(fd, at, hit - at)
+        yield _REUSED_TRUE
+        at = hit + len(_REUSED_FALSE)
+    if end > at:
+        yield CopySpan(fd, at, end - at)
+
+
+def line_offsets(f: Any, wanted: list[int], pattern: bytes = b"",
+                 found: array | None = None) -> tuple[dict[int, int], int]:
+    """The byte offsets where the lines numbered ``wanted`` (sorted) start in the open file
+    ``f`` (the line count itself: its end), and how many complete lines it has: one pass in
+    chunks, newlines counted in C, stepped through only inside a chunk holding a wanted one.
+    With a ``pattern`` (no newline in it), the offset of each occurrence goes to ``found``."""
+    out: dict[int, int] = {}
+    w = 0
+    while w < len(wanted) and wanted[w] == 0:
+        out[0] = 0
+        w += 1
+    seen = base = 0
+    tail = b""
+    while chunk := f.read(1 << 18):
+        n = chunk.count(b"\n")
+        pos, k = 0, seen
+        while w < len(wanted) and wanted[w] <= seen + n:
+            while k < wanted[w]:
+                pos = chunk.index(b"\n", pos) + 1
+                k += 1
+            out[wanted[w]] = base + pos
+            w += 1
+        if pattern and found is not None:
+            window = tail + chunk  # an occurrence across two chunks is found whole
+            at = window.find(pattern)
+            while at >= 0:
+                found.append(base - len(tail) + at)
+                at = window.find(pattern, at + len(pattern))
+            tail = chunk[-(len(pattern) - 1):] if len(pattern) > 1 else b""
+        seen += n
+        base += len(chunk)
+    return out, seen
 
 
 class StoreTexts:
@@ -177,8 +256,11 @@ def plan_change(run: Any, select: Any) -> tuple[Any, dict, Merge] | None:
     delta = load_delta(out, st["files"]["walk"], file_identity(out / "walk.jsonl"))
     if delta is None or delta["old_count"] != summary.get("records"):
         return None
-    records = [WalkRecord(**json.loads(line))
-               for _, line in lines_at(out / "walk.jsonl", sorted(delta["fresh"]))]
+    lines = delta.get("lines")
+    if not (isinstance(lines, list) and len(lines) == len(delta["fresh"])
+            and all(isinstance(x, bytes) for x in lines)):
+        lines = [line for _, line in lines_at(out / "walk.jsonl", sorted(delta["fresh"]))]
+    records = [WalkRecord(**json.loads(line)) for line in lines]
     shas = sorted({r.sha256 for r in records if r.sha256})
     verdicts = run.store.verdicts_for(shas)
     planned = plan(records, verdicts, select, run.tools, run.manifest.limits,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -40,22 +41,65 @@ from .outops import TMP_PREFIX, empty_tree, remove_temps, take_file
 
 __all__ = ["DIR_FLAGS", "GROUP", "MODES", "MODES_MARKER", "PRIVATE", "TMP_PREFIX", "Modes",
            "OutputDir", "OutputError", "UnsafeOutputError", "check_dir", "close_all", "find",
-           "held", "open_output", "secure_path", "write_all"]
+           "held", "open_output", "secure_path", "write_all", "CopySpan"]
 
 MODES_MARKER = ".bastion/modes"  # the modes the whole tree was last tightened to
 
 
-def write_all(fd: int, chunks: bytes | Iterable[bytes], sync: bool) -> None:
+@dataclass(frozen=True)
+class CopySpan:
+    """A chunk that is a byte range of another open file: copied by the kernel
+    (``copy_file_range``, a reflink where the file system shares extents), not read."""
+
+    fd: int
+    offset: int
+    length: int
+
+
+def write_all(fd: int, chunks: bytes | Iterable[bytes | CopySpan], sync: bool) -> None:
     """Write ``chunks`` to the descriptor (taken over: closed here), fsynced when ``sync``."""
     with os.fdopen(fd, "wb", buffering=1 << 20) as f:
         if isinstance(chunks, (bytes, bytearray, memoryview)):
             f.write(chunks)
         else:
             for chunk in chunks:
-                f.write(chunk)
+                if isinstance(chunk, CopySpan):
+                    f.flush()
+                    _copy_span(chunk, f.fileno())
+                else:
+                    f.write(chunk)
         f.flush()
         if sync:
             os.fsync(f.fileno())
+
+
+_NO_COPY_RANGE = (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM)
+
+
+def _copy_span(span: CopySpan, dst: int) -> None:
+    """``span``'s bytes appended at ``dst``'s offset: by ``copy_file_range``, or where the
+    kernel or file system cannot, read and written."""
+    left, at = span.length, span.offset
+    try:
+        while left:
+            n = os.copy_file_range(span.fd, dst, left, at)
+            if n <= 0:
+                raise OSError(errno.EIO, "the file to copy from ended early")
+            left -= n
+            at += n
+        return
+    except OSError as e:
+        if e.errno not in _NO_COPY_RANGE:
+            raise
+    while left:
+        data = os.pread(span.fd, min(left, 1 << 20), at)
+        if not data:
+            raise OSError(errno.EIO, "the file to copy from ended early")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(dst, view):]
+        left -= len(data)
+        at += len(data)
 
 
 def _open_child(parent: int, name: str, path: Path) -> int:

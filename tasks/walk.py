@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Iterator
 
 from . import sharedwalk
 from .filehash import READ_CHUNK, hash_file
-from .delta import drop_delta, write_delta
+from .delta import DELTA_LINES, drop_delta, write_delta
 from .fsio import (OUTPUT_TAG, STATE_DIR, atomic_write, file_identity, is_output_tag,
                    mark_output, output, remove_stale_temps, scratch_file, write_json)
 from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
@@ -287,20 +287,26 @@ class Walker:
             patch = None if self.spills else Patch.plan(self.cache, marks, self.fresh)
             if patch is not None:  # a small change: the previous files patched
                 fresh_at = patch.write(self.out, walk_jsonl, self.settings, self.manifest.roots)
-                self.fresh = []
                 write_delta(self.out, before, file_identity(walk_jsonl), len(marks), fresh_at,
-                            self.hits)
+                            self.hits, [row[4] for row in self.fresh])
+                self.fresh = []
                 return
             kept = self.cache.kept(marks, walk_jsonl)
         elif self.hits:  # a cache of the earlier format: its rows found, then sorted
             kept = sorted(self.cache.found(self.hits, walk_jsonl), key=_order)
         builder = CacheBuilder(self.manifest.roots)
         fresh_at: list[int] = []
+        fresh_lines: list[bytes] | None = []  # for the delta, while they are few
 
         def lines() -> Iterator[bytes]:
+            nonlocal fresh_lines
             for j, row in enumerate(heapq.merge(kept, *runs, key=_order)):
                 if len(row) == 7:
                     fresh_at.append(j)
+                    if fresh_lines is not None:
+                        fresh_lines.append(row[4])
+                        if len(fresh_lines) > DELTA_LINES:
+                            fresh_lines = None
                 builder.add(row)
                 yield row[4]
 
@@ -309,7 +315,7 @@ class Walker:
         builder.write(self.out, self.settings)
         if before is not None:  # the change, for an extract stage that merges it in
             write_delta(self.out, before, file_identity(walk_jsonl), self.cache.count,
-                        fresh_at, self.hits)
+                        fresh_at, self.hits, fresh_lines)
         else:
             drop_delta(self.out)
 

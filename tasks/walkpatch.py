@@ -14,18 +14,19 @@ a cache that answers the same (its directories may be numbered in another order)
 
 from __future__ import annotations
 
+import os
 from array import array
 from bisect import bisect_left, bisect_right
-from itertools import islice
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from .delta import line_offsets
 from .fsio import atomic_write, open_read
+from .outdir import CopySpan
 from .statcache import PackedDir, Row, StatCache, _packed, root_settings, write_blob
 
 MAX_SHARE = 0.01  # changed records (new + removed) per previous record, to patch
 MIN_CHANGES = 64  # up to this many changes are patched in any walk
-BLOCK_LINES = 20_000  # previous lines copied at once
 
 
 class Patch:
@@ -100,40 +101,36 @@ class Patch:
         self._write_cache(out, settings, roots)
         return fresh_at
 
-    def _lines(self, walk_jsonl: Path, places: list[int]) -> Iterator[bytes]:
-        """The new walk.jsonl: the previous lines between two changes copied as blocks of
-        up to :data:`BLOCK_LINES` (taken and joined in C), the new records inserted, the
-        removed lines skipped."""
+    def _lines(self, walk_jsonl: Path, places: list[int]) -> Iterator[bytes | CopySpan]:
+        """The new walk.jsonl: the previous lines between two changes as byte ranges of the
+        previous file (:class:`~bastion.tasks.outdir.CopySpan`: the kernel copies them), the
+        new records inserted, the removed lines left out."""
         fresh, removed = self.fresh, self.removed
         count = self.cache.count
-        k = r = 0
-        n = 0  # previous lines read
+        wanted = sorted({0, count, *places, *removed, *(r + 1 for r in removed)})
         with open_read(walk_jsonl) as f:
-            while n < count:
-                while k < len(places) and places[k] == n:
+            offsets, lines = line_offsets(f, wanted)
+            if lines != count or offsets.get(count) != os.fstat(f.fileno()).st_size:
+                raise ValueError(f"{walk_jsonl} does not have the lines its stat cache says")
+            fd = f.fileno()
+            k = r = at = 0  # new records given, removed lines passed, previous line
+            while True:
+                while k < len(places) and places[k] == at:
                     yield fresh[k][4]
                     k += 1
-                if r < len(removed) and removed[r] == n:
-                    if not f.readline():
-                        break
-                    r += 1
-                    n += 1
-                    continue
-                span = count - n
-                if k < len(places):
-                    span = min(span, places[k] - n)
-                if r < len(removed):
-                    span = min(span, removed[r] - n)
-                block = list(islice(f, min(span, BLOCK_LINES)))
-                if not block:
+                if at == count:
                     break
-                n += len(block)
-                yield b"".join(block)
-            if n != count or f.readline():
-                raise ValueError(f"{walk_jsonl} does not have the lines its stat cache says")
-        while k < len(places):
-            yield fresh[k][4]
-            k += 1
+                if r < len(removed) and removed[r] == at:
+                    r += 1
+                    at += 1
+                    continue
+                nxt = count
+                if k < len(places):
+                    nxt = min(nxt, places[k])
+                if r < len(removed):
+                    nxt = min(nxt, removed[r])
+                yield CopySpan(fd, offsets[at], offsets[nxt] - offsets[at])
+                at = nxt
 
     def _patch_cache(self, places: list[int], fresh_at: list[int]) -> None:
         cache = self.cache

@@ -72,15 +72,21 @@ def test_incremental_output_equals_a_fresh_one(tmp_path_factory, steps: list) ->
         assert compare_outputs(inc, fresh) == [], (steps[:n + 1])
 
 
-@pytest.mark.parametrize("block", [20_000, 2])  # kept records copied in blocks (delta.Merge)
-def test_a_change_plans_only_what_changed(tmp_path, monkeypatch, block) -> None:
+@pytest.mark.parametrize("copy_range", [True, False])  # the kernel's copy, or read and write
+def test_a_change_plans_only_what_changed(tmp_path, monkeypatch, copy_range) -> None:
     """After a complete run, a sweep that finds one file edited, one deleted and one added
     plans just the two it must read (tasks/delta.py); the others' records are copied, and the
     output still equals a fresh run's."""
-    import bastion.tasks.delta
+    import errno
+    import os
+
     import bastion.tasks.plan
 
-    monkeypatch.setattr(bastion.tasks.delta, "BLOCK_LINES", block)
+    if not copy_range:
+        def no_copy_range(*args):
+            raise OSError(errno.EXDEV, "no copy_file_range here")
+
+        monkeypatch.setattr(os, "copy_file_range", no_copy_range)
 
     root = tmp_path / "root"
     (root / "sub").mkdir(parents=True)
@@ -109,7 +115,19 @@ def test_a_change_plans_only_what_changed(tmp_path, monkeypatch, block) -> None:
 
     summary = json.loads((out / "extract.summary.json").read_text())
     assert summary["records"] == 31 and summary["extracted"] == 2 and summary["reused"] == 29
+    lines = (out / "extract.jsonl").read_bytes().splitlines()
+    by_path = {json.loads(line)["path"]: json.loads(line)["reused"] for line in lines}
+    assert len(lines) == 31 and by_path.pop("f03.txt") is False and by_path.pop("new.txt") is False
+    assert set(by_path.values()) == {True}  # the copied records were flagged reused
     fresh = tmp_path / "fresh"
     sweep(m, fresh, True)
     assert compare_outputs(out, fresh) == []
     assert json.loads((fresh / "extract.summary.json").read_text())["counts"] == summary["counts"]
+    # a second change: now the kept records' flags are sparse (the spans cut around them)
+    (root / "f07.txt").write_text("edited later\n")
+    sweep(m, out, True)
+    flags = {json.loads(line)["path"]: json.loads(line)["reused"]
+             for line in (out / "extract.jsonl").read_bytes().splitlines()}
+    assert [p for p, reused in flags.items() if not reused] == ["f07.txt"] and len(flags) == 31
+    sweep(m, fresh, True)
+    assert compare_outputs(out, fresh) == []

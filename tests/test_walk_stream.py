@@ -128,13 +128,20 @@ def two_roots(tmp: Path) -> Path:
     return m
 
 
-@pytest.mark.parametrize("block", [20_000, 3])  # previous lines copied in blocks
+@pytest.mark.parametrize("copy_range", [True, False])  # the kernel's copy, or read and write
 @pytest.mark.parametrize("change", ["edit", "add", "add-new-dir", "remove", "mixed", "link"])
-def test_a_small_change_is_patched_as_a_rewrite_writes_it(tmp_path: Path, change: str, block: int,
+def test_a_small_change_is_patched_as_a_rewrite_writes_it(tmp_path: Path, change: str,
+                                                         copy_range: bool,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
     from bastion.tasks import walkpatch
 
-    monkeypatch.setattr(walkpatch, "BLOCK_LINES", block)
+    if not copy_range:
+        def no_copy_range(*args):
+            raise OSError(errno.EXDEV, "no copy_file_range here")
+
+        monkeypatch.setattr(os, "copy_file_range", no_copy_range)
 
     m = two_roots(tmp_path)
     patched, streamed, fresh = tmp_path / "patched", tmp_path / "streamed", tmp_path / "fresh"
