@@ -102,6 +102,7 @@ class ClusterSession(ExtractSession):
         except ClusterError as e:
             self.failed = str(e)
             raise
+        self.claim_store()  # what a killed run left; this run writes the store now
         self.pool = ClusterStats()
         return self.pool
 
@@ -204,6 +205,8 @@ class ClusterSession(ExtractSession):
                 self._writer_pool.shutdown(wait=True)
                 self._writer_pool = None
             self.conn.close(self.batches.take_inflight())
+            if self.pool is not None:  # the writer threads are done: nothing writes the store
+                self.release_store()
 
     def describe(self) -> dict[str, Any]:
         """The summary's ``cluster`` entry: the scheduler and the workers that took part."""

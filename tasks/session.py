@@ -67,9 +67,23 @@ class ExtractSession:
         if self.pool is not None:
             return self.pool
         tmp_root = self._scratch_root()
+        self.claim_store()
+        for stale in tmp_root.iterdir():  # scratch of a killed run
+            try:
+                rmtree(stale) if self._private_scratch is None else shutil.rmtree(stale)
+            except OSError:
+                pass
+        self.pool = WorkerPool(self.workers, self.limits, tmp_root, self._on_result,
+                               extra_readers=self.extra_readers)
+        self.pool.warm()
+        return self.pool
+
+    def claim_store(self) -> None:
+        """Clear the temp files a killed run left in the output and the store (the texts and
+        sidecars it was writing), and mark the store as being written.  Only a run that did
+        not close its session leaves the marker, so a million-text store is not listed on
+        every run."""
         remove_stale_temps(self.out)
-        # the sidecars a killed run was writing: only a run that did not close its session
-        # leaves the marker, so a million-text store is not listed on every run
         marker = self.out / RUNNING
         try:
             out_stat(marker)
@@ -82,15 +96,10 @@ class ExtractSession:
         else:
             makedirs(self.out / STATE_DIR)
             atomic_write(marker, b"", sync=False)
-        for stale in tmp_root.iterdir():  # scratch of a killed run
-            try:
-                rmtree(stale) if self._private_scratch is None else shutil.rmtree(stale)
-            except OSError:
-                pass
-        self.pool = WorkerPool(self.workers, self.limits, tmp_root, self._on_result,
-                               extra_readers=self.extra_readers)
-        self.pool.warm()
-        return self.pool
+
+    def release_store(self) -> None:
+        """Nothing of this run writes the store any more: the marker goes."""
+        unlink(self.out / RUNNING)
 
     def _scratch_root(self) -> Path:
         """Where the workers' private directories go.  The workers name them by path, so
@@ -197,7 +206,7 @@ class ExtractSession:
         if self.pool is not None:
             self.pool.close()
             if self.pool.closed:  # every job answered or stopped: nothing writing any more
-                unlink(self.out / RUNNING)
+                self.release_store()
         if self._private_scratch is not None and self.pool is not None and self.pool.closed:
             shutil.rmtree(self._private_scratch, ignore_errors=True)
             self._private_scratch = None

@@ -679,3 +679,29 @@ def test_extracting_in_slices_gives_the_same_outputs(tree: tuple[Path, Path],
     assert s["extracted"] == 6 and s["records"] == 7  # 7 files, two with the same bytes
     walks = json.loads((tmp_path / "sliced" / "walk.summary.json").read_text())
     assert walks["hashed"] == 7  # walked once, not once per slice
+
+
+def test_a_killed_runs_store_temps_are_cleared_after_it_only(tmp_path: Path) -> None:
+    """The store's buckets are listed for a killed run's temp files only when that run left
+    its marker (``.bastion/extracting``, there while a session may write the store): a run that
+    closed its session leaves none, and the next run does not list a million texts."""
+    from bastion.tasks.session import RUNNING
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.txt").write_text("some text\n")
+    m = tmp_path / "m.yaml"
+    m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\nstages: [walk, extract]\n")
+    out = tmp_path / "out"
+    assert run("sweep", m, out) == 0
+    assert not (out / RUNNING).exists()
+    bucket = next(p for p in (out / "extract").iterdir() if p.is_dir())
+    stale = bucket / ".tmp-left.meta.json.1"
+    stale.write_bytes(b"{")
+    (root / "b.txt").write_text("more text\n")  # work for a session
+    assert run("sweep", m, out) == 0
+    assert stale.exists()  # no marker: the buckets were not listed
+    (out / RUNNING).write_bytes(b"")  # as a run killed while writing leaves it
+    (root / "c.txt").write_text("and more\n")
+    assert run("sweep", m, out) == 0
+    assert not stale.exists() and not (out / RUNNING).exists()
