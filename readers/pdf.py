@@ -1084,6 +1084,13 @@ class _OcrPass:
     stopped: list[int] = field(default_factory=list)  # the deadline was near
     failed: dict[int, str] = field(default_factory=dict)
 
+    def tool_failed(self, page: int, e: ToolFailed) -> None:
+        """A render or OCR of ``page`` that failed: stopped at the deadline, or an error."""
+        if e.kind == "timeout":
+            self.stopped.append(page)
+        else:
+            self.failed[page] = e.message
+
 
 def _ocr_pass(data: bytes, candidates: list[int], kinds: list[str], ctx: Context) -> _OcrPass:
     """Render each candidate page and OCR it, one page at a time, in page order: at most
@@ -1116,10 +1123,7 @@ def _ocr_pass(data: bytes, candidates: list[int], kinds: list[str], ctx: Context
             try:
                 image = images.image(i + 1)
             except ToolFailed as e:
-                if e.kind == "timeout":
-                    out.stopped.append(i)
-                else:
-                    out.failed[i] = e.message
+                out.tool_failed(i, e)
                 continue
             if image is None:
                 out.blank.add(i)
@@ -1130,10 +1134,7 @@ def _ocr_pass(data: bytes, candidates: list[int], kinds: list[str], ctx: Context
                 got = ocr_image(image.pgm, ctx, dpi=image.dpi,
                                 timeout=None if left is None else max(0.1, left))
             except ToolFailed as e:
-                if e.kind == "timeout":
-                    out.stopped.append(i)
-                else:
-                    out.failed[i] = e.message
+                out.tool_failed(i, e)
                 continue
             turned = 0
             if (got.confidence or 0.0) < LOW_CONFIDENCE:
