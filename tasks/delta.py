@@ -25,6 +25,7 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from . import lineindex
 from .fsio import STATE_DIR, atomic_write, file_identity, read_bytes, unlink
 from .outdir import CopySpan
 
@@ -33,28 +34,32 @@ VERSION = 1
 _FRESH, _DROP, _KEEP = 0, 1, 2
 DELTA_LINES = 10_000  # new walk records kept in the delta itself, at most
 SPARSE_BYTES = 4096  # fewer flags to flip than one per this many bytes: cut spans around them
-_REUSED_FALSE = b'"reused":false'
-_REUSED_TRUE = b'"reused":true'
+REUSED_FALSE = b'"reused":false'
+REUSED_TRUE = b'"reused":true'
+_SHRINK = len(REUSED_FALSE) - len(REUSED_TRUE)
 
 
 def write_delta(out: Path, before: list[int] | None, after: list[int] | None, old_count: int,
-                fresh: list[int], hits: Iterable[int],
+                fresh: list[int], hits: Iterable[int] | bytearray,
                 fresh_lines: list[bytes] | None = None) -> None:
     """Record a walk's change: ``fresh`` the new line numbers of new records, ``hits`` the
-    old line numbers kept, ``fresh_lines`` the new records themselves when there are at most
-    :data:`DELTA_LINES` (the extract stage then does not look for them in walk.jsonl).
+    old line numbers kept (or a byte per old line, 1 where kept), ``fresh_lines`` the new
+    records themselves when there are at most :data:`DELTA_LINES` (the extract stage then
+    does not look for them in walk.jsonl).
     Written without an fsync of its own: a delta that does not match the files it names is
     simply not used."""
-    seen = bytearray(max(old_count, 0))
-    kept = 0
-    for i in hits:
-        seen[i] = 1
-        kept += 1
+    if isinstance(hits, bytearray) and len(hits) == max(old_count, 0):
+        seen = hits  # the kept lines already marked
+    else:
+        seen = bytearray(max(old_count, 0))
+        for i in hits:
+            seen[i] = 1
     removed = array("q")
     at = seen.find(0)
     while at >= 0:  # the lines not kept, found in C
         removed.append(at)
         at = seen.find(0, at + 1)
+    kept = len(seen) - len(removed)
     data = {"version": VERSION, "from": before, "to": after, "old_count": old_count,
             "new_count": len(fresh) + kept, "fresh": array("q", fresh).tobytes(),
             "removed": removed.tobytes()}
@@ -109,6 +114,7 @@ class Merge:
         self.fresh = set(delta["fresh"])
         self.removed = set(delta["removed"])
         self.dropped: list[dict[str, Any]] = []  # old records that went (files gone/changed)
+        self.index: lineindex.Builder | None = None  # the new file's, once written
 
     def lines(self, old: Path, fresh_lines: Iterator[bytes]) -> Iterator[bytes | CopySpan]:
         """Kept records' bytes (flagged reused) and the fresh records, in walk order.  The
@@ -148,25 +154,47 @@ class Merge:
             ops.append((_DROP, i, 1))
             ri += 1
             i += 1
+        wanted = sorted({x for kind, at, n in ops if kind != _FRESH for x in (at, at + n)})
+        built = self.index = lineindex.Builder(REUSED_FALSE)
         with open(old, "rb") as f:
-            wanted = sorted({x for kind, at, n in ops if kind != _FRESH for x in (at, at + n)})
-            hits = array("q")  # where each "reused":false is
-            offsets, count = line_offsets(f, wanted, _REUSED_FALSE, hits)
-            if count < i:
-                raise ValueError("extract.jsonl is shorter than the walk it was made from")
-            if count > i:
-                raise ValueError("extract.jsonl is longer than the walk it was made from")
             fd = f.fileno()
+            offsets, index, hits = _old_lines(old, f, wanted)
+            if index.count < i:
+                raise ValueError("extract.jsonl is shorter than the walk it was made from")
+            if index.count > i:
+                raise ValueError("extract.jsonl is longer than the walk it was made from")
             for kind, at, n in ops:
                 if kind == _FRESH:
-                    yield next(fresh_lines)
+                    line = next(fresh_lines)
+                    built.add(line)
+                    yield line
                 elif kind == _DROP:
                     begin = offsets[at]
                     self.dropped.append(json.loads(os.pread(fd, offsets[at + 1] - begin, begin)))
                 else:
-                    yield from _reused(hits, fd, offsets[at], offsets[at + n])
+                    start, end = offsets[at], offsets[at + n]
+                    cuts = hits[bisect_left(hits, start):bisect_left(hits, end)]
+                    built.keep(index, at, n, start, end, cuts, _SHRINK)
+                    yield from _reused(hits, fd, start, end)
         if next(fresh_lines, None) is not None:
             raise ValueError("more fresh records than the delta has places for")
+
+
+def _old_lines(path: Path, f: Any, wanted: list[int]) -> tuple[dict[int, int], Any, array]:
+    """The old extract.jsonl's offsets of the ``wanted`` lines, its line index and where its
+    ``"reused":false`` flags are: from its index (reading only the blocks of the wanted
+    lines and the flagged runs), or, with no index that holds, by counting the whole file."""
+    index = lineindex.load(path)
+    if index is not None:
+        try:
+            offsets = index.locate(f.fileno(), [*wanted, *index.flagged])
+            return offsets, index, index.find(f.fileno(), offsets, REUSED_FALSE)
+        except ValueError:
+            pass  # not the file the index says: counted below
+    hits = array("q")
+    marks = (array("q", [0]), array("q", [0]))
+    offsets, count = line_offsets(f, wanted, REUSED_FALSE, hits, marks)
+    return offsets, lineindex.counted(f.fileno(), count, *marks), hits
 
 
 def _reused(hits: array, fd: int, start: int, end: int) -> Iterator[bytes | CopySpan]:
@@ -182,24 +210,26 @@ def _reused(hits: array, fd: int, start: int, end: int) -> Iterator[bytes | Copy
             if start + len(piece) < end:  # whole lines only: a key is never cut in two
                 piece = piece[:piece.rindex(b"\n") + 1]
             start += len(piece)
-            yield piece.replace(_REUSED_FALSE, _REUSED_TRUE)
+            yield piece.replace(REUSED_FALSE, REUSED_TRUE)
         return
     at = start
     for hit in hits[first:last]:
         if hit > at:
             yield CopySpan(fd, at, hit - at)
-        yield _REUSED_TRUE
-        at = hit + len(_REUSED_FALSE)
+        yield REUSED_TRUE
+        at = hit + len(REUSED_FALSE)
     if end > at:
         yield CopySpan(fd, at, end - at)
 
 
-def line_offsets(f: Any, wanted: list[int], pattern: bytes = b"",
-                 found: array | None = None) -> tuple[dict[int, int], int]:
+def line_offsets(f: Any, wanted: list[int], pattern: bytes = b"", found: array | None = None,
+                 marks: tuple[array, array] | None = None) -> tuple[dict[int, int], int]:
     """The byte offsets where the lines numbered ``wanted`` (sorted) start in the open file
     ``f`` (the line count itself: its end), and how many complete lines it has: one pass in
     chunks, newlines counted in C, stepped through only inside a chunk holding a wanted one.
-    With a ``pattern`` (no newline in it), the offset of each occurrence goes to ``found``."""
+    With a ``pattern`` (no newline in it), the offset of each occurrence goes to ``found``;
+    with ``marks`` (line numbers, offsets), a line start about every
+    :data:`~bastion.tasks.lineindex.MARK_BYTES` is added to them, for a line index."""
     out: dict[int, int] = {}
     w = 0
     while w < len(wanted) and wanted[w] == 0:
@@ -223,9 +253,29 @@ def line_offsets(f: Any, wanted: list[int], pattern: bytes = b"",
                 found.append(base - len(tail) + at)
                 at = window.find(pattern, at + len(pattern))
             tail = chunk[-(len(pattern) - 1):] if len(pattern) > 1 else b""
+        if marks is not None:
+            _mark(chunk, base, seen, marks)
         seen += n
         base += len(chunk)
     return out, seen
+
+
+def _mark(chunk: bytes, base: int, seen: int, marks: tuple[array, array]) -> None:
+    """Marks for a line index in one chunk read by :func:`line_offsets` (at ``base``, after
+    ``seen`` newlines): a line start whenever :data:`~bastion.tasks.lineindex.MARK_BYTES`
+    have passed since the last."""
+    at = 0
+    while True:
+        want = marks[1][-1] + lineindex.MARK_BYTES - base  # in the chunk
+        if want >= len(chunk):
+            return
+        nl = chunk.find(b"\n", max(want - 1, at))
+        if nl < 0 or nl + 1 >= len(chunk):
+            return
+        seen += chunk.count(b"\n", at, nl + 1)
+        at = nl + 1
+        marks[0].append(seen)
+        marks[1].append(base + at)
 
 
 class StoreTexts:

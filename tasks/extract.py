@@ -272,9 +272,14 @@ def summarize(manifest: Any, walk_digest: str | None, tally: Tally, *, extracted
 
 def write_records(out: Any, plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
                   produced: Container[int]) -> Tally:
-    """Write extract.jsonl (atomically, streamed) and return its tally."""
+    """Write extract.jsonl (atomically, streamed) and its line index; return its tally."""
+    from . import lineindex
+    from .delta import REUSED_FALSE
     from .records import write_jsonl
 
     tally = Tally()
-    write_jsonl(out / "extract.jsonl", build_records(plan, verdicts, produced, tally))
+    index = lineindex.Builder(REUSED_FALSE)
+    path = out / "extract.jsonl"
+    write_jsonl(path, lineindex.indexed(build_records(plan, verdicts, produced, tally), index))
+    lineindex.save_built(path, index)
     return tally

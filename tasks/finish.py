@@ -12,7 +12,7 @@ from typing import Any, Container
 
 from bastion.readers.verdict import Status
 
-from . import stamp
+from . import lineindex, stamp
 from .extract import ExtractSummary, Tally, summarize, write_records
 from .forgotten import trim_forgotten
 from .plan import IndexSet
@@ -117,6 +117,7 @@ def _finish_merge(run: Run) -> ExtractSummary:
         records = out / "extract.jsonl"
         try:
             atomic_write(records, run.merge.lines(records, lines))
+            lineindex.save_built(records, run.merge.index)
         except ValueError:  # extract.jsonl is not what the delta says: write it in full
             done = {(i.sha256, i.key) for i in plan.items if i.rep in produced}
             run.merge, run._plan = None, None
@@ -163,15 +164,17 @@ def _remove_dropped_texts(run: Run, fresh_referenced: Container[str]) -> int:
     still = set()
     with open(run.out / "extract.jsonl", "rb") as f:
         tail = b""
-        while chunk := f.read(1 << 22):
-            data = tail + chunk
+        buf = bytearray(1 << 22)  # read into one buffer, searched in place (not mapped:
+        while n := f.readinto(buf):  # a mapping's pages would count as this process's)
+            seam = tail + buf[:min(n, 512)]  # a name across two reads is found whole
             for stem, needle in candidates.items():
-                if stem not in still and needle in data:
+                if stem not in still and (needle in seam or buf.find(needle, 0, n) >= 0):
                     still.add(stem)
-            tail = data[-512:]
+            tail = bytes(buf[max(0, n - 512):n])
     removed = 0
     for stem in candidates.keys() - still:
         for path in (run.store.text_path(stem), run.store.meta_path(stem)):
             if unlink(path):  # through the output's descriptor
                 removed += 1
     return removed
+

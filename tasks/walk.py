@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from . import sharedwalk
+from . import lineindex, sharedwalk
 from .filehash import READ_CHUNK, hash_file
 from .delta import DELTA_LINES, drop_delta, write_delta
 from .fsio import (OUTPUT_TAG, STATE_DIR, atomic_write, file_identity, is_output_tag,
@@ -288,7 +288,7 @@ class Walker:
             if patch is not None:  # a small change: the previous files patched
                 fresh_at = patch.write(self.out, walk_jsonl, self.settings, self.manifest.roots)
                 write_delta(self.out, before, file_identity(walk_jsonl), len(marks), fresh_at,
-                            self.hits, [row[4] for row in self.fresh])
+                            marks, [row[4] for row in self.fresh])
                 self.fresh = []
                 return
             kept = self.cache.kept(marks, walk_jsonl)
@@ -310,7 +310,9 @@ class Walker:
                 builder.add(row)
                 yield row[4]
 
-        atomic_write(walk_jsonl, lines())
+        index = lineindex.Builder()
+        atomic_write(walk_jsonl, lineindex.indexed(lines(), index))
+        lineindex.save_built(walk_jsonl, index)
         self.fresh, self.spills = [], []
         builder.write(self.out, self.settings)
         if before is not None:  # the change, for an extract stage that merges it in

@@ -15,11 +15,13 @@ a cache that answers the same (its directories may be numbered in another order)
 from __future__ import annotations
 
 import os
+import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from . import lineindex
 from .delta import line_offsets
 from .fsio import atomic_write, open_read
 from .outdir import CopySpan
@@ -96,26 +98,30 @@ class Patch:
         places = [self.position(row) for row in self.fresh]  # non-decreasing: fresh sorted
         removed = self.removed
         fresh_at = [p - bisect_left(removed, p) + k for k, p in enumerate(places)]
-        atomic_write(walk_jsonl, self._lines(walk_jsonl, places))
+        index = lineindex.Builder()
+        atomic_write(walk_jsonl, self._lines(walk_jsonl, places, index))
+        lineindex.save_built(walk_jsonl, index)
         self._patch_cache(places, fresh_at)
         self._write_cache(out, settings, roots)
         return fresh_at
 
-    def _lines(self, walk_jsonl: Path, places: list[int]) -> Iterator[bytes | CopySpan]:
+    def _lines(self, walk_jsonl: Path, places: list[int],
+               built: lineindex.Builder) -> Iterator[bytes | CopySpan]:
         """The new walk.jsonl: the previous lines between two changes as byte ranges of the
         previous file (:class:`~bastion.tasks.outdir.CopySpan`: the kernel copies them), the
-        new records inserted, the removed lines left out."""
+        new records inserted, the removed lines left out; ``built`` follows them."""
         fresh, removed = self.fresh, self.removed
         count = self.cache.count
         wanted = sorted({0, count, *places, *removed, *(r + 1 for r in removed)})
         with open_read(walk_jsonl) as f:
-            offsets, lines = line_offsets(f, wanted)
-            if lines != count or offsets.get(count) != os.fstat(f.fileno()).st_size:
+            offsets, index = _offsets(walk_jsonl, f, wanted)
+            if index.count != count or offsets.get(count) != os.fstat(f.fileno()).st_size:
                 raise ValueError(f"{walk_jsonl} does not have the lines its stat cache says")
             fd = f.fileno()
             k = r = at = 0  # new records given, removed lines passed, previous line
             while True:
                 while k < len(places) and places[k] == at:
+                    built.add(fresh[k][4])
                     yield fresh[k][4]
                     k += 1
                 if at == count:
@@ -129,6 +135,7 @@ class Patch:
                     nxt = min(nxt, places[k])
                 if r < len(removed):
                     nxt = min(nxt, removed[r])
+                built.keep(index, at, nxt - at, offsets[at], offsets[nxt])
                 yield CopySpan(fd, offsets[at], offsets[nxt] - offsets[at])
                 at = nxt
 
@@ -149,9 +156,15 @@ class Patch:
         # every line number shifted by what was inserted and removed before it
         if places or removed:
             first = min([*places, *removed])
+            beyond = max([*places, *(r + 1 for r in removed)])  # from here: one shift
+            shift = len(places) - len(removed)
             for _, _, packed in cache.dirs:
                 e = packed.entries
                 if not len(e) or e[-5] < first:
+                    continue
+                if e[0] >= beyond:
+                    if shift:
+                        e[0::5] = shifted(e[0::5], shift)
                     continue
                 for j in range(0, len(e), 5):
                     old = e[j]
@@ -217,6 +230,36 @@ class Patch:
         if any(renumber[d] != d for d in range(len(renumber))):
             lines = array("I", (renumber[d] for d in lines))
         write_blob(out, settings, blob_roots, lines)
+
+
+def _offsets(path: Path, f, wanted: list[int]) -> tuple[dict[int, int], lineindex.LineIndex]:
+    """Where the ``wanted`` lines of the open walk.jsonl start, and its line index: read
+    from the index beside it when that holds, else found by counting the file."""
+    index = lineindex.load(path)
+    if index is not None:
+        try:
+            return index.locate(f.fileno(), wanted), index
+        except ValueError:
+            pass  # not the file the index says: counted below
+    marks = (array("q", [0]), array("q", [0]))
+    offsets, count = line_offsets(f, wanted, marks=marks)
+    return offsets, lineindex.counted(f.fileno(), count, *marks)
+
+
+def shifted(values: array, by: int) -> array:
+    """``values`` (int64s, each staying >= 0) plus ``by``, in C: the array read as one
+    big integer of 64-bit words, the same word added to (or taken from) each.  No word
+    overflows or borrows, so none carries into the next: it is one vector addition."""
+    n = len(values)
+    if not n:
+        return array("q")
+    order = sys.byteorder
+    word = abs(by).to_bytes(8, order) * n
+    whole = int.from_bytes(values.tobytes(), order)
+    whole = whole + int.from_bytes(word, order) if by > 0 else whole - int.from_bytes(word, order)
+    out = array("q")
+    out.frombytes(whole.to_bytes(8 * n, order))
+    return out
 
 
 def _touched(packed: PackedDir) -> None:

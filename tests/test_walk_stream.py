@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bastion.tasks import walk as walk_module
 from bastion.tasks.delta import DELTA
@@ -209,3 +211,15 @@ def test_a_big_change_is_not_patched(tmp_path: Path) -> None:
     assert Patch.plan(w.cache, marks, []) is not None
     marks[:100] = bytes(100)  # 100 of 202 lines gone: more than MIN_CHANGES, > 1%
     assert Patch.plan(w.cache, marks, []) is None
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(values=st.lists(st.integers(0, 2**62), max_size=40), by=st.integers(-2**20, 2**20))
+def test_a_constant_shift_of_line_numbers_is_an_addition(values: list[int], by: int) -> None:
+    """walkpatch.shifted (one big-integer addition) against adding to each number."""
+    from array import array
+
+    from bastion.tasks.walkpatch import shifted
+
+    values = [max(v, -by) for v in values]  # line numbers stay >= 0
+    assert list(shifted(array("q", values), by)) == [v + by for v in values]
