@@ -4,9 +4,10 @@ text files (1,000 per directory).
 
     python bench/scale.py                          # 10k and 100k files
     python bench/scale.py --sizes 10000,100000,300000,1000000 --rounds 3
+    python bench/scale.py --sizes 1000000 --rounds 7 --reuse   # no-op and change rounds only
 
-The walk alone and the no-op sweep alternate in each round, so drift hits both alike; the
-one-change sweep edits a different file each round.  Writes a table to stdout, the raw figures
+Each round runs the walk alone, the no-op sweep and a sweep after one change (a different
+file each round), so drift hits all three alike; the one-change ratios are also given pairwise.  Writes a table to stdout, the raw figures
 to ``bench/results/scale.json`` and a plot (wall time and peak RSS against tree size) to
 ``bench/results/scale.png`` (drawn with Pillow, which bastion already depends on).
 """
@@ -57,28 +58,31 @@ def median(xs: list[float]) -> float:
     return xs[len(xs) // 2]
 
 
-def measure(work: Path, n: int, rounds: int) -> dict:
+def measure(work: Path, n: int, rounds: int, reuse: bool = False) -> dict:
     root = work / f"tree{n}"
     make_tree(root, n)
     m = work / f"m{n}.yaml"
     m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\n    exclude: ['.done']\n"
                  "stages: [walk, extract]\n")
     out = work / f"out{n}"
-    shutil.rmtree(out, ignore_errors=True)
     sweep = [*BASTION, "sweep", str(m), "--out", str(out), "-q", "-j", "2"]
     walk = [*BASTION, "walk", str(m), "--out", str(out), "-q"]
-    first = run(sweep)
+    first = None
+    if not (reuse and (out / "extract.summary.json").exists()):
+        shutil.rmtree(out, ignore_errors=True)
+        first = run(sweep)
     res: dict[str, list[dict]] = {"walk": [], "noop": [], "change": []}
     run(sweep)  # settle: the stat cache and the stamp are in place
-    for r in range(rounds):
+    for r in range(rounds):  # walk, no-op, one change: alternated, so drift hits all three
         res["walk"].append(run(walk))
         res["noop"].append(run(sweep))
-    for r in range(rounds):
         i = min(n - 1, ((r * 7) % max(1, n // 1000)) * 1000 + r)
         victim = root / f"d{i // 1000:04d}" / f"f{i:07d}.txt"
         victim.write_bytes(f"edited in round {r} at {time.time()}\n".encode())
         res["change"].append(run(sweep))
-    row = {"files": n, "first": first}
+    row = {"files": n, "first": first,
+           "pairs": [c["wall"] / no["wall"] for c, no in zip(res["change"], res["noop"])],
+           "load": os.getloadavg()[0]}
     for k, runs in res.items():
         row[k] = {f: median([x[f] for x in runs]) for f in ("wall", "cpu", "rss")}
     return row
@@ -99,7 +103,10 @@ def plot(rows: list[dict], path: Path) -> None:
 
     def panel(x0: int, key: str, title: str, unit: str) -> None:
         w = (W - 3 * pad) // 2
-        vals = [r[s][key] for r in rows for s, _ in series if r[s][key] > 0]
+        def val(r: dict, s: str) -> float:
+            return (r[s] or {}).get(key, 0)  # no first sweep in a --reuse run
+
+        vals = [val(r, s) for r in rows for s, _ in series if val(r, s) > 0]
         lo, hi = math.log10(min(vals)) - 0.1, math.log10(max(vals)) + 0.1
         xlo, xhi = math.log10(min(xs)) - 0.1, math.log10(max(xs)) + 0.1
 
@@ -120,7 +127,7 @@ def plot(rows: list[dict], path: Path) -> None:
                     d.line([x0, y, x0 + 5, y], fill="black")
                     d.text((x0 - 50, y - 6), f"{v:g}", fill="black")
         for i, (s, colour) in enumerate(series):
-            pts = [pt(r["files"], r[s][key]) for r in rows if r[s][key] > 0]
+            pts = [pt(r["files"], val(r, s)) for r in rows if val(r, s) > 0]
             if len(pts) > 1:
                 d.line(pts, fill=colour, width=3)
             for p in pts:
@@ -140,18 +147,23 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", type=Path, default=HERE / ".corpus" / "scale")
     ap.add_argument("--results", type=Path, default=HERE / "results")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep an existing output of a size (no first sweep): for the no-op "
+                         "and one-change rounds alone")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
-        row = measure(args.work, n, args.rounds)
+        row = measure(args.work, n, args.rounds, args.reuse)
         rows.append(row)
         f, w, no, ch = row["first"], row["walk"], row["noop"], row["change"]
-        print(f"{n:>9,} files | first {f['wall']:7.2f} s {f['rss']:6.0f} MiB "
-              f"({n / f['wall']:6.0f} files/s) | walk {w['wall']:6.3f} s | no-op "
+        first = (f"first {f['wall']:7.2f} s {f['rss']:6.0f} MiB ({n / f['wall']:6.0f} files/s)"
+                 if f else "first (reused)")
+        pairs = " ".join(f"{x:.2f}" for x in row["pairs"])
+        print(f"{n:>9,} files | {first} | walk {w['wall']:6.3f} s | no-op "
               f"{no['wall']:6.3f} s ({no['wall'] / w['wall']:.2f}x walk, {no['rss']:4.0f} MiB)"
               f" | one change {ch['wall']:6.3f} s ({ch['wall'] / no['wall']:.2f}x no-op, "
-              f"{ch['rss']:4.0f} MiB)", flush=True)
+              f"{ch['rss']:4.0f} MiB; pairs {pairs}; load {row['load']:.1f})", flush=True)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "scale.json").write_text(json.dumps(rows, indent=1))
     plot(rows, args.results / "scale.png")
