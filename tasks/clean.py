@@ -27,7 +27,7 @@ def clean_extract(run: Run) -> None:
         unlink(out / name)
     rmtree(out / "extract")
     for name in ("verdicts.sqlite", "verdicts.sqlite-wal", "verdicts.sqlite-shm",
-                 "forgotten.json", "tools.json", "extract-stamp.json"):
+                 "forgotten.json", "tools.json", "extract-stamp.json", "extract.jsonl.lines"):
         unlink(out / STATE_DIR / name)
     run.cleaned_all = True
     run.say(f"removed the extract stage's outputs in {out}")
@@ -50,6 +50,7 @@ def clean_item(run: Run, item: Item) -> None:
 def clean_walk(run: Run) -> None:
     out = run.out
     run.lock()
-    for name in ("walk.jsonl", "walk.summary.json", f"{STATE_DIR}/walk-cache"):
+    for name in ("walk.jsonl", "walk.summary.json", f"{STATE_DIR}/walk-cache",
+                 f"{STATE_DIR}/walk.jsonl.lines"):
         unlink(out / name)
     run.say(f"removed the walk's outputs in {out}")
