@@ -355,9 +355,10 @@ class Driver(Tool):
 
 class Bastion(Tool):
     def __init__(self, name: str, jobs: int, *, no_external=False, engines=None,
-                 pdftotext_first=False, formats=None, sample=False):
+                 pdftotext_first=False, formats=None, sample=False, root=None):
         self.name, self.jobs, self.no_external, self.sample = name, jobs, no_external, sample
         self.engines, self.pdftotext_first, self.formats = engines, pdftotext_first, formats
+        self.root = root  # the source tree measured (None: --bastion)
 
     def run(self, files, fmt_dir, work):
         manifest = work / "manifest.yaml"
@@ -368,18 +369,19 @@ class Bastion(Tool):
         manifest.write_text(text)
         out = work / "out"
         shutil.rmtree(out, ignore_errors=True)
+        root = self.root or ROOT
         if self.pdftotext_first:
             shim = work / "bastion_shim.py"
             shim.write_text(PDFTOTEXT_FIRST)
-            argv = [sys.executable, str(shim), str(ROOT)]
+            argv = [sys.executable, str(shim), str(root)]
         else:
             # a tree from before the one import name runs its top-level tasks.cli
-            cli = "bastion" if (ROOT / "bastion" / "__main__.py").is_file() else "tasks.cli"
+            cli = "bastion" if (root / "bastion" / "__main__.py").is_file() else "tasks.cli"
             argv = [sys.executable, "-m", cli]
         argv += ["sweep", str(manifest), "--out", str(out), "-q", "-j", str(self.jobs)]
         if self.no_external:
             argv.append("--no-external")
-        m = run_tree(argv, cwd=ROOT, sample_children=getattr(self, "sample", False))
+        m = run_tree(argv, cwd=root, sample_children=getattr(self, "sample", False))
         if m["rc"] not in (0, 2):
             raise SystemExit(f"{self.name} failed ({m['rc']}): {m['stderr'][-1500:]}")
         texts, status, extractors = {}, {}, Counter()
@@ -804,6 +806,9 @@ def main() -> int:
     ap.add_argument("--bastion", type=Path, default=ROOT,
                     help="the bastion source tree to measure (e.g. a `git archive` snapshot, so "
                          "that edits in this checkout during the run do not count)")
+    ap.add_argument("--against", type=Path, default=None,
+                    help="a second bastion tree (e.g. a `git archive` of the code before), run "
+                         "side by side as bastion-j1-before and bastion-j2-before")
     ap.add_argument("--big", type=int, default=1000, help="pages of the generated RSS PDF (0: skip)")
     ap.add_argument("--classes-only", action="store_true",
                     help="only the table of issue 20's classes of office text (no corpus)")
@@ -814,9 +819,11 @@ def main() -> int:
     # bytecode for bastion's own modules, as an installed package has it: with
     # PYTHONDONTWRITEBYTECODE=1 (set on this machine) a source tree would otherwise be compiled
     # again by every run and every sandboxed worker, while the peers' venvs were compiled by pip
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tasks"),
-                    str(ROOT / "readers")], check=True, env=dict(os.environ,
-                                                                 PYTHONDONTWRITEBYTECODE=""))
+    against = args.against.resolve() if args.against else None
+    for tree in (ROOT, against) if against else (ROOT,):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "tasks"),
+                        str(tree / "readers")], check=True, env=dict(os.environ,
+                                                                     PYTHONDONTWRITEBYTECODE=""))
     if args.classes_only:
         work = args.work.resolve()
         shutil.rmtree(work, ignore_errors=True)
@@ -873,6 +880,8 @@ def main() -> int:
     pys = {name: ensure_venv(name, spec) for name, spec in PEERS.items()}
     tools: list[Tool] = [
         Bastion("bastion-j1", 1), Bastion("bastion-j2", 2),
+        *((Bastion("bastion-j1-before", 1, root=against),
+           Bastion("bastion-j2-before", 2, root=against)) if against else ()),
         Driver("markitdown", pys["markitdown"], driver),
         Driver("kreuzberg-batch", pys["kreuzberg"], driver),
         Driver("kreuzberg", pys["kreuzberg"], driver),
@@ -914,7 +923,8 @@ def main() -> int:
     report = render(by_fmt, runs, texts, status, refs, tools, args.rounds, load0,
                     os.getloadavg(), time.monotonic() - t_start, big)
     if not args.no_classes:  # issue 20's classes of office text
-        general = [t for t in tools if t.formats is None and t.name != "bastion-j1"]
+        general = [t for t in tools if t.formats is None and t.name != "bastion-j1"
+                   and not t.name.endswith("-before")]
         report += "\n".join(class_agreement(general, work)) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
@@ -1003,6 +1013,27 @@ def render(by_fmt, runs, texts, status, refs, tools, rounds, load0, load1, elaps
         w(f"| {name} | {nfiles} | {nfiles / med(total[name], 'wall'):.2f} | "
           f"{med(total[name], 'cpu'):.1f} | {max(m['rss'] for m in total[name]):.0f} | "
           f"{ratio:.2f}× |")
+
+    # --against: this tree and the one before, format by format (CPU of the process tree)
+    for j in ("j1", "j2"):
+        now, before = f"bastion-{j}", f"bastion-{j}-before"
+        if now not in total or before not in total:
+            continue
+        w(f"\n### bastion -{j[0]} {j[1]}, this tree against --against, per format "
+          "(CPU s, median; before/now pairwise)\n")
+        w("| format | files | CPU s now | CPU s before | before / now (CPU) | "
+          "before / now (wall) | F1 now | F1 before |")
+        w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for fmt, files in by_fmt.items():
+            if now not in runs[fmt] or before not in runs[fmt]:
+                continue
+            a, b = runs[fmt][now], runs[fmt][before]
+            w(f"| {fmt} | {len(files)} | {med(a, 'cpu'):.2f} | {med(b, 'cpu'):.2f} | "
+              f"{pairwise(a, b, 'cpu'):.2f}× | {pairwise(a, b):.2f}× | "
+              f"{scores[fmt][now]['f1']:.3f} | {scores[fmt][before]['f1']:.3f} |")
+        w(f"| **all** | {nfiles} | {med(total[now], 'cpu'):.1f} | {med(total[before], 'cpu'):.1f} "
+          f"| {pairwise(total[now], total[before], 'cpu'):.2f}× | "
+          f"{pairwise(total[now], total[before]):.2f}× | | |")
 
     # PDF: pages/s and agreement against MuPDF
     checks: list[tuple[str, bool, str]] = []
