@@ -3,6 +3,8 @@
     python bench/corpus.py                              # once: the corpus (bench/.corpus/peers)
     python bench/peers.py [--corpus DIR] [--rounds N] [--formats pdf,docx,...] [--out FILE]
                           [--bastion SOURCE_TREE]   # e.g. a `git archive HEAD` snapshot
+                          [--against OLDER_TREE]    # bastion-j1-before, bastion-j2-before
+                          [--whole]                 # also one run over the whole corpus
 
 For every format directory of the corpus (see bench/corpus.py) and every round, in a rotating
 order so that drift on a shared machine hits every tool alike, it runs one process per tool over
@@ -24,6 +26,12 @@ all the files of that format:
   (``page.extract_text()`` per page), and bastion's PDF paths: pdftotext first (``-j 1``),
   the built-in default (PDFium, ``--no-external``, ``-j 1`` and ``-j 2``) and pdfplumber only
   (``--no-external``, ``pdf_engines: [pdfplumber]``, ``-j 2``).
+
+With ``--against TREE`` a second bastion tree runs beside the first (``bastion-j1-before``,
+``bastion-j2-before``), and a table compares them format by format.  With ``--whole`` every
+general tool also runs once over every file of the corpus at once (one directory: one sweep,
+one batch call), as a user sweeps a tree; that row is reported apart, since the per-format sums
+charge each tool's start-up once per format.
 
 Wall time, CPU (user + system of the process tree, from ``os.wait4``) and peak RSS (the largest
 single process of the tree, ``ru_maxrss``) are measured per process.  Agreement is measured
@@ -90,7 +98,9 @@ ARCHIVES = ("zip", "tgz", "7z")
 REF_BY_EXT = {".docx": "docx", ".xlsx": "xlsx", ".pptx": "pptx", ".odt": "odt", ".ods": "ods",
               ".odp": "odp", ".rtf": "rtf", ".pdf": "pdf", ".html": "html", ".htm": "html",
               ".csv": "csv", ".eml": "eml", ".doc": "doc", ".xls": "xls", ".ppt": "ppt"}
-EXTRA = ("pdf-text", "startup")  # measured, but not part of the overall sums  # "pdf-text": the PDFs with a text layer pdftotext reads
+# measured, but not part of the overall sums: "pdf-text", the PDFs with a text layer pdftotext
+# reads; "startup", one small file; "all" (--whole), every file of the corpus in one run
+EXTRA = ("pdf-text", "startup", "all")
 
 # ---------------------------------------------------------------------------------------------
 # drivers: one process converts a list of files, one text per file, exceptions caught per file
@@ -809,6 +819,10 @@ def main() -> int:
     ap.add_argument("--against", type=Path, default=None,
                     help="a second bastion tree (e.g. a `git archive` of the code before), run "
                          "side by side as bastion-j1-before and bastion-j2-before")
+    ap.add_argument("--whole", action="store_true",
+                    help="also one run of each general tool over the whole corpus at once (every "
+                         "file in one directory: one sweep, one batch call), as a user runs a "
+                         "tree; reported apart from the per-format sums")
     ap.add_argument("--big", type=int, default=1000, help="pages of the generated RSS PDF (0: skip)")
     ap.add_argument("--classes-only", action="store_true",
                     help="only the table of issue 20's classes of office text (no corpus)")
@@ -870,6 +884,16 @@ def main() -> int:
         more = build_refs({"pdf": by_fmt["pdf-text"]}, args.refs.resolve())
         for kind in refs:
             refs[kind].update(more[kind])
+    if args.whole:  # every file in one flat directory (the corpus's names are unique)
+        one = work / "all"
+        one.mkdir()
+        every = [f for k, v in by_fmt.items() if k not in EXTRA for f in v]
+        for f in every:
+            shutil.copy2(f, one / f.name)
+            for kind in refs:
+                if f in refs[kind]:
+                    refs[kind][one / f.name] = refs[kind][f]
+        by_fmt["all"] = sorted(one.iterdir())
     if "csv" in by_fmt:  # fixed cost of one run: a single small file
         one = work / "startup"
         one.mkdir()
@@ -1014,6 +1038,20 @@ def render(by_fmt, runs, texts, status, refs, tools, rounds, load0, load1, elaps
           f"{med(total[name], 'cpu'):.1f} | {max(m['rss'] for m in total[name]):.0f} | "
           f"{ratio:.2f}× |")
 
+    if "all" in runs and runs["all"]:
+        w("\n### One run over the whole corpus (--whole: every file at once, one sweep or one "
+          "batch call)\n")
+        w("| tool | files | files/s | CPU s | peak RSS MiB | F1 | vs bastion-j2 (wall, pairwise) |")
+        w("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        ra = runs["all"]
+        for name in general:
+            if name not in ra:
+                continue
+            ratio = pairwise(ra["bastion-j2"], ra[name]) if "bastion-j2" in ra else 0
+            w(f"| {name} | {len(by_fmt['all'])} | {len(by_fmt['all']) / med(ra[name], 'wall'):.2f} "
+              f"| {med(ra[name], 'cpu'):.1f} | {max(m['rss'] for m in ra[name]):.0f} | "
+              f"{scores['all'][name]['f1']:.3f} | {ratio:.2f}× |")
+
     # --against: this tree and the one before, format by format (CPU of the process tree)
     for j in ("j1", "j2"):
         now, before = f"bastion-{j}", f"bastion-{j}-before"
@@ -1091,6 +1129,11 @@ def render(by_fmt, runs, texts, status, refs, tools, rounds, load0, load1, elaps
                 r = pairwise(total["bastion-j2"], total["kreuzberg-batch"])
                 checks.insert(0, ("issue 21: bastion -j 2 overall files/s ≥ 2× Kreuzberg's batch "
                                   "API", r >= 2.0, f"{r:.2f}×"))
+            ra = runs.get("all") or {}
+            if {"bastion-j2", "kreuzberg-batch"} <= ra.keys():
+                r = pairwise(ra["bastion-j2"], ra["kreuzberg-batch"])
+                checks.insert(1, ("issue 21, one run over the whole corpus (--whole): bastion -j 2 "
+                                  "files/s ≥ 2× Kreuzberg's batch API", r >= 2.0, f"{r:.2f}×"))
         for fmt in by_fmt:
             if fmt in EXTRA:
                 continue
