@@ -23,7 +23,7 @@ from collections import OrderedDict
 from typing import Any, Hashable
 
 ENTRIES = 512  # answers kept
-CHARS = 8_000_000  # text kept, all answers together (≈ 8 MB: within any worker's memory cap)
+CHARS = 2_000_000  # text kept, all answers together: ≤ 8 MB even as UCS-4, ≈ 500 pages
 
 MISSING = object()  # what get() returns for an image not seen yet
 
