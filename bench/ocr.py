@@ -13,7 +13,10 @@ directory once; every round then runs, in a rotating order, one process per comm
 * ``bastion-cli``: bastion's OCR code (readers/ocr.py) over the same files in one process,
   with the warm engine off (``ocr.USE_LIBRARY = False``: one ``tesseract`` per image, as
   before), images through the image reader, pages through :func:`bastion.readers.ocr.ocr_image`;
-* ``bastion-warm``: the same with the warm engine (readers/tessapi.py).
+* ``bastion-warm``: the same with the warm engine (readers/tessapi.py);
+* ``engine-alone``: the warm engine's ``tsv()`` on each file's bytes and nothing else (no
+  Pillow, no reader), in a process that starts and imports as the others: the floor any
+  change around the engine can reach, as long as the engine's answer stays the same.
 
 Each process runs with ``OMP_THREAD_LIMIT=1`` (one core); CPU is user + system of the process
 tree (``os.wait4``), the measure to quote on a loaded machine, with wall beside it.  Ratios are
@@ -51,10 +54,19 @@ from bastion.readers.dispatch import read_document
 from bastion.readers.context import LocalContext
 import mimetypes, shutil
 mode, listing, outdir = sys.argv[2], sys.argv[3], Path(sys.argv[4])
-ocr.USE_LIBRARY = mode == "warm"
+ocr.USE_LIBRARY = mode != "cli"
 tools = {"tesseract": shutil.which("tesseract")}
+if mode == "engine":  # the library alone: what no code around it can go below
+    from bastion.readers import tessapi
+    import subprocess
+    version = subprocess.run([tools["tesseract"], "--version"], capture_output=True).stdout
+    engine = tessapi.engine(version.split()[1].decode().lstrip("v"))
 for i, line in enumerate(Path(listing).read_text().splitlines()):
     path, dpi = line.rsplit("\t", 1)
+    if mode == "engine":
+        tsv = engine.tsv(Path(path).read_bytes(), dpi=int(dpi) or None)
+        (outdir / f"{i}.txt").write_text(ocr.parse_tsv(tsv).text, encoding="utf-8")
+        continue
     ctx = LocalContext(Limits(deadline_s=600, tool_deadline_s=600), tools,
                        tmpdir=outdir / "scratch")
     data = Path(path).read_bytes()
@@ -150,13 +162,15 @@ def main() -> int:
         f"tesseract '{p}' stdout -l eng {'--dpi ' + str(d) + ' ' if d else ''}tsv\n"
         for p, d in files))
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_THREAD_LIMIT": "1"}
-    outs = {m: work / m for m in ("cli", "warm")}
+    outs = {m: work / m for m in ("cli", "warm", "engine")}
     cmds = {
         "cli-loop": ["sh", str(script)],
         "bastion-cli": [sys.executable, str(driver), str(ROOT), "cli", str(listing),
                         str(outs["cli"])],
         "bastion-warm": [sys.executable, str(driver), str(ROOT), "warm", str(listing),
                          str(outs["warm"])],
+        "engine-alone": [sys.executable, str(driver), str(ROOT), "engine", str(listing),
+                         str(outs["engine"])],
     }
     for d in outs.values():
         d.mkdir()

@@ -3,6 +3,8 @@
     python bench/corpus.py                              # once: the corpus (bench/.corpus/peers)
     python bench/peers.py [--corpus DIR] [--rounds N] [--formats pdf,docx,...] [--out FILE]
                           [--bastion SOURCE_TREE]   # e.g. a `git archive HEAD` snapshot
+                          [--against OLDER_TREE]    # bastion-j1-before, bastion-j2-before
+                          [--whole]                 # also one run over the whole corpus
 
 For every format directory of the corpus (see bench/corpus.py) and every round, in a rotating
 order so that drift on a shared machine hits every tool alike, it runs one process per tool over
@@ -24,6 +26,12 @@ all the files of that format:
   (``page.extract_text()`` per page), and bastion's PDF paths: pdftotext first (``-j 1``),
   the built-in default (PDFium, ``--no-external``, ``-j 1`` and ``-j 2``) and pdfplumber only
   (``--no-external``, ``pdf_engines: [pdfplumber]``, ``-j 2``).
+
+With ``--against TREE`` a second bastion tree runs beside the first (``bastion-j1-before``,
+``bastion-j2-before``), and a table compares them format by format.  With ``--whole`` every
+general tool also runs once over every file of the corpus at once (one directory: one sweep,
+one batch call), as a user sweeps a tree; that row is reported apart, since the per-format sums
+charge each tool's start-up once per format.
 
 Wall time, CPU (user + system of the process tree, from ``os.wait4``) and peak RSS (the largest
 single process of the tree, ``ru_maxrss``) are measured per process.  Agreement is measured
@@ -90,7 +98,9 @@ ARCHIVES = ("zip", "tgz", "7z")
 REF_BY_EXT = {".docx": "docx", ".xlsx": "xlsx", ".pptx": "pptx", ".odt": "odt", ".ods": "ods",
               ".odp": "odp", ".rtf": "rtf", ".pdf": "pdf", ".html": "html", ".htm": "html",
               ".csv": "csv", ".eml": "eml", ".doc": "doc", ".xls": "xls", ".ppt": "ppt"}
-EXTRA = ("pdf-text", "startup")  # measured, but not part of the overall sums  # "pdf-text": the PDFs with a text layer pdftotext reads
+# measured, but not part of the overall sums: "pdf-text", the PDFs with a text layer pdftotext
+# reads; "startup", one small file; "all" (--whole), every file of the corpus in one run
+EXTRA = ("pdf-text", "startup", "all")
 
 # ---------------------------------------------------------------------------------------------
 # drivers: one process converts a list of files, one text per file, exceptions caught per file
@@ -355,9 +365,10 @@ class Driver(Tool):
 
 class Bastion(Tool):
     def __init__(self, name: str, jobs: int, *, no_external=False, engines=None,
-                 pdftotext_first=False, formats=None, sample=False):
+                 pdftotext_first=False, formats=None, sample=False, root=None):
         self.name, self.jobs, self.no_external, self.sample = name, jobs, no_external, sample
         self.engines, self.pdftotext_first, self.formats = engines, pdftotext_first, formats
+        self.root = root  # the source tree measured (None: --bastion)
 
     def run(self, files, fmt_dir, work):
         manifest = work / "manifest.yaml"
@@ -368,18 +379,19 @@ class Bastion(Tool):
         manifest.write_text(text)
         out = work / "out"
         shutil.rmtree(out, ignore_errors=True)
+        root = self.root or ROOT
         if self.pdftotext_first:
             shim = work / "bastion_shim.py"
             shim.write_text(PDFTOTEXT_FIRST)
-            argv = [sys.executable, str(shim), str(ROOT)]
+            argv = [sys.executable, str(shim), str(root)]
         else:
             # a tree from before the one import name runs its top-level tasks.cli
-            cli = "bastion" if (ROOT / "bastion" / "__main__.py").is_file() else "tasks.cli"
+            cli = "bastion" if (root / "bastion" / "__main__.py").is_file() else "tasks.cli"
             argv = [sys.executable, "-m", cli]
         argv += ["sweep", str(manifest), "--out", str(out), "-q", "-j", str(self.jobs)]
         if self.no_external:
             argv.append("--no-external")
-        m = run_tree(argv, cwd=ROOT, sample_children=getattr(self, "sample", False))
+        m = run_tree(argv, cwd=root, sample_children=getattr(self, "sample", False))
         if m["rc"] not in (0, 2):
             raise SystemExit(f"{self.name} failed ({m['rc']}): {m['stderr'][-1500:]}")
         texts, status, extractors = {}, {}, Counter()
@@ -796,7 +808,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=HERE / ".corpus" / "peers")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--formats", default="")
+    ap.add_argument("--formats", default="",
+                    help="comma-separated format directories to run; with --whole, 'all' is the "
+                         "whole-corpus run ('--formats all --whole': only that)")
     ap.add_argument("--tools", default="", help="comma-separated subset of the tools")
     ap.add_argument("--work", type=Path, default=HERE / ".corpus" / "run")
     ap.add_argument("--refs", type=Path, default=HERE / ".corpus" / "refs")
@@ -804,6 +818,13 @@ def main() -> int:
     ap.add_argument("--bastion", type=Path, default=ROOT,
                     help="the bastion source tree to measure (e.g. a `git archive` snapshot, so "
                          "that edits in this checkout during the run do not count)")
+    ap.add_argument("--against", type=Path, default=None,
+                    help="a second bastion tree (e.g. a `git archive` of the code before), run "
+                         "side by side as bastion-j1-before and bastion-j2-before")
+    ap.add_argument("--whole", action="store_true",
+                    help="also one run of each general tool over the whole corpus at once (every "
+                         "file in one directory: one sweep, one batch call), as a user runs a "
+                         "tree; reported apart from the per-format sums")
     ap.add_argument("--big", type=int, default=1000, help="pages of the generated RSS PDF (0: skip)")
     ap.add_argument("--classes-only", action="store_true",
                     help="only the table of issue 20's classes of office text (no corpus)")
@@ -814,9 +835,11 @@ def main() -> int:
     # bytecode for bastion's own modules, as an installed package has it: with
     # PYTHONDONTWRITEBYTECODE=1 (set on this machine) a source tree would otherwise be compiled
     # again by every run and every sandboxed worker, while the peers' venvs were compiled by pip
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tasks"),
-                    str(ROOT / "readers")], check=True, env=dict(os.environ,
-                                                                 PYTHONDONTWRITEBYTECODE=""))
+    against = args.against.resolve() if args.against else None
+    for tree in (ROOT, against) if against else (ROOT,):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "tasks"),
+                        str(tree / "readers")], check=True, env=dict(os.environ,
+                                                                     PYTHONDONTWRITEBYTECODE=""))
     if args.classes_only:
         work = args.work.resolve()
         shutil.rmtree(work, ignore_errors=True)
@@ -837,8 +860,8 @@ def main() -> int:
     for line in (corpus / "MANIFEST.tsv").read_text().splitlines()[1:]:
         fmt, rel = line.split("\t")[:2]
         by_fmt.setdefault(fmt, []).append(corpus / rel)
-    if args.formats:
-        keep = set(args.formats.split(","))
+    keep = set(args.formats.split(",")) if args.formats else None
+    if keep is not None and not (args.whole and "all" in keep):
         by_fmt = {k: v for k, v in by_fmt.items() if k in keep}
     for v in by_fmt.values():
         v.sort()
@@ -863,6 +886,18 @@ def main() -> int:
         more = build_refs({"pdf": by_fmt["pdf-text"]}, args.refs.resolve())
         for kind in refs:
             refs[kind].update(more[kind])
+    if args.whole:  # every file in one flat directory (the corpus's names are unique)
+        one = work / "all"
+        one.mkdir()
+        every = [f for k, v in by_fmt.items() if k not in EXTRA for f in v]
+        for f in every:
+            shutil.copy2(f, one / f.name)
+            for kind in refs:
+                if f in refs[kind]:
+                    refs[kind][one / f.name] = refs[kind][f]
+        by_fmt["all"] = sorted(one.iterdir())
+        if keep is not None:  # --formats all: only that run (the corpus's files made it)
+            by_fmt = {k: v for k, v in by_fmt.items() if k in keep}
     if "csv" in by_fmt:  # fixed cost of one run: a single small file
         one = work / "startup"
         one.mkdir()
@@ -873,6 +908,8 @@ def main() -> int:
     pys = {name: ensure_venv(name, spec) for name, spec in PEERS.items()}
     tools: list[Tool] = [
         Bastion("bastion-j1", 1), Bastion("bastion-j2", 2),
+        *((Bastion("bastion-j1-before", 1, root=against),
+           Bastion("bastion-j2-before", 2, root=against)) if against else ()),
         Driver("markitdown", pys["markitdown"], driver),
         Driver("kreuzberg-batch", pys["kreuzberg"], driver),
         Driver("kreuzberg", pys["kreuzberg"], driver),
@@ -914,7 +951,8 @@ def main() -> int:
     report = render(by_fmt, runs, texts, status, refs, tools, args.rounds, load0,
                     os.getloadavg(), time.monotonic() - t_start, big)
     if not args.no_classes:  # issue 20's classes of office text
-        general = [t for t in tools if t.formats is None and t.name != "bastion-j1"]
+        general = [t for t in tools if t.formats is None and t.name != "bastion-j1"
+                   and not t.name.endswith("-before")]
         report += "\n".join(class_agreement(general, work)) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
@@ -991,18 +1029,54 @@ def render(by_fmt, runs, texts, status, refs, tools, rounds, load0, load1, elaps
     w("| --- | ---: | ---: | ---: | ---: | ---: |")
     total = {}
     nfiles = sum(len(v) for k, v in by_fmt.items() if k not in EXTRA)
-    for name in general:
+    for name in general if nfiles else ():  # (--formats all: no per-format runs)
         per_round = []
         for r in range(rounds):
             fmts = [f for f in by_fmt if name in runs[f] and f not in EXTRA]
             per_round.append({k: sum(runs[f][name][r][k] for f in fmts) for k in ("wall", "cpu")}
                              | {"rss": max(runs[f][name][r]["rss"] for f in fmts)})
         total[name] = per_round
-    for name in general:
+    for name in general if nfiles else ():
         ratio = pairwise(total["bastion-j2"], total[name]) if "bastion-j2" in total else 0
         w(f"| {name} | {nfiles} | {nfiles / med(total[name], 'wall'):.2f} | "
           f"{med(total[name], 'cpu'):.1f} | {max(m['rss'] for m in total[name]):.0f} | "
           f"{ratio:.2f}× |")
+
+    if "all" in runs and runs["all"]:
+        w("\n### One run over the whole corpus (--whole: every file at once, one sweep or one "
+          "batch call)\n")
+        w("| tool | files | files/s | CPU s | peak RSS MiB | F1 | vs bastion-j2 (wall, pairwise) |")
+        w("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        ra = runs["all"]
+        for name in general:
+            if name not in ra:
+                continue
+            ratio = pairwise(ra["bastion-j2"], ra[name]) if "bastion-j2" in ra else 0
+            w(f"| {name} | {len(by_fmt['all'])} | {len(by_fmt['all']) / med(ra[name], 'wall'):.2f} "
+              f"| {med(ra[name], 'cpu'):.1f} | {max(m['rss'] for m in ra[name]):.0f} | "
+              f"{scores['all'][name]['f1']:.3f} | {ratio:.2f}× |")
+
+    # --against: this tree and the one before, format by format (CPU of the process tree)
+    for j in ("j1", "j2"):
+        now, before = f"bastion-{j}", f"bastion-{j}-before"
+        if not any(now in runs[f] and before in runs[f] for f in by_fmt):
+            continue
+        w(f"\n### bastion -{j[0]} {j[1]}, this tree against --against, per format "
+          "(CPU s, median; before/now pairwise)\n")
+        w("| format | files | CPU s now | CPU s before | before / now (CPU) | "
+          "before / now (wall) | F1 now | F1 before |")
+        w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for fmt, files in by_fmt.items():
+            if now not in runs[fmt] or before not in runs[fmt]:
+                continue
+            a, b = runs[fmt][now], runs[fmt][before]
+            w(f"| {fmt} | {len(files)} | {med(a, 'cpu'):.2f} | {med(b, 'cpu'):.2f} | "
+              f"{pairwise(a, b, 'cpu'):.2f}× | {pairwise(a, b):.2f}× | "
+              f"{scores[fmt][now]['f1']:.3f} | {scores[fmt][before]['f1']:.3f} |")
+        if now in total and before in total:
+            w(f"| **sum of the formats** | {nfiles} | {med(total[now], 'cpu'):.1f} | "
+              f"{med(total[before], 'cpu'):.1f} | {pairwise(total[now], total[before], 'cpu'):.2f}× | "
+              f"{pairwise(total[now], total[before]):.2f}× | | |")
 
     # PDF: pages/s and agreement against MuPDF
     checks: list[tuple[str, bool, str]] = []
@@ -1048,6 +1122,11 @@ def render(by_fmt, runs, texts, status, refs, tools, rounds, load0, load1, elaps
                                f"{r:.2f}×; F1 {mu[name]['f1']:.3f} vs "
                                f"{mu['pdftotext']['f1']:.3f}"))
 
+    ra = runs.get("all") or {}
+    if {"bastion-j2", "kreuzberg-batch"} <= ra.keys():
+        r = pairwise(ra["bastion-j2"], ra["kreuzberg-batch"])
+        checks.append(("issue 21, one run over the whole corpus (--whole): bastion -j 2 files/s "
+                       "≥ 2× Kreuzberg's batch API", r >= 2.0, f"{r:.2f}×"))
     # targets of issue 8
     if "bastion-j2" in total:
         peers = [p for p in PEER_NAMES if p in total]

@@ -11,10 +11,13 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .base import Context, Limits, TextSink, ToolResult
 from .toolrun import run_tool
+
+if TYPE_CHECKING:
+    from .ocrmemo import OcrMemo
 
 # (context, data, name, sink) -> extractor name; raises the errors a reader raises
 NestedRead = Callable[[Context, bytes, str, TextSink], str]
@@ -31,7 +34,7 @@ class LocalContext:
     def __init__(
         self, limits: Limits | None = None, tools: dict[str, str] | None = None,
         tmpdir: Path | None = None, deadline: float | None = None, *,
-        nested: NestedRead | None = None,
+        nested: NestedRead | None = None, ocr_memo: "OcrMemo | None" = None,
     ) -> None:
         self.limits = limits or Limits()
         self.tools = dict(tools or {})
@@ -45,6 +48,8 @@ class LocalContext:
         self.depth = 0
         self.tools_used: set[str] = set()  # the tools that ran for this document
         self.nested = nested
+        # the worker's readers/ocrmemo.OcrMemo: images OCRed already in the run (None: none)
+        self.ocr_memo = ocr_memo
 
     def select(self, mime: str, name: str) -> Any:
         """The reader for an embedded document: the registry's (bastion.readers.dispatch.select)."""

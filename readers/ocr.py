@@ -3,8 +3,10 @@
 An image is checked with Pillow first (header only): it must be a known format and hold no
 more than ``Image.MAX_IMAGE_PIXELS`` pixels, so a decompression bomb never reaches tesseract.
 PNG, JPEG, TIFF and BMP go to tesseract as they are; GIF, WebP and anything else Pillow opens
-are converted to PNG first (their first frame), because leptonica builds may lack those codecs.
-Without tesseract the result is ``unsupported``.
+are converted first (their first frame), because leptonica builds may lack those codecs: to
+PPM (the pixels, nothing to encode or decode), or to PNG when they have transparency.  The
+command gets a file in the scratch directory, or PNM bytes on its stdin; the warm engine the
+bytes (no file is written).  Without tesseract the result is ``unsupported``.
 
 The engine: the ``tesseract`` command keys the task (readers/tools.py asks its version) and is
 what the reader needs; inside a worker the recognition itself runs in a warm engine,
@@ -12,7 +14,10 @@ what the reader needs; inside a worker the recognition itself runs in a warm eng
 used only when its version is the command's.  Both run the same library calls on the same
 image, so the text is the same; without the library (or with another version) the command
 runs, one process per image, as before.  ``tools_used`` and ``meta["ocr"]["engine"]`` say
-``tesseract`` for both.
+``tesseract`` for both.  The orientation of a scanned PDF page (:func:`detect_rotation`) is
+asked of a second warm engine holding the ``osd`` model, the ``--psm 0`` command's call.  In a
+worker, an image read already in the run is not read again (readers/ocrmemo.py: same bytes,
+same answer).
 
 Resolution: an image of more than ``MAX_OCR_PIXELS`` (an A4 page at 300 dpi), or one that says
 it is over 300 dpi, is scaled down (Pillow, area average) to an effective 300 dpi before OCR,
@@ -35,7 +40,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import tessapi
+from . import ocrmemo, tessapi
 from .base import Context, Document, Reader, ReadResult, TextSink
 from .errors import CorruptDocument, ReaderError, ToolFailed, Unsupported
 
@@ -128,16 +133,57 @@ def ocr_image(
     """What tesseract (English) reads in ``image``: a file, or the bytes of an image
     (PNG, PNM, …).  ``dpi``: the image's resolution, when known; ``timeout``: less than the
     document's deadline.  The warm engine reads it when it can, else the command (the image
-    bytes on its stdin, or the file).
+    bytes on its stdin, or the file).  An image this worker has read already (the context's
+    ``ocr_memo``, readers/ocrmemo.py) is not read again.
 
     Raises Unsupported without tesseract and ToolFailed (first stderr line) when it fails.
     """
     tesseract = ctx.tools.get("tesseract")
     if tesseract is None:
         raise Unsupported(NEEDS_TESSERACT)
-    engine = tessapi.engine(tesseract_version(ctx)) if USE_LIBRARY else None
+    engine = warm_engine(ctx)
+    memo, key = _memo_key(ctx, "text", engine is not None, image, dpi)
+    if key is not None:
+        got = memo.get(key)
+        if got is not ocrmemo.MISSING:
+            _used(ctx)
+            return got
     if engine is not None:
-        return _ocr_warm(engine, image, ctx, dpi, timeout)
+        got = _ocr_warm(engine, image, ctx, dpi, timeout)
+    else:
+        got = _ocr_command(tesseract, image, ctx, dpi, timeout)
+    if key is not None:
+        memo.put(key, got, len(got.text))
+    return got
+
+
+def warm_engine(ctx: Context) -> tessapi.Engine | None:
+    """This worker's warm engine (English) when it can read for the ``tesseract`` command."""
+    return tessapi.engine(tesseract_version(ctx)) if USE_LIBRARY else None
+
+
+def _used(ctx: Context) -> None:
+    used = getattr(ctx, "tools_used", None)
+    if used is not None:
+        used.add("tesseract")
+
+
+def _memo_key(ctx: Context, call: str, warm: bool, image: Path | bytes,
+              dpi: int | None) -> tuple[ocrmemo.OcrMemo | None, tuple | None]:
+    """The context's memo and the key of this call in it: everything tesseract's answer
+    depends on (the call, the path that answers, the command and its version, the dpi, the
+    image's bytes); ``(None, None)`` without a memo."""
+    memo = getattr(ctx, "ocr_memo", None)
+    if memo is None:
+        return None, None
+    data = image if isinstance(image, bytes) else image.read_bytes()
+    return memo, (call, warm, ctx.tools.get("tesseract"), tesseract_version(ctx), dpi,
+                  ocrmemo.digest(data))
+
+
+def _ocr_command(tesseract: str, image: Path | bytes, ctx: Context, dpi: int | None,
+                 timeout: float | None) -> OcrText:
+    """:func:`ocr_image` by the ``tesseract`` command, one process for the image."""
     source = "stdin" if isinstance(image, bytes) else str(image)
     argv = [tesseract, source, "stdout", "-l", LANGUAGE]
     if dpi:
@@ -154,9 +200,7 @@ def ocr_image(
 def _ocr_warm(engine: tessapi.Engine, image: Path | bytes, ctx: Context, dpi: int | None,
               timeout: float | None) -> OcrText:
     """:func:`ocr_image` in this process's engine, under what is left of the deadline."""
-    used = getattr(ctx, "tools_used", None)
-    if used is not None:
-        used.add("tesseract")
+    _used(ctx)
     left = ctx.time_left() if hasattr(ctx, "time_left") else None
     limit = left if timeout is None else (timeout if left is None else min(timeout, left))
     data = image if isinstance(image, bytes) else image.read_bytes()
@@ -173,10 +217,35 @@ def detect_rotation(
 ) -> int | None:
     """How many degrees clockwise the image (bytes on tesseract's stdin) must be turned to
     stand upright, by tesseract's orientation and script detection (``--psm 0``, the ``osd``
-    model); None when it finds none.  Raises ToolFailed when tesseract cannot run."""
+    model); None when it finds none.  In a worker the warm engine's ``osd`` model answers
+    (readers/tessapi.py, the same library call the command makes), else the command runs.
+    Raises ToolFailed when tesseract cannot run."""
     tesseract = ctx.tools.get("tesseract")
     if tesseract is None:
         raise Unsupported(NEEDS_TESSERACT)
+    engine = tessapi.engine(tesseract_version(ctx), tessapi.OSD) if USE_LIBRARY else None
+    memo, key = _memo_key(ctx, "rotation", engine is not None, image, dpi)
+    if key is not None:
+        got = memo.get(key)
+        if got is not ocrmemo.MISSING:
+            _used(ctx)
+            return got
+    got = _rotation(tesseract, engine, image, ctx, dpi, timeout)
+    if key is not None and engine is not None:  # the command's failures may be passing ones
+        memo.put(key, got)
+    return got
+
+
+def _rotation(tesseract: str, engine: tessapi.Engine | None, image: bytes, ctx: Context,
+              dpi: int | None, timeout: float | None) -> int | None:
+    """:func:`detect_rotation` by the warm ``osd`` model (the command's answer without its
+    start and model load, ≈ 0.1 s of CPU), else by the command."""
+    if engine is not None:
+        _used(ctx)
+        try:
+            return engine.rotation(image, dpi=dpi)
+        except tessapi.EngineError:
+            return None
     argv = [tesseract, "stdin", "stdout", "--psm", "0"]
     if dpi:
         argv += ["--dpi", str(dpi)]
@@ -198,7 +267,8 @@ def ocr_image_file(path: Path, ctx: Context) -> str:
 
 @dataclass(frozen=True)
 class _Prepared:
-    image: Path | bytes | None  # what to OCR, in a format tesseract reads; None: nothing
+    image: bytes | None  # what to OCR, in a format tesseract reads; None: nothing
+    suffix: str | None = None  # the command reads it from a file of this suffix; None: PNM
     dpi: int | None = None  # its resolution, when scaled from a known one
     skipped: str | None = None  # why nothing is OCRed
     scaled: tuple[int, int] | None = None  # the size OCRed, when scaled down
@@ -243,8 +313,8 @@ def _is_blank(im) -> bool:
 
 
 def _prepare(doc: Document, ctx: Context) -> _Prepared:
-    """The image in a format tesseract reads (a file in the scratch dir, or PNM bytes when
-    scaled), at the resolution the text needs (see the module docstring); or why there is
+    """The image in a format tesseract reads (its own bytes, PPM or PNG when converted, PNM
+    when scaled), at the resolution the text needs (see the module docstring); or why there is
     nothing to OCR.
 
     ``Image.open`` reads the header only and checks the pixel count there: past
@@ -266,12 +336,12 @@ def _prepare(doc: Document, ctx: Context) -> _Prepared:
                     return _scaled(im, scale)
                 suffix = _DIRECT.get(im.format or "")
                 if suffix:
-                    path = ctx.tmpdir / f"image{suffix}"
-                    path.write_bytes(doc.data)
-                    return _Prepared(path)
-                path = ctx.tmpdir / "image.png"
-                im.convert("RGBA" if "A" in im.getbands() else "RGB").save(path, "PNG")
-                return _Prepared(path)
+                    return _Prepared(doc.data, suffix=suffix)
+                if "A" in im.getbands():  # PNG keeps the transparency
+                    buf = io.BytesIO()
+                    im.convert("RGBA").save(buf, "PNG")
+                    return _Prepared(buf.getvalue(), suffix=".png")
+                return _Prepared(_pnm(im.convert("RGB")))
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise ReaderError(
             f"image too large to OCR (over {Image.MAX_IMAGE_PIXELS} pixels)") from None
@@ -296,9 +366,14 @@ def _scaled(im, scale: float) -> _Prepared:
             dpi = round(float(min(im.info["dpi"])) * scale) or None
     except (TypeError, ValueError):
         pass
-    head = b"P5" if gray else b"P6"
-    data = head + b"\n%d %d\n255\n" % size + small.tobytes()
-    return _Prepared(data, dpi=dpi, scaled=size)
+    return _Prepared(_pnm(small), dpi=dpi, scaled=size)
+
+
+def _pnm(im) -> bytes:
+    """An ``L`` or ``RGB`` image as binary PGM or PPM: no encoding to pay, the pixels as they
+    are, which the warm engine hands to tesseract without parsing (readers/tessapi.py)."""
+    head = b"P5" if im.mode == "L" else b"P6"
+    return head + b"\n%d %d\n255\n" % im.size + im.tobytes()
 
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
@@ -312,11 +387,15 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         meta["empty_reason"] = NO_TEXT
         sink.write("")
         return ReadResult(extractor="tesseract", meta=meta)
+    path = None
+    if prepared.suffix and warm_engine(ctx) is None:  # the command reads it from a file
+        path = ctx.tmpdir / f"image{prepared.suffix}"
+        path.write_bytes(prepared.image)
     try:
-        got = ocr_image(prepared.image, ctx, dpi=prepared.dpi)
+        got = ocr_image(path or prepared.image, ctx, dpi=prepared.dpi)
     finally:
-        if isinstance(prepared.image, Path):
-            prepared.image.unlink(missing_ok=True)
+        if path is not None:
+            path.unlink(missing_ok=True)
     text = got.text.strip("\n")
     info["confidence"] = got.confidence
     if prepared.scaled:

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 LIBRARY = "libtesseract.so.5"
 LEPTONICA = "liblept.so.5"
 LANGUAGE = "eng"
+OSD = "osd"  # the orientation and script model (``--psm 0``)
+PSM_OSD_ONLY = 0
 PSM_AUTO = 3
 
 _IFF_TIFF = (4, 5, 6, 7, 8, 9, 10, 17)  # leptonica's IFF_TIFF* input formats
@@ -65,10 +67,15 @@ def _bind(path_tess: str, path_lept: str) -> _Libs:
         "TessBaseAPIInit3": ([vp, cp, cp], ci),
         "TessBaseAPISetVariable": ([vp, cp, cp], ci),
         "TessBaseAPISetPageSegMode": ([vp, ci], None),
+        "TessBaseAPISetImage": ([vp, vp, ci, ci, ci, ci], None),
         "TessBaseAPISetImage2": ([vp, vp], None),
         "TessBaseAPISetSourceResolution": ([vp, ci], None),
         "TessBaseAPIRecognize": ([vp, vp], ci),
         "TessBaseAPIGetTsvText": ([vp, ci], vp),
+        "TessBaseAPIDetectOrientationScript": ([vp, ctypes.POINTER(ci),
+                                                ctypes.POINTER(ctypes.c_float),
+                                                ctypes.POINTER(cp),
+                                                ctypes.POINTER(ctypes.c_float)], ci),
         "TessBaseAPIClear": ([vp], None),
         "TessBaseAPIEnd": ([vp], None),
         "TessDeleteText": ([vp], None),
@@ -95,19 +102,41 @@ def _bind(path_tess: str, path_lept: str) -> _Libs:
     return _Libs(tess, lept, libc)
 
 
-class Engine:
-    """One loaded tesseract (English), used for one image at a time."""
+def _pnm(image: bytes) -> tuple[int, int, int, int] | None:
+    """``(offset, width, height, channels)`` of the pixels of a binary PGM or PPM written the
+    way bastion writes them (``P5``/``P6``, one line feed between fields, maxval 255, exactly
+    the pixels after): such bytes are handed to tesseract as they are (``SetImage``), the
+    pixels leptonica's PNM reader would produce, without its byte-by-byte parse (0.2 s for an
+    A4 page in colour).  None for anything else, which leptonica reads."""
+    if image[:3] not in (b"P5\n", b"P6\n"):
+        return None
+    end = image.find(b"\n255\n", 3, 64)
+    size = image[3:end].split(b" ") if end > 0 else []
+    if len(size) != 2 or not all(v.isdigit() for v in size):
+        return None
+    width, height = int(size[0]), int(size[1])
+    channels = 1 if image[1:2] == b"5" else 3
+    offset = end + 5
+    if width <= 0 or height <= 0 or len(image) - offset != width * height * channels:
+        return None
+    return offset, width, height, channels
 
-    def __init__(self, libs: _Libs) -> None:
+
+class Engine:
+    """One loaded tesseract model (English, or ``osd`` for the orientation), used for one image
+    at a time."""
+
+    def __init__(self, libs: _Libs, language: str = LANGUAGE) -> None:
         self._libs = libs
+        self.language = language
         self.version: str = libs.tess.TessVersion().decode("ascii", "replace")
         self._api = libs.tess.TessBaseAPICreate()
         if not self._api:
             raise EngineError("TessBaseAPICreate failed")
-        if libs.tess.TessBaseAPIInit3(self._api, None, LANGUAGE.encode()) != 0:
+        if libs.tess.TessBaseAPIInit3(self._api, None, language.encode()) != 0:
             libs.tess.TessBaseAPIDelete(self._api)
             self._api = None
-            raise EngineError(f"no {LANGUAGE} model for the tesseract library")
+            raise EngineError(f"no {language} model for the tesseract library")
         # its notes ("Estimating resolution as …") would go to the worker's stderr
         libs.tess.TessBaseAPISetVariable(self._api, b"debug_file", os.devnull.encode())
 
@@ -141,22 +170,35 @@ class Engine:
             ref = ctypes.c_void_p(pix)
             self._libs.lept.pixDestroy(ctypes.byref(ref))
 
-    def _settings(self, dpi: int | None) -> None:
+    def _set_image(self, image: bytes, raw: tuple[int, int, int, int] | None,
+                   pixes: list[int], page: int) -> None:
+        """Page ``page`` of ``image`` as the engine's image: leptonica's (``pixes``), or the
+        PNM's pixels as they are (``raw``, see :func:`_pnm`; tesseract copies them)."""
+        if raw is None:
+            self._libs.tess.TessBaseAPISetImage2(self._api, pixes[page])
+            return
+        offset, width, height, channels = raw
+        base = ctypes.cast(ctypes.c_char_p(image), ctypes.c_void_p).value or 0
+        self._libs.tess.TessBaseAPISetImage(self._api, base + offset, width, height, channels,
+                                            width * channels)
+
+    def _settings(self, dpi: int | None, psm: int = PSM_AUTO) -> None:
         t = self._libs.tess
-        t.TessBaseAPISetPageSegMode(self._api, PSM_AUTO)
+        t.TessBaseAPISetPageSegMode(self._api, psm)
         t.TessBaseAPISetVariable(self._api, b"user_defined_dpi", str(dpi or 0).encode())
 
     def tsv(self, image: bytes, dpi: int | None = None, timeout: float | None = None) -> str:
         """The TSV the ``tesseract IMAGE stdout tsv`` command writes for ``image`` (header
         line first, then the rows of every page).  Raises EngineError, Timeout."""
         t = self._libs.tess
-        pixes = self._pages(image)
+        raw = _pnm(image)
+        pixes = [] if raw else self._pages(image)
         rows = ["level\tpage_num\tblock_num\tpar_num\tline_num\tword_num\tleft\ttop\twidth"
                 "\theight\tconf\ttext\n"]
         try:
             self._settings(dpi)
-            for page, pix in enumerate(pixes):
-                t.TessBaseAPISetImage2(self._api, pix)
+            for page in range(len(pixes) or 1):
+                self._set_image(image, raw, pixes, page)
                 monitor = t.TessMonitorCreate()
                 try:
                     if timeout is not None:
@@ -177,6 +219,30 @@ class Engine:
             self._free(pixes)
         return "".join(rows)
 
+    def rotation(self, image: bytes, dpi: int | None = None) -> int | None:
+        """What ``tesseract IMAGE stdout --psm 0 [--dpi N]`` prints as ``Rotate:`` for the
+        first page of ``image``: the degrees clockwise that make it upright (0, 90, 180, 270),
+        or None when tesseract finds no orientation (too few characters).  The command's
+        ``GetOsdText`` is ``DetectOrientationScript`` formatted, and its ``Rotate`` is the
+        detected orientation's complement (``OrientationIdToValue``); this engine must hold
+        the ``osd`` model.  Raises EngineError when leptonica cannot read the image."""
+        t = self._libs.tess
+        raw = _pnm(image)
+        pixes = [] if raw else self._pages(image)
+        try:
+            self._settings(dpi, PSM_OSD_ONLY)
+            self._set_image(image, raw, pixes, 0)
+            degrees, conf, script_conf = ctypes.c_int(0), ctypes.c_float(0), ctypes.c_float(0)
+            script = ctypes.c_char_p()
+            if not t.TessBaseAPIDetectOrientationScript(
+                    self._api, ctypes.byref(degrees), ctypes.byref(conf), ctypes.byref(script),
+                    ctypes.byref(script_conf)):
+                return None
+            return (360 - degrees.value) % 360
+        finally:
+            t.TessBaseAPIClear(self._api)
+            self._free(pixes)
+
     def close(self) -> None:
         if self._api:
             self._libs.tess.TessBaseAPIEnd(self._api)
@@ -184,28 +250,33 @@ class Engine:
             self._api = None
 
 
-_ENGINE: dict[str, Engine | None] = {}  # expected version -> the engine (None: unusable)
+# (expected version, model) -> the engine (None: unusable)
+_ENGINE: dict[tuple[str, str], Engine | None] = {}
+_EXIT: list[bool] = []  # reset() registered at exit
 
 
-def engine(version: str | None) -> Engine | None:
-    """This process's engine, loaded on first use, when the library's version is ``version``
-    (the ``tesseract`` command's, which keys the task); None when it cannot be used."""
+def engine(version: str | None, language: str = LANGUAGE) -> Engine | None:
+    """This process's engine for ``language`` (``eng``, or ``osd`` for the orientation),
+    loaded on first use, when the library's version is ``version`` (the ``tesseract``
+    command's, which keys the task); None when it cannot be used."""
     if version is None:
         return None
-    if version not in _ENGINE:
+    key = (version, language)
+    if key not in _ENGINE:
         got: Engine | None = None
         # the worker's environment has it already (CHILD_ENV); libgomp reads it when loaded
         os.environ.setdefault("OMP_THREAD_LIMIT", "1")
         try:
             libs = _bind(LIBRARY, LEPTONICA)
             if libs.tess.TessVersion().decode("ascii", "replace") == version:
-                got = Engine(libs)
+                got = Engine(libs, language)
         except (OSError, AttributeError, EngineError):
             got = None
-        _ENGINE[version] = got
-        if got is not None and len(_ENGINE) == 1:
+        _ENGINE[key] = got
+        if got is not None and not _EXIT:
+            _EXIT.append(True)
             atexit.register(reset)
-    return _ENGINE[version]
+    return _ENGINE[key]
 
 
 def reset() -> None:

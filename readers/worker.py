@@ -24,6 +24,9 @@ batch).  ``fatal`` asks the parent to replace this worker (after a MemoryError t
 interpreter's state is suspect).  The first line, before any job, is ``{"ready": true,
 "contained": …, "pid": …}``: how it holds what its readers start
 (:func:`bastion.readers.procs.containment`) and its pid as the pool numbers it.
+
+A worker keeps one :class:`bastion.readers.ocrmemo.OcrMemo` for all its documents: an image
+OCRed once in the run (a logo in every message of a mailbox) is not recognised again.
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ def _read_checked(fd: int, size: int, sha256: str) -> bytes:
 
 
 def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
-           seq: int) -> dict[str, Any]:
+           seq: int, ocr_memo: Any = None) -> dict[str, Any]:
     from .base import Document
     from .context import LocalContext
     from .dispatch import Outcome, by_name, read_document, read_nested
@@ -108,7 +111,7 @@ def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
         else:
             ctx = LocalContext(limits, job.get("tools") or {}, scratch,
                                deadline=time.monotonic() + float(job.get("deadline", 60)),
-                               nested=read_nested)
+                               nested=read_nested, ocr_memo=ocr_memo)
             reader = by_name(job.get("reader"))  # chosen by the parent, not again here
             if reader is None and job.get("reader") is not None:
                 raise RuntimeError(f"no reader named {job.get('reader')!r} in this worker")
@@ -184,6 +187,9 @@ def main() -> None:
     if extras:  # readers added by the embedding program (the tests' misbehaving readers)
         dispatch.REGISTRY = extras + dispatch.REGISTRY
 
+    from .ocrmemo import OcrMemo
+
+    ocr_memo = OcrMemo()  # this worker's OCR answers, kept across its documents
     ready = {"ready": True, "contained": contained, "pid": host_pid()}
     results.write(json.dumps(ready).encode() + b"\n")
     seq = 0
@@ -199,7 +205,8 @@ def main() -> None:
         if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) > 1:
             os._exit(2)  # not the pool's protocol: the pool sees this worker die
         seq += 1
-        result = handle(json.loads(line), fds[0] if fds else None, workdir, limits, seq)
+        result = handle(json.loads(line), fds[0] if fds else None, workdir, limits, seq,
+                        ocr_memo)
         out = json.dumps(result, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
         view = memoryview(out)
         while view:

@@ -15,6 +15,7 @@ from bastion.readers.base import Document, Limits
 from bastion.readers.dispatch import read_document, select
 from bastion.readers.errors import ToolFailed
 from bastion.readers.context import LocalContext
+from bastion.readers.ocrmemo import MISSING, OcrMemo
 
 TESSERACT = shutil.which("tesseract")
 needs_tesseract = pytest.mark.skipif(TESSERACT is None, reason="tesseract not installed")
@@ -189,3 +190,86 @@ def test_one_dark_speck_is_enough_to_ocr(tmp_path):
     im.save(buf, "PNG")
     out = read_document(Document(buf.getvalue(), "speck.png", "image/png"), ctx(tmp_path))
     assert "skipped" not in out.meta["ocr"] and out.status == "empty"
+
+
+# -- the worker's OCR memo (readers/ocrmemo.py) ---------------------------------------------
+
+def test_the_memo_keeps_the_most_recent_answers_within_its_bounds():
+    memo = OcrMemo(entries=2, chars=10)
+    memo.put("a", "A", 4)
+    memo.put("b", "B", 4)
+    assert memo.get("a") == "A"  # now the most recent
+    memo.put("c", "C", 4)  # over 10 characters: the least recent ("b") goes
+    assert memo.get("b") is MISSING and memo.get("a") == "A" and memo.get("c") == "C"
+    memo.put("d", None, 0)  # over 2 entries: "a" goes; None is an answer too
+    assert memo.get("a") is MISSING and memo.get("d") is None and len(memo) == 2
+    memo.put("e", "E" * 11, 11)  # larger than the whole memo: not kept, nothing dropped
+    assert memo.get("e") is MISSING and len(memo) == 2
+
+
+def mail_with(image: bytes, subject: str) -> bytes:
+    from email.message import EmailMessage
+
+    m = EmailMessage()
+    m["From"], m["Subject"] = "a@example.org", subject
+    m.set_content("See the picture.\n")
+    m.add_attachment(image, maintype="image", subtype="png", filename="logo.png")
+    return bytes(m)
+
+
+@needs_tesseract
+@pytest.mark.parametrize("warm", [True, False], ids=["warm-engine", "command"])
+def test_an_image_seen_again_in_a_worker_is_not_recognised_again(warm, tmp_path, monkeypatch):
+    """The same logo in two e-mails and on its own: one recognition with a memo (the
+    worker's), the same texts as without one; another resolution is another answer; a
+    failure is not kept."""
+    monkeypatch.setattr(ocr, "USE_LIBRARY", warm)
+    calls: list[str] = []
+    real_warm, real_command = ocr._ocr_warm, ocr._ocr_command
+    monkeypatch.setattr(ocr, "_ocr_warm", lambda *a: calls.append("warm") or real_warm(*a))
+    monkeypatch.setattr(ocr, "_ocr_command",
+                        lambda *a: calls.append("command") or real_command(*a))
+    logo = picture("WOMBAT TRADING", "PNG")
+    docs = [Document(mail_with(logo, "first"), "a.eml", "message/rfc822"),
+            Document(mail_with(logo, "second"), "b.eml", "message/rfc822"),
+            Document(logo, "logo.png", "image/png")]
+
+    def read_all(memo):
+        out = []
+        for n, doc in enumerate(docs):
+            c = LocalContext(Limits(), {"tesseract": TESSERACT}, tmpdir=tmp_path / str(n),
+                             ocr_memo=memo)
+            got = read_document(doc, c)
+            assert got.status == "ok" and "WOMBAT" in got.text and c.tools_used == {"tesseract"}
+            out.append((got.text, got.meta))
+        return out
+
+    plain = read_all(None)
+    assert len(calls) == 3
+    calls.clear()
+    memo = OcrMemo()
+    assert read_all(memo) == plain
+    assert calls == ["warm" if warm else "command"] and memo.hits == 2
+    c = LocalContext(Limits(), {"tesseract": TESSERACT}, tmpdir=tmp_path / "d", ocr_memo=memo)
+    assert ocr.ocr_image(logo, c, dpi=150).text == ocr.ocr_image(logo, c, dpi=150).text
+    assert len(calls) == 2  # dpi 150: read once more, then kept
+    for _ in range(2):
+        with pytest.raises(ToolFailed):
+            ocr.ocr_image(b"not an image at all", c)
+    assert len(calls) == 4
+
+
+@needs_tesseract
+@pytest.mark.parametrize("fmt, name", [("GIF", "scan.gif"), ("WEBP", "scan.webp")])
+def test_a_converted_image_reads_as_its_png_did(fmt, name, tmp_path):
+    """GIF and WebP go to tesseract as PPM now (no PNG to encode and decode): the text is
+    what tesseract reads in the RGB PNG of the same image, which they used to become."""
+    data = picture("QUOKKA 42 zebra", fmt)
+    out = read_document(Document(data, name, f"image/{fmt.lower()}"), ctx(tmp_path / "a"))
+    with Image.open(io.BytesIO(data)) as im:
+        buf = io.BytesIO()
+        im.convert("RGB").save(buf, "PNG")
+    as_png = ocr.ocr_image(buf.getvalue(), ctx(tmp_path / "b"))
+    assert out.status == "ok" and out.text == as_png.text + "\n"
+    assert out.meta["ocr"]["confidence"] == as_png.confidence
+    assert not (tmp_path / "a").exists()  # the warm engine needs no scratch file

@@ -68,6 +68,11 @@ def scanned_pages() -> list[tuple[str, bytes, int]]:
     return pages
 
 
+def pnm(im: Image.Image) -> bytes:
+    """``im`` as the readers write PNM (readers/ocr.py, the PDF page images)."""
+    return (b"P6" if im.mode == "RGB" else b"P5") + b"\n%d %d\n255\n" % im.size + im.tobytes()
+
+
 def images() -> list[tuple[str, bytes, int | None]]:
     note = NOTE.read_bytes()
     with Image.open(NOTE) as im:
@@ -75,8 +80,12 @@ def images() -> list[tuple[str, bytes, int | None]]:
     jpeg, tiff = io.BytesIO(), io.BytesIO()
     rgb.save(jpeg, "JPEG", quality=90)
     rgb.save(tiff, "TIFF", save_all=True, append_images=[rgb.rotate(180)])  # two pages
+    tinted = Image.merge("RGB", [rgb.getchannel(0), rgb.getchannel(1).point(lambda v: v // 2),
+                                 rgb.getchannel(2)])  # colour, so that P6 is not gray
     return [("scanned-note.png", note, None), ("scanned-note.jpg", jpeg.getvalue(), None),
-            ("scanned-note-2pages.tif", tiff.getvalue(), None), *scanned_pages()]
+            ("scanned-note-2pages.tif", tiff.getvalue(), None),
+            ("scanned-note.ppm", pnm(tinted), None), ("scanned-note.pgm", pnm(rgb.convert("L")), 150),
+            *scanned_pages()]
 
 
 def test_warm_engine_writes_the_commands_tsv_byte_for_byte(warm):
@@ -89,6 +98,55 @@ def test_warm_engine_writes_the_commands_tsv_byte_for_byte(warm):
         assert ocr.parse_tsv(got).words > 0, name
 
 
+def test_pnm_pixels_go_to_tesseract_as_they_are_only_when_written_as_bastion_writes_them():
+    """The PGM and PPM bastion writes are handed over as pixels (no parse); anything else —
+    a comment, another maxval, pixels missing or extra — is leptonica's to read."""
+    with Image.open(NOTE) as im:
+        gray = im.convert("L")
+    data = pnm(gray)
+    assert tessapi._pnm(data) == (len(data) - gray.width * gray.height, gray.width,
+                                  gray.height, 1)
+    assert tessapi._pnm(pnm(gray.convert("RGB")))[3] == 3
+    head = b"\n%d %d\n255\n" % gray.size
+    for other in (b"P5\n# made by hand" + head + gray.tobytes(), data[:-1], data + b"\0",
+                  b"P5\n%d %d\n65535\n" % gray.size + gray.tobytes() * 2,
+                  b"P2" + head + b"0 " * 10, b"P5\n0 0\n255\n", b"\x89PNG\r\n"):
+        assert tessapi._pnm(other) is None, other[:30]
+
+
+def cli_rotation(image: bytes, dpi: int | None = None) -> int | None:
+    argv = [TESSERACT, "stdin", "stdout", "--psm", "0"] + (["--dpi", str(dpi)] if dpi else [])
+    got = subprocess.run(argv, input=image, capture_output=True, env=CHILD_ENV)
+    if got.returncode:
+        return None
+    for line in got.stdout.decode().splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "Rotate":
+            return int(value) % 360
+    return None
+
+
+def test_the_osd_engine_answers_what_the_psm_0_command_answers():
+    """The orientation asked of the warm ``osd`` model is the command's ``Rotate:``, on the
+    note turned every way and on the scanned pages (upright and upside down), and None where
+    the command finds none (a blank page)."""
+    tessapi.reset()
+    osd = tessapi.engine(cli_version(), tessapi.OSD)
+    assert osd is not None and osd.language == "osd"
+    with Image.open(NOTE) as im:
+        gray = im.convert("L")
+    cases = [(f"note@{d}", pnm(gray.rotate(-d, expand=True)), None) for d in (0, 90, 180, 270)]
+    for name, page, dpi in scanned_pages():
+        cases.append((name, page, dpi))
+        with Image.open(io.BytesIO(page)) as im:
+            cases.append((name + "@180", pnm(im.rotate(180)), dpi))
+    cases.append(("blank", pnm(Image.new("L", (600, 400), 255)), 200))
+    answers = {name: osd.rotation(data, dpi) for name, data, dpi in cases}
+    assert answers == {name: cli_rotation(data, dpi) for name, data, dpi in cases}
+    assert answers["note@90"] == 270 and answers["note@180"] == 180 and answers["blank"] is None
+    tessapi.reset()
+
+
 def test_two_runs_give_the_same_text(warm):
     for name, data, dpi in images()[:1] + scanned_pages():
         assert warm.tsv(data, dpi=dpi) == warm.tsv(data, dpi=dpi), name
@@ -99,7 +157,7 @@ def test_the_image_reader_reads_the_same_text_warm_and_by_the_command(tmp_path, 
     tessapi.reset()
     warm_ctx = LocalContext(Limits(), {"tesseract": TESSERACT}, tmpdir=tmp_path / "a")
     warm = read_document(doc, warm_ctx)
-    assert tessapi._ENGINE.get(cli_version()) is not None  # the library ran
+    assert tessapi._ENGINE.get((cli_version(), "eng")) is not None  # the library ran
     monkeypatch.setattr(ocr, "USE_LIBRARY", False)
     cold = read_document(doc, LocalContext(Limits(), {"tesseract": TESSERACT},
                                            tmpdir=tmp_path / "b"))
@@ -195,3 +253,40 @@ def test_in_the_pool_a_crash_inside_the_library_is_one_record(tmp_path):
     assert (by_id[2].status, by_id[2].error_kind) == ("error", "corrupt")
     assert (by_id[3].status, by_id[3].error_kind) == ("error", "crash"), by_id[3]
     assert "SIGSEGV" in (by_id[3].error or "")
+
+
+def test_in_the_pool_the_same_image_in_several_documents_reads_alike(tmp_path):
+    """One worker, its OCR memo (readers/ocrmemo.py) across documents: the note on its own
+    and attached to two e-mails gives the same text every time, in one record each."""
+    from email.message import EmailMessage
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    paths = [(docs / "note.png", NOTE.read_bytes(), "image/png")]
+    for n in (1, 2):
+        m = EmailMessage()
+        m["From"], m["Subject"] = "a@example.org", f"note {n}"
+        m.set_content("The scan.\n")
+        m.add_attachment(NOTE.read_bytes(), maintype="image", subtype="png", filename="n.png")
+        paths.append((docs / f"m{n}.eml", bytes(m), "message/rfc822"))
+    results, texts = [], {}
+
+    def done(r):  # the text is read as the pool hands it over (it clears it afterwards)
+        results.append(r)
+        texts[r.job.id] = r.text_path.read_text() if r.text_path else None
+
+    pool = WorkerPool(1, Limits(), tmp_path / "pool", done)
+    try:
+        for n, (path, data, mime) in enumerate(paths, 1):
+            path.write_bytes(data)
+            pool.submit(job(n, path, mime))
+        pool.drain()
+    finally:
+        pool.close()
+    for r in results:
+        assert r.status == "ok" and r.verdict.tools_used == ("tesseract",), r
+    assert sorted(texts) == [1, 2, 3]
+    alone = texts[1].strip()
+    assert "bastion" in alone
+    for n in (2, 3):
+        assert f"Subject: note {n - 1}" in texts[n] and alone in texts[n]
