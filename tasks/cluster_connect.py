@@ -22,9 +22,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from bastion.readers.base import Limits
+
 from .cluster_local import LocalProcesses, LocalStartError
 from .cluster_spec import ClusterError, ClusterSpec, require_dask, why
-from .cluster_worker import PLUGIN_NAME, ToolsPlugin, _describe_tools, _on_scheduler
+from .cluster_worker import PLUGIN_NAME, _describe_tools, _on_scheduler
 
 CONNECT_TIMEOUT_S = 20.0
 WORKERS_TIMEOUT_S = 60.0  # how long a run waits for the first Dask worker (local:N: for all)
@@ -48,8 +50,11 @@ class WorkerSeen:
 class ClusterConnection:
     """The Dask client of a run, and what it knows of the cluster's workers."""
 
-    def __init__(self, spec: ClusterSpec) -> None:
+    def __init__(self, spec: ClusterSpec, limits: Limits | None = None,
+                 extra_readers: tuple[str, ...] = ()) -> None:
         self.spec = spec
+        self.limits = limits  # the run's: each worker starts its pool with them (the plugin)
+        self.extra_readers = extra_readers
         self.address = str(spec)
         self.client: Any = None
         self.local: LocalProcesses | None = None  # the processes of local:N
@@ -124,7 +129,10 @@ class ClusterConnection:
                 f"the Dask scheduler at {self.address} cannot load bastion ({why(e)}): "
                 "install the same bastion there (pip install 'bastion[dask]')") from None
         self.client.wait_for_workers(self.spec.local_workers or 1, timeout=WORKERS_TIMEOUT_S)
-        self.client.register_plugin(ToolsPlugin(), name=PLUGIN_NAME)
+        from .cluster_plugin import ToolsPlugin
+
+        self.client.register_plugin(ToolsPlugin(self.limits, self.extra_readers),
+                                    name=PLUGIN_NAME)
         self.refresh_workers(probe=True)
 
     # -- the workers ------------------------------------------------------------------------------
