@@ -1,14 +1,18 @@
 """``--cluster local:N``: a Dask scheduler and N worker processes of this machine, for one run.
 
 One helper process (``python -m bastion.tasks.cluster_local N DIR``) holds a ``LocalCluster``
-— the scheduler and the N nannies in its event loop, the N worker processes its children — so
-that the scheduler and the nannies do not share the client's GIL with the single writer.
-:meth:`LocalProcesses.launch` returns at once: the helper and its workers start (interpreters,
-Dask's imports) while the run walks and plans; the helper writes the scheduler's address in
-``DIR/scheduler.json`` once its workers are up.  :meth:`LocalProcesses.stop` sends it SIGTERM
-(it closes the cluster: the workers' teardown stops their sandboxed workers, and it reaps them,
-so their CPU counts in the run's process tree) and SIGKILLs its process group after a short
-grace.  Everything it writes (the address, the workers' scratch, its log) is in ``DIR``, a
+— the scheduler and the N nannies in its event loop — so that the scheduler and the nannies do
+not share the client's GIL with the single writer.  Its first act is to start a forkserver
+preloaded with Dask and bastion's worker side (:func:`_start_forkserver`); the N worker
+processes fork from it (Dask's ``forkserver`` method), so they start without importing Dask
+each, while the helper imports it for the scheduler.  A one-run cluster runs without Dask's
+profiler and with slower health polls (:data:`LOCAL_CONFIG`).
+:meth:`LocalProcesses.launch` returns at once: the helper and its workers start while the run
+walks and plans; the helper writes the scheduler's address in ``DIR/scheduler.json`` once its
+workers are up.  :meth:`LocalProcesses.stop` sends the helper SIGTERM (it closes the cluster:
+the workers' teardown stops their sandboxed workers; it stops the forkserver, which reaps the
+workers, and reaps it, so all their CPU counts in the run's process tree) and SIGKILLs its
+process group after a short grace.  Everything it writes (the address, the workers' scratch, its log) is in ``DIR``, a
 private temporary directory removed at the end.  The helper stops by itself when the client
 dies (its parent changes).
 """
@@ -108,7 +112,7 @@ class LocalProcesses:
         """Stop the helper and its workers, remove their directory.  Idempotent."""
         proc, self.proc = self.proc, None
         if proc is not None:
-            _signal_group(proc.pid, signal.SIGTERM)
+            proc.send_signal(signal.SIGTERM)  # the helper closes its cluster, reaps it all
             try:
                 proc.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
@@ -164,6 +168,17 @@ def _start_forkserver() -> None:
     multiprocessing.forkserver.ensure_running()
 
 
+def _stop_forkserver() -> None:
+    """Stop the forkserver and reap it (its workers have exited): nothing outlives the helper,
+    and the CPU of the workers and their sandboxed workers counts in the run's process tree."""
+    import multiprocessing.forkserver
+
+    try:
+        multiprocessing.forkserver._forkserver._stop()  # the stdlib's own, for its tests
+    except (AttributeError, OSError):
+        pass
+
+
 def serve(workers: int, where: Path, parent: int) -> int:
     """The helper: a LocalCluster until SIGTERM, or until the client (``parent``) is gone."""
     _start_forkserver()
@@ -186,6 +201,7 @@ def serve(workers: int, where: Path, parent: int) -> int:
     while not stop.wait(1.0) and os.getppid() == parent:
         pass
     cluster.close(timeout=STOP_GRACE_S)
+    _stop_forkserver()
     return 0
 
 
