@@ -91,12 +91,13 @@ _worker_tools: dict[str, Tool] | None = None
 _tools_lock = threading.Lock()
 
 
-def worker_tools() -> dict[str, Tool]:
-    """This process's tools (probed once: a Dask worker process's PATH does not change)."""
+def worker_tools(probe: ToolProbe | None = None) -> dict[str, Tool]:
+    """This process's tools (probed once: a Dask worker process's PATH does not change);
+    ``probe``: one already asked (its answers are collected)."""
     global _worker_tools
     with _tools_lock:
         if _worker_tools is None:
-            _worker_tools = ToolProbe().result()
+            _worker_tools = (probe or ToolProbe()).result()
         return _worker_tools
 
 

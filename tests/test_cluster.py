@@ -622,8 +622,8 @@ def test_the_plugin_starts_the_pool_before_the_first_batch(cluster, tmp_path: Pa
 
 
 def test_local_processes_fork_the_workers_and_leave_nothing(tmp_path: Path) -> None:
-    """local:N's helper: its workers fork from one preloaded server (no import of Dask of
-    their own), with the profiler off; stopping it leaves no process and no directory."""
+    """local:N's helper: its workers are forked from it (no import of Dask of their own),
+    with the profiler off; stopping it leaves no process and no directory."""
     from bastion.tasks.cluster_local import LocalProcesses, _alive_in_group
 
     local = LocalProcesses(2)
@@ -646,8 +646,8 @@ def test_local_processes_fork_the_workers_and_leave_nothing(tmp_path: Path) -> N
             client.close()
     finally:
         local.stop()
-    assert len(seen) == 2 and seen[0][0] == seen[1][0]  # one parent
-    assert "multiprocessing.forkserver" in seen[0][2]
+    assert len(seen) == 2 and seen[0][0] == seen[1][0] == helper  # forked by the helper
+    assert "bastion.tasks.cluster_local" in seen[0][2]
     assert seen[0][1] is False
     assert not _alive_in_group(helper)
     assert not where.exists()
