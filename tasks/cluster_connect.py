@@ -181,7 +181,7 @@ class ClusterConnection:
         """Cancel ``inflight``, disconnect, stop local:N's processes.  Idempotent.  local:N's
         processes are stopped from a thread of their own (≈ 0.2 s: the helper closes its
         cluster and reaps it), while the run writes its records and summary; the thread is
-        not a daemon, so the interpreter waits for it at exit (:meth:`wait_stopped`)."""
+        not a daemon, so the interpreter waits for it at exit."""
         if self._thread is not None:  # closed while connecting: local:N's processes go first
             if self.local is not None:
                 self.local.stop()
@@ -203,13 +203,6 @@ class ClusterConnection:
         if self.local is not None and self._stopper is None:
             self._stopper = threading.Thread(target=self.local.stop, name="bastion-cluster-stop")
             self._stopper.start()
-
-    def wait_stopped(self, timeout: float | None = None) -> bool:
-        """Wait for local:N's processes to be stopped (after :meth:`close`); whether they are."""
-        if self._stopper is not None:
-            self._stopper.join(timeout)
-            return not self._stopper.is_alive()
-        return True
 
 
 @functools.cache

@@ -7,6 +7,7 @@ the same ``PATH`` and files as a worker's own probe would see.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 
@@ -19,9 +20,8 @@ def prepare() -> None:
     # the helper and its workers never carry arrays: Dask's optional numpy (≈ 0.1 s of
     # import, a receive buffer its only use here) stays out of them
     sys.modules.setdefault("numpy", None)  # type: ignore[arg-type]
-    import distributed  # noqa: F401
-
-    from . import cluster_plugin  # noqa: F401  (the plugin, the batch function, the readers)
+    importlib.import_module("distributed")
+    importlib.import_module("bastion.tasks.cluster_plugin")  # the batch function, the readers
     from .cluster_worker import code_identity, worker_tools
 
     worker_tools(probe)

@@ -34,6 +34,7 @@ from .batch import Doc, Done, PoolStats, extract_batch_stats, pool_for
 TOOL_CAPACITY = 1_000_000.0  # a tool resource never limits how many batches run at once
 PLUGIN_NAME = "bastion-tools"
 
+
 def tool_resource(name: str, key: str) -> str:
     """The Dask resource a worker advertises for a tool it has (its identity in the name)."""
     return f"bastion-tool:{name}={key}"

@@ -427,7 +427,8 @@ def test_scheduler_lost_mid_run_then_a_rerun_finishes(hostile_registry, tmp_path
         kept = store.verdicts()
         store.close()
         # what arrived was committed (a batch's verdicts are queued once all its texts are
-        # placed: 20 texts ⇒ at least one batch of 8 queued); not everything did
+        # placed: 20 texts ⇒ the batches that brought them, 8 verdicts at least, queued);
+        # not everything did
         assert 8 <= len(kept) < 64
     finally:
         for proc in (scheduler, worker):
@@ -651,3 +652,58 @@ def test_local_processes_fork_the_workers_and_leave_nothing(tmp_path: Path) -> N
     assert seen[0][1] is False
     assert not _alive_in_group(helper)
     assert not where.exists()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_local_cluster_worker_killed_mid_run(hostile_registry, tmp_path: Path) -> None:
+    """local:2 without nannies: SIGKILL one of its forked worker processes while the sleepers'
+    batches run; Dask re-runs its batch on the other, the run completes with the local run's
+    output, and nothing of the cluster is left."""
+    root = hostile_tree(tmp_path, sleepers=4, texts=40)
+    m = manifest(tmp_path, root, {"deadline_s": 1})
+    reference = tmp_path / "local"
+    assert sweep(m, reference, extra=HOSTILE) == 2
+    out = tmp_path / "cluster"
+    seen: dict[str, int] = {}
+
+    def kill_one_worker() -> None:
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            helpers = [p for p in _children(os.getpid())
+                       if _cmdline_has(p, b"bastion.tasks.cluster_local")]
+            workers = [w for h in helpers for w in _children(h)]
+            # both workers have their sandboxed workers: batches (sleepers first) are running
+            if helpers and len(workers) == 2 and all(_children(w) for w in workers):
+                time.sleep(0.5)
+                seen["helper"] = helpers[0]
+                os.kill(workers[0], signal.SIGKILL)
+                seen["killed"] = workers[0]
+                return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_one_worker)
+    killer.start()
+    try:
+        rc = sweep(m, out, cluster="local:2", extra=HOSTILE)
+    finally:
+        killer.join()
+    assert "killed" in seen, "no worker was seen running"
+    assert rc == 2
+    assert compare_outputs(reference, out) == []
+    assert len(records(out)) == 44
+    from bastion.tasks.cluster_local import _alive_in_group
+
+    # the helper, its workers, their sandboxed workers: stopped by the run's stopping thread
+    assert wait_until(lambda: not _alive_in_group(seen["helper"]), 10.0)
