@@ -49,8 +49,8 @@ class LocalStartError(Exception):
 # Dask settings of a local:N cluster (as DASK_* variables of the helper, which its forked
 # workers inherit; a variable the user set wins): a one-run cluster nobody watches does without
 # the statistical profiler (a thread sampling the running batch every 10 ms), polls its health
-# less often and serves no HTTP routes (with the forked workers: ≈ 0.6 s of CPU less per
-# 80-PDF run than a default LocalCluster, bench/cluster.py).
+# less often and serves no HTTP routes (on the bench's 80 PDFs, the profiler and the polls cost
+# the Dask processes ≈ 0.6 s of CPU per run: docs/performance.md).
 LOCAL_CONFIG = {
     "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
     "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",
