@@ -1,6 +1,7 @@
 """The extract stage on a Dask cluster against the local pool, side by side in one run.
 
     python bench/cluster.py [--files 20000] [--pdfs 80] [--rounds 3] [--work DIR] [--against DIR]
+                            [--only text|pdfs] [--no-extras]
 
 Two corpora, built under ``--work`` (default ``bench/.corpus/cluster``, not committed): 20,000
 small text files, and a PDF set (the real PDFs of ``tests/samples/pdf`` plus generated ones of
@@ -309,16 +310,22 @@ def main() -> int:
     ap.add_argument("--against", type=Path, default=None,
                     help="another source tree (git archive OLD | tar -x -C DIR): its "
                          "--cluster local:2 as a fourth mode, alternated with the others")
+    ap.add_argument("--only", choices=("text", "pdfs"), default=None,
+                    help="measure one corpus only")
+    ap.add_argument("--no-extras", action="store_true",
+                    help="only the extract runs: no data-movement or scheduler-memory rows")
     args = ap.parse_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     corpora = {}
-    small = work / "small"
-    make_tree(small, args.files, size=2000)
-    corpora["small text files"] = (small, args.files)
-    pdfs = work / "pdfs"
-    make_pdfs(pdfs, args.pdfs)
-    corpora["PDFs"] = (pdfs, args.pdfs)
+    if args.only in (None, "text"):
+        small = work / "small"
+        make_tree(small, args.files, size=2000)
+        corpora["small text files"] = (small, args.files)
+    if args.only in (None, "pdfs"):
+        pdfs = work / "pdfs"
+        make_pdfs(pdfs, args.pdfs)
+        corpora["PDFs"] = (pdfs, args.pdfs)
     warm = WarmCluster(work)
     lines = [f"## bench/cluster.py ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
              f"{os.cpu_count()} cores, {args.rounds} rounds, load average at the start "
@@ -333,10 +340,12 @@ def main() -> int:
             part, figures[name] = extract_runs(name, m, base, work, warm, args.rounds, files,
                                                args.against)
             lines += part
-            lines += movement(name, root, warm, text_ratio(m, base, work))
+            if not args.no_extras:
+                lines += movement(name, root, warm, text_ratio(m, base, work))
         lines.append(f"scheduler peak RSS over every run: {hwm_mib(warm.scheduler.pid):.0f} MiB")
         lines.append("")
-        lines += scheduler_memory(warm)
+        if not args.no_extras:
+            lines += scheduler_memory(warm)
     finally:
         warm.close()
     report = "\n".join(lines) + "\n"

@@ -79,7 +79,7 @@ class ClusterSession(ExtractSession):
         self.spec = spec
         self.more = more  # whether more items come after a drain (the run's next doit slice)
         self.pool: ClusterStats | None = None  # type: ignore[assignment]
-        self.conn = ClusterConnection(spec)
+        self.conn = ClusterConnection(spec, limits, extra_readers)
         self.batches = BatchQueue(self.conn, limits=limits, tools=tools, roots=roots,
                                   extra_readers=extra_readers, expected=expected,
                                   finish=self._record_batch, refuse=self._refuse)

@@ -1,8 +1,12 @@
 """The batches of a cluster run: cut, submitted with their keys and resources, collected.
 
-Items come in the plan's order (largest first) and are cut by count (:data:`BATCH_COUNT`,
-fewer when the run is small, so every worker thread gets several) and by bytes
-(:data:`BATCH_BYTES`: a file as large alone).  A batch's Dask key is a digest of its
+Items come in the plan's order (largest first) and are cut by count and by bytes
+(:data:`BATCH_BYTES`: a file as large alone).  The count (:func:`batch_count`) is guided —
+the items left over a few per worker thread, so batches shrink toward the end and the run
+does not wait on one worker's long last batch — and timed: once batches have finished, a
+batch holds about :data:`BATCH_SECONDS` of reading at the cost per document seen so far (the
+first ones, before any is known, :data:`PROBE_COUNT`), so a slow document (a scan that is
+OCR'd) holds back only a few others on its worker.  A batch's Dask key is a digest of its
 (sha256, task key) pairs, limits and tool requirements (:func:`batch_key`): submitting it
 again is the same task, computed once.  A batch asks for the resources of the tools it was
 planned with and of this client's code (:mod:`bastion.tasks.cluster_worker`); one that no
@@ -34,7 +38,10 @@ from .plan import Item
 
 BATCH_COUNT = 200  # documents per batch at most
 BATCH_BYTES = 32 << 20  # document bytes per batch at most (a larger file is a batch alone)
-BATCHES_PER_THREAD = 4  # a small run is cut finer, so that every worker thread gets several
+BATCHES_PER_THREAD = 4  # the items left are cut finer, so that every worker thread gets several
+BATCH_SECONDS = 0.25  # a batch's reading time at most, once finished batches tell the cost...
+TASKS_PER_SECOND = 200  # ...or longer on a large cluster: the scheduler gets this many at most
+PROBE_COUNT = 4  # documents per batch until one has finished (what a document costs is unknown)
 IN_FLIGHT_PER_THREAD = 2  # batches submitted and not yet collected, per worker thread
 RETRIES = 2  # Dask re-runs of a batch whose function raised (a pool that could not start)
 POLL_S = 1.0
@@ -47,6 +54,27 @@ def batch_key(docs: tuple[Doc, ...], limits: Limits, tools: Mapping[str, str],
     blob = json.dumps([sorted([d.sha256, d.key] for d in docs), limits.as_dict(),
                        sorted(tools.items()), list(extra_readers)], sort_keys=True).encode()
     return f"bastion-batch-{hashlib.sha256(blob).hexdigest()[:32]}"
+
+
+def batch_count(left: int, threads: int, timed_docs: int, timed_seconds: float) -> int:
+    """How many documents the next batch takes at most, given the items not sent yet, the
+    worker threads, and the documents of the finished batches with their reading time:
+
+    * guided: ``left`` over :data:`BATCHES_PER_THREAD` per thread (at most
+      :data:`BATCH_COUNT`), so batches shrink toward the end of the run and no worker is left
+      reading a long batch while the others idle;
+    * timed: no more than :data:`BATCH_SECONDS` of reading at the average cost per document
+      so far (longer on a large cluster: :data:`TASKS_PER_SECOND`), so a few slow documents
+      (an OCR'd scan among text PDFs) hold back little else; before any batch finished,
+      :data:`PROBE_COUNT`."""
+    threads = max(1, threads)
+    count = min(BATCH_COUNT, math.ceil(max(1, left) / (threads * BATCHES_PER_THREAD)))
+    if timed_seconds > 0:
+        seconds = max(BATCH_SECONDS, threads / TASKS_PER_SECOND)
+        count = min(count, int(seconds * timed_docs / timed_seconds))
+    elif not timed_docs:
+        count = min(count, PROBE_COUNT)
+    return max(1, count)
 
 
 Refuse = Callable[[list[Item], str], None]  # the documents get error/cluster records: why
@@ -72,6 +100,9 @@ class BatchQueue:
         self.inflight: dict[Any, list[Item]] = {}  # future -> its items
         self.batches = 0
         self.batches_failed = 0
+        self.sent = 0  # items sent in batches (or refused)
+        self.timed_docs = 0  # documents of the finished batches, and their reading time
+        self.timed_seconds = 0.0
         self._done: queue.Queue[Any] = queue.Queue()  # futures that finished, in order
 
     # -- submitting -------------------------------------------------------------------------------
@@ -88,9 +119,8 @@ class BatchQueue:
             self.collect(block=False)
 
     def _batch_count(self) -> int:
-        threads = max(1, self.conn.threads)
-        per = math.ceil(max(1, self.expected()) / (threads * BATCHES_PER_THREAD))
-        return max(1, min(BATCH_COUNT, per))
+        return batch_count(self.expected() - self.sent, self.conn.threads, self.timed_docs,
+                           self.timed_seconds)
 
     def _doc(self, item: Item) -> Doc:
         root = self.roots[item.root]
@@ -107,6 +137,7 @@ class BatchQueue:
         items, self.current, self.current_bytes = self.current, [], 0
         if not items:
             return
+        self.sent += len(items)
         while len(self.inflight) >= max(2, IN_FLIGHT_PER_THREAD * self.conn.threads):
             self.collect(block=True)
         # group by tool requirement: a batch asks for the tools of every document in it
@@ -178,6 +209,8 @@ class BatchQueue:
             except Exception as e:  # noqa: BLE001 — lost between finishing and gathering
                 self.inflight[future] = items
                 self.conn.lose(e)
+            self.timed_docs += len(result.dones)
+            self.timed_seconds += result.seconds
             self.finish(items, result)
             return
         if status == "cancelled":  # the scheduler forgot it: the connection was lost

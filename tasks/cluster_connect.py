@@ -22,9 +22,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from bastion.readers.base import Limits
+
 from .cluster_local import LocalProcesses, LocalStartError
 from .cluster_spec import ClusterError, ClusterSpec, require_dask, why
-from .cluster_worker import PLUGIN_NAME, ToolsPlugin, _describe_tools, _on_scheduler
+from .cluster_worker import PLUGIN_NAME, _describe_tools, _on_scheduler
 
 CONNECT_TIMEOUT_S = 20.0
 WORKERS_TIMEOUT_S = 60.0  # how long a run waits for the first Dask worker (local:N: for all)
@@ -48,8 +50,11 @@ class WorkerSeen:
 class ClusterConnection:
     """The Dask client of a run, and what it knows of the cluster's workers."""
 
-    def __init__(self, spec: ClusterSpec) -> None:
+    def __init__(self, spec: ClusterSpec, limits: Limits | None = None,
+                 extra_readers: tuple[str, ...] = ()) -> None:
         self.spec = spec
+        self.limits = limits  # the run's: each worker starts its pool with them (the plugin)
+        self.extra_readers = extra_readers
         self.address = str(spec)
         self.client: Any = None
         self.local: LocalProcesses | None = None  # the processes of local:N
@@ -60,6 +65,7 @@ class ClusterConnection:
         self._have_at = 0.0
         self._thread: threading.Thread | None = None
         self._error: ClusterError | None = None
+        self._stopper: threading.Thread | None = None  # stopping local:N's processes
 
     # -- connecting -------------------------------------------------------------------------------
 
@@ -124,7 +130,10 @@ class ClusterConnection:
                 f"the Dask scheduler at {self.address} cannot load bastion ({why(e)}): "
                 "install the same bastion there (pip install 'bastion[dask]')") from None
         self.client.wait_for_workers(self.spec.local_workers or 1, timeout=WORKERS_TIMEOUT_S)
-        self.client.register_plugin(ToolsPlugin(), name=PLUGIN_NAME)
+        from .cluster_plugin import ToolsPlugin
+
+        self.client.register_plugin(ToolsPlugin(self.limits, self.extra_readers),
+                                    name=PLUGIN_NAME)
         self.refresh_workers(probe=True)
 
     # -- the workers ------------------------------------------------------------------------------
@@ -169,7 +178,10 @@ class ClusterConnection:
         raise ClusterError(self.lost)
 
     def close(self, inflight: list[Any]) -> None:
-        """Cancel ``inflight``, disconnect, stop local:N's processes.  Idempotent."""
+        """Cancel ``inflight``, disconnect, stop local:N's processes.  Idempotent.  local:N's
+        processes are stopped from a thread of their own (≈ 0.2 s: the helper closes its
+        cluster and reaps it), while the run writes its records and summary; the thread is
+        not a daemon, so the interpreter waits for it at exit."""
         if self._thread is not None:  # closed while connecting: local:N's processes go first
             if self.local is not None:
                 self.local.stop()
@@ -188,8 +200,9 @@ class ClusterConnection:
                 client.close(timeout=5)
             except Exception:  # noqa: BLE001
                 pass
-        if self.local is not None:
-            self.local.stop()
+        if self.local is not None and self._stopper is None:
+            self._stopper = threading.Thread(target=self.local.stop, name="bastion-cluster-stop")
+            self._stopper.start()
 
 
 @functools.cache

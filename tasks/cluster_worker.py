@@ -7,14 +7,15 @@ Imported by every Dask worker that takes a batch (it unpickles :class:`Batch` an
 * :func:`run_batch`: one batch through this process's kept pool of sandboxed workers
   (:func:`bastion.tasks.batch.extract_batch_stats`), with this machine's paths of the tools,
   checked to be the ones the batch was planned with (:class:`ToolMismatch` otherwise).
-* :class:`ToolsPlugin`: registered on every worker; advertises its tools
-  (:func:`tool_resource`) and its code (:func:`code_resource`) as Dask resources, and stops
-  the kept pools at the worker's teardown.
+* what the worker plugin (:mod:`bastion.tasks.cluster_plugin`) calls: the tools probe
+  (:func:`worker_tools`), the resources it advertises (:func:`tool_resource`,
+  :func:`code_resource`), the pool started before the first batch (:func:`warm_pool`).
+
+It does not import Dask (the client imports it at the run's start, before Dask is needed).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 import os
@@ -23,16 +24,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from bastion.readers.base import Limits
 from bastion.readers.tools import Tool, ToolProbe
 
-from .batch import Doc, Done, PoolStats, close_pools, extract_batch_stats
+from .batch import Doc, Done, PoolStats, extract_batch_stats, pool_for
 
 TOOL_CAPACITY = 1_000_000.0  # a tool resource never limits how many batches run at once
 PLUGIN_NAME = "bastion-tools"
-
 
 
 def tool_resource(name: str, key: str) -> str:
@@ -92,24 +92,34 @@ _worker_tools: dict[str, Tool] | None = None
 _tools_lock = threading.Lock()
 
 
-def worker_tools() -> dict[str, Tool]:
-    """This process's tools (probed once: a Dask worker process's PATH does not change)."""
+def worker_tools(probe: ToolProbe | None = None) -> dict[str, Tool]:
+    """This process's tools (probed once: a Dask worker process's PATH does not change);
+    ``probe``: one already asked (its answers are collected)."""
     global _worker_tools
     with _tools_lock:
         if _worker_tools is None:
-            _worker_tools = ToolProbe().result()
+            _worker_tools = (probe or ToolProbe()).result()
         return _worker_tools
 
 
-def _scratch() -> Path:
+def _scratch(local_directory: str | None = None) -> Path:
     """Where this Dask worker's sandboxed workers get their private directories."""
-    try:
-        from distributed import get_worker
+    if local_directory is None:
+        try:
+            from distributed import get_worker
 
-        base = Path(get_worker().local_directory)
-    except (ImportError, ValueError):
-        base = Path(tempfile.gettempdir())
-    return base / "bastion"
+            local_directory = get_worker().local_directory
+        except (ImportError, ValueError):
+            local_directory = tempfile.gettempdir()
+    return Path(local_directory) / "bastion"
+
+
+def warm_pool(limits: Limits, extra_readers: tuple[str, ...], local_directory: str) -> None:
+    """Start the calling thread's kept pool for these settings (the one :func:`run_batch`
+    will use in this thread), its sandboxed worker booting while the first batch is on its
+    way.  Called in a Dask worker's executor thread (:mod:`bastion.tasks.cluster_plugin`)."""
+    pool, _ = pool_for(limits, 1, _scratch(local_directory), extra_readers)
+    pool.warm()
 
 
 def _address() -> str:
@@ -149,25 +159,3 @@ def _on_scheduler() -> str:
 def _describe_tools() -> dict[str, list]:
     """``client.run`` probe: this worker's tools as {name: [path, version, identity]}."""
     return {n: [t.path, t.version, t.key] for n, t in sorted(worker_tools().items())}
-
-
-try:
-    from distributed.diagnostics.plugin import WorkerPlugin as _WorkerPlugin
-except ImportError:  # without dask the plugin is never registered
-    _WorkerPlugin = object  # type: ignore[assignment,misc]
-
-
-class ToolsPlugin(_WorkerPlugin):  # type: ignore[misc,valid-type]
-    """Registered on every Dask worker (present and joining): probes its tools, advertises
-    them as resources (:func:`tool_resource`), and stops its kept pools at teardown."""
-
-    name = PLUGIN_NAME
-
-    async def setup(self, worker: Any) -> None:
-        tools = await asyncio.get_running_loop().run_in_executor(None, worker_tools)
-        resources = {tool_resource(n, t.key): TOOL_CAPACITY for n, t in tools.items()}
-        resources[code_resource()] = TOOL_CAPACITY
-        await worker.set_resources(**resources)
-
-    def teardown(self, worker: Any) -> None:
-        close_pools()

@@ -427,7 +427,8 @@ def test_scheduler_lost_mid_run_then_a_rerun_finishes(hostile_registry, tmp_path
         kept = store.verdicts()
         store.close()
         # what arrived was committed (a batch's verdicts are queued once all its texts are
-        # placed: 20 texts ⇒ at least one batch of 8 queued); not everything did
+        # placed: 20 texts ⇒ the batches that brought them, 8 verdicts at least, queued);
+        # not everything did
         assert 8 <= len(kept) < 64
     finally:
         for proc in (scheduler, worker):
@@ -580,3 +581,129 @@ def test_a_thread_keeps_a_few_pools_at_most(tmp_path: Path) -> None:
         assert len(sandbox_workers(tmp_path / "w")) == batch.POOLS_PER_THREAD
     finally:
         close_pools()
+
+
+def _pools_of(max_chars: int) -> list[tuple[int, int, int]]:
+    """``client.run`` probe: this Dask worker's kept pools with these limits, each as (its
+    identity, sandboxed workers started, running)."""
+    from bastion.tasks import batch
+
+    return [(id(pool), pool.spawned, len(pool.workers))
+            for key, (pool, _) in list(batch._POOLS.items())
+            if key[0].max_chars == max_chars and not pool.closed]
+
+
+def test_the_plugin_starts_the_pool_before_the_first_batch(cluster, tmp_path: Path) -> None:
+    """Registered with the run's limits, the plugin starts each worker's kept pool in its
+    executor thread; the first batch then uses it, and registering again (the next run)
+    does not stop it."""
+    from bastion.tasks.cluster_plugin import ToolsPlugin
+    from bastion.tasks.cluster_worker import PLUGIN_NAME
+
+    address, client, _ = cluster
+    limits = Limits(max_chars=4321)  # limits of this test only: pools of their own
+    client.register_plugin(ToolsPlugin(limits), name=PLUGIN_NAME)
+    workers = sorted(client.scheduler_info()["workers"])
+
+    def warm() -> dict[str, list[tuple[int, int, int]]]:
+        return client.run(_pools_of, 4321)
+
+    assert wait_until(lambda: all(len(p) == 1 and p[0][1:] == (1, 1) for p in warm().values()),
+                      20.0), warm()
+    before = warm()
+    assert sorted(before) == workers
+    client.register_plugin(ToolsPlugin(limits), name=PLUGIN_NAME)  # the next run's
+    p = tmp_path / "a.txt"
+    p.write_text("warm\n")
+    for w in workers:  # a batch on each worker reads with the pool already there
+        batch = Batch((_doc(p),), limits, {})
+        result = client.submit(run_batch, batch, workers=[w], pure=False).result()
+        assert result.dones[0].text == b"warm\n" and result.stats.started == 0
+    assert warm() == before
+
+
+def test_local_processes_fork_the_workers_and_leave_nothing(tmp_path: Path) -> None:
+    """local:N's helper: its workers are forked from it (no import of Dask of their own),
+    with the profiler off; stopping it leaves no process and no directory."""
+    from bastion.tasks.cluster_local import LocalProcesses, _alive_in_group
+
+    local = LocalProcesses(2)
+    local.launch()
+    assert local.proc is not None and local.dir is not None
+    helper, where = local.proc.pid, local.dir
+    try:
+        client = distributed.Client(local.address(60), set_as_default=False)
+        try:
+            client.wait_for_workers(2, timeout=60)
+
+            def probe() -> tuple[int, bool, str]:
+                import dask
+
+                return (os.getppid(), dask.config.get("distributed.worker.profile.enabled"),
+                        open(f"/proc/{os.getppid()}/cmdline", "rb").read().decode())
+
+            seen = list(client.run(probe).values())
+        finally:
+            client.close()
+    finally:
+        local.stop()
+    assert len(seen) == 2 and seen[0][0] == seen[1][0] == helper  # forked by the helper
+    assert "bastion.tasks.cluster_local" in seen[0][2]
+    assert seen[0][1] is False
+    assert not _alive_in_group(helper)
+    assert not where.exists()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_local_cluster_worker_killed_mid_run(hostile_registry, tmp_path: Path) -> None:
+    """local:2 without nannies: SIGKILL one of its forked worker processes while the sleepers'
+    batches run; Dask re-runs its batch on the other, the run completes with the local run's
+    output, and nothing of the cluster is left."""
+    root = hostile_tree(tmp_path, sleepers=4, texts=40)
+    m = manifest(tmp_path, root, {"deadline_s": 1})
+    reference = tmp_path / "local"
+    assert sweep(m, reference, extra=HOSTILE) == 2
+    out = tmp_path / "cluster"
+    seen: dict[str, int] = {}
+
+    def kill_one_worker() -> None:
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            helpers = [p for p in _children(os.getpid())
+                       if _cmdline_has(p, b"bastion.tasks.cluster_local")]
+            workers = [w for h in helpers for w in _children(h)]
+            # both workers have their sandboxed workers: batches (sleepers first) are running
+            if helpers and len(workers) == 2 and all(_children(w) for w in workers):
+                time.sleep(0.5)
+                seen["helper"] = helpers[0]
+                os.kill(workers[0], signal.SIGKILL)
+                seen["killed"] = workers[0]
+                return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_one_worker)
+    killer.start()
+    try:
+        rc = sweep(m, out, cluster="local:2", extra=HOSTILE)
+    finally:
+        killer.join()
+    assert "killed" in seen, "no worker was seen running"
+    assert rc == 2
+    assert compare_outputs(reference, out) == []
+    assert len(records(out)) == 44
+    from bastion.tasks.cluster_local import _alive_in_group
+
+    # the helper, its workers, their sandboxed workers: stopped by the run's stopping thread
+    assert wait_until(lambda: not _alive_in_group(seen["helper"]), 10.0)
