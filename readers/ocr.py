@@ -39,6 +39,7 @@ import io
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import ocrmemo, tessapi
 from .base import Context, Document, Reader, ReadResult, TextSink
@@ -142,12 +143,9 @@ def ocr_image(
     if tesseract is None:
         raise Unsupported(NEEDS_TESSERACT)
     engine = warm_engine(ctx)
-    memo, key = _memo_key(ctx, "text", engine is not None, image, dpi)
-    if key is not None:
-        got = memo.get(key)
-        if got is not ocrmemo.MISSING:
-            _used(ctx)
-            return got
+    memo, key, got = _recall(ctx, "text", engine is not None, image, dpi)
+    if got is not ocrmemo.MISSING:
+        return got
     if engine is not None:
         got = _ocr_warm(engine, image, ctx, dpi, timeout)
     else:
@@ -168,17 +166,22 @@ def _used(ctx: Context) -> None:
         used.add("tesseract")
 
 
-def _memo_key(ctx: Context, call: str, warm: bool, image: Path | bytes,
-              dpi: int | None) -> tuple[ocrmemo.OcrMemo | None, tuple | None]:
-    """The context's memo and the key of this call in it: everything tesseract's answer
+def _recall(ctx: Context, call: str, warm: bool, image: Path | bytes,
+            dpi: int | None) -> tuple[ocrmemo.OcrMemo | None, tuple | None, Any]:
+    """The context's memo, the key of this call in it — everything tesseract's answer
     depends on (the call, the path that answers, the command and its version, the dpi, the
-    image's bytes); ``(None, None)`` without a memo."""
+    image's bytes) — and the answer it holds (tesseract then counted as used), else
+    :data:`ocrmemo.MISSING`; ``(None, None, MISSING)`` without a memo."""
     memo = getattr(ctx, "ocr_memo", None)
     if memo is None:
-        return None, None
+        return None, None, ocrmemo.MISSING
     data = image if isinstance(image, bytes) else image.read_bytes()
-    return memo, (call, warm, ctx.tools.get("tesseract"), tesseract_version(ctx), dpi,
-                  ocrmemo.digest(data))
+    key = (call, warm, ctx.tools.get("tesseract"), tesseract_version(ctx), dpi,
+           ocrmemo.digest(data))
+    got = memo.get(key)
+    if got is not ocrmemo.MISSING:
+        _used(ctx)
+    return memo, key, got
 
 
 def _ocr_command(tesseract: str, image: Path | bytes, ctx: Context, dpi: int | None,
@@ -224,12 +227,9 @@ def detect_rotation(
     if tesseract is None:
         raise Unsupported(NEEDS_TESSERACT)
     engine = tessapi.engine(tesseract_version(ctx), tessapi.OSD) if USE_LIBRARY else None
-    memo, key = _memo_key(ctx, "rotation", engine is not None, image, dpi)
-    if key is not None:
-        got = memo.get(key)
-        if got is not ocrmemo.MISSING:
-            _used(ctx)
-            return got
+    memo, key, got = _recall(ctx, "rotation", engine is not None, image, dpi)
+    if got is not ocrmemo.MISSING:
+        return got
     got = _rotation(tesseract, engine, image, ctx, dpi, timeout)
     if key is not None and engine is not None:  # the command's failures may be passing ones
         memo.put(key, got)

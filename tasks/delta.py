@@ -254,28 +254,10 @@ def line_offsets(f: Any, wanted: list[int], pattern: bytes = b"", found: array |
                 at = window.find(pattern, at + len(pattern))
             tail = chunk[-(len(pattern) - 1):] if len(pattern) > 1 else b""
         if marks is not None:
-            _mark(chunk, base, seen, marks)
+            lineindex.mark_lines(chunk, base, seen, *marks)
         seen += n
         base += len(chunk)
     return out, seen
-
-
-def _mark(chunk: bytes, base: int, seen: int, marks: tuple[array, array]) -> None:
-    """Marks for a line index in one chunk read by :func:`line_offsets` (at ``base``, after
-    ``seen`` newlines): a line start whenever :data:`~bastion.tasks.lineindex.MARK_BYTES`
-    have passed since the last."""
-    at = 0
-    while True:
-        want = marks[1][-1] + lineindex.MARK_BYTES - base  # in the chunk
-        if want >= len(chunk):
-            return
-        nl = chunk.find(b"\n", max(want - 1, at))
-        if nl < 0 or nl + 1 >= len(chunk):
-            return
-        seen += chunk.count(b"\n", at, nl + 1)
-        at = nl + 1
-        marks[0].append(seen)
-        marks[1].append(base + at)
 
 
 class StoreTexts:

@@ -193,18 +193,8 @@ class Builder:
 
     def _interior(self, data: bytes) -> int:
         """Marks inside a long piece; how many lines it has."""
-        at, line = 0, self.line
-        while True:
-            want = self.offsets[-1] + MARK_BYTES - self.pos  # first byte for the next mark
-            if want >= len(data):
-                break
-            nl = data.find(b"\n", max(want - 1, at))
-            if nl < 0 or nl + 1 >= len(data):
-                break
-            line += data.count(b"\n", at, nl + 1)
-            at = nl + 1
-            self._mark(line, self.pos + at)
-        return line - self.line + data.count(b"\n", at)
+        mark_lines(data, self.pos, self.line, self.lines, self.offsets)
+        return data.count(b"\n")
 
     def keep(self, src: LineIndex, first: int, n: int, start: int, end: int,
              cuts: array | list = (), shrink: int = 0) -> None:
@@ -247,6 +237,23 @@ def indexed(lines: Iterable[bytes], builder: Builder) -> Iterator[bytes]:
     for line in lines:
         builder.add(line)
         yield line
+
+
+def mark_lines(data: bytes, base: int, line: int, lines: array, offsets: array) -> None:
+    """Marks for the line starts in ``data`` (a file's bytes from ``base``, after ``line``
+    lines), one whenever :data:`MARK_BYTES` have passed since the last of ``offsets``."""
+    at = 0
+    while True:
+        want = offsets[-1] + MARK_BYTES - base  # the first byte the next mark may be at
+        if want >= len(data):
+            return
+        nl = data.find(b"\n", max(want - 1, at))
+        if nl < 0 or nl + 1 >= len(data):
+            return
+        line += data.count(b"\n", at, nl + 1)
+        at = nl + 1
+        lines.append(line)
+        offsets.append(base + at)
 
 
 def _pread(fd: int, n: int, at: int) -> bytes:
