@@ -158,7 +158,7 @@ class Merge:
         built = self.index = lineindex.Builder(REUSED_FALSE)
         with open(old, "rb") as f:
             fd = f.fileno()
-            offsets, index, hits = _old_lines(old, f, wanted)
+            offsets, index, hits = located(old, f, wanted, REUSED_FALSE)
             if index.count < i:
                 raise ValueError("extract.jsonl is shorter than the walk it was made from")
             if index.count > i:
@@ -180,20 +180,23 @@ class Merge:
             raise ValueError("more fresh records than the delta has places for")
 
 
-def _old_lines(path: Path, f: Any, wanted: list[int]) -> tuple[dict[int, int], Any, array]:
-    """The old extract.jsonl's offsets of the ``wanted`` lines, its line index and where its
-    ``"reused":false`` flags are: from its index (reading only the blocks of the wanted
-    lines and the flagged runs), or, with no index that holds, by counting the whole file."""
+def located(path: Path, f: Any, wanted: list[int], pattern: bytes = b""
+            ) -> tuple[dict[int, int], lineindex.LineIndex, array]:
+    """Where the ``wanted`` lines of the open JSON Lines file ``f`` (at ``path``) start, its
+    line index, and the offsets of ``pattern`` in it: from the index beside it (reading only
+    the blocks of the wanted lines and of the flagged runs), or, with no index that holds, by
+    counting the whole file (:func:`line_offsets`, which makes the index as it goes)."""
     index = lineindex.load(path)
     if index is not None:
         try:
             offsets = index.locate(f.fileno(), [*wanted, *index.flagged])
-            return offsets, index, index.find(f.fileno(), offsets, REUSED_FALSE)
+            hits = index.find(f.fileno(), offsets, pattern) if pattern else array("q")
+            return offsets, index, hits
         except ValueError:
             pass  # not the file the index says: counted below
     hits = array("q")
     marks = (array("q", [0]), array("q", [0]))
-    offsets, count = line_offsets(f, wanted, REUSED_FALSE, hits, marks)
+    offsets, count = line_offsets(f, wanted, pattern, hits, marks)
     return offsets, lineindex.counted(f.fileno(), count, *marks), hits
 
 

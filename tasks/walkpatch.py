@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from . import lineindex
-from .delta import line_offsets
+from .delta import located
 from .fsio import atomic_write, open_read
 from .outdir import CopySpan
 from .statcache import PackedDir, Row, StatCache, _packed, root_settings, write_blob
@@ -114,7 +114,7 @@ class Patch:
         count = self.cache.count
         wanted = sorted({0, count, *places, *removed, *(r + 1 for r in removed)})
         with open_read(walk_jsonl) as f:
-            offsets, index = _offsets(walk_jsonl, f, wanted)
+            offsets, index, _ = located(walk_jsonl, f, wanted)
             if index.count != count or offsets.get(count) != os.fstat(f.fileno()).st_size:
                 raise ValueError(f"{walk_jsonl} does not have the lines its stat cache says")
             fd = f.fileno()
@@ -230,20 +230,6 @@ class Patch:
         if any(renumber[d] != d for d in range(len(renumber))):
             lines = array("I", (renumber[d] for d in lines))
         write_blob(out, settings, blob_roots, lines)
-
-
-def _offsets(path: Path, f, wanted: list[int]) -> tuple[dict[int, int], lineindex.LineIndex]:
-    """Where the ``wanted`` lines of the open walk.jsonl start, and its line index: read
-    from the index beside it when that holds, else found by counting the file."""
-    index = lineindex.load(path)
-    if index is not None:
-        try:
-            return index.locate(f.fileno(), wanted), index
-        except ValueError:
-            pass  # not the file the index says: counted below
-    marks = (array("q", [0]), array("q", [0]))
-    offsets, count = line_offsets(f, wanted, marks=marks)
-    return offsets, lineindex.counted(f.fileno(), count, *marks)
 
 
 def shifted(values: array, by: int) -> array:
