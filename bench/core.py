@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchlib import compile_trees
+
 HERE = Path(__file__).resolve().parent
 BASTION = [sys.executable, "-m", "bastion"]
 
@@ -111,11 +113,7 @@ def main() -> None:
     ap.add_argument("--walk-only", action="store_true")
     args = ap.parse_args()
     other = args.against.resolve() if args.against else None
-    # byte-compile what is timed: with PYTHONDONTWRITEBYTECODE set, a tree without
-    # __pycache__ would pay for compiling its sources in every process (≈ 20 ms a walk)
-    for tree_dir in filter(None, (HERE.parent, other)):
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree_dir / "tasks"),
-                        str(tree_dir / "readers")], check=True, stdout=subprocess.DEVNULL)
+    compile_trees(HERE.parent, other)  # what is timed, byte-compiled (bench/benchlib.py)
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     tree = work / f"tree{args.files}"

@@ -52,6 +52,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from benchlib import compile_trees
+
 ROOT = Path(__file__).resolve().parent.parent
 ENGINES = ("pdftotext", "pdfium", "pdfium-range", "pdfplumber")  # and "reader"
 TOKEN = re.compile(r"\w+")
@@ -189,6 +191,7 @@ def sweeps(pdf_dir: Path, rounds: int, against: Path | None, tmp: Path) -> str:
     commands: dict[str, tuple[list[str], Path | None]] = {"pdftotext-loop": (["sh", "-c", loop],
                                                                                None)}
     trees = {"": ROOT} | ({" (--against)": against.resolve()} if against else {})
+    compile_trees(*trees.values())  # bytecode, as an installed package has it
     for tag, tree in trees.items():
         for jobs in (1, 2):
             commands[f"sweep-j{jobs}{tag}"] = ([sys.executable, "-m", "bastion", "sweep",

@@ -83,6 +83,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from benchlib import compile_trees
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent  # the bastion measured (--bastion; default this checkout)
 VENVS = HERE / ".venvs"
@@ -832,14 +834,8 @@ def main() -> int:
     args = ap.parse_args()
     ROOT = args.bastion.resolve()
     start_spawner()
-    # bytecode for bastion's own modules, as an installed package has it: with
-    # PYTHONDONTWRITEBYTECODE=1 (set on this machine) a source tree would otherwise be compiled
-    # again by every run and every sandboxed worker, while the peers' venvs were compiled by pip
     against = args.against.resolve() if args.against else None
-    for tree in (ROOT, against) if against else (ROOT,):
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "tasks"),
-                        str(tree / "readers")], check=True, env=dict(os.environ,
-                                                                     PYTHONDONTWRITEBYTECODE=""))
+    compile_trees(ROOT, against)  # bytecode, as an installed package has it (bench/benchlib.py)
     if args.classes_only:
         work = args.work.resolve()
         shutil.rmtree(work, ignore_errors=True)

@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchlib import compile_trees
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 BASTION = [sys.executable, "-m", "bastion"]
@@ -152,6 +154,7 @@ def main() -> None:
                          "and one-change rounds alone")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    compile_trees(REPO)  # bytecode, as an installed package has it (bench/benchlib.py)
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         row = measure(args.work, n, args.rounds, args.reuse)

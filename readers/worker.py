@@ -2,8 +2,8 @@
 
 Started by :class:`bastion.readers.pool.WorkerPool` as ``python -I -S -c …`` with one JSON argument
 (its private directory, the limits, how it holds its descendants).  It enters the sandbox
-first, then loads the readers once and answers one JSON line per job.  Jobs come on a
-``SOCK_SEQPACKET`` socket, one message each, with the document's read-only descriptor attached
+first, then answers one JSON line per job, importing a reader family's module when its first
+job comes (:func:`bastion.readers.dispatch.by_name`).  Jobs come on a ``SOCK_SEQPACKET`` socket, one message each, with the document's read-only descriptor attached
 (``SCM_RIGHTS``: the parent opened the file, so the worker needs no access to its path)::
 
     job    {"id": 7, "name": "a.pdf", "mime": "application/pdf", "reader": "pdf",
@@ -181,11 +181,11 @@ def main() -> None:
     sys.setrecursionlimit(10_000)
     import importlib
 
-    from . import dispatch  # load every reader once, before the first job
+    from . import dispatch  # the readers themselves are imported by the first job needing them
 
     extras = tuple(importlib.import_module(m).READER for m in config.get("extra_readers", ()))
     if extras:  # readers added by the embedding program (the tests' misbehaving readers)
-        dispatch.REGISTRY = extras + dispatch.REGISTRY
+        dispatch.put_first(extras)
 
     from .ocrmemo import OcrMemo
 

@@ -161,14 +161,21 @@ class Run(RunPlan):
     def prestart(self) -> None:
         """Start the workers now, before doit is loaded and the walk runs: a worker's start
         (interpreter, readers, sandbox) then overlaps the CLI's loading of doit, the walk
-        and the plan.  A failure here is left for the first document to report."""
+        and the plan.  A failure here is left for the first document to report.
+
+        An output with no stamp (a first run, a fresh directory) cannot be a no-op: there the
+        tools' version questions (a process per tool) are only started, and the workers
+        start at once, so that the questions and the registry's loading overlap their start."""
         from bastion.readers.pool import PoolError
 
         try:
             if not (self.cfg.all_tasks or self.cfg.listing):
-                self.tools.update(self._probe_tools())
-                if stamp.likely_nothing_to_do(self.out, self.inputs()):
-                    return  # workers start at the first document, if one comes
+                if not stamp.has_stamp(self.out):
+                    self._ask_tools()
+                else:
+                    self.tools.update(self._probe_tools())
+                    if stamp.likely_nothing_to_do(self.out, self.inputs()):
+                        return  # workers start at the first document, if one comes
             self.start_session()
         except (OutputError, PoolError, OSError):
             self.close()

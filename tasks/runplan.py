@@ -147,9 +147,16 @@ class RunPlan:
     def _probe_tools(self) -> dict[str, Tool]:
         """The tools on PATH and their identities, before planning (they are in the keys);
         asked once per run, cached by binary in ``.bastion/tools.json``."""
+        self._ask_tools()
+        assert self.toolcache is not None
+        return self.toolcache.tools
+
+    def _ask_tools(self) -> None:
+        """Start the tools' version questions (:meth:`ToolCache.ask`); answered by
+        :meth:`_probe_tools`."""
         if self.toolcache is None:
             self.toolcache = ToolCache(self.out / TOOLS_CACHE, self.cfg.no_external)
-        return self.toolcache.tools
+        self.toolcache.ask()
 
     def items_for(self, names: Iterable[str] | None = None) -> list[Item]:
         """The next slice of stale items (or all of them)."""

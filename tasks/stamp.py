@@ -106,6 +106,11 @@ def nothing_to_do(out: Path, inputs: str) -> dict[str, Any] | None:
     return previous if matches(out, inputs) else None
 
 
+def has_stamp(out: Path) -> bool:
+    """Whether a complete run left its stamp in ``out`` (without one, no run is a no-op)."""
+    return os.path.lexists(out / STAMP)
+
+
 def likely_nothing_to_do(out: Path, inputs: str) -> bool:
     """Before the walk: whether the last stamp has these key inputs (then the CLI does not
     start workers early: they would most likely only be stopped again)."""

@@ -25,11 +25,21 @@ class ToolCache:
             known = {}
         self.known: dict[str, list] = known if isinstance(known, dict) else {}
         self.before = dict(self.known)
+        self._probe: ToolProbe | None = None
+
+    def ask(self) -> None:
+        """Look the tools up and start asking the new ones their versions (a process each),
+        so that the answers come while the caller goes on; :attr:`tools` collects them."""
+        if self._probe is None:
+            self._probe = ToolProbe(self.no_external, known=self.known)
+            self._probe.ask()
 
     @cached_property
     def tools(self) -> dict[str, Tool]:
         """Every known tool found on PATH, with its version and identity."""
-        return ToolProbe(self.no_external, known=self.known).result()
+        self.ask()
+        assert self._probe is not None
+        return self._probe.result()
 
     def save(self) -> None:
         if self.known != self.before:

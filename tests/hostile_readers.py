@@ -28,6 +28,7 @@ fds        returns its open descriptors as JSON ``{fd: readlink target}``
 whoami     returns its uid, euid, gid, groups, and whether it can open the path in its argument
            itself (``opened`` or ``denied: …``), as JSON
 pid        returns its pid as the pool sees it (in its PID namespace, ``os.getpid()`` is 1)
+modules    returns the ``bastion.readers`` modules its worker has imported, as a JSON list
 ok         returns ``fine``
 =========  ===================================================================================
 """
@@ -173,6 +174,8 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         sink.write(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(),
                                "groups": os.getgroups(), "open": opened,
                                "tmpdir": str(ctx.tmpdir)}) + "\n")
+    elif cmd == "modules":
+        sink.write(json.dumps(sorted(m for m in sys.modules if m.startswith("bastion.readers."))))
     elif cmd == "pid":
         from bastion.readers.procs import host_pid
 

@@ -89,15 +89,30 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def registry_modules(path: Path) -> set[str]:
+    """The reader modules the registry imports by name (``MODULES`` in readers/dispatch.py, a
+    dict literal whose values are module names): edges the import statements do not show."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and node.target.id == "MODULES" and isinstance(node.value, ast.Dict)):
+            return {f"bastion.readers.{v.value}" for v in node.value.values
+                    if isinstance(v, ast.Constant)}
+    raise AssertionError("readers/dispatch.py has no MODULES literal")
+
+
 def import_graph() -> dict[str, set[str]]:
     mods = project_modules()
-    return {name: imports_of(name, path, mods) for name, path in mods.items()}
+    graph = {name: imports_of(name, path, mods) for name, path in mods.items()}
+    graph["bastion.readers.dispatch"] |= registry_modules(mods["bastion.readers.dispatch"])
+    return graph
 
 
 def test_the_graph_sees_lazy_and_relative_imports() -> None:
     """The reader of the graph itself: edges the project is known to have."""
     graph = import_graph()
-    assert "bastion.readers.pdf" in graph["bastion.readers.dispatch"]  # from . import ..., pdf, ...
+    assert "bastion.readers.pdf" in graph["bastion.readers.dispatch"]  # MODULES: "pdf": "pdf"
+    assert "bastion.readers.plaintext" in graph["bastion.readers.dispatch"]  # "text": "plaintext"
+    assert "bastion.readers.nested" in graph["bastion.readers.dispatch"]  # inside a function
     assert "bastion.readers.base" in graph["bastion.readers.dispatch"]  # from .base import ...
     assert "bastion.readers.context" in graph["bastion.readers.worker"]  # inside a function
     assert "bastion.readers.pool" in graph["bastion.tasks.session"]  # absolute: from bastion.readers.pool import ...

@@ -12,6 +12,7 @@ documents.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -26,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from bastion.readers.base import Document, Limits, MiB
+from bastion.readers import dispatch
 from bastion.readers.dispatch import read_document
 from bastion.readers.errors import ToolFailed
 from bastion.readers.context import LocalContext
@@ -130,6 +132,49 @@ def landlock_abi() -> int:
                              cwd=str(Path(__file__).resolve().parent.parent), timeout=30)
         _ABI = int(out.stdout.strip() or 0) if out.returncode == 0 else 0
     return _ABI
+
+
+def test_a_worker_imports_only_the_reader_families_its_jobs_need(tmp_path: Path) -> None:
+    """A worker handed CSV files imports the CSV reader and no other family; a document with
+    no reader chosen (the registry selects) loads them all."""
+    h = Harness(tmp_path)
+    try:
+        csv_path = h.docs / "a.csv"
+        csv_path.write_bytes(b"a,b\n1,2\n")
+        data = csv_path.read_bytes()
+        h.next_id += 1
+        job = Job(id=h.next_id, path=str(csv_path), name="a.csv", mime="text/csv",
+                  sha256=hashlib.sha256(data).hexdigest(), size=len(data), deadline_s=DEADLINE,
+                  reader="delimited")
+        h.pool.submit(job)
+        h.pool.drain()
+        result, text = h.only(job)
+        assert result.status == "ok" and "1" in text, result
+        listing = h.job("modules")
+        listing = dataclasses.replace(listing, reader="hostile")  # chosen, as the parent does
+        h.pool.submit(listing)
+        h.pool.drain()
+        loaded = set(json.loads(h.only(listing)[1]))
+        assert "bastion.readers.delimited" in loaded
+        families = {f"bastion.readers.{m}" for m in dispatch.MODULES.values()}
+        assert loaded & families == {"bastion.readers.delimited"}, sorted(loaded & families)
+        h.next_id += 1
+        unplanned = Job(id=h.next_id, path=str(csv_path), name="a.csv", mime="text/csv",
+                        sha256=job.sha256, size=job.size, deadline_s=DEADLINE)
+        h.pool.submit(unplanned)
+        h.pool.drain()
+        assert h.only(unplanned)[0].status == "ok"
+        _, listing = h.run("modules")  # no reader chosen: the registry selects
+        assert families <= set(json.loads(listing))
+    finally:
+        h.close()
+
+
+def test_the_registry_is_the_modules_in_order() -> None:
+    """``dispatch.MODULES`` names each reader's module, in the registry's order."""
+    assert [r.name for r in dispatch.registry()] == list(dispatch.MODULES)
+    assert dispatch.by_name("text") is dispatch.registry()[-1]
+    assert dispatch.by_name("no such reader") is None
 
 
 def test_callbacks_run_after_the_next_dispatch_exactly_once(tmp_path: Path) -> None:
