@@ -71,6 +71,7 @@ import email.policy
 import html.parser
 import io
 import json
+import mimetypes
 import os
 import random
 import re
@@ -99,7 +100,14 @@ LEGACY_TOOLS = {"antiword": ("doc",), "catdoc": ("doc",), "xls2csv": ("xls",),
 ARCHIVES = ("zip", "tgz", "7z")
 REF_BY_EXT = {".docx": "docx", ".xlsx": "xlsx", ".pptx": "pptx", ".odt": "odt", ".ods": "ods",
               ".odp": "odp", ".rtf": "rtf", ".pdf": "pdf", ".html": "html", ".htm": "html",
-              ".csv": "csv", ".eml": "eml", ".doc": "doc", ".xls": "xls", ".ppt": "ppt"}
+              ".csv": "csv", ".eml": "eml", ".doc": "doc", ".xls": "xls", ".ppt": "ppt",
+              ".msg": "msg", ".epub": "epub", ".png": "image", ".jpg": "image",
+              ".jpeg": "image", ".gif": "image", ".tif": "image", ".tiff": "image",
+              ".bmp": "image", ".webp": "image", ".zip": "zip", ".tgz": "tgz", ".7z": "7z"}
+# The references that changed (the cache name carries the version): e-mail and Outlook
+# messages now include their attachments (2), and so the archives holding them, whose image
+# members are now read by the image reference too.
+REF_VERSION = {"eml": 2, "msg": 2, "zip": 2, "tgz": 2, "7z": 2}
 # measured, but not part of the overall sums: "pdf-text", the PDFs with a text layer pdftotext
 # reads; "startup", one small file; "all" (--whole), every file of the corpus in one run
 EXTRA = ("pdf-text", "startup", "all")
@@ -457,11 +465,17 @@ def decode(data: bytes) -> str:
     return data.decode("latin-1")
 
 
-def eml_text(data: bytes) -> str:
+def eml_text(data: bytes, refs: Path | None = None) -> str:
     """Headers From, To, Cc, Subject, then the text of every inline text part; of a
-    multipart/alternative, the text/plain version when it has text, else the HTML one."""
+    multipart/alternative, the text/plain version when it has text, else the HTML one.
+
+    With ``refs`` (the reference cache), also every attachment and embedded part, as the
+    archive reference does for members: an attached message through this reference, any
+    other part that is a file (a name, or a non-text type) through the reference of its
+    format (:func:`part_refs`), a text attachment as its text."""
     msg = email.message_from_bytes(data, policy=email.policy.default)
     out = [str(msg.get(h, "")) for h in ("From", "To", "Cc", "Subject")]
+    files: list[tuple[str, bytes]] = []  # (file name, bytes) of the parts read as files
 
     def body(part) -> str:
         try:
@@ -472,8 +486,25 @@ def eml_text(data: bytes) -> str:
             return ""
         return html_text(got) if part.get_content_type() == "text/html" else got
 
+    def attached(part) -> None:
+        if refs is None:
+            return
+        if part.get_content_type() == "message/rfc822":
+            for inner in part.iter_parts():
+                out.append(eml_text(inner.as_bytes(), refs))
+            return
+        payload = part.get_payload(decode=True) or b""
+        name = part.get_filename() or ""
+        ext = Path(name).suffix.lower() or mimetypes.guess_extension(part.get_content_type()) or ""
+        if part.get_content_maintype() == "text" and ext not in REF_BY_EXT:
+            out.append(body(part))
+        elif payload:
+            files.append((f"part{len(files)}{ext}", payload))
+
     def walk(part) -> None:
-        if part.get_content_disposition() == "attachment":
+        if part.get_content_disposition() == "attachment" or \
+                part.get_content_type() == "message/rfc822":
+            attached(part)
             return
         if part.is_multipart():
             kids = list(part.iter_parts())
@@ -487,9 +518,30 @@ def eml_text(data: bytes) -> str:
                 walk(k)
         elif part.get_content_maintype() == "text":
             out.append(body(part))
+        else:  # an inline image, a PDF shown in the body: a file of the message
+            attached(part)
 
     walk(msg)
+    if files and refs is not None:
+        out.append(part_refs(files, refs))
     return "\n".join(out)
+
+
+def part_refs(files: list[tuple[str, bytes]], refs: Path) -> str:
+    """The references of embedded files (e-mail attachments, archive members), each through
+    its format's reference by extension (:data:`REF_BY_EXT`); files of other types, none."""
+    tmp = Path(tempfile.mkdtemp(prefix="parts-"))
+    try:
+        groups: dict[str, list[Path]] = {}
+        for name, payload in files:
+            kind = REF_BY_EXT.get(Path(name).suffix.lower())
+            if kind:
+                (tmp / name).write_bytes(payload)
+                groups.setdefault(kind, []).append(tmp / name)
+        got = build_refs(groups, refs)["main"] if groups else {}
+        return "\n".join(got[m] for ms in groups.values() for m in ms)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def csv_text(data: bytes) -> str:
@@ -508,9 +560,9 @@ def soffice(files: list[Path], target: str, outdir: Path, profile: Path) -> None
                         *map(str, files[i:i + 20])], capture_output=True, timeout=900)
 
 
-def msg_ref(f: Path) -> str:
+def msg_ref(f: Path, refs: Path) -> str:
     """An Outlook message through Perl's Email::Outlook::Message (``msgconvert``, Debian
-    libemail-outlook-message-perl) to MIME, then the e-mail reference."""
+    libemail-outlook-message-perl) to MIME, then the e-mail reference with its attachments."""
     if not shutil.which("msgconvert"):
         return ""
     tmp = Path(tempfile.mkdtemp(prefix="msg-"))
@@ -521,7 +573,7 @@ def msg_ref(f: Path) -> str:
         if not got.exists():
             return ""
         try:
-            return eml_text(got.read_bytes())
+            return eml_text(got.read_bytes(), refs)
         except Exception:  # noqa: BLE001
             return ""
     finally:
@@ -555,19 +607,17 @@ def archive_ref(f: Path, refs: Path) -> str:
                 subprocess.run([seven, "x", "-y", "-bd", f"-o{tmp}", str(inner)],
                                capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
                 inner.unlink()
-        groups: dict[str, list[Path]] = {}
+        members: list[tuple[str, bytes]] = []
         plain: list[str] = []
         for m in sorted(p for p in tmp.rglob("*") if p.is_file()):
-            kind = REF_BY_EXT.get(m.suffix.lower())
-            if kind:
-                groups.setdefault(kind, []).append(m)
+            if m.suffix.lower() in REF_BY_EXT:
+                members.append((f"member{len(members)}{m.suffix.lower()}", m.read_bytes()))
             else:
                 try:
                     plain.append(m.read_bytes().decode("utf-8"))
                 except UnicodeDecodeError:
                     pass
-        member_refs = build_refs(groups, refs)["main"] if groups else {}
-        return "\n".join([*plain, *(member_refs[m] for ms in groups.values() for m in ms)])
+        return "\n".join([*plain, part_refs(members, refs)])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -582,7 +632,9 @@ def build_refs(by_fmt: dict[str, list[Path]], refs: Path) -> dict[str, dict[Path
 
     def cached(f: Path, kind: str) -> Path:
         import hashlib
-        return refs / f"{hashlib.sha256(f.read_bytes()).hexdigest()}.{kind}.txt"
+        version = REF_VERSION.get(fmt, 1) if kind == "main" else 1
+        tag = f"{kind}.v{version}" if version > 1 else kind
+        return refs / f"{hashlib.sha256(f.read_bytes()).hexdigest()}.{tag}.txt"
 
     profile = Path(tempfile.mkdtemp(prefix="lo-profile-"))
     try:
@@ -638,11 +690,11 @@ def build_refs(by_fmt: dict[str, list[Path]], refs: Path) -> dict[str, dict[Path
                     t = csv_text(data)
                 elif fmt == "eml":
                     try:
-                        t = eml_text(data)
+                        t = eml_text(data, refs)
                     except Exception:  # noqa: BLE001
                         t = ""
                 elif fmt == "msg":
-                    t = msg_ref(f)
+                    t = msg_ref(f, refs)
                 elif fmt == "epub":
                     t = epub_ref(data)
                 else:
