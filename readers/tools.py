@@ -73,8 +73,8 @@ class ToolProbe:
     """:func:`discover` in steps.  The constructor looks the tools up (``paths``: enough to
     pick readers and key tasks); :meth:`ask` starts asking the ones not in ``known`` for their
     versions, all at once (tesseract alone takes ~25 ms of CPU); :meth:`result` collects the
-    answers.  The extract stage asks once its first document is handed out, so the questions
-    run beside the extraction instead of before it."""
+    answers.  The extract stage asks before it plans (the answers are in the task keys); on an
+    output with no stamp it asks as its workers start, so the questions run beside their start."""
 
     def __init__(self, no_external: bool = False, path: str | None = None,
                  known: dict[str, list] | None = None) -> None:
