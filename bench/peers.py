@@ -46,13 +46,15 @@ and precision over lower-cased ``\\w+`` tokens as multisets, summed over the fil
 * Outlook .msg: ``msgconvert`` (Perl Email::Outlook::Message) to MIME, then the e-mail
   reference;  EPUB: every (X)HTML member through ``html.parser``;
 * zip, tar.gz, 7z: unpacked by 7-Zip (``7zz x``), each member through its format's reference
-  (UTF-8 members as themselves);
+  (images, e-mails and nested archives included; other UTF-8 members as themselves);
 * PDF: ``pdftotext -layout``, and MuPDF (``mutool draw -F txt``) as a third engine independent
   of both pdftotext and PDFium, for the PDF engine comparison;
 * images: ``tesseract FILE stdout -l eng``;
 * HTML: Python's ``html.parser`` (text outside script/style);  CSV: the ``csv`` module (cells);
   e-mail: the ``email`` module (From, To, Cc, Subject headers and the text parts; HTML parts
-  through ``html.parser`` when a message has no text/plain part).
+  through ``html.parser`` when a message has no text/plain part), and every attachment and
+  embedded part through the reference of its format, as for archive members (an attached
+  message through this reference, an image through ``tesseract``; a text attachment as itself).
 
 Prints a Markdown report (tables of medians, ratios taken pairwise per round, target checks)
 and writes it to ``--out`` (default ``bench/results/peers.md``).  It ends with the table of
