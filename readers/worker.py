@@ -3,8 +3,9 @@
 Started by :class:`bastion.readers.pool.WorkerPool` as ``python -I -S -c …`` with one JSON argument
 (its private directory, the limits, how it holds its descendants).  It enters the sandbox
 first, then answers one JSON line per job, importing a reader family's module when its first
-job comes (:func:`bastion.readers.dispatch.by_name`).  Jobs come on a ``SOCK_SEQPACKET`` socket, one message each, with the document's read-only descriptor attached
-(``SCM_RIGHTS``: the parent opened the file, so the worker needs no access to its path)::
+job comes (:func:`bastion.readers.dispatch.by_name`).  Jobs come on a ``SOCK_SEQPACKET`` socket,
+one message each, with the document's read-only descriptor attached (``SCM_RIGHTS``: the parent
+opened the file, so the worker needs no access to its path)::
 
     job    {"id": 7, "name": "a.pdf", "mime": "application/pdf", "reader": "pdf",
             "sha256": "…", "size": 1234, "tools": {"pdftotext": "/usr/bin/pdftotext"},

@@ -160,7 +160,7 @@ class Run(RunPlan):
 
     def prestart(self) -> None:
         """Start the workers now, before doit is loaded and the walk runs: a worker's start
-        (interpreter, readers, sandbox) then overlaps the CLI's loading of doit, the walk
+        (interpreter, sandbox) then overlaps the CLI's loading of doit, the walk
         and the plan.  A failure here is left for the first document to report.
 
         An output with no stamp (a first run, a fresh directory) cannot be a no-op: there the
