@@ -11,7 +11,7 @@ from doit import get_var
 
 from bastion.tasks import pipeline
 from bastion.tasks.config import RunConfig
-from bastion.tasks.run import Run
+from bastion.tasks.extract.run import Run
 
 RUN = Run(RunConfig.from_vars(get_var, argv=sys.argv[1:]))
 DOIT_CONFIG = pipeline.doit_config(RUN.cfg, run=RUN)

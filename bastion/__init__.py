@@ -47,11 +47,11 @@ if TYPE_CHECKING:
     from .extractor import Extractor, OutlineEntry, Result
     from .outputs import ExtractSummary, Summary, ToolInfo, WalkSummary
     from .readers.base import Limits
-    from .readers.verdict import Status, Verdict
+    from .readers.runtime.verdict import Status, Verdict
     from .tasks.records import ExtractRecord, WalkRecord
 
 # Each public name and the module it comes from, imported on first use: a reader worker
-# imports ``bastion.readers.worker``, and must not pay for the API (the pool, the records)
+# imports ``bastion.readers.runtime.workermain``, and must not pay for the API (the pool, the records)
 _EXPORTS = {
     **dict.fromkeys(["extract_file", "extract_bytes", "sweep", "records", "read_summary"], ".api"),
     **dict.fromkeys(["BastionError", "ConfigError", "ManifestError", "SignatureError",

@@ -75,8 +75,8 @@ def sweep(manifest: str | os.PathLike[str], out: str | os.PathLike[str] | None =
     """
     from bastion.tasks.cli import EXIT_INVALID, EXTRACT_SLICE, run_stages
     from bastion.tasks.config import RunConfig, forget_manifests, jobs_error, load
-    from bastion.tasks.fsio import OutputLock
-    from bastion.tasks.run import check_stages
+    from bastion.tasks.output.atomic import OutputLock
+    from bastion.tasks.extract.run import check_stages
 
     problem = jobs_error(jobs)
     if problem is not None:

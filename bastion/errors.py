@@ -71,8 +71,9 @@ class WorkerError(BastionError):
 
 
 def _mapping() -> list[tuple[type[BaseException], type[BastionError]]]:
-    from .readers.pool import PoolError
-    from .tasks import config, fsio, manifest, signing
+    from .readers.runtime.pool import PoolError
+    from .tasks import config, manifest, signing
+    from .tasks.output import atomic as fsio
 
     return [(manifest.ManifestError, ManifestError), (signing.SignatureError, SignatureError),
             (config.PrerequisiteError, PrerequisiteError), (fsio.LockedError, LockedError),

@@ -1,11 +1,11 @@
 """One document at a time from Python, through the same sandboxed workers as a sweep.
 
-An :class:`Extractor` owns a :class:`bastion.readers.pool.WorkerPool` (long-lived workers in their
+An :class:`Extractor` owns a :class:`bastion.readers.runtime.pool.WorkerPool` (long-lived workers in their
 sandbox: deadline, output cap, memory cap, Landlock) with a private scratch root
 (``tempfile.mkdtemp``, mode 0700).  The parent picks the reader as the extract stage does
 (:func:`bastion.readers.detect.detect_file` then :func:`bastion.readers.dispatch.select`), hashes the file, and
 the worker re-checks the sha256 before reading, so what was read is what was hashed.  The
-verdict is the extract stage's own (:class:`bastion.readers.verdict.Verdict`, from the worker), so a :class:`Result`
+verdict is the extract stage's own (:class:`bastion.readers.runtime.verdict.Verdict`, from the worker), so a :class:`Result`
 says exactly what an ``extract.jsonl`` record would.
 
 :func:`bastion.extract_file` and :func:`bastion.extract_bytes` use one module-level extractor
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from bastion.readers.base import Limits
-from bastion.readers.tools import KNOWN_TOOLS, Tool
-from bastion.readers.verdict import Status, Verdict
+from bastion.readers.runtime.toolset import KNOWN_TOOLS, Tool
+from bastion.readers.runtime.verdict import Status, Verdict
 
 from .errors import translated
 
@@ -126,7 +126,7 @@ def find_tools(tools: Tools) -> dict[str, Tool]:
                          f"{', '.join(KNOWN_TOOLS)}")
     with _PROBE_LOCK:
         if _PROBED is None:
-            from bastion.readers.tools import ToolProbe
+            from bastion.readers.runtime.toolset import ToolProbe
 
             _PROBED = ToolProbe().result()
         found = dict(_PROBED)
@@ -189,7 +189,7 @@ def _select(mime: str, name: str, extra: tuple[Any, ...]) -> Any:
 
 def pool_module() -> Any:
     """The module of ``WorkerPool``, ``Job`` and ``PoolError``."""
-    from bastion.readers import pool
+    from bastion.readers.runtime import pool
 
     return pool
 

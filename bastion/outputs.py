@@ -1,10 +1,10 @@
 """An output directory read back as typed values: the summaries and the records.
 
 ``walk.summary.json`` becomes a :class:`WalkSummary`, ``extract.summary.json`` a
-:class:`bastion.tasks.extract.ExtractSummary` (the type the extract stage writes it from), both in a
+:class:`bastion.tasks.extract.records.ExtractSummary` (the type the extract stage writes it from), both in a
 :class:`Summary`; ``walk.jsonl`` and ``extract.jsonl`` are streamed as
 :class:`bastion.tasks.records.WalkRecord` and :class:`bastion.tasks.records.ExtractRecord` (whose ``verdict``
-is a :class:`bastion.readers.verdict.Verdict`).  docs/records.md has every field.
+is a :class:`bastion.readers.runtime.verdict.Verdict`).  docs/records.md has every field.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterator, Literal, overload
 
-from bastion.readers.verdict import Status, Verdict
-from bastion.tasks.extract import ExtractSummary, ToolInfo
+from bastion.readers.runtime.verdict import Status, Verdict
+from bastion.tasks.extract.records import ExtractSummary, ToolInfo
 from bastion.tasks.records import ExtractRecord, WalkRecord, iter_jsonl
 
 from .errors import NotAnOutputError

@@ -11,7 +11,7 @@ from a copy of that walk into a fresh output directory, in three ways, alternate
 * ``local -j 2``: the local pool (the reference);
 * ``--cluster local:2``: a scheduler and 2 worker processes started and stopped by the run
   (what ``bastion extract --cluster local:2`` costs a user, start-up included; the process
-  tree's CPU includes them, ``tasks/cluster_local.py`` reaps them);
+  tree's CPU includes them, ``tasks/cluster/local.py`` reaps them);
 * with ``--against DIR``: the ``local:2`` of another source tree (an older commit), the same way;
 * ``--cluster tcp://…``: a cluster already running (``dask scheduler`` + ``dask worker
   --nworkers 2 --nthreads 1``, started once by this script): the steady state.
@@ -264,8 +264,8 @@ def scheduler_memory(warm: WarmCluster, tasks: int = 2000) -> list[str]:
     """The scheduler's memory per waiting batch task: tasks that ask for a resource no worker
     has wait on the scheduler with their arguments, as batches do before a worker is free."""
     from bastion.readers.base import Limits
-    from bastion.tasks.batch import Doc
-    from bastion.tasks.cluster import Batch
+    from bastion.tasks.extract.batch import Doc
+    from bastion.tasks.cluster.run import Batch
 
     lines = ["### scheduler memory per batch task", "",
              "| documents per batch | tasks waiting | scheduler RSS growth MiB | per task KiB | "

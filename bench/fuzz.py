@@ -76,7 +76,7 @@ def _child(conn, seed: int, slot: int, stop_at: float) -> None:
     _quiet()
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    from bastion.readers.context import LocalContext
+    from bastion.readers.runtime.context import LocalContext
     from bastion.readers.dispatch import read_nested
     from tests import robust_fuzzlib as fl
 
@@ -190,7 +190,7 @@ def in_process(seconds: float, seed: int, jobs: int) -> tuple[collections.Counte
 def through_pool(seconds: float, seed: int) -> tuple[collections.Counter, list[dict]]:
     from bastion.readers.base import Limits, MiB
     from bastion.readers.detect import detect_bytes
-    from bastion.readers.pool import Job, WorkerPool
+    from bastion.readers.runtime.pool import Job, WorkerPool
     from tests import robust_fuzzlib as fl
 
     warnings.simplefilter("ignore")

@@ -23,10 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bastion.readers.base import Document, Limits  # noqa: E402
-from bastion.readers.context import LocalContext  # noqa: E402
+from bastion.readers.runtime.context import LocalContext  # noqa: E402
 from bastion.readers.dispatch import read_document  # noqa: E402
-from bastion.readers.pool import Job, WorkerPool  # noqa: E402
-from bastion.readers.procs import AUTO, SUBREAPER, USER_PID_NAMESPACE  # noqa: E402
+from bastion.readers.runtime.pool import Job, WorkerPool  # noqa: E402
+from bastion.readers.runtime.procs import AUTO, SUBREAPER, USER_PID_NAMESPACE  # noqa: E402
 
 
 def main() -> None:

@@ -10,10 +10,10 @@ directory once; every round then runs, in a rotating order, one process per comm
 
 * ``cli-loop``: ``sh -c 'for f in …; do tesseract "$f" stdout -l eng [--dpi N] tsv; done'``
   (what a user's script does: one process per image, the model loaded every time);
-* ``bastion-cli``: bastion's OCR code (readers/ocr.py) over the same files in one process,
+* ``bastion-cli``: bastion's OCR code (readers/ocr/reader.py) over the same files in one process,
   with the warm engine off (``ocr.USE_LIBRARY = False``: one ``tesseract`` per image, as
-  before), images through the image reader, pages through :func:`bastion.readers.ocr.ocr_image`;
-* ``bastion-warm``: the same with the warm engine (readers/tessapi.py);
+  before), images through the image reader, pages through :func:`bastion.readers.ocr.reader.ocr_image`;
+* ``bastion-warm``: the same with the warm engine (readers/ocr/engine.py);
 * ``engine-alone``: the warm engine's ``tsv()`` on each file's bytes and nothing else (no
   Pillow, no reader), in a process that starts and imports as the others: the floor any
   change around the engine can reach, as long as the engine's answer stays the same.
@@ -51,7 +51,7 @@ from pathlib import Path
 from bastion.readers import ocr
 from bastion.readers.base import Document, Limits
 from bastion.readers.dispatch import read_document
-from bastion.readers.context import LocalContext
+from bastion.readers.runtime.context import LocalContext
 import mimetypes, shutil
 mode, listing, outdir = sys.argv[2], sys.argv[3], Path(sys.argv[4])
 ocr.USE_LIBRARY = mode != "cli"
@@ -88,7 +88,7 @@ def collect(extra: list[Path], work: Path) -> list[tuple[Path, int]]:
 
     from bastion.readers.base import Limits, Document
     from bastion.readers.dispatch import read_document
-    from bastion.readers.context import LocalContext
+    from bastion.readers.runtime.context import LocalContext
 
     images = [ROOT / "examples" / "docs" / "scanned-note.png"]
     pdfs = sorted((ROOT / "tests" / "samples" / "pdf").glob("*.pdf"))

@@ -21,7 +21,7 @@ sys.path.insert(0, sys.argv[1])
 import bastion
 assert bastion.__file__.startswith(sys.argv[1]), bastion.__file__
 from bastion.readers.base import Document, Limits
-from bastion.readers.context import LocalContext
+from bastion.readers.runtime.context import LocalContext
 from bastion.readers.dispatch import read_document
 NS = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
       'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '

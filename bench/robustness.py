@@ -166,8 +166,8 @@ def hostile_fixtures(d: Path) -> dict[str, tuple[Path, str]]:
 def worker_peaks(d: Path, no_external: bool) -> list[dict]:
     from bastion.readers.base import Limits
     from bastion.readers.detect import detect_bytes
-    from bastion.readers.pool import Job, WorkerPool
-    from bastion.readers.tools import discover
+    from bastion.readers.runtime.pool import Job, WorkerPool
+    from bastion.readers.runtime.toolset import discover
 
     fixtures = hostile_fixtures(d / "fixtures")
     limits = Limits()

@@ -36,7 +36,7 @@ from scale import make_tree, median  # noqa: E402
 ADOPT = r"""
 import os, sys, time
 from pathlib import Path
-from bastion.tasks.store import Store
+from bastion.tasks.extract.store import Store
 out, n = Path(sys.argv[1]), int(sys.argv[2])
 scratch = out / ".bastion" / "tmp" / "w1"
 scratch.mkdir(parents=True, exist_ok=True)

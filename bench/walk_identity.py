@@ -55,9 +55,9 @@ import json, marshal, os, shutil, sys
 from pathlib import Path
 trees, res = Path(sys.argv[1]), Path(sys.argv[2])
 sys.path.insert(0, os.getcwd())
-import bastion.tasks.walk as walk_mod
+import bastion.tasks.walk.stage as walk_mod
 from bastion.tasks.manifest import load_manifest
-from bastion.tasks.walk import run_walk
+from bastion.tasks.walk.stage import run_walk
 for name, opts in json.loads(sys.argv[3]).items():
     out = res / f"out-{name}"
     m = load_manifest(trees / f"{name}.yaml")

@@ -3,7 +3,7 @@
 A reader is a frozen :class:`Reader` spec (name, version, MIME types, extensions, tools) plus
 one ``read(doc, sink, ctx)`` function.  It writes text into a :class:`TextSink`, returns a
 :class:`ReadResult` with the extractor detail and metadata, and raises the named errors of
-:mod:`bastion.readers.errors`.  Readers never run in the parent: :mod:`bastion.readers.worker` calls them
+:mod:`bastion.readers.errors`.  Readers never run in the parent: :mod:`bastion.readers.runtime.workermain` calls them
 inside a worker process.
 """
 
@@ -167,7 +167,7 @@ class ReadResult:
 
 
 class Context(Protocol):
-    """What a reader may use besides its document (:class:`bastion.readers.context.LocalContext`)."""
+    """What a reader may use besides its document (:class:`bastion.readers.runtime.context.LocalContext`)."""
 
     limits: Limits
     tools: dict[str, str]  # tool name -> absolute path, only the tools present and allowed

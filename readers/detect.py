@@ -12,7 +12,7 @@ The order, as ``file``/libmagic and Tika decide:
 2. a PDF header later in the first 1024 bytes, the window pdf.js and poppler search, only when
    the file is not text (:func:`_late_pdf`): junk before a PDF is accepted as readers accept
    it, but a Markdown file that mentions ``%PDF-1.7`` in its first lines stays text;
-3. text told from binary by :func:`bastion.readers.textcodec.looks_like_text` (a BOM, a UTF-32/16 NUL
+3. text told from binary by :func:`bastion.readers.text.textcodec.looks_like_text` (a BOM, a UTF-32/16 NUL
    pattern, few control characters; a few stray NUL bytes are text), then refined by its
    content (HTML, XML, SVG, flat ODF, e-mail headers) and only then by its extension
    (CSV, JSON, …).
@@ -35,7 +35,7 @@ import struct
 import zipfile
 from typing import BinaryIO
 
-from . import textcodec
+from .text import textcodec
 
 HEAD_BYTES = 64 * 1024  # how much of a file detection looks at (plus a ZIP directory)
 MAX_ZIP_ENTRIES = 100_000  # a directory larger than this is not inspected further
@@ -381,7 +381,7 @@ def _zip_entry_count(f: BinaryIO) -> int:
 
 
 def looks_like_text(sample: bytes) -> bool:
-    """True when a sample is text (:func:`bastion.readers.textcodec.looks_like_text`)."""
+    """True when a sample is text (:func:`bastion.readers.text.textcodec.looks_like_text`)."""
     return textcodec.looks_like_text(sample)
 
 

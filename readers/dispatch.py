@@ -21,22 +21,22 @@ from typing import Any
 from .base import Context, Document, Reader, ReadResult, TextSink, cap_note, normalize_text
 from .errors import CapReached, ReaderError, Unsupported
 
-# reader name -> its module, in the registry's order
+# reader name -> its module (relative to this package), in the registry's order
 MODULES: dict[str, str] = {
-    "pdf": "pdf",
-    "officecrypt": "officecrypt",  # before ooxml: an encrypted package under the default password
-    "ooxml": "ooxml",
-    "odf": "odf",
-    "rtf": "rtf",
-    "markup": "markup",
-    "mail": "mail",
-    "outlook": "outlook",
-    "legacy": "legacy",
-    "epub": "epub",
-    "archive": "archive",
-    "delimited": "delimited",
-    "ocr": "ocr",
-    "text": "plaintext",  # last: it also takes any text/* the others did not claim
+    "pdf": "pdf.reader",
+    "officecrypt": "office.officecrypt",  # before ooxml: an encrypted package under the default password
+    "ooxml": "office.ooxml",
+    "odf": "office.odf",
+    "rtf": "text.rtf",
+    "markup": "text.markup",
+    "mail": "containers.mail",
+    "outlook": "containers.outlook",
+    "legacy": "office.legacy",
+    "epub": "text.epub",
+    "archive": "containers.archive",
+    "delimited": "text.delimited",
+    "ocr": "ocr.reader",
+    "text": "text.plaintext",  # last: it also takes any text/* the others did not claim
 }
 
 _first: tuple[Reader, ...] = ()  # readers the embedding program put before the registry's
@@ -158,7 +158,7 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
 
 def read_nested(ctx: Context, data: bytes, name: str, sink: TextSink) -> str:
     """Read an embedded document into ``sink``; its extractor.  The one mechanism for e-mail
-    attachments and archive members: :func:`bastion.readers.nested.read_embedded`."""
-    from .nested import read_embedded
+    attachments and archive members: :func:`bastion.readers.containers.nested.read_embedded`."""
+    from .containers.nested import read_embedded
 
     return read_embedded(ctx, data, name, sink).extractor

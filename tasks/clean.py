@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .fsio import STATE_DIR, rmtree, unlink
-from .store import Store
+from .output.atomic import STATE_DIR, rmtree, unlink
+from .extract.store import Store
 
 if TYPE_CHECKING:
-    from .plan import Item
-    from .run import Run
+    from .extract.plan import Item
+    from .extract.run import Run
 
 
 def clean_extract(run: Run) -> None:
@@ -37,7 +37,7 @@ def clean_item(run: Run, item: Item) -> None:
     """One file's text, sidecar and verdict; its record becomes skipped."""
     if run.cleaned_all:
         return  # the group was cleaned first: nothing of this file is left
-    from .extract import rewrite_record
+    from .extract.records import rewrite_record
 
     run.lock()
     store = run.store or Store(run.out)

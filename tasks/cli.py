@@ -17,7 +17,7 @@ from typing import Iterator, NoReturn, Sequence
 
 from .config import (DEFAULT_MANIFEST, JOBS_PER_CORE, PrerequisiteError, RunConfig,
                      forget_manifests, jobs_error, load)
-from .fsio import LockedError, OutputError, OutputLock
+from .output.atomic import LockedError, OutputError, OutputLock
 
 EXIT_OK, EXIT_INVALID, EXIT_ERRORS, EXIT_PARTIAL = 0, 1, 2, 3
 # Files handed to doit per run: doit holds ~5 KB per task, so a first run of a million files
@@ -216,12 +216,12 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
     ``extra_readers`` are modules whose READER the workers put first (the tests' misbehaving
     readers)."""
     from .manifest import ManifestError
-    from .run import Run, check_stages
+    from .extract.run import Run, check_stages
     from .signing import SignatureError
 
     OutputLock.release_all()  # a lock an earlier in-process run left (the tests run many)
     if cfg.cluster and "extract" in stages:
-        from .cluster import ClusterError, parse_cluster, require_dask
+        from .cluster.run import ClusterError, parse_cluster, require_dask
 
         try:  # a bad address or a missing Dask: one line before anything is done
             parse_cluster(cfg.cluster)
@@ -272,7 +272,7 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
         OutputLock.release_all()
     if rc != 0:
         return EXIT_INVALID
-    from .walk import describe_problems
+    from .walk.stage import describe_problems
 
     code = EXIT_OK
     # the final summary and the walk's problems are printed even under -q (which silences
@@ -373,7 +373,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.html is None:
             sys.stdout.write(render_text(report))
             return EXIT_OK
-        from .fsio import atomic_write
+        from .output.atomic import atomic_write
 
         try:
             atomic_write(args.html, render_html(report).encode("utf-8"))
@@ -382,7 +382,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"report: {args.html}", file=sys.stderr)
         return EXIT_OK
     if cmd == "pdftext":
-        from bastion.readers.pdf import pdftext_main
+        from bastion.readers.pdf.reader import pdftext_main
 
         child_argv: list[str] = []
         if args.max_pages is not None:

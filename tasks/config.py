@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .fsio import STATE_DIR
+from .output.atomic import STATE_DIR
 from .manifest import Manifest, parse_manifest, read_manifest_bytes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,7 +60,7 @@ class RunConfig:
     requested: tuple[str, ...] = ()  # the extract:… task names the command line gives
     doit_processes: int = 0  # doit's own -n N (refused: bastion has its own workers)
     verbosity: int = 0  # doit's -v N (2: a line per file extracted)
-    cluster: str = ""  # a Dask cluster to extract on: tcp://host:8786 or local:N (tasks/cluster.py)
+    cluster: str = ""  # a Dask cluster to extract on: tcp://host:8786 or local:N (tasks/cluster/run.py)
 
     @classmethod
     def from_vars(cls, get, argv: list[str] | None = None) -> "RunConfig":

@@ -27,7 +27,7 @@ from doit.cmd_dumpdb import DumpDB as _DoitDumpDB
 from doit.dependency import JsonDB
 
 from .forgotten import ALL, forgotten, set_forgotten
-from .fsio import atomic_write, makedirs
+from .output.atomic import atomic_write, makedirs
 
 NAME = "bastion-json"
 LOCATION = "bastion.tasks.doitdb:AtomicJsonDB"

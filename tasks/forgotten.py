@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Container, Iterable
 
-from .fsio import unlink, write_json
+from .output.atomic import unlink, write_json
 
 FORGOTTEN = "forgotten.json"
 ALL = "*"  # every extract task (doit forget --all)

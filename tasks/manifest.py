@@ -17,7 +17,7 @@ tighten or loosen the numeric budgets of :class:`bastion.readers.base.Limits`.
 
 Glob patterns (``include`` / ``exclude``) are matched against a file's POSIX path relative to
 its root, case-sensitively; the language and its compiled form, the walk's Selector, are in
-:mod:`bastion.tasks.globs` (:func:`glob_match` is re-exported here).
+:mod:`bastion.tasks.walk.globs` (:func:`glob_match` is re-exported here).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import yaml
 
 from bastion.readers.base import GiB, KiB, Limits, MiB, limit_kinds
 
-from .globs import compile_glob
-from .globs import dir_excluded, glob_match, path_excluded, root_selects  # noqa: F401
+from .walk.globs import compile_glob
+from .walk.globs import dir_excluded, glob_match, path_excluded, root_selects  # noqa: F401
 
 MAX_MANIFEST_BYTES = 1 * MiB
 VERSION = 1
@@ -51,7 +51,7 @@ _SIZE_RE = re.compile(r"\s*([0-9]{1,30})\s*([A-Za-z]*)\s*")
 _SIZE_UNITS = {"": 1, "B": 1, "KiB": KiB, "MiB": MiB, "GiB": GiB, "TiB": 1024 * GiB}
 
 _TOP_KEYS = ("version", "roots", "stages", "limits", "output_mode")
-OUTPUT_MODES = ("private", "group")  # tasks/outdir.py: 0700/0600 or 0750/0640, never wider
+OUTPUT_MODES = ("private", "group")  # tasks/output/directory.py: 0700/0600 or 0750/0640, never wider
 _ROOT_KEYS = ("name", "path", "include", "exclude", "follow_symlinks", "one_file_system")
 _STR = "tag:yaml.org,2002:str"
 _INT = "tag:yaml.org,2002:int"

@@ -5,7 +5,7 @@
 ``_extract_finish``   setup of the ``extract`` group: drain the workers, write extract.jsonl and
                       extract.summary.json (hidden from ``doit list``)
 
-Every generator closes over one :class:`bastion.tasks.run.Run` (built by the CLI or ``dodo.py``).
+Every generator closes over one :class:`bastion.tasks.extract.run.Run` (built by the CLI or ``dodo.py``).
 Every failure that is the run's (bad manifest, missing walk, cannot write) is a failed task
 with a one-line message; a document's failure is only ever a record.
 """
@@ -22,14 +22,14 @@ from doit.reporter import ConsoleReporter
 
 from . import doitdb
 from .config import FINISH_TASK, PrerequisiteError, RunConfig, doit_db, jobs_error
-from .fsio import LockedError, OutputError
+from .output.atomic import LockedError, OutputError
 from .manifest import ManifestError
 from .names import task_name
 from .signing import SignatureError
 
 if TYPE_CHECKING:  # the extract stage (and every reader) is imported when a run extracts
-    from .plan import Item
-    from .run import Run
+    from .extract.plan import Item
+    from .extract.run import Run
 
 
 class Reporter(ConsoleReporter):
@@ -109,7 +109,7 @@ def _walk_action(run: Run) -> TaskFailed | None:
     except RUN_ERRORS as e:
         return TaskFailed(str(e))
     if run.announce_in_actions and run.walk_summary is not None:
-        from .walk import describe_problems
+        from .walk.stage import describe_problems
 
         run.announce(describe_walk(run.walk_summary, run.out))
         problems = describe_problems(run.walk_summary, run.out)
@@ -122,7 +122,7 @@ def _extract_action(run: Run, item: Item) -> TaskFailed | None:
     """doit action of ``extract:<root>/<path>``: hand the document to a worker."""
     if run.refused:
         return TaskFailed(run.refused)
-    from bastion.readers.pool import PoolError
+    from bastion.readers.runtime.pool import PoolError
 
     try:
         run.extract(item)
@@ -246,7 +246,7 @@ def extract_tasks(run: Run) -> Iterator[dict]:
     yield group
     try:
         if run.nothing_to_do():
-            return  # the last run's stamp holds: no per-file work (tasks/stamp.py)
+            return  # the last run's stamp holds: no per-file work (tasks/extract/stamp.py)
         plan = run.plan()
     except RUN_ERRORS as e:
         run.refused = str(e)

@@ -186,7 +186,7 @@ class Progress:
     def _begin(self) -> None:
         """Start the drawing thread, at the first :meth:`start` or :meth:`update` rather than
         when made: the walk forks its re-walk helpers only while the process has one thread
-        (tasks/walk.py), and it decides that after making its Progress, before counting."""
+        (tasks/walk/stage.py), and it decides that after making its Progress, before counting."""
         if self._thread is None and not self.quiet and not self._closed:
             self._thread = threading.Thread(target=self._run, name=f"progress-{self.label}",
                                             daemon=True)

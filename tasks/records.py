@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from bastion.readers.verdict import Status, Verdict
+from bastion.readers.runtime.verdict import Status, Verdict
 
-from .fsio import atomic_write, dumps
+from .output.atomic import atomic_write, dumps
 
 STATUSES = tuple(s.value for s in Status)
 

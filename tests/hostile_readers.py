@@ -109,7 +109,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     elif cmd == "tool":
         # a multi-process tool (sh and two sleeps marked with the argument), with a deadline
         # far past the document's: the pool's kill must take the tool and its children too
-        from bastion.readers.toolrun import run_tool
+        from bastion.readers.runtime.toolcall import run_tool
 
         run_tool(["sh", "-c", f"sleep 1000.{arg} & sleep 999.{arg}"], timeout=100.0)
         sink.write("tool returned\n")
@@ -177,7 +177,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     elif cmd == "modules":
         sink.write(json.dumps(sorted(m for m in sys.modules if m.startswith("bastion.readers."))))
     elif cmd == "pid":
-        from bastion.readers.procs import host_pid
+        from bastion.readers.runtime.procs import host_pid
 
         sink.write(f"{host_pid()}\n")
     elif cmd == "ok":

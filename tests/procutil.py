@@ -41,6 +41,6 @@ def workers_of(out: Path) -> list[int]:
 def _is_worker(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"bastion.readers.worker" in f.read()
+            return b"bastion.readers.runtime.workermain" in f.read()
     except OSError:
         return False

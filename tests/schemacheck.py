@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
-from bastion.tasks.fsio import OUTPUT_TAG, is_output_tag
+from bastion.tasks.output.atomic import OUTPUT_TAG, is_output_tag
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 FILES = {  # output file -> schema

@@ -1,13 +1,13 @@
 """A reader that crashes inside libtesseract in its worker (tests/test_tessapi.py).
 
 ``application/x-tess-crash``: the document is an image; the reader OCRs it with the worker's
-warm engine (readers/tessapi.py, the real library), then hands the library an image pointer
+warm engine (readers/ocr/engine.py, the real library), then hands the library an image pointer
 that points nowhere, so the crash happens in tesseract's own code, in the worker process.
 """
 
 from __future__ import annotations
 
-from bastion.readers import ocr, tessapi
+from bastion.readers.ocr import reader as ocr, engine as tessapi
 from bastion.readers.base import Context, Document, Reader, ReadResult, TextSink
 
 MIME = "application/x-tess-crash"

@@ -1,4 +1,4 @@
-"""The extract stage on a real Dask cluster (tasks/cluster.py, tasks/batch.py).
+"""The extract stage on a real Dask cluster (tasks/cluster/run.py, tasks/extract/batch.py).
 
 One LocalCluster of two worker processes (processes=True, one thread each) serves the module;
 the scheduler-loss test starts its own ``dask scheduler`` and ``dask worker`` processes, since it
@@ -27,9 +27,9 @@ distributed = pytest.importorskip("distributed")  # the test extra installs it (
 
 import bastion.readers.dispatch as dispatch  # noqa: E402
 from bastion.readers.base import Limits  # noqa: E402
-from bastion.tasks.batch import Doc, close_pools, extract_batch, kept_pools  # noqa: E402
+from bastion.tasks.extract.batch import Doc, close_pools, extract_batch, kept_pools  # noqa: E402
 from bastion.tasks.cli import main, run_stages  # noqa: E402
-from bastion.tasks.cluster import (Batch, ClusterError, batch_key, parse_cluster,  # noqa: E402
+from bastion.tasks.cluster.run import (Batch, ClusterError, batch_key, parse_cluster,  # noqa: E402
                            run_batch)
 from bastion.tasks.compare import compare_outputs  # noqa: E402
 from bastion.tasks.config import RunConfig  # noqa: E402
@@ -106,7 +106,7 @@ def hostile_registry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def sandbox_workers(under: Path) -> list[int]:
     """The reader workers themselves (not the ``unshare`` keeper each one runs under)."""
-    return [p for p in pids_with(str(under)) if _cmdline_has(p, b"bastion.readers.worker")
+    return [p for p in pids_with(str(under)) if _cmdline_has(p, b"bastion.readers.runtime.workermain")
             and not _argv0_is(p, (b"unshare", b"setpriv"))]
 
 
@@ -352,7 +352,7 @@ def test_parse_cluster() -> None:
 def test_an_unreachable_scheduler_is_a_one_line_error(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("bastion.tasks.cluster_connect.CONNECT_TIMEOUT_S", 3.0)
+    monkeypatch.setattr("bastion.tasks.cluster.connect.CONNECT_TIMEOUT_S", 3.0)
     root = tmp_path / "r"
     root.mkdir()
     (root / "a.txt").write_text("a\n")
@@ -421,7 +421,7 @@ def test_scheduler_lost_mid_run_then_a_rerun_finishes(hostile_registry, tmp_path
         assert rc == 1
         assert len(err) == 1 and "lost the Dask scheduler" in err[0], err
         assert not (out / "extract.jsonl").exists()
-        from bastion.tasks.store import Store
+        from bastion.tasks.extract.store import Store
 
         store = Store(out)
         kept = store.verdicts()
@@ -553,7 +553,7 @@ def test_workers_running_another_bastion_get_nothing(cluster, monkeypatch: pytes
     for i in range(3):
         (root / f"{i}.txt").write_text(f"text {i}\n")
     m = manifest(tmp_path, root)
-    monkeypatch.setattr("bastion.tasks.cluster_worker.code_identity", lambda: "another-version")
+    monkeypatch.setattr("bastion.tasks.cluster.worker.code_identity", lambda: "another-version")
     out = tmp_path / "out"
     assert sweep(m, out, cluster=address) == 2
     recs = records(out)
@@ -565,7 +565,7 @@ def test_workers_running_another_bastion_get_nothing(cluster, monkeypatch: pytes
 
 
 def test_a_thread_keeps_a_few_pools_at_most(tmp_path: Path) -> None:
-    from bastion.tasks import batch
+    from bastion.tasks.extract import batch
 
     p = tmp_path / "a.txt"
     p.write_text("a\n")
@@ -586,7 +586,7 @@ def test_a_thread_keeps_a_few_pools_at_most(tmp_path: Path) -> None:
 def _pools_of(max_chars: int) -> list[tuple[int, int, int]]:
     """``client.run`` probe: this Dask worker's kept pools with these limits, each as (its
     identity, sandboxed workers started, running)."""
-    from bastion.tasks import batch
+    from bastion.tasks.extract import batch
 
     return [(id(pool), pool.spawned, len(pool.workers))
             for key, (pool, _) in list(batch._POOLS.items())
@@ -597,8 +597,8 @@ def test_the_plugin_starts_the_pool_before_the_first_batch(cluster, tmp_path: Pa
     """Registered with the run's limits, the plugin starts each worker's kept pool in its
     executor thread; the first batch then uses it, and registering again (the next run)
     does not stop it."""
-    from bastion.tasks.cluster_plugin import ToolsPlugin
-    from bastion.tasks.cluster_worker import PLUGIN_NAME
+    from bastion.tasks.cluster.plugin import ToolsPlugin
+    from bastion.tasks.cluster.worker import PLUGIN_NAME
 
     address, client, _ = cluster
     limits = Limits(max_chars=4321)  # limits of this test only: pools of their own
@@ -625,7 +625,7 @@ def test_the_plugin_starts_the_pool_before_the_first_batch(cluster, tmp_path: Pa
 def test_local_processes_fork_the_workers_and_leave_nothing(tmp_path: Path) -> None:
     """local:N's helper: its workers are forked from it (no import of Dask of their own),
     with the profiler off; stopping it leaves no process and no directory."""
-    from bastion.tasks.cluster_local import LocalProcesses, _alive_in_group
+    from bastion.tasks.cluster.local import LocalProcesses, _alive_in_group
 
     local = LocalProcesses(2)
     local.launch()
@@ -648,7 +648,7 @@ def test_local_processes_fork_the_workers_and_leave_nothing(tmp_path: Path) -> N
     finally:
         local.stop()
     assert len(seen) == 2 and seen[0][0] == seen[1][0] == helper  # forked by the helper
-    assert "bastion.tasks.cluster_local" in seen[0][2]
+    assert "bastion.tasks.cluster.local" in seen[0][2]
     assert seen[0][1] is False
     assert not _alive_in_group(helper)
     assert not where.exists()
@@ -682,7 +682,7 @@ def test_local_cluster_worker_killed_mid_run(hostile_registry, tmp_path: Path) -
         end = time.monotonic() + 60
         while time.monotonic() < end:
             helpers = [p for p in _children(os.getpid())
-                       if _cmdline_has(p, b"bastion.tasks.cluster_local")]
+                       if _cmdline_has(p, b"bastion.tasks.cluster.local")]
             workers = [w for h in helpers for w in _children(h)]
             # both workers have their sandboxed workers: batches (sleepers first) are running
             if helpers and len(workers) == 2 and all(_children(w) for w in workers):
@@ -703,7 +703,7 @@ def test_local_cluster_worker_killed_mid_run(hostile_registry, tmp_path: Path) -
     assert rc == 2
     assert compare_outputs(reference, out) == []
     assert len(records(out)) == 44
-    from bastion.tasks.cluster_local import _alive_in_group
+    from bastion.tasks.cluster.local import _alive_in_group
 
     # the helper, its workers, their sandboxed workers: stopped by the run's stopping thread
     assert wait_until(lambda: not _alive_in_group(seen["helper"]), 10.0)

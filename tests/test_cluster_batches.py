@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bastion.tasks.cluster_batches import (BATCH_COUNT, BATCH_SECONDS, PROBE_COUNT,
+from bastion.tasks.cluster.batches import (BATCH_COUNT, BATCH_SECONDS, PROBE_COUNT,
                                            TASKS_PER_SECOND, batch_count)
 
 

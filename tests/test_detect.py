@@ -23,7 +23,7 @@ from bastion.readers import detect
 from bastion.readers.base import Document, Limits
 from bastion.readers.detect import detect_bytes, detect_file
 from bastion.readers.dispatch import read_document
-from bastion.readers.context import LocalContext
+from bastion.readers.runtime.context import LocalContext
 
 SAMPLES = Path(__file__).parent / "samples"
 DOCX = detect.DOCX

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-import bastion.tasks.plan
+import bastion.tasks.extract.plan
 from bastion.tasks.cli import main
 from bastion.tasks.compare import compare_outputs
 
@@ -123,7 +123,7 @@ def test_one_record_per_walked_file_sorted(tree: tuple[Path, Path]) -> None:
     for r in recs:
         assert set(r) >= {"root", "path", "sha256", "mime", "status", "extractor", "chars",
                           "error", "error_kind", "v", "reused", "tools_used", "text"}
-        assert r["v"] == bastion.tasks.plan.EXTRACT_VERSION
+        assert r["v"] == bastion.tasks.extract.plan.EXTRACT_VERSION
         has_text = text_of(out, r["sha256"]).exists()
         assert has_text == (r["status"] == "ok"), r
         if r["status"] == "ok":
@@ -271,7 +271,7 @@ def test_tool_probe_asks_only_when_told(tmp_path: Path) -> None:
     """ToolProbe finds the tools at once but starts no process until ask(); the answers are
     collected by result(), which asks itself when nobody did; a binary whose stat matches
     the known cache is never asked."""
-    from bastion.readers.tools import ToolProbe
+    from bastion.readers.runtime.toolset import ToolProbe
 
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -307,9 +307,9 @@ def test_tool_probe_asks_only_when_told(tmp_path: Path) -> None:
 
 def test_stage_module_loads_neither_doit_nor_the_readers() -> None:
     """The CLI creates the extract stage and starts its workers before it imports doit (and
-    the parent's reader registry): importing bastion.tasks.run must not pull them in."""
-    code = ("import sys, bastion.tasks.run; "
-            "print(sorted(m for m in ('doit', 'bastion.readers.dispatch', 'bastion.readers.pdf') "
+    the parent's reader registry): importing bastion.tasks.extract.run must not pull them in."""
+    code = ("import sys, bastion.tasks.extract.run; "
+            "print(sorted(m for m in ('doit', 'bastion.readers.dispatch', 'bastion.readers.pdf.reader') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent.parent, check=True).stdout
@@ -441,13 +441,13 @@ def test_raising_extract_version_redoes_everything(tree: tuple[Path, Path],
     m, out = tree
     assert run("sweep", m, out) == 0
     unique = len({r["sha256"] for r in records(out)})
-    monkeypatch.setattr(bastion.tasks.plan, "EXTRACT_VERSION", bastion.tasks.plan.EXTRACT_VERSION + 1)
+    monkeypatch.setattr(bastion.tasks.extract.plan, "EXTRACT_VERSION", bastion.tasks.extract.plan.EXTRACT_VERSION + 1)
     assert run("sweep", m, out) == 0
     recs = records(out)
     s = summary(out)
     assert s["extracted"] == unique
-    assert s["extract_version"] == bastion.tasks.plan.EXTRACT_VERSION
-    assert all(r["v"] == bastion.tasks.plan.EXTRACT_VERSION for r in recs)
+    assert s["extract_version"] == bastion.tasks.extract.plan.EXTRACT_VERSION
+    assert all(r["v"] == bastion.tasks.extract.plan.EXTRACT_VERSION for r in recs)
     assert [r["path"] for r in recs if r["reused"]] == ["dup2.txt"]  # the in-run duplicate
     assert run("sweep", m, out) == 0
     assert summary(out)["extracted"] == 0
@@ -501,7 +501,7 @@ def test_summary_fields(tree: tuple[Path, Path]) -> None:
     assert s["records"] == len(recs) == 7
     assert s["reused"] == 1
     assert s["chars"] == sum(r["chars"] for r in recs)
-    assert s["extract_version"] == bastion.tasks.plan.EXTRACT_VERSION
+    assert s["extract_version"] == bastion.tasks.extract.plan.EXTRACT_VERSION
     digest = hashlib.sha256(m.read_bytes()).hexdigest()
     assert s["manifest_digest"] == digest
     assert s["walk_manifest_digest"] == digest
@@ -685,7 +685,7 @@ def test_a_killed_runs_store_temps_are_cleared_after_it_only(tmp_path: Path) -> 
     """The store's buckets are listed for a killed run's temp files only when that run left
     its marker (``.bastion/extracting``, there while a session may write the store): a run that
     closed its session leaves none, and the next run does not list a million texts."""
-    from bastion.tasks.session import RUNNING
+    from bastion.tasks.extract.session import RUNNING
 
     root = tmp_path / "root"
     root.mkdir()

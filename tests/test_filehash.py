@@ -1,4 +1,4 @@
-"""bastion.tasks.filehash: one file's sha256 and MIME type, or the reason it has none."""
+"""bastion.tasks.walk.filehash: one file's sha256 and MIME type, or the reason it has none."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bastion.tasks.filehash import READ_CHUNK, hash_file
+from bastion.tasks.walk.filehash import READ_CHUNK, hash_file
 
 BIG = 1 << 30
 

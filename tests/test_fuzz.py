@@ -23,10 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bastion.readers.base import Limits, MiB
-from bastion.readers.context import LocalContext
+from bastion.readers.runtime.context import LocalContext
 from bastion.readers.detect import detect_bytes
 from bastion.readers.dispatch import read_nested
-from bastion.readers.pool import Job, WorkerPool
+from bastion.readers.runtime.pool import Job, WorkerPool
 from tests import robust_fuzzlib as fl
 
 CRASHES = Path(__file__).resolve().parent / "robust_crashes"

@@ -1,4 +1,4 @@
-"""bastion.tasks.globs: the compiled Selector's rules as tables (selection, pruning, devices, links)."""
+"""bastion.tasks.walk.globs: the compiled Selector's rules as tables (selection, pruning, devices, links)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bastion.tasks.globs import (FOLLOW, LINK_BROKEN, LINK_EXCLUDED, LINK_LOOP, LINK_OUT_OF_ROOT,
+from bastion.tasks.walk.globs import (FOLLOW, LINK_BROKEN, LINK_EXCLUDED, LINK_LOOP, LINK_OUT_OF_ROOT,
                          LINK_SPECIAL, Selector, compile_glob, relative_to, selector)
 from bastion.tasks.manifest import Root, dir_excluded, root_selects
 

@@ -75,12 +75,12 @@ def test_incremental_output_equals_a_fresh_one(tmp_path_factory, steps: list) ->
 @pytest.mark.parametrize("copy_range", [True, False])  # the kernel's copy, or read and write
 def test_a_change_plans_only_what_changed(tmp_path, monkeypatch, copy_range) -> None:
     """After a complete run, a sweep that finds one file edited, one deleted and one added
-    plans just the two it must read (tasks/delta.py); the others' records are copied, and the
+    plans just the two it must read (tasks/extract/delta.py); the others' records are copied, and the
     output still equals a fresh run's."""
     import errno
     import os
 
-    import bastion.tasks.plan
+    import bastion.tasks.extract.plan
 
     if not copy_range:
         def no_copy_range(*args):
@@ -98,14 +98,14 @@ def test_a_change_plans_only_what_changed(tmp_path, monkeypatch, copy_range) -> 
     out = tmp_path / "out"
     sweep(m, out, True)
     planned: list[int] = []
-    real = bastion.tasks.plan.plan
+    real = bastion.tasks.extract.plan.plan
 
     def counting(walk, *a, **k):
         walk = list(walk)
         planned.append(len(walk))
         return real(walk, *a, **k)
 
-    monkeypatch.setattr(bastion.tasks.plan, "plan", counting)
+    monkeypatch.setattr(bastion.tasks.extract.plan, "plan", counting)
     (root / "f03.txt").write_text("edited\n")
     (root / "f05.txt").unlink()  # its text stays: sub/same.txt has the same bytes
     (root / "new.txt").write_text("a new file\n")

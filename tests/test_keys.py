@@ -20,10 +20,10 @@ import pytest
 
 import pdfgen
 from bastion.readers.base import Limits, Reader, ReadResult
-from bastion.readers.tools import Tool
-from bastion.readers.verdict import Status, Verdict
+from bastion.readers.runtime.toolset import Tool
+from bastion.readers.runtime.verdict import Status, Verdict
 from bastion.tasks.cli import main
-from bastion.tasks.plan import plan, task_key
+from bastion.tasks.extract.plan import plan, task_key
 from bastion.tasks.records import WalkRecord
 
 TOOLS = {name: shutil.which(name) for name in ("pdftotext", "pdftoppm", "tesseract")}
@@ -315,7 +315,7 @@ def test_tool_versions_are_never_null_under_a_busy_pool(tmp_path: Path) -> None:
 def test_a_reader_library_version_is_in_its_key(monkeypatch) -> None:
     """A new version of a library a reader reads with (charset-normalizer for text) changes
     that reader's key, and no other's."""
-    import bastion.tasks.plan as plan_mod
+    import bastion.tasks.extract.plan as plan_mod
 
     lim = Limits()
     text = Reader("text", 1, ("text/plain",), _read, libraries=("charset-normalizer",))

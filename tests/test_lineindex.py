@@ -1,4 +1,4 @@
-"""The line index kept beside walk.jsonl and extract.jsonl (tasks/lineindex.py): what the
+"""The line index kept beside walk.jsonl and extract.jsonl (tasks/output/lineindex.py): what the
 writers build is true of the file they wrote (every mark a line's start, the count, the
 flagged lines), a small change finds its lines through it without counting the file, and
 an index that does not describe its file is never trusted."""
@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bastion.tasks import delta, lineindex
+from bastion.tasks.extract import delta
+from bastion.tasks.output import lineindex
 from bastion.tasks.cli import main
 from bastion.tasks.compare import compare_outputs
 

@@ -1,4 +1,4 @@
-"""The plan's compact form (tasks/plan.py): ``Items`` gives back exactly what was planned, the
+"""The plan's compact form (tasks/extract/plan.py): ``Items`` gives back exactly what was planned, the
 linking of equal bytes matches the plain rule (the first item of a (sha256, key) is its job;
 the smallest key of a sha256 keeps the plain text name), and the small sets behind a run
 (``IndexSet``, ``StemSet``) answer as sets do."""
@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from bastion.readers.base import Limits
 from bastion.readers.dispatch import select
-from bastion.readers.verdict import Status, Verdict
-from bastion.tasks.extract import StemSet
-from bastion.tasks.plan import IndexSet, plan
+from bastion.readers.runtime.verdict import Status, Verdict
+from bastion.tasks.extract.records import StemSet
+from bastion.tasks.extract.plan import IndexSet, plan
 from bastion.tasks.records import WalkRecord
-from bastion.tasks.store import text_stem
+from bastion.tasks.extract.store import text_stem
 
 NAMES = ["a.txt", "b.json", "c.csv", "d.html", "e.txt", "f.md", "g.xml", "h"]
 MIMES = ["text/plain", "application/json", "text/csv", "text/html"]

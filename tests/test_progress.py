@@ -237,7 +237,7 @@ def test_plain_stream_defaults_and_close() -> None:
 
 def test_no_thread_before_the_first_update() -> None:
     # the walk forks its re-walk helpers only while the process runs one thread, and decides
-    # so after making its Progress (tasks/walk.py: Walker._helpers)
+    # so after making its Progress (tasks/walk/stage.py: Walker._helpers)
     before = threading.active_count()
     p = Progress("walk", 0, stream=io.StringIO(), interval=0.01)
     assert threading.active_count() == before
@@ -290,7 +290,7 @@ def test_the_walk_still_shares_a_re_walk_with_progress_shown(tmp_path: Path) -> 
         "version: 1\nroots:\n  - {name: docs, path: root}\nstages: [walk, extract]\n")
     script = textwrap.dedent(f'''
         import os, sys
-        import bastion.tasks.walk as w
+        import bastion.tasks.walk.stage as w
         from bastion.tasks.cli import main
         w.PARALLEL_MIN_RECORDS = 1
         os.sched_getaffinity = lambda pid: {{0, 1}}  # two cores, whatever the machine

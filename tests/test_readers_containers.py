@@ -28,8 +28,8 @@ import officegen as og  # tests/ is on sys.path
 from bastion.readers.base import Document, Limits, MiB
 from bastion.readers.detect import detect_bytes
 from bastion.readers.dispatch import read_document, select
-from bastion.readers.context import LocalContext
-from bastion.readers.pool import Job, JobResult, WorkerPool
+from bastion.readers.runtime.context import LocalContext
+from bastion.readers.runtime.pool import Job, JobResult, WorkerPool
 
 SAMPLES = Path(__file__).parent / "samples" / "archive"
 SEVEN = shutil.which("7zz") or shutil.which("7z")

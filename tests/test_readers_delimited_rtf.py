@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bastion.readers import delimited
+from bastion.readers.text import delimited
 from bastion.readers.base import Document, Limits
 from bastion.readers.dispatch import Outcome, read_document
-from bastion.readers.context import LocalContext
+from bastion.readers.runtime.context import LocalContext
 
 SAMPLES = Path(__file__).parent / "samples"
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from bastion.readers import pptdoc, worddoc
+from bastion.readers.office import pptdoc, worddoc
 from bastion.readers.base import Document, Limits
 from bastion.readers.detect import detect_bytes
 from bastion.readers.dispatch import read_document, select
-from bastion.readers.context import LocalContext
+from bastion.readers.runtime.context import LocalContext
 
 SAMPLES = Path(__file__).parent / "samples" / "legacy"
 OFFICE = Path(__file__).parent / "samples" / "office"

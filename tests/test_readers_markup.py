@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bastion.readers import mail, markup
+from bastion.readers.containers import mail
+from bastion.readers.text import markup
 from bastion.readers.base import Document, Limits, TextSink
-from bastion.readers.context import LocalContext
+from bastion.readers.runtime.context import LocalContext
 from bastion.readers.dispatch import Outcome, read_document, read_nested
 
 SAMPLES = Path(__file__).parent / "samples"

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from bastion.readers import ocr
+from bastion.readers.ocr import reader as ocr
 from bastion.readers.base import Document, Limits
 from bastion.readers.dispatch import read_document, select
 from bastion.readers.errors import ToolFailed
-from bastion.readers.context import LocalContext
-from bastion.readers.ocrmemo import MISSING, OcrMemo
+from bastion.readers.runtime.context import LocalContext
+from bastion.readers.ocr.memo import MISSING, OcrMemo
 
 TESSERACT = shutil.which("tesseract")
 needs_tesseract = pytest.mark.skipif(TESSERACT is None, reason="tesseract not installed")
@@ -192,7 +192,7 @@ def test_one_dark_speck_is_enough_to_ocr(tmp_path):
     assert "skipped" not in out.meta["ocr"] and out.status == "empty"
 
 
-# -- the worker's OCR memo (readers/ocrmemo.py) ---------------------------------------------
+# -- the worker's OCR memo (readers/ocr/memo.py) ---------------------------------------------
 
 def test_the_memo_keeps_the_most_recent_answers_within_its_bounds():
     memo = OcrMemo(entries=2, chars=10)

@@ -1,4 +1,4 @@
-"""Office readers (bastion.readers.ooxml, bastion.readers.odf) and their safety layer (bastion.readers.xmlsafe).
+"""Office readers (bastion.readers.office.ooxml, bastion.readers.office.odf) and their safety layer (bastion.readers.office.xmlsafe).
 
 Fixtures are built in code by ``tests/officegen.py``, each with unique marker words; real
 documents written by Word/LibreOffice live in ``tests/samples/office`` (see its ORIGIN.md).
@@ -21,8 +21,8 @@ import officegen as og
 from bastion.readers.base import Document, Limits, MiB
 from bastion.readers.dispatch import Outcome, read_document
 from bastion.readers.errors import CapReached
-from bastion.readers.context import LocalContext
-from bastion.readers import xmlsafe
+from bastion.readers.runtime.context import LocalContext
+from bastion.readers.office import xmlsafe
 
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -544,7 +544,7 @@ RSS_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {repo!r})
     from bastion.readers.base import Document, Limits
     from bastion.readers.dispatch import read_document
-    from bastion.readers.context import LocalContext
+    from bastion.readers.runtime.context import LocalContext
 
     def peak_kib():
         # VmHWM belongs to this exec'd image; ru_maxrss may carry the forking parent's peak
@@ -735,7 +735,7 @@ def test_docx_list_numbers_as_shown():
 
 
 def test_list_number_formats():
-    from bastion.readers.ooxml import list_number
+    from bastion.readers.office.ooxml import list_number
     assert [list_number(n, "lowerLetter") for n in (1, 26, 27, 28)] == ["a", "z", "aa", "bb"]
     assert [list_number(n, "upperRoman") for n in (4, 9, 14, 1999)] == [
         "IV", "IX", "XIV", "MCMXCIX"]
@@ -867,7 +867,7 @@ def test_xlsx_numbers_as_excel_shows_them():
 
 
 def test_number_format_rounding_and_sections():
-    from bastion.readers.numfmt import compile_format
+    from bastion.readers.office.numfmt import compile_format
     cases = [("0%", 0.025, "3%"), ("0.00", 1.005, "1.01"), ("0", 2.5, "3"), ("0", -2.5, "-3"),
              ("#,##0,\"K\"", 1234567, "1,235K"), ("#.00", 0.5, ".50"), ("0.0#", 1.5, "1.5"),
              ('#,##0;-#,##0;"zero"', 0, "zero"), ("00000", 42, "00042"),
@@ -1256,7 +1256,7 @@ def test_xlsx_drawing_smartart_and_embedded_document():
 
 
 def test_number_format_grouping_and_literal_sections():
-    from bastion.readers.numfmt import compile_format
+    from bastion.readers.office.numfmt import compile_format
     assert compile_format("#,#00000").render(42) == "00,042"
     assert compile_format('0;"negative"').render(-3) == "negative"
     assert compile_format("#,##0").render(0.3) == "0"

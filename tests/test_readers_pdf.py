@@ -18,12 +18,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import pdfgen  # noqa: E402
 import pdftext_client  # noqa: E402
-from bastion.readers import pdf as pdfreader  # noqa: E402
+from bastion.readers.pdf import reader as pdfreader  # noqa: E402
 from bastion.readers.base import Document, Limits  # noqa: E402
-from bastion.readers.context import LocalContext  # noqa: E402
+from bastion.readers.runtime.context import LocalContext  # noqa: E402
 from bastion.readers.dispatch import Outcome, read_document  # noqa: E402
 from bastion.readers.errors import CorruptDocument, EncryptedDocument, ReaderError  # noqa: E402
-from bastion.readers.toolrun import run_tool  # noqa: E402
+from bastion.readers.runtime.toolcall import run_tool  # noqa: E402
 
 PDFTOTEXT = shutil.which("pdftotext")
 PDFTOPPM = shutil.which("pdftoppm")
@@ -357,7 +357,7 @@ sys.path[:0] = [{root!r}, {tests!r}]
 from pdfgen import make_many_pages
 from bastion.readers.base import Document, Limits
 from bastion.readers.dispatch import read_document
-from bastion.readers.context import LocalContext
+from bastion.readers.runtime.context import LocalContext
 engine, pages, tools = sys.argv[1], int(sys.argv[2]), dict(a.split("=") for a in sys.argv[3:])
 data = make_many_pages(pages)
 import pdfplumber, pypdfium2  # imported before the baseline
@@ -489,14 +489,14 @@ def test_pdftext_main_rejects_bad_flags():
         pdfgen.make_text_pdf(["x"])), io.StringIO()) == 1
 
 
-CHILD = ("import sys; from bastion.readers.pdf import pdftext_main; "
+CHILD = ("import sys; from bastion.readers.pdf.reader import pdftext_main; "
          "sys.exit(pdftext_main(sys.argv[1:], sys.stdin.buffer, sys.stdout))")
 # The deadline hook exists only here: a child that records its pid, starts a sleeping
 # grandchild in its process group, sleeps, and only then becomes the real pdftext child.
 SLOW_CHILD = ("import os, subprocess, sys, time; "
               "kid = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
               "open(sys.argv[1], 'w').write(f'{os.getpid()} {kid.pid}'); time.sleep(60); "
-              "from bastion.readers.pdf import pdftext_main; "
+              "from bastion.readers.pdf.reader import pdftext_main; "
               "sys.exit(pdftext_main(sys.argv[2:], sys.stdin.buffer, sys.stdout))")
 
 

@@ -33,7 +33,7 @@ def swept(tmp_path: Path) -> Path:
     (tree / 'a&b "quoted" <i>.bin').write_bytes(bytes(range(256)) * 4)
     other = tree / "old-output"  # another bastion output in the tree: a walk warning
     other.mkdir()
-    from bastion.tasks.fsio import mark_output
+    from bastion.tasks.output.atomic import mark_output
 
     mark_output(other)
     manifest = tmp_path / "manifest.yaml"

@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 
 from bastion.readers.base import Limits, MiB
-from bastion.readers.pool import Job, JobResult, WorkerPool
+from bastion.readers.runtime.pool import Job, JobResult, WorkerPool
 from bastion.tasks.cli import main
 
 from procutil import alive, pids_with, workers_of  # noqa: E402  (tests/ is on sys.path)
@@ -166,7 +166,7 @@ KILLER = r"""
 import os, signal, sys
 point, n = sys.argv[1], int(sys.argv[2])
 del sys.argv[1:3]
-import bastion.tasks.walk as walk, bastion.tasks.session as session
+import bastion.tasks.walk.stage as walk, bastion.tasks.extract.session as session
 
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
@@ -202,7 +202,7 @@ elif point == "rewalk-shared":  # killed while forked helpers share a re-walk
         return orig_shared(self, helpers)
     walk.Walker._run_shared = _run_shared
 elif point == "doit-db":  # killed while doit's database is being written
-    import bastion.tasks.fsio as fsio
+    import bastion.tasks.output.atomic as fsio
     orig_atomic = fsio.atomic_write
     def atomic_write(path, chunks, **kw):
         if path.name == "doit.json":
@@ -344,7 +344,7 @@ def test_worker_sigkilled_from_outside_is_one_error_and_the_pool_goes_on(tmp_pat
         slow = job(2, b"sleep\n", "2.hostile", "application/x-hostile")
         pool.submit(slow)
         victim = pool.pids()[0]
-        # find it the way an operator would: a bastion.readers.worker process under this pool dir
+        # find it the way an operator would: a bastion.readers.runtime.workermain process under this pool dir
         seen = [pid for pid in workers_of(tmp_path / "pool")]
         assert victim in seen
         time.sleep(0.5)  # well inside the reader's sleep

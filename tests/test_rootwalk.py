@@ -1,4 +1,4 @@
-"""bastion.tasks.walk.RootWalk: one root's traversal, and one owner's share of it."""
+"""bastion.tasks.walk.stage.RootWalk: one root's traversal, and one owner's share of it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from bastion.tasks.manifest import load_manifest
-from bastion.tasks.walk import RootWalk, Walker
+from bastion.tasks.walk.stage import RootWalk, Walker
 
 
 def write_manifest(directory: Path, roots: list[dict]) -> Path:

@@ -30,11 +30,11 @@ from bastion.readers.base import Document, Limits, MiB
 from bastion.readers import dispatch
 from bastion.readers.dispatch import read_document
 from bastion.readers.errors import ToolFailed
-from bastion.readers.context import LocalContext
-from bastion.readers.pool import Job, JobResult, WorkerPool, open_document, worker_user
-from bastion.readers.procs import CHILD_ENV, SUBREAPER, containment, fork_helper
-from bastion.readers.sandbox import WORKER_DIR
-from bastion.readers.toolrun import RunningTool, run_tool
+from bastion.readers.runtime.context import LocalContext
+from bastion.readers.runtime.pool import Job, JobResult, WorkerPool, open_document, worker_user
+from bastion.readers.runtime.procs import CHILD_ENV, SUBREAPER, containment, fork_helper
+from bastion.readers.runtime.sandbox import WORKER_DIR
+from bastion.readers.runtime.toolcall import RunningTool, run_tool
 
 from procutil import alive, pids_with  # tests/ is on sys.path
 
@@ -126,7 +126,7 @@ def landlock_abi() -> int:
     """The Landlock ABI the sandbox gets, asked in a throw-away child (it restricts itself)."""
     global _ABI
     if _ABI is None:
-        code = ("import sys, tempfile, pathlib; from bastion.readers.sandbox import landlock_restrict; "
+        code = ("import sys, tempfile, pathlib; from bastion.readers.runtime.sandbox import landlock_restrict; "
                 "print(landlock_restrict([pathlib.Path(tempfile.mkdtemp())]))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              cwd=str(Path(__file__).resolve().parent.parent), timeout=30)
@@ -155,9 +155,9 @@ def test_a_worker_imports_only_the_reader_families_its_jobs_need(tmp_path: Path)
         h.pool.submit(listing)
         h.pool.drain()
         loaded = set(json.loads(h.only(listing)[1]))
-        assert "bastion.readers.delimited" in loaded
+        assert "bastion.readers.text.delimited" in loaded
         families = {f"bastion.readers.{m}" for m in dispatch.MODULES.values()}
-        assert loaded & families == {"bastion.readers.delimited"}, sorted(loaded & families)
+        assert loaded & families == {"bastion.readers.text.delimited"}, sorted(loaded & families)
         h.next_id += 1
         unplanned = Job(id=h.next_id, path=str(csv_path), name="a.csv", mime="text/csv",
                         sha256=job.sha256, size=job.size, deadline_s=DEADLINE)
@@ -696,7 +696,7 @@ def test_kill_9_of_the_parent_takes_a_setsid_descendant(tmp_path: Path) -> None:
 import hashlib, sys, time
 from pathlib import Path
 from bastion.readers.base import Limits
-from bastion.readers.pool import Job, WorkerPool
+from bastion.readers.runtime.pool import Job, WorkerPool
 data = Path({str(doc)!r}).read_bytes()
 pool = WorkerPool(1, Limits(deadline_s=600), Path({str(tmp_path / "pool")!r}), print,
                   extra_readers=("tests.hostile_readers",))
@@ -731,7 +731,7 @@ ROOT_POOL = """
 import hashlib, json, os, sys
 from pathlib import Path
 from bastion.readers.base import Limits
-from bastion.readers.pool import Job, WorkerPool
+from bastion.readers.runtime.pool import Job, WorkerPool
 doc, tmp = Path(sys.argv[1]), Path(sys.argv[2])
 data = doc.read_bytes()
 out = {}
@@ -854,7 +854,7 @@ def test_the_worker_reads_with_the_reader_the_parent_chose(tmp_path: Path) -> No
     """The reader is chosen once, in the parent: a job names it and the worker does not pick
     again (a job for the hostile type handed to the plain-text reader is read as text); the
     verdict comes back as one Verdict."""
-    from bastion.readers.verdict import Status, Verdict
+    from bastion.readers.runtime.verdict import Status, Verdict
 
     h = Harness(tmp_path)
     try:

@@ -92,7 +92,7 @@ def test_the_vocabularies_follow_the_code() -> None:
     assert [k for k in record["error_kind"]["enum"] if k] == list(ERROR_KINDS)
     caps = sorted(k for k, kind in limit_kinds().items() if kind != "internal")
     assert sorted(k for k in record["limit"]["enum"] if k) == caps
-    from bastion.readers.verdict import VERDICT_FIELDS, Status
+    from bastion.readers.runtime.verdict import VERDICT_FIELDS, Status
 
     assert set(record["status"]["enum"]) == {s.value for s in Status}
     assert set(VERDICT_FIELDS) <= set(record)
@@ -101,7 +101,7 @@ def test_the_vocabularies_follow_the_code() -> None:
     assert set(schema("walk-record")["properties"]) == set(WalkRecord.__slots__)
     from dataclasses import fields
 
-    from bastion.tasks.extract import ExtractSummary
+    from bastion.tasks.extract.records import ExtractSummary
 
     assert set(schema("extract-summary")["properties"]) == {f.name for f in
                                                             fields(ExtractSummary)}

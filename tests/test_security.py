@@ -25,9 +25,9 @@ import yaml
 
 from bastion.tasks.cli import main
 from bastion.tasks.compare import compare_outputs
-from bastion.tasks.fsio import OutputLock, UnsafeOutputError
+from bastion.tasks.output.atomic import OutputLock, UnsafeOutputError
 from bastion.tasks.manifest import ManifestError, load_manifest
-from bastion.tasks.outdir import GROUP, PRIVATE, open_output, secure_path
+from bastion.tasks.output.directory import GROUP, PRIVATE, open_output, secure_path
 
 REPO = Path(__file__).resolve().parent.parent
 # main just before this change (the output written by name, with the umask's modes); pinned:
@@ -159,7 +159,7 @@ def test_modes_owner_only_whatever_the_umask(tmp_path: Path) -> None:
 
 def test_sqlite_journals_and_temps_get_the_mode(tmp_path: Path) -> None:
     """sqlite's -wal/-shm (alive while the store is open) and a temp file of a killed run."""
-    from bastion.tasks.store import Store
+    from bastion.tasks.extract.store import Store
 
     old = os.umask(0)
     try:
@@ -496,7 +496,7 @@ def test_group_and_private_modes_are_the_only_ones() -> None:
 
 def test_adopted_text_must_be_a_regular_file(tmp_path: Path) -> None:
     """A worker's "text" that is a symlink (to a secret) or a FIFO never enters the store."""
-    from bastion.tasks.fsio import OutputError
+    from bastion.tasks.output.atomic import OutputError
 
     od = open_output(tmp_path / "out")
     secret = tmp_path / "secret"

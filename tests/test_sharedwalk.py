@@ -1,4 +1,4 @@
-"""bastion.tasks.sharedwalk: one share per owner, helpers forked, results back as plain data."""
+"""bastion.tasks.walk.shared: one share per owner, helpers forked, results back as plain data."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 import signal
 from pathlib import Path
 
-from bastion.tasks import sharedwalk
-from bastion.tasks.sharedwalk import HelperFailed, share
+from bastion.tasks.walk import shared as sharedwalk
+from bastion.tasks.walk.shared import HelperFailed, share
 
 
 def test_every_owner_once_in_owner_order_owner_zero_here() -> None:

@@ -1,4 +1,4 @@
-"""bastion.tasks.statcache: the stat cache loads, answers and writes the previous walk's records."""
+"""bastion.tasks.walk.statcache: the stat cache loads, answers and writes the previous walk's records."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import marshal
 import os
 from pathlib import Path
 
-from bastion.tasks.fsio import atomic_write
+from bastion.tasks.output.atomic import atomic_write
 from bastion.tasks.manifest import Root
-from bastion.tasks.statcache import CACHE_NAME, EMPTY, StatCache, root_settings
+from bastion.tasks.walk.statcache import CACHE_NAME, EMPTY, StatCache, root_settings
 
 SETTINGS = [3, 1 << 30, False]
 

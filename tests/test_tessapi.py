@@ -1,4 +1,4 @@
-"""The warm OCR engine (readers/tessapi.py): the real libtesseract against the real
+"""The warm OCR engine (readers/ocr/engine.py): the real libtesseract against the real
 ``tesseract`` command on the repository's images and scanned PDF pages, its fallback to the
 command when the library cannot be loaded, and a crash inside the library in a worker."""
 
@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from bastion.readers import ocr, tessapi
+from bastion.readers.ocr import reader as ocr, engine as tessapi
 from bastion.readers.base import Document, Limits
 from bastion.readers.dispatch import read_document
 from bastion.readers.errors import ToolFailed
-from bastion.readers.context import LocalContext
-from bastion.readers.pool import Job, WorkerPool
-from bastion.readers.procs import CHILD_ENV
+from bastion.readers.runtime.context import LocalContext
+from bastion.readers.runtime.pool import Job, WorkerPool
+from bastion.readers.runtime.procs import CHILD_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 TESSERACT = shutil.which("tesseract")
@@ -69,7 +69,7 @@ def scanned_pages() -> list[tuple[str, bytes, int]]:
 
 
 def pnm(im: Image.Image) -> bytes:
-    """``im`` as the readers write PNM (readers/ocr.py, the PDF page images)."""
+    """``im`` as the readers write PNM (readers/ocr/reader.py, the PDF page images)."""
     return (b"P6" if im.mode == "RGB" else b"P5") + b"\n%d %d\n255\n" % im.size + im.tobytes()
 
 
@@ -256,7 +256,7 @@ def test_in_the_pool_a_crash_inside_the_library_is_one_record(tmp_path):
 
 
 def test_in_the_pool_the_same_image_in_several_documents_reads_alike(tmp_path):
-    """One worker, its OCR memo (readers/ocrmemo.py) across documents: the note on its own
+    """One worker, its OCR memo (readers/ocr/memo.py) across documents: the note on its own
     and attached to two e-mails gives the same text every time, in one record each."""
     from email.message import EmailMessage
 

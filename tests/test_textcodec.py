@@ -1,4 +1,4 @@
-"""bastion.readers.textcodec: the decoding order, real samples of every legacy encoding, stray NULs."""
+"""bastion.readers.text.textcodec: the decoding order, real samples of every legacy encoding, stray NULs."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from bastion.readers import textcodec
+from bastion.readers.text import textcodec
 from bastion.readers.base import Document, Limits, normalize_text
 from bastion.readers.detect import detect_bytes
 from bastion.readers.dispatch import Outcome, read_document
-from bastion.readers.context import LocalContext
+from bastion.readers.runtime.context import LocalContext
 
 TEXT = Path(__file__).parent / "samples" / "text"
 

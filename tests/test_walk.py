@@ -1,4 +1,4 @@
-"""bastion.tasks.walk and bastion.readers.detect: walk.jsonl records, odd trees, MIME detection, incremental
+"""bastion.tasks.walk.stage and bastion.readers.detect: walk.jsonl records, odd trees, MIME detection, incremental
 re-walks, the summary and atomic writes — all on real files under tmp_path."""
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 import yaml
 
-import bastion.tasks.walk as walk_mod
+import bastion.tasks.walk.stage as walk_mod
 from bastion.readers import detect
 from bastion.readers.detect import detect_bytes
 from bastion.tasks.cli import main
-from bastion.tasks.fsio import STATE_DIR
+from bastion.tasks.output.atomic import STATE_DIR
 from bastion.tasks.manifest import load_manifest
-from bastion.tasks.walk import CACHE_NAME, Walker, run_walk
+from bastion.tasks.walk.stage import CACHE_NAME, Walker, run_walk
 
 REPO = Path(__file__).resolve().parent.parent
 FIELDS = {"root", "path", "kind", "size", "mtime_ns", "inode", "sha256", "reason", "mime",

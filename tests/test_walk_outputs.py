@@ -18,9 +18,9 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from bastion.tasks.fsio import OUTPUT_TAG, OUTPUT_TAG_TEXT
+from bastion.tasks.output.atomic import OUTPUT_TAG, OUTPUT_TAG_TEXT
 from bastion.tasks.manifest import load_manifest
-from bastion.tasks.walk import WalkStats, describe_problems, run_walk
+from bastion.tasks.walk.stage import WalkStats, describe_problems, run_walk
 
 REPO = Path(__file__).resolve().parent.parent
 BASTION = [sys.executable, "-m", "bastion"]

@@ -1,4 +1,4 @@
-"""The walk's rewrite as a stream (tasks/walk.py ``Walker.write``): new records spilled in sorted
+"""The walk's rewrite as a stream (tasks/walk/stage.py ``Walker.write``): new records spilled in sorted
 runs to scratch files and merged with the records kept, give walk.jsonl, the stat cache and the
 delta byte for byte as holding every row does — on a first walk, on a re-walk with changes,
 additions and removals, and from a stat cache of the earlier format."""
@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bastion.tasks import walk as walk_module
-from bastion.tasks.delta import DELTA
+from bastion.tasks.walk import stage as walk_module
+from bastion.tasks.extract.delta import DELTA
 from bastion.tasks.manifest import load_manifest
-from bastion.tasks.statcache import CACHE_NAME
-from bastion.tasks.walk import run_walk
+from bastion.tasks.walk.statcache import CACHE_NAME
+from bastion.tasks.walk.stage import run_walk
 
 
 def tree(root: Path, n: int) -> None:
@@ -85,7 +85,7 @@ def test_a_rewalk_from_a_cache_of_the_earlier_format(tmp_path: Path) -> None:
     m = manifest(tmp_path, root)
     out = tmp_path / "out"
     walk(m, out)
-    from bastion.tasks.statcache import StatCache
+    from bastion.tasks.walk.statcache import StatCache
 
     new = StatCache.load(out, walk_module.Walker(load_manifest(m), out).settings,
                          load_manifest(m).roots)
@@ -107,7 +107,7 @@ def test_a_rewalk_from_a_cache_of_the_earlier_format(tmp_path: Path) -> None:
 def decoded(out: Path) -> dict:
     """The cache as its answers: every entry by (root, directory, name), and each line's
     (root, directory): what a patched cache must share with a rewritten one."""
-    from bastion.tasks.statcache import PackedDir, _unpacked
+    from bastion.tasks.walk.statcache import PackedDir, _unpacked
 
     data = marshal.loads((out / CACHE_NAME).read_bytes())
     entries, numbered = {}, []
@@ -137,7 +137,7 @@ def test_a_small_change_is_patched_as_a_rewrite_writes_it(tmp_path: Path, change
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from bastion.tasks import walkpatch
+    from bastion.tasks.walk import patch as walkpatch
 
     if not copy_range:
         def no_copy_range(*args):
@@ -196,8 +196,8 @@ def test_a_small_change_is_patched_as_a_rewrite_writes_it(tmp_path: Path, change
 
 
 def test_a_big_change_is_not_patched(tmp_path: Path) -> None:
-    from bastion.tasks.statcache import StatCache
-    from bastion.tasks.walkpatch import Patch
+    from bastion.tasks.walk.statcache import StatCache
+    from bastion.tasks.walk.patch import Patch
 
     cache = StatCache(count=1000, dirs=[], lines=None)
     assert Patch.plan(cache, bytearray(1000), []) is None  # not streamable
@@ -219,7 +219,7 @@ def test_a_constant_shift_of_line_numbers_is_an_addition(values: list[int], by: 
     """walkpatch.shifted (one big-integer addition) against adding to each number."""
     from array import array
 
-    from bastion.tasks.walkpatch import shifted
+    from bastion.tasks.walk.patch import shifted
 
     values = [max(v, -by) for v in values]  # line numbers stay >= 0
     assert list(shifted(array("q", values), by)) == [v + by for v in values]

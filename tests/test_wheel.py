@@ -71,7 +71,12 @@ def test_the_wheel_holds_one_top_level_package(installed: tuple[Path, Path]) -> 
         names = z.namelist()
     tops = {n.split("/", 1)[0] for n in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"bastion"}
-    assert "bastion/readers/worker.py" in names and "bastion/tasks/cli.py" in names
+    assert "bastion/readers/runtime/workermain.py" in names and "bastion/tasks/cli.py" in names
+    # every module of the source tree is in the wheel (a subpackage missing from pyproject's
+    # package list would install without it)
+    source = {f"bastion/{p.relative_to(REPO).as_posix()}" for folder in ("readers", "tasks")
+              for p in (REPO / folder).rglob("*.py")}
+    assert source - set(names) == set()
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     with zipfile.ZipFile(wheel) as z:
         points = z.read(entry).decode()
@@ -85,7 +90,7 @@ def test_only_bastion_is_importable_from_the_installation(installed: tuple[Path,
     probe = run_in(python, "-c", (
         "import importlib.util, json, bastion\n"
         "found = {n: importlib.util.find_spec(n) is not None for n in ('readers', 'tasks')}\n"
-        "import bastion.readers.worker, bastion.tasks.cli\n"
+        "import bastion.readers.runtime.workermain, bastion.tasks.cli\n"
         "r = bastion.extract_bytes(b'hello from the wheel', 'note.txt')\n"
         "print(json.dumps({'file': bastion.__file__, 'readers': bastion.readers.__file__,\n"
         "                  'found': found, 'status': str(r.status), 'text': r.text}))"),

@@ -1,0 +1,335 @@
+"""Documents inside documents: the one mechanism for archive members and e-mail attachments.
+
+A container reader hands each embedded document to :func:`read_embedded` (an e-mail's
+attachments arrive through ``ctx.read_nested``, which calls it too).  It detects the bytes'
+type with :func:`bastion.readers.detect.detect_bytes`, selects a reader from the registry and runs it
+one level deeper, under per-document budgets that every level shares:
+
+* ``Limits.max_depth``: how deep documents may nest inside the walked file (the walked file is
+  depth 0, a member of it depth 1).  A document past it is not read (``CapReached("max_depth")``);
+* ``Limits.max_unpacked_bytes``: the bytes all archives of one document may decompress,
+  charged by :class:`Unpacked` as the decompressors produce them.
+
+:class:`Members` is what one archive keeps while it reads its members: their counts by outcome
+(``ok``, ``unsupported``, ``error``, ``empty``, and ``limit`` for a member a cap stopped), the
+header line that names each member in the text, and the caps reached along the way, so the
+archive's record carries ``limit`` even when it went on past a member the cap stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ..base import Context, Document, ReadResult, TextSink
+from ..errors import CapReached, ReaderError, Unsupported
+
+if TYPE_CHECKING:
+    from ..base import Reader
+
+# Caps that end the whole document when a member reaches them: the budget is spent for every
+# member after it too.  Any other cap (depth, one member's size or ratio, an inner archive's
+# member count) stops that member only; the archive goes on and reports the cap at its end.
+DOCUMENT_CAPS = frozenset({"max_chars", "max_unpacked_bytes", "deadline_s"})
+
+RATIO_GRACE = 1 << 20  # bytes a stream may produce before the compression-ratio cap applies
+DEADLINE_RESERVE = 0.1  # share of the document's deadline kept back: no new member after it
+MIN_RESERVE_S = 2.0
+
+
+class _Nesting:
+    """Per-document state shared by every level (kept on the context)."""
+
+    __slots__ = ("unpacked", "started", "budget_s")
+
+    def __init__(self, ctx: Context) -> None:
+        self.unpacked = 0
+        self.started = time.monotonic()
+        deadline = getattr(ctx, "deadline", None)
+        self.budget_s = (deadline - self.started) if deadline is not None else None
+
+
+def _nesting(ctx: Context) -> _Nesting:
+    state = getattr(ctx, "nesting", None)
+    if state is None:
+        state = _Nesting(ctx)
+        ctx.nesting = state  # type: ignore[attr-defined]
+    return state
+
+
+def charge_unpacked(ctx: Context, n: int, where: str) -> None:
+    """Count ``n`` decompressed bytes against the document's ``max_unpacked_bytes``."""
+    state = _nesting(ctx)
+    state.unpacked += n
+    cap = ctx.limits.max_unpacked_bytes
+    if state.unpacked > cap:
+        raise CapReached("max_unpacked_bytes", f"over {cap} bytes decompressed at {where}")
+
+
+def check_deadline(ctx: Context) -> None:
+    """Raise ``CapReached("deadline_s")`` when too little of the document's time is left to
+    start another member (the worker would be killed mid-member, losing all the text)."""
+    state = _nesting(ctx)
+    deadline = getattr(ctx, "deadline", None)
+    if deadline is None or state.budget_s is None:
+        return
+    reserve = max(MIN_RESERVE_S, DEADLINE_RESERVE * state.budget_s)
+    if deadline - time.monotonic() < reserve:
+        raise CapReached("deadline_s", f"stopped with {reserve:.0f} s of the deadline left")
+
+
+class Ratio:
+    """The compression-ratio cap on one stream: ``check(produced, consumed)`` after each chunk."""
+
+    __slots__ = ("max_ratio", "where")
+
+    def __init__(self, ctx: Context, where: str) -> None:
+        self.max_ratio = ctx.limits.max_compression_ratio
+        self.where = where
+
+    def check(self, produced: int, consumed: int) -> None:
+        if produced > RATIO_GRACE and produced > self.max_ratio * max(consumed, 1):
+            raise CapReached(
+                "max_compression_ratio",
+                f"{self.where} over {self.max_ratio:g}:1 ({produced} bytes from {consumed})",
+            )
+
+
+def select_for(ctx: Context, data: bytes, name: str) -> tuple[str, "Reader | None"]:
+    """The type of an embedded document and its reader, chosen by the context's registry
+    (``ctx.select``: the registry is not imported here, which would close an import circle
+    through every reader that nests)."""
+    from ..detect import detect_bytes
+
+    mime = detect_bytes(data, name)
+    return mime, ctx.select(mime, name)
+
+
+def read_embedded(ctx: Context, data: bytes, name: str, sink: TextSink, *,
+                  deeper: bool = True) -> ReadResult:
+    """Read an embedded document into ``sink`` one level deeper; the reader's result.
+
+    Raises what a reader raises: :class:`Unsupported`, :class:`ReaderError`, and
+    :class:`CapReached` (``max_depth`` when the document sits deeper than the cap allows).
+    ``deeper=False`` reads a document that replaces its container rather than sitting in it
+    (a decrypted Office file) at the same depth.
+    """
+    depth = getattr(ctx, "depth", 0)
+    if deeper and depth >= ctx.limits.max_depth:
+        raise CapReached("max_depth", f"{name} nested deeper than {ctx.limits.max_depth}")
+    _nesting(ctx)
+    mime, reader = select_for(ctx, data, name)
+    if reader is None:
+        raise Unsupported(f"no reader for {mime}")
+    ctx.depth = depth + (1 if deeper else 0)  # type: ignore[attr-defined]
+    try:
+        return reader.read(Document(data, name, mime), sink, ctx)
+    finally:
+        ctx.depth = depth  # type: ignore[attr-defined]
+
+
+def printable(name: str) -> str:
+    """A member path as it may appear on one line of text: control characters escaped.  A
+    member path is data: never used to open a file."""
+    if name.isprintable():
+        return name
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256
+                   else f"\\u{ord(c):04x}" for c in name)
+
+
+def header(path: str, note: str = "") -> str:
+    """The line that opens a member's text: ``=== member: dir/a.txt ===``; a member that gave
+    no text says why: ``=== member: b.bin [unsupported: no reader for …] ===``."""
+    extra = f" [{printable(note)}]" if note else ""
+    return f"=== member: {printable(path)}{extra} ===\n"
+
+
+class Members:
+    """One archive's members as they are read: counts by outcome, text, deferred caps.
+
+    Lines for members without text wait until a member gives text, so an archive none of whose
+    members could be read leaves no text and becomes ``unsupported``/``error``/``empty``
+    (:meth:`finish`).
+    """
+
+    def __init__(self, ctx: Context, sink: TextSink, prefix: str = "") -> None:
+        self.ctx = ctx
+        self.sink = sink
+        self.prefix = prefix  # the archive's own path inside the walked file, e.g. "a.zip!/"
+        self.counts = {"ok": 0, "unsupported": 0, "error": 0, "empty": 0}
+        self.seen = 0
+        self.caps: list[CapReached] = []
+        self.first_error: ReaderError | None = None
+        self.first_unsupported: str | None = None
+        self._pending: list[str] = []
+        self.extractors: set[str] = set()
+
+    def _count(self, key: str, n: int = 1) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    def _emit(self, line: str) -> None:
+        if self.counts["ok"]:
+            self.sink.write(line)
+        else:
+            self._pending.append(line)
+
+    def _flush_pending(self) -> None:
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self.sink.write("".join(pending))
+
+    def next_member(self, path: str) -> None:
+        """Called before each member is read: the member-count and deadline caps."""
+        check_deadline(self.ctx)
+        if self.seen >= self.ctx.limits.max_members:
+            raise CapReached("max_members",
+                             f"more than {self.ctx.limits.max_members} members at {path}")
+        self.seen += 1
+
+    def skip(self, path: str, status: str, note: str, kind: str = "corrupt") -> None:
+        """A member not handed to a reader (encrypted, unsupported compression, damaged …);
+        ``kind`` is the error kind of an ``error``, shown first in its line."""
+        self._count(status)
+        if status == "error":
+            note = f"{kind}: {note}"
+            if self.first_error is None:
+                self.first_error = ReaderError(f"{path}: {note}", kind=kind)
+        if status == "unsupported" and self.first_unsupported is None:
+            self.first_unsupported = f"{path}: {note}"
+        self._emit(header(self.prefix + path, f"{status}: {note}"))
+
+    def capped(self, path: str, cap: CapReached) -> None:
+        """A member a member-level cap stopped before it gave any text."""
+        self._count("limit")
+        self.caps.append(cap)
+        self._emit(header(self.prefix + path, f"limit: {cap.cap}: {cap.detail}"))
+
+    def read(self, path: str, data: bytes) -> None:
+        """Detect and read one member's bytes, recursively; its text goes to the sink."""
+        base = path.rstrip("/").rsplit("/", 1)[-1]
+        room = max(self.sink.max_chars - self.sink.chars, 0)
+        sub = TextSink(room)
+        inner_prefix = self.prefix + path + "!/"
+        saved = getattr(self.ctx, "member_prefix", "")
+        self.ctx.member_prefix = inner_prefix  # type: ignore[attr-defined]
+        try:
+            result = read_embedded(self.ctx, data, base, sub)
+        except CapReached as cap:
+            self._capped_text(path, sub, cap)
+            return
+        except Unsupported as u:
+            self.skip(path, "unsupported", u.message)
+            return
+        except ReaderError as e:
+            self._count("error")
+            if self.first_error is None:
+                self.first_error = e
+            self._emit(header(self.prefix + path, f"error: {e.kind}: {e.message}"))
+            return
+        finally:
+            self.ctx.member_prefix = saved  # type: ignore[attr-defined]
+        self._result(path, sub, result)
+
+    def _result(self, path: str, sub: TextSink, result: ReadResult) -> None:
+        text = sub.getvalue()
+        inner = result.meta.get("members") if isinstance(result.meta, dict) else None
+        if isinstance(inner, dict):  # an archive inside: its members count, not itself
+            for key, n in inner.items():
+                self._count(key, n)
+            if text.strip():
+                self._flush_pending()
+                self.sink.write(text if text.endswith("\n") else text + "\n")
+            return
+        if not text.strip():
+            self._count("empty")
+            self._emit(header(self.prefix + path, "empty"))
+            return
+        self._count("ok")
+        self.extractors.add(result.extractor)
+        self._flush_pending()
+        self.sink.write(header(self.prefix + path))
+        self.sink.write(text if text.endswith("\n") else text + "\n")
+
+    def _capped_text(self, path: str, sub: TextSink, cap: CapReached) -> None:
+        text = sub.getvalue()
+        inner = cap.meta.get("members") if isinstance(cap.meta, dict) else None
+        if isinstance(inner, dict):
+            for key, n in inner.items():
+                self._count(key, n)
+        elif text.strip():
+            self._count("ok")
+        if text.strip():
+            self._flush_pending()
+            if not isinstance(inner, dict):
+                self.sink.write(header(self.prefix + path))
+            self.sink.write(text if text.endswith("\n") else text + "\n")
+        elif not isinstance(inner, dict):
+            self._count("limit")
+            self._emit(header(self.prefix + path, f"limit: {cap.cap}: {cap.detail}"))
+        if cap.cap in DOCUMENT_CAPS:
+            raise cap
+        self.caps.append(cap)
+        if text.strip() and not isinstance(inner, dict):
+            self.sink.write(f"[bastion: member truncated, {cap.cap} reached]\n")
+
+    def meta(self) -> dict:
+        return {"members": {k: v for k, v in self.counts.items() if v or k != "limit"}}
+
+    def finish(self, extractor: str, meta: dict | None = None) -> ReadResult:
+        """The archive's result: ok when a member gave text (with the first deferred cap
+        raised so the record names it), else the members' verdict."""
+        full = {**(meta or {}), **self.meta()}
+        if self.counts["ok"]:
+            self._flush_pending()
+            if self.caps:
+                first = self.caps[0]
+                raise CapReached(first.cap, first.detail, extractor=extractor, meta=full)
+            return ReadResult(extractor, meta=full)
+        if self.caps:
+            self._flush_pending()
+            first = self.caps[0]
+            raise CapReached(first.cap, first.detail, extractor=extractor, meta=full)
+        if self.first_error is not None:
+            e = self.first_error
+            raise type(e)(f"no member could be read; first: {e.message}", kind=e.kind)
+        if self.first_unsupported is not None:
+            raise Unsupported(f"no member could be read; first: {self.first_unsupported}")
+        full["empty_reason"] = "no member holds text" if self.seen else "archive has no members"
+        return ReadResult(extractor, meta=full)
+
+    def stop(self, cap: CapReached, extractor: str) -> CapReached:
+        """A document-level cap reached while reading this archive: the text so far is kept,
+        with the counts so far."""
+        self._flush_pending()
+        cap.extractor = cap.extractor or extractor
+        cap.meta = {**(cap.meta or {}), **self.meta()}
+        return cap
+
+
+def attachment(ctx: Context, sink: TextSink, line: str, data: bytes, name: str,
+               caps: list[CapReached]) -> None:
+    """Write an attachment (of an e-mail, an Outlook message): its ``line`` (``[attachment:
+    name (type, size)``, closed here with what became of it), then its text read through the
+    readers.  A cap of the attachment alone (nesting depth, an archive's caps) ends only the
+    attachment, noted in place and kept in ``caps`` for the message's record; a cap of the
+    whole document is raised."""
+    sub = TextSink(max(sink.max_chars - sink.chars, 0))
+    note = ""
+    try:
+        ctx.read_nested(data, name, sub)
+    except CapReached as cap:
+        sink.write(line + "]\n")
+        text = sub.getvalue()
+        sink.write(text if text.endswith("\n") or not text else text + "\n")
+        if cap.cap in DOCUMENT_CAPS:
+            raise
+        caps.append(cap)
+        sink.write(f"[bastion: attachment not read to its end, {cap.cap} reached]\n")
+        return
+    except Unsupported as e:
+        note = f": not read: {e.message}"
+    except ReaderError as e:
+        note = f": not read: {e.kind}: {e.message}"
+    text = sub.getvalue()
+    sink.write(line + note + "]\n")
+    sink.write(text if text.endswith("\n") or not text else text + "\n")

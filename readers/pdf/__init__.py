@@ -1,0 +1,4 @@
+"""The PDF reader.
+
+- ``reader``: text per page from PDFium, pdfplumber or pdftotext, title, outline, OCR of scanned pages
+"""

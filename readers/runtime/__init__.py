@@ -1,0 +1,12 @@
+"""The reader runtime: the processes that read documents and everything that confines them.
+
+- ``pool``      : the pool of workers, parent side: jobs in, verdicts out, every limit enforced
+- ``worker``    : one worker seen from the parent: its start, job line, deadline, caps and death
+- ``workermain``: the worker process's own main loop: the sandbox first, then one job after another
+- ``procs``     : starting and killing processes: the only module that starts a child process
+- ``sandbox``   : what a worker enters as its first act: limits, private I/O, no root, Landlock
+- ``toolset``   : external tools as sensors: found on PATH at run time, or absent, with their versions
+- ``toolcall``  : one call of an external tool: a deadline, an output cap, a group kill, a reap
+- ``context``   : the read context of one document: limits, tools, scratch directory, deadline
+- ``verdict``   : the verdict on one document, the one type from the worker to the record
+"""

@@ -1,0 +1,451 @@
+"""The pool of long-lived reader workers (parent side): jobs in, verdicts out, every limit enforced.
+
+A worker (:mod:`bastion.readers.runtime.workermain`, started by :func:`bastion.readers.runtime.procs.start_worker`) reads many
+documents in a row, so no interpreter starts per file.  The pool opens each document and
+hands the worker its descriptor, gives it a deadline, caps the result line and the text file,
+and kills a worker past a limit with every process it started (its PID namespace), then
+replaces it.  Run as root, its workers run as an unprivileged user (:func:`worker_user`).
+One worker, its start, job line, deadline and death, is a :class:`bastion.readers.runtime.worker.Worker`;
+this module chooses the worker for each job, reads the answers and calls back.
+See ``docs/architecture.md``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import shutil
+import stat
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..base import Limits
+from .procs import AUTO, PID_NAMESPACE, containment
+from .sandbox import WORKER_DIR
+from .verdict import Status, Verdict
+from .worker import (Misbehaved,
+                     StartError,
+                     ToolPaths,
+                     Worker,
+                     first_line,
+                     open_document,
+                     precompile_readers,
+                     reachable,
+                     worker_path)
+
+__all__ = ["DEFAULT_USER", "Job", "JobResult", "PoolError", "WorkerPool", "open_document",
+           "worker_user"]
+
+_TEXT_NAME = re.compile(r"t[0-9]{1,12}\.txt")
+DEFAULT_USER = "nobody"  # whom the workers of a pool run as root run as
+
+
+@dataclass(frozen=True)
+class Job:
+    """One document for a worker."""
+
+    id: int
+    path: str  # absolute; non-UTF-8 bytes as surrogate escapes
+    name: str
+    mime: str
+    sha256: str
+    size: int
+    deadline_s: float
+    tools: dict[str, str] = field(default_factory=dict)
+    reader: str | None = None  # the reader the parent chose (None: the worker's registry's)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """A job and its verdict: the worker's, or the parent's when the worker failed it."""
+
+    job: Job
+    verdict: Verdict
+    text_path: Path | None = None  # the text to move into the store (status ok only)
+    sidecar: dict[str, Any] = field(default_factory=dict)  # outline, page sources, …
+
+    # the verdict's fields, read through (callers that only look at one)
+    @property
+    def status(self) -> str:
+        return self.verdict.status.value
+
+    @property
+    def extractor(self) -> str | None:
+        return self.verdict.extractor
+
+    @property
+    def error(self) -> str | None:
+        return self.verdict.error
+
+    @property
+    def error_kind(self) -> str | None:
+        return self.verdict.error_kind
+
+    @property
+    def limit(self) -> str | None:
+        return self.verdict.limit
+
+    @property
+    def chars(self) -> int:
+        return self.verdict.chars
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.verdict.warnings
+
+
+class PoolError(Exception):
+    """The pool itself cannot go on (workers cannot be started)."""
+
+
+class _Answers:
+    """A worker's answer read: checked against its job, its text moved out of its reach,
+    into ``path``, a directory only this process can reach (made at the first text)."""
+
+    def __init__(self, path: Path, limits: Limits, user: tuple[int, int] | None) -> None:
+        self.path = path
+        self.limits = limits
+        self.user = user
+        self._made = False
+
+    def read(self, w: Worker, msg: dict[str, Any]) -> JobResult:
+        """The result of ``w``'s job its answer ``msg`` gives (:class:`~bastion.readers.
+        workers.Misbehaved` when it is not an answer to that job)."""
+        job = w.job
+        if job is None or msg.get("id") != job.id:
+            raise Misbehaved("crash", "reader worker answered a job it was not given")
+        text_path = None
+        try:
+            verdict = Verdict.from_json(msg.get("verdict"))
+        except ValueError as e:
+            raise Misbehaved("crash", f"reader worker sent an invalid verdict ({e})") from None
+        sidecar = msg.get("sidecar") if isinstance(msg.get("sidecar"), dict) else {}
+        if verdict.status is Status.OK:
+            text_path = self.take(w, msg.get("text"))
+            if text_path is None:
+                raise Misbehaved("crash", "reader worker's text file is missing or not a file")
+        return JobResult(job=job, verdict=verdict, text_path=text_path, sidecar=sidecar)
+
+    def take(self, w: Worker, name: Any) -> Path | None:
+        """The worker's text file, only if it is a plain regular file in its own directory.
+
+        It is first renamed out of the worker's directory, into one only this process can
+        reach, and checked there: checked in place, a worker could swap it for a symlink
+        between the check and the store's rename.  A worker's text then belongs to us."""
+        if not isinstance(name, str) or not _TEXT_NAME.fullmatch(name):
+            return None
+        if not self._made:
+            self.path.mkdir(mode=0o700, exist_ok=True)
+            self._made = True
+        path = self.path / f"{w.dir.name}-{name}"
+        try:
+            os.rename(w.dir / name, path)
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 \
+                or st.st_size > self.limits.max_output_bytes:
+            path.unlink()
+            return None
+        if self.user is not None:
+            os.chown(path, os.geteuid(), os.getegid())
+            os.chmod(path, 0o600)
+        return path
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class WorkerPool:
+    """N long-lived workers; jobs go to an idle one; every limit is enforced from here.
+
+    ``submit`` returns as soon as a worker has taken the job (waiting, and handling finished
+    jobs, while all are busy); ``callback(result)`` runs in the caller's thread for every job,
+    exactly once, whatever the worker did — for a finished document, after its worker has been
+    given the next one, so the caller's work on a result overlaps the worker's on the next
+    document.  ``drain`` waits for the jobs in flight and runs every callback still due.
+    One worker's start, protocol, deadline and death are its :class:`~bastion.readers.runtime.worker.
+    Worker`'s; the pool chooses the worker, reads the answers and calls back.
+    """
+
+    def __init__(
+        self,
+        size: int,
+        limits: Limits,
+        tmp_root: Path,
+        callback: Callable[[JobResult], None],
+        *,
+        recycle_after: int = 5000,
+        rss_limit: int | None = None,
+        extra_readers: tuple[str, ...] = (),
+        contain: str = AUTO,
+        user: str | None = DEFAULT_USER,
+    ) -> None:
+        self.size = max(1, size)
+        self.limits = limits
+        self.tmp_root = Path(tmp_root)
+        self.callback = callback
+        self.recycle_after = recycle_after
+        self.rss_limit = rss_limit if rss_limit is not None else limits.memory_bytes // 2
+        self.extra_readers = extra_readers
+        self.contain = contain  # how workers hold their descendants (tests force a fallback)
+        # run as root: the workers run as ``user`` (uid, gid), or say why they cannot
+        self.user, self.user_note = worker_user(user, contain)
+        # the answers read, their texts moved out of worker reach
+        self._answers = _Answers(self.tmp_root / f"s{os.getpid()}", limits, self.user)
+        self._tools_for_worker = ToolPaths(self.user)  # a tool's path -> the one workers run
+        self.workers: list[Worker] = []
+        self.sel = selectors.DefaultSelector()
+        self._seq = 0
+        self.spawned = 0
+        self.killed = 0
+        self.closed = False
+        # results whose callback waits for the next dispatch (see submit): (result, text file)
+        self._pending: list[tuple[JobResult, Path | None]] = []
+        self.landlock_abi: int | None = None
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def submit(self, job: Job) -> None:
+        while True:
+            worker = self._idle_worker()
+            if worker is not None:
+                if self._dispatch(worker, job):
+                    # the finished jobs' callbacks (the caller's store work) run now, while
+                    # the worker already reads the next document, not before it gets one
+                    self._flush()
+                    return
+                continue
+            self._poll()
+
+    def _flush(self) -> None:
+        """Run the callbacks of the results held back by ``_on_result``, in order."""
+        while self._pending:
+            self._call_back(*self._pending.pop(0))
+
+    def _call_back(self, result: JobResult, text_path: Path | None) -> None:
+        """The caller's callback, then the text file gone (the caller moved it, or not)."""
+        try:
+            self.callback(result)
+        finally:
+            if text_path is not None and text_path.exists():
+                text_path.unlink()
+
+    def warm(self) -> None:
+        """Start every worker now (each boots while the caller goes on), not at first use."""
+        while len(self.workers) < self.size:
+            self._spawn()
+
+    def drain(self) -> None:
+        self._flush()
+        while any(w.job is not None for w in self.workers):
+            self._poll()
+            self._flush()
+
+    def close(self) -> None:
+        try:
+            self._flush()  # held-back texts live in the workers' directories
+        finally:
+            for w in list(self.workers):
+                self._retire(w)
+        if not self.closed:
+            self.closed = True
+            self.sel.close()
+            self._answers.remove()
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def pids(self) -> list[int]:
+        """The workers' pids (as this process numbers them; a worker not ready yet: the
+        process started for it, its keeper)."""
+        return [w.pid for w in self.workers]
+
+    # -- workers --------------------------------------------------------------------------------
+
+    def _spawn(self) -> Worker:
+        if not self.spawned:
+            precompile_readers()
+        self._seq += 1
+        wdir = self.tmp_root / f"w{os.getpid()}-{self._seq}"
+        try:
+            worker = Worker.start(wdir, self.limits, user=self.user,
+                                  extra_readers=self.extra_readers, contain=self.contain)
+        except StartError as e:
+            raise PoolError(f"cannot start a reader worker: {e}") from None
+        self.sel.register(worker.proc.stdout, selectors.EVENT_READ, (worker, "out"))
+        self.sel.register(worker.proc.stderr, selectors.EVENT_READ, (worker, "err"))
+        self.workers.append(worker)
+        self.spawned += 1
+        return worker
+
+    def _idle_worker(self) -> Worker | None:
+        for w in self.workers:
+            if w.job is None:
+                return w
+        if len(self.workers) < self.size:
+            return self._spawn()
+        return None
+
+    def _dispatch(self, w: Worker, job: Job) -> bool:
+        if w.exited():
+            # dead while idle; its keeper, which holds the job socket too, may not have
+            # followed yet (a job sent now would be lost with it): replace it, try again
+            self._retire(w)
+            return False
+        if not w.send(job, self._tools_for_worker(job.tools)):
+            self._retire(w)  # died while idle: replace it and try again
+            return False
+        return True
+
+    def _retire(self, w: Worker) -> None:
+        """Stop a worker (idle, dead or to be killed) and forget it."""
+        for stream in (w.proc.stdout, w.proc.stderr):
+            try:
+                self.sel.unregister(stream)
+            except (KeyError, ValueError):
+                pass
+        w.stop()
+        if w in self.workers:
+            self.workers.remove(w)
+
+    # -- the event loop -------------------------------------------------------------------------
+
+    def _next_deadline(self) -> float | None:
+        times = [t for t in (w.due() for w in self.workers) if t is not None]
+        return min(times) if times else None
+
+    def _poll(self) -> None:
+        deadline = self._next_deadline()
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        for key, _ in self.sel.select(timeout):
+            worker, which = key.data
+            if worker not in self.workers:
+                continue
+            try:
+                data = os.read(key.fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            if which == "err":
+                if data:
+                    worker.keep_stderr(data, self.limits.stderr_bytes)
+                else:
+                    self.sel.unregister(key.fileobj)
+                continue
+            if not data:
+                self._on_death(worker)
+                continue
+            worker.buf += data
+            self._on_output(worker)
+        now = time.monotonic()
+        for w in list(self.workers):
+            late = w.overdue(now)
+            if late is not None:
+                self._fail(w, *late)
+
+    def _on_output(self, w: Worker) -> None:
+        while w in self.workers:
+            try:
+                msg = w.next_message()
+            except Misbehaved as e:
+                self._fail(w, e.kind, e.message)
+                return
+            if msg is None:
+                return
+            self._on_result(w, msg)
+
+    # -- answers --------------------------------------------------------------------------------
+
+    def _on_result(self, w: Worker, msg: dict[str, Any]) -> None:
+        try:
+            result = self._answers.read(w, msg)
+        except Misbehaved as e:
+            self._fail(w, e.kind, e.message)
+            return
+        text_path = result.text_path
+        w.job = None
+        w.deadline = None
+        w.done += 1
+        rss = int(msg.get("rss") or 0)
+        if not (msg.get("fatal") or w.done >= self.recycle_after or rss > self.rss_limit):
+            self._pending.append((result, text_path))  # called back after the next dispatch
+            return
+        try:  # the worker is replaced, and its directory (with the text) removed: call now
+            self._call_back(result, text_path)
+        finally:
+            self._retire(w)
+
+    def _on_death(self, w: Worker) -> None:
+        job = w.job
+        kind, message = w.death(self.limits.stderr_bytes)
+        self._retire(w)
+        if job is not None:
+            self.killed += 1
+            self.callback(JobResult(job=job, verdict=Verdict.failed(kind, message)))
+
+    def _fail(self, w: Worker, kind: str, message: str) -> None:
+        """Kill a worker (with its process group) and fail its job."""
+        job = w.job
+        w.killed = message
+        self._retire(w)
+        if job is not None:
+            self.killed += 1
+            stderr = first_line(bytes(w.err))
+            if kind == "crash" and stderr:
+                message = f"{message}: {stderr}"
+            self.callback(JobResult(job=job, verdict=Verdict.failed(kind, message)))
+
+
+def worker_user(name: str | None,
+                contain: str = AUTO) -> tuple[tuple[int, int] | None, str | None]:
+    """The (uid, gid) reader workers run as, and why not when they run as root.
+
+    Only a pool running as root changes user: its workers become ``name`` (``nobody`` by
+    default; None keeps root) with that user's primary group and no other.  They need a PID
+    and mount namespace (their directory is bound where the user can reach it) and read
+    access to the interpreter's library and bastion's own modules: without either, they stay
+    root and the note says why.
+    """
+    if name is None or os.geteuid() != 0:
+        return None, None
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise PoolError(f"no user {name!r} to run the reader workers as") from None
+    if entry.pw_uid == 0:
+        return None, None
+    needed = [os.path.dirname(os.__file__), *worker_path()]
+    for entry_path in needed:
+        if os.path.isdir(entry_path) and not reachable(entry_path, entry.pw_uid,
+                                                        entry.pw_gid):
+            return None, f"reader workers run as root: {entry_path} is not readable by {name}"
+    try:  # an empty directory to bind over: it hides nothing of the host's
+        os.makedirs(WORKER_DIR, mode=0o755, exist_ok=True)
+    except OSError as e:
+        return None, f"reader workers run as root: cannot make {WORKER_DIR}: {e.strerror}"
+    hidden = _under(WORKER_DIR, [sys.executable, *needed])
+    if hidden is not None:  # the worker's own directory is bound over WORKER_DIR
+        return None, (f"reader workers run as root: {hidden} is under {WORKER_DIR}, which a "
+                      f"worker that gives up root sees replaced by its own directory")
+    if containment(contain, mount=True)[1] != PID_NAMESPACE:  # probed once per process
+        return None, f"reader workers run as root: no PID and mount namespace to give {name}"
+    return (entry.pw_uid, entry.pw_gid), None
+
+
+def _under(top: Path, paths: list[str]) -> str | None:
+    """The first of ``paths`` (as written or as its symlinks lead) inside ``top``, or None."""
+    for path in paths:
+        for form in {os.path.abspath(path), os.path.realpath(path)}:
+            if Path(form).is_relative_to(top):
+                return path
+    return None

@@ -1,0 +1,153 @@
+"""External tools are sensors, not dependencies: found on PATH at run time, or absent.
+
+``discover`` looks each known tool up once per run and asks it for its version (unless the
+caller's ``known`` versions already hold this very binary: same path, size, mtime, ctime and
+inode).  The questions run at the same time (tesseract alone takes ~25 ms).  A tool that answers
+without a version it can be told apart by is identified by its binary's sha256 instead
+(:attr:`Tool.identity`), never by ``None``; a question that failed (no answer in time) is not
+cached, so it is asked again next run.
+
+The identities of the tools a reader may call, present or absent, are part of every task key
+(``bastion.tasks.extract.plan.task_key``): installing, removing or upgrading a tool re-runs exactly the files
+whose readers could use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from dataclasses import dataclass
+
+from ..errors import ToolFailed
+from .toolcall import RunningTool
+
+KNOWN_TOOLS: dict[str, list[str]] = {
+    "pdftotext": ["-v"],
+    "pdftoppm": ["-v"],
+    "tesseract": ["--version"],
+    "7zz": ["--help"],  # 7-Zip (Debian 7zip): 7z archives
+    "7z": ["--help"],  # p7zip's 7z, when 7zz is absent
+}
+
+_VERSION_RE = re.compile(rb"(\d+\.\d+(?:\.\d+)?)")
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    path: str
+    version: str | None
+    identity: str | None = None  # what keys it: its version, else "sha256:<binary digest>"
+
+    @property
+    def key(self) -> str:
+        return self.identity or self.version or f"path:{self.path}"
+
+
+def binary_identity(path: str) -> str | None:
+    """``sha256:<hex>`` of a binary (what keys a tool that will not say its version)."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+    except OSError:
+        return None
+    return f"sha256:{h.hexdigest()[:32]}"
+
+
+def discover(no_external: bool = False, path: str | None = None,
+             known: dict[str, list] | None = None) -> dict[str, Tool]:
+    """The known tools on ``path`` (default: this process's PATH); none under --no-external.
+
+    ``known`` maps a tool's path to ``[size, mtime_ns, ctime_ns, inode, version, identity]``
+    from an earlier run; it is used when the binary's stat still matches, and updated in
+    place.
+    """
+    return ToolProbe(no_external, path, known).result()
+
+
+class ToolProbe:
+    """:func:`discover` in steps.  The constructor looks the tools up (``paths``: enough to
+    pick readers and key tasks); :meth:`ask` starts asking the ones not in ``known`` for their
+    versions, all at once (tesseract alone takes ~25 ms of CPU); :meth:`result` collects the
+    answers.  The extract stage asks before it plans (the answers are in the task keys); on an
+    output with no stamp it asks as its workers start, so the questions run beside their start."""
+
+    def __init__(self, no_external: bool = False, path: str | None = None,
+                 known: dict[str, list] | None = None) -> None:
+        self.known = known
+        self.paths: dict[str, str] = {}
+        self.versions: dict[str, str | None] = {}
+        self.identities: dict[str, str | None] = {}
+        self._unknown: dict[str, list] = {}  # name -> the binary's stat identity (or [])
+        self._asking: dict[str, RunningTool | None] = {}
+        if no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1":
+            return
+        search = path if path is not None else os.environ.get("PATH", os.defpath)
+        for name in KNOWN_TOOLS:
+            exe = shutil.which(name, path=search)
+            if exe is None:
+                continue
+            exe = self.paths[name] = os.path.abspath(exe)
+            try:
+                st = os.stat(exe)
+                ident = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+            except OSError:
+                ident = []
+            entry = known.get(exe) if known is not None else None
+            if (ident and isinstance(entry, list) and len(entry) == 6 and entry[:4] == ident
+                    and (entry[4] or entry[5])):
+                self.versions[name] = entry[4]
+                self.identities[name] = entry[5]
+            else:
+                self._unknown[name] = ident
+
+    def ask(self) -> None:
+        """Start the version questions not asked yet (they run while the caller goes on)."""
+        for name in self._unknown:
+            if name in self._asking:
+                continue
+            try:
+                # the deadline runs from now: result() is called straight after (plan time)
+                self._asking[name] = RunningTool([self.paths[name], *KNOWN_TOOLS[name]],
+                                                 timeout=30.0, max_output=1 << 16)
+            except ToolFailed:
+                self._asking[name] = None
+
+    def result(self) -> dict[str, Tool]:
+        """Every tool found, with its version and identity.  A tool that answered without a
+        version is identified by its binary's sha256; one that did not answer (it could not
+        start, or timed out) is too, for this run only: it is asked again next time."""
+        self.ask()
+        for name, ident in self._unknown.items():
+            running = self._asking[name]
+            version = None
+            answered = False
+            if running is not None:
+                try:
+                    answer = running.finish()
+                    answered = True
+                    m = _VERSION_RE.search(answer.stdout + b"\n" + answer.stderr)
+                    version = m.group(1).decode() if m else None
+                except ToolFailed:
+                    pass
+            identity = version if version else binary_identity(self.paths[name])
+            self.versions[name] = version
+            self.identities[name] = identity
+            if ident and answered and identity and self.known is not None:
+                self.known[self.paths[name]] = [*ident, version, identity]
+        self._unknown.clear()
+        self._asking.clear()
+        return {name: Tool(name, exe, self.versions.get(name), self.identities.get(name))
+                for name, exe in self.paths.items()}
+
+    def close(self) -> None:
+        """Abandon the questions still running (a run that stopped before its end)."""
+        for running in self._asking.values():
+            if running is not None:
+                running.kill()
+        self._asking.clear()
+        self._unknown.clear()

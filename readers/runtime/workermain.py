@@ -1,0 +1,220 @@
+"""A worker: the child process that reads documents, many in a row.
+
+Started by :class:`bastion.readers.runtime.pool.WorkerPool` as ``python -I -S -c …`` with one JSON argument
+(its private directory, the limits, how it holds its descendants).  It enters the sandbox
+first, then answers one JSON line per job, importing a reader family's module when its first
+job comes (:func:`bastion.readers.dispatch.by_name`).  Jobs come on a ``SOCK_SEQPACKET`` socket,
+one message each, with the document's read-only descriptor attached (``SCM_RIGHTS``: the parent
+opened the file, so the worker needs no access to its path)::
+
+    job    {"id": 7, "name": "a.pdf", "mime": "application/pdf", "reader": "pdf",
+            "sha256": "…", "size": 1234, "tools": {"pdftotext": "/usr/bin/pdftotext"},
+            "deadline": 300}
+           (no descriptor and "open_error": "…" when the parent could not open it)
+    result {"id": 7, "verdict": {"status": "ok", "extractor": "pdfium", "chars": 99, …},
+            "text": "t7.txt", "sidecar": {"outline": […], "page_sources": […]},
+            "rss": 51234816, "fatal": false}
+
+The reader is the one the parent chose (``reader``; none: the registry chooses, as for a
+document handed over without a plan); ``verdict`` is a :class:`bastion.readers.runtime.verdict.Verdict` in its
+JSON form.
+
+``text`` names a file in the worker's directory holding the normalised UTF-8 text (written
+here; the parent moves it into the store and makes it durable with one ``syncfs`` per
+batch).  ``fatal`` asks the parent to replace this worker (after a MemoryError the
+interpreter's state is suspect).  The first line, before any job, is ``{"ready": true,
+"contained": …, "pid": …}``: how it holds what its readers start
+(:func:`bastion.readers.runtime.procs.containment`) and its pid as the pool numbers it.
+
+A worker keeps one :class:`bastion.readers.ocr.memo.OcrMemo` for all its documents: an image
+OCRed once in the run (a logo in every message of a mailbox) is not recognised again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+from array import array
+from pathlib import Path
+from typing import Any
+
+READ_CHUNK = 1 << 20
+SIDECAR = ("pages", "title", "outline", "page_sources")  # what the store keeps beside a text
+MAX_JOB = 1 << 20  # bytes of one job message (a path, a name, the tools)
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _read_checked(fd: int, size: int, sha256: str) -> bytes:
+    """The bytes of the document the parent opened (``fd``, closed here), or ChangedSinceWalk
+    when they are not what the walk hashed."""
+    from ..errors import ChangedSinceWalk
+
+    try:
+        import stat
+
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ChangedSinceWalk("no longer a regular file")
+        if st.st_size != size:
+            raise ChangedSinceWalk(f"size changed since the walk ({size} -> {st.st_size} bytes)")
+        buf = bytearray(size + 1)
+        view = memoryview(buf)
+        got = 0
+        while got <= size:
+            n = os.readv(fd, [view[got:]])
+            if n == 0:
+                break
+            got += n
+        if got != size:
+            raise ChangedSinceWalk("size changed while reading")
+        data = bytes(view[:size])  # one copy (a bytearray slice would make a second)
+        del view
+        del buf
+    finally:
+        os.close(fd)
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise ChangedSinceWalk("content changed since the walk (sha256 mismatch)")
+    return data
+
+
+def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
+           seq: int, ocr_memo: Any = None) -> dict[str, Any]:
+    from ..base import Document
+    from .context import LocalContext
+    from ..dispatch import Outcome, by_name, read_document, read_nested
+    from ..errors import ChangedSinceWalk, ReaderError
+
+    from .verdict import Verdict
+
+    result: dict[str, Any] = {"id": job["id"], "fatal": False, "text": None}
+    used: set[str] = set()
+    scratch = workdir / f"job{seq}"  # made only if the reader asks for it (ctx.tmpdir)
+    try:
+        try:
+            if fd is None:  # the parent could not open it
+                raise ChangedSinceWalk(job.get("open_error") or "no document descriptor")
+            owned, fd = fd, None  # _read_checked closes it
+            data = _read_checked(owned, job["size"], job["sha256"])
+        except ReaderError as e:
+            outcome = Outcome("error", extractor=None, error=e.message, error_kind=e.kind)
+        else:
+            ctx = LocalContext(limits, job.get("tools") or {}, scratch,
+                               deadline=time.monotonic() + float(job.get("deadline", 60)),
+                               nested=read_nested, ocr_memo=ocr_memo)
+            reader = by_name(job.get("reader"))  # chosen by the parent, not again here
+            if reader is None and job.get("reader") is not None:
+                raise RuntimeError(f"no reader named {job.get('reader')!r} in this worker")
+            outcome = read_document(Document(data, job["name"], job["mime"]), ctx, reader)
+            used = ctx.tools_used
+            del data
+    except MemoryError:
+        outcome = Outcome("error", error="reader ran out of memory (memory cap)",
+                          error_kind="memory")
+        result["fatal"] = True
+    except RecursionError:
+        outcome = Outcome("error", error="reader recursed too deep", error_kind="crash")
+        result["fatal"] = True
+    except Exception as e:  # a reader bug: still exactly one record
+        outcome = Outcome("error", error=f"reader failed: {type(e).__name__}: {e}"[:500],
+                          error_kind="internal")
+    finally:
+        if fd is not None:
+            os.close(fd)
+        if os.path.lexists(scratch):
+            shutil.rmtree(scratch, ignore_errors=True)
+    if outcome.status == "ok":
+        name = f"t{seq}.txt"
+        try:
+            encoded = outcome.text.encode("utf-8", "replace")  # lone surrogates → "?"
+            if len(encoded) > limits.max_output_bytes:
+                raise OSError(27, "File too large")
+            with open(workdir / name, "wb") as f:  # made durable by the parent (syncfs)
+                f.write(encoded)
+            result["text"] = name
+        except OSError as e:
+            if e.errno == 27:  # EFBIG: over RLIMIT_FSIZE / the output cap
+                outcome = Outcome("error", extractor=outcome.extractor,
+                                  error=f"text over the {limits.max_output_bytes} byte output "
+                                        "limit", error_kind="output_limit")
+            else:
+                outcome = Outcome("error", extractor=outcome.extractor,
+                                  error=f"cannot write text: {e.strerror}", error_kind="internal")
+            try:
+                os.unlink(workdir / name)
+            except OSError:
+                pass
+    verdict = Verdict.of_outcome(
+        outcome.status, chars=len(outcome.text), extractor=outcome.extractor,
+        error=outcome.error, error_kind=outcome.error_kind, limit=outcome.limit,
+        meta=outcome.meta, warnings=outcome.warnings, tools_used=used)
+    sidecar = {k: outcome.meta[k] for k in SIDECAR if outcome.meta.get(k) is not None}
+    result.update(verdict=verdict.to_json(), sidecar=sidecar, rss=_rss())
+    return result
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    workdir = Path(config["dir"])
+    from .procs import contain_descendants, host_pid
+
+    # first, before anything else runs: nothing a reader starts may outlive this worker
+    contained = contain_descendants(config.get("contain", ""))
+    from ..base import Limits
+    from .sandbox import bind_worker_dir, enter_sandbox
+
+    if config.get("bind"):  # it gives up root: its directory where its user can reach it
+        workdir = bind_worker_dir(config["bind"])
+    user = config.get("user")
+    limits = Limits.from_dict(config["limits"])
+    jobs, results, _abi = enter_sandbox(workdir, limits, tuple(user) if user else None)
+    sys.setrecursionlimit(10_000)
+    import importlib
+
+    from .. import dispatch  # the readers themselves are imported by the first job needing them
+
+    extras = tuple(importlib.import_module(m).READER for m in config.get("extra_readers", ()))
+    if extras:  # readers added by the embedding program (the tests' misbehaving readers)
+        dispatch.put_first(extras)
+
+    from ..ocr.memo import OcrMemo
+
+    ocr_memo = OcrMemo()  # this worker's OCR answers, kept across its documents
+    ready = {"ready": True, "contained": contained, "pid": host_pid()}
+    results.write(json.dumps(ready).encode() + b"\n")
+    seq = 0
+    room = socket.CMSG_SPACE(4 * array("i").itemsize)
+    while True:
+        line, ancillary, flags, _ = jobs.recvmsg(MAX_JOB, room, socket.MSG_CMSG_CLOEXEC)
+        if not line:
+            return  # the pool closed its end
+        fds = array("i")
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) > 1:
+            os._exit(2)  # not the pool's protocol: the pool sees this worker die
+        seq += 1
+        result = handle(json.loads(line), fds[0] if fds else None, workdir, limits, seq,
+                        ocr_memo)
+        out = json.dumps(result, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+        view = memoryview(out)
+        while view:
+            view = view[results.write(view):]
+        if result["fatal"]:
+            os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

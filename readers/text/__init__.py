@@ -1,0 +1,9 @@
+"""Text-like formats, and the one place that turns bytes into text.
+
+- ``textcodec``: bytes to text: the encoding chosen once, for every reader that decodes bytes
+- ``plaintext``: text/*, JSON, YAML, XML, source code
+- ``delimited``: CSV and TSV
+- ``markup``   : HTML and XHTML
+- ``rtf``      : RTF
+- ``epub``     : EPUB 2 and 3 through the HTML reader
+"""

@@ -1,0 +1,442 @@
+"""HTML and XHTML: visible text, one line per block, table cells separated by tabs.
+
+Decoding: :func:`bastion.readers.text.textcodec.choose`, with the declared charset found by
+:func:`prescan` (the WHATWG prescan of the first 1024 bytes: ``<meta charset>`` or
+``<meta http-equiv="Content-Type" content="…; charset=…">``; a declared UTF-16 means UTF-8)
+or else an XML declaration's ``encoding``.  Order: BOM, NUL pattern, strict UTF-8, the
+declared charset if the bytes decode with it, the detector, windows-1252.
+
+The stdlib :class:`html.parser.HTMLParser` is streaming and not recursive, so the decoded text
+is fed to it in chunks and nesting depth costs nothing.  Rules:
+
+* ``script``, ``style``, ``noscript`` and ``template`` content is dropped, as are comments,
+  processing instructions and declarations; ``<title>`` becomes its own line (the first, in
+  any normal document) and ``meta["title"]``.
+* Block elements (``p``, ``div``, ``li``, ``tr``, ``h1``–``h6``, ``table``, …) start and end a
+  line; ``<br>`` always breaks the line; table cells of one row are separated by a tab.
+* Entities are resolved; whitespace runs collapse to one space outside ``pre``/``textarea``.
+* A table row with more than ``Limits.max_parts`` cells stops the document (``max_parts``);
+  the character budget is the sink's.
+
+Extractor ``html:<encoding>``; ``meta`` has ``charset`` and ``encoding_source``.
+:func:`html_to_text` is the same conversion for an already decoded string (the e-mail
+reader's HTML bodies).
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+from . import textcodec
+from ..base import Context, Document, Limits, Reader, ReadResult, SinkBuffer, TextSink
+from ..errors import CapReached
+
+_PRESCAN = 1024  # bytes the WHATWG prescan looks at
+_CHUNK = 1 << 16  # characters fed to the parser at a time (grows with a long pending tag)
+_MAX_TABLE_DEPTH = 256  # nested tables tracked separately; deeper ones share a row counter
+
+_SKIP = frozenset({"script", "style", "noscript", "template"})
+_PRE = frozenset({"pre", "textarea", "listing", "xmp", "plaintext"})
+_CELLS = frozenset({"td", "th"})
+_BLOCKS = frozenset({
+    "address", "article", "aside", "blockquote", "body", "caption", "center", "dd",
+    "details", "dialog", "dir", "div", "dl", "dt", "fieldset", "figcaption", "figure",
+    "footer", "form", "frameset", "h1", "h2", "h3", "h4", "h5", "h6", "head", "header",
+    "hgroup", "hr", "html", "legend", "li", "main", "menu", "nav", "ol", "optgroup",
+    "option", "p", "section", "select", "summary", "table", "tbody", "tfoot", "thead",
+    "title", "tr", "ul",
+}) | _PRE
+_WS = re.compile(r"[ \t\n\r\f]+")
+
+_LINE_START, _AFTER_TAB, _IN_LINE = 0, 1, 2
+
+
+_SPACE = "\t\n\f\r "
+_TAG_START = re.compile(r"</?[A-Za-z]")
+_META = re.compile(r"<meta[\t\n\f\r /]", re.IGNORECASE)
+_CONTENT_CHARSET = re.compile(r"charset", re.IGNORECASE)
+
+
+def prescan(data: bytes) -> str | None:
+    """The charset label a document declares in its first 1024 bytes, by the WHATWG
+    "prescan a byte stream to determine its encoding" algorithm (comments skipped, attributes
+    parsed as the spec does, ``http-equiv`` required for a ``content`` charset), or None.
+    A declared UTF-16 is returned as ``utf-8``: the declaration was readable as ASCII."""
+    s = data[:_PRESCAN].decode("latin-1")
+    pos, end = 0, len(s)
+    while pos < end:
+        if s.startswith("<!--", pos):
+            close = s.find("-->", pos + 2)
+            if close < 0:
+                return None
+            pos = close + 3
+            continue
+        if _META.match(s, pos):
+            label, pos = _meta(s, pos + 6)
+            if label is not None:
+                return label
+            continue
+        if _TAG_START.match(s, pos):
+            while pos < end and s[pos] not in _SPACE and s[pos] != ">":
+                pos += 1
+            while True:
+                attr, pos = _attribute(s, pos)
+                if attr is None:
+                    break
+        elif s.startswith(("<!", "</", "<?"), pos):
+            close = s.find(">", pos + 2)
+            if close < 0:
+                return None
+            pos = close
+        pos += 1
+    return None
+
+
+def _meta(s: str, pos: int) -> tuple[str | None, int]:
+    """The charset of one ``<meta>`` whose attributes start at ``pos``, and where it ends."""
+    seen: set[str] = set()
+    got_pragma = False
+    need_pragma: bool | None = None
+    charset: str | None = None
+    while True:
+        attr, pos = _attribute(s, pos)
+        if attr is None:
+            break
+        name, value = attr
+        if name in seen:
+            continue
+        seen.add(name)
+        if name == "http-equiv" and value == "content-type":
+            got_pragma = True
+        elif name == "content" and charset is None:
+            found = _content_charset(value)
+            if found is not None and textcodec.label_codec(found):
+                charset, need_pragma = found, True
+        elif name == "charset":
+            charset, need_pragma = value, False
+    if need_pragma is None or (need_pragma and not got_pragma) or not charset:
+        return None, pos + 1
+    codec = textcodec.label_codec(charset)
+    if codec is None:
+        return None, pos + 1
+    if codec.startswith("utf-16") or charset.strip().lower() == "x-user-defined":
+        return ("utf-8" if codec.startswith("utf-16") else "windows-1252"), pos
+    return charset, pos
+
+
+def _attribute(s: str, pos: int) -> tuple[tuple[str, str] | None, int]:
+    """WHATWG "get an attribute": ((name, value) lowercased, new position), or None at ``>``
+    or the end of the prescan window."""
+    end = len(s)
+    while pos < end and (s[pos] in _SPACE or s[pos] == "/"):
+        pos += 1
+    if pos >= end or s[pos] == ">":
+        return None, pos
+    name: list[str] = []
+    while True:
+        if pos >= end:
+            return None, pos
+        c = s[pos]
+        if c == "=" and name:
+            pos += 1
+            break
+        if c in _SPACE:
+            while pos < end and s[pos] in _SPACE:
+                pos += 1
+            if pos >= end:
+                return None, pos
+            if s[pos] != "=":
+                return ("".join(name), ""), pos
+            pos += 1
+            break
+        if c in "/>":
+            return ("".join(name), ""), pos
+        name.append(c.lower())
+        pos += 1
+    while pos < end and s[pos] in _SPACE:
+        pos += 1
+    if pos >= end:
+        return None, pos
+    c = s[pos]
+    value: list[str] = []
+    if c in "\"'":
+        close = s.find(c, pos + 1)
+        if close < 0:
+            return None, end
+        return ("".join(name), s[pos + 1:close].lower()), close + 1
+    if c == ">":
+        return ("".join(name), ""), pos
+    while pos < end and s[pos] not in _SPACE and s[pos] != ">":
+        value.append(s[pos].lower())
+        pos += 1
+    if pos >= end:
+        return None, pos
+    return ("".join(name), "".join(value)), pos
+
+
+def _content_charset(content: str) -> str | None:
+    """WHATWG "extract a character encoding from a meta element" (a ``content`` value)."""
+    pos = 0
+    while True:
+        m = _CONTENT_CHARSET.search(content, pos)
+        if m is None:
+            return None
+        pos = m.end()
+        while pos < len(content) and content[pos] in _SPACE:
+            pos += 1
+        if pos < len(content) and content[pos] == "=":
+            break
+    pos += 1
+    while pos < len(content) and content[pos] in _SPACE:
+        pos += 1
+    if pos >= len(content):
+        return None
+    if content[pos] in "\"'":
+        close = content.find(content[pos], pos + 1)
+        return content[pos + 1:close] if close > 0 else None
+    stop = pos
+    while stop < len(content) and content[stop] not in _SPACE and content[stop] != ";":
+        stop += 1
+    return content[pos:stop] or None
+
+
+def choose(data: bytes) -> textcodec.Choice:
+    """How an HTML document's bytes are decoded; see the module docstring."""
+    return textcodec.choose(data, prescan(data) or textcodec.xml_declared(data))
+
+
+class _Lines:
+    """Whitespace-collapsing line writer in front of a sink (buffered, flushed in chunks)."""
+
+    __slots__ = ("_put", "flush", "state", "space", "newlines")
+
+    def __init__(self, sink: TextSink) -> None:
+        buffer = SinkBuffer(sink)
+        self._put = buffer.put
+        self.flush = buffer.flush
+        self.state = _LINE_START
+        self.space = False  # a collapsed space waits for the next word on this line
+        self.newlines = 1  # consecutive line breaks just written (the start counts as one)
+
+    def text(self, s: str) -> None:
+        """Flowing text: whitespace runs collapse to one space, none at a line start."""
+        words = _WS.split(s)
+        lead = not words[0]
+        trail = not words[-1]
+        body = " ".join(w for w in words if w)
+        if not body:
+            if s:
+                self.space = True
+            return
+        if (lead or self.space) and self.state == _IN_LINE:
+            self._put(" ")
+        self._put(body)
+        self.state = _IN_LINE
+        self.newlines = 0
+        self.space = trail
+
+    def raw(self, s: str) -> None:
+        """Preformatted text, kept as it is."""
+        if not s:
+            return
+        if self.space and self.state == _IN_LINE:
+            self._put(" ")
+        self.space = False
+        self._put(s)
+        if s.endswith("\n"):
+            self.state = _LINE_START
+            self.newlines = 1
+        else:
+            self.state = _IN_LINE
+            self.newlines = 0
+
+    def newline(self, force: bool = False) -> None:
+        """End the line (a block boundary); ``force`` (``<br>``) may also leave an empty one."""
+        self.space = False
+        if self.state != _LINE_START or (force and self.newlines < 2):
+            self._put("\n")
+            self.newlines += 1
+            self.state = _LINE_START
+
+    def tab(self) -> None:
+        self.space = False
+        self._put("\t")
+        self.state = _AFTER_TAB
+        self.newlines = 0
+
+    def finish(self) -> None:
+        if self.state != _LINE_START:
+            self._put("\n")
+            self.state = _LINE_START
+        self.flush()
+
+
+class _TextParser(HTMLParser):
+    """Turns parser events into lines; holds only counters and a bounded table stack."""
+
+    def __init__(self, out: _Lines, max_parts: int) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out = out
+        self.max_parts = max_parts
+        self.skip = 0  # open noscript/template elements (script/style are CDATA to the parser)
+        self.pre = 0  # open pre-like elements
+        self.pre_start = False  # drop the newline right after <pre>
+        self.cells: list[int] = []  # cells seen in the current row, per open table
+        self.title: list[str] | None = None  # collecting the first <title>
+        self.meta_title: str | None = None
+
+    def updatepos(self, i: int, j: int) -> int:
+        """The base parser's line and column bookkeeping, skipped: nothing here asks for a
+        position (``getpos``), and counting the newlines of every token was ≈ 10% of a parse."""
+        return j
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag in _SKIP:
+            if tag in ("noscript", "template"):
+                self.skip += 1
+            return
+        if self.skip:
+            return
+        if tag in _CELLS:
+            self._cell()
+        elif tag == "br":
+            self.out.newline(force=True)
+        elif tag in _BLOCKS:
+            self.out.newline()
+            if tag == "table":
+                if len(self.cells) < _MAX_TABLE_DEPTH:
+                    self.cells.append(0)
+            elif tag == "tr" and self.cells:
+                self.cells[-1] = 0
+            elif tag in _PRE:
+                self.pre += 1
+                self.pre_start = True
+            elif tag == "title" and self.meta_title is None:
+                self.title = []
+
+    def handle_startendtag(self, tag: str, attrs: list) -> None:
+        # <div/> opens a div in HTML; only void elements (br, hr…) really are empty
+        self.handle_starttag(tag, attrs)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("noscript", "template"):
+            self.skip = max(0, self.skip - 1)
+            return
+        if self.skip or tag in _SKIP:
+            return
+        if tag == "br":  # </br> is read as <br>, as browsers do
+            self.out.newline(force=True)
+        elif tag in _BLOCKS:
+            self.out.newline()
+            if tag == "table" and self.cells:
+                self.cells.pop()
+            elif tag in _PRE:
+                self.pre = max(0, self.pre - 1)
+            elif tag == "title" and self.title is not None:
+                self.meta_title = " ".join("".join(self.title).split())
+                self.title = None
+
+    def _cell(self) -> None:
+        if not self.cells:
+            self.cells.append(0)
+        n = self.cells[-1] + 1
+        self.cells[-1] = n
+        if n > self.max_parts:
+            self.out.flush()
+            raise CapReached("max_parts", f"a table row of more than {self.max_parts} cells")
+        if n > 1:
+            self.out.tab()
+
+    def handle_data(self, data: str) -> None:
+        if self.skip or self.cdata_elem:
+            return
+        if self.title is not None:
+            self.title.append(data)
+        if self.pre:
+            if self.pre_start and data.startswith("\n"):
+                data = data[1:]
+            self.pre_start = False
+            self.out.raw(data)
+        else:
+            self.out.text(data)
+
+    def parse_html_declaration(self, i: int) -> int:
+        # _markupbase raises AssertionError on some malformed declarations ("<![x[", a DOCTYPE
+        # with a bad internal subset): read those as bogus comments, as browsers do.
+        try:
+            return super().parse_html_declaration(i)
+        except AssertionError:
+            j = self.rawdata.find(">", i + 2)
+            return -1 if j < 0 else j + 1
+
+    def unknown_decl(self, data: str) -> None:
+        if data.startswith("CDATA[") and not self.skip:  # XHTML CDATA section: text
+            self.handle_data(data[6:])
+
+
+def _feed(parser: _TextParser, pieces) -> None:
+    """Feed decoded pieces, growing the piece size while the parser holds an unfinished tag,
+    so a huge tag or comment costs linear, not quadratic, time."""
+    pending: list[str] = []
+    size = 0
+    for piece in pieces:
+        pending.append(piece)
+        size += len(piece)
+        if size >= max(_CHUNK, len(parser.rawdata)):
+            parser.feed("".join(pending))
+            pending.clear()
+            size = 0
+    if pending:
+        parser.feed("".join(pending))
+    parser.close()
+
+
+def _str_pieces(html: str):
+    for off in range(0, len(html), _CHUNK):
+        yield html[off:off + _CHUNK]
+
+
+def _byte_pieces(data: bytes, choice: textcodec.Choice):
+    return textcodec.pieces(data, choice, _CHUNK)
+
+
+def _convert(pieces, sink: TextSink, limits: Limits) -> str | None:
+    out = _Lines(sink)
+    parser = _TextParser(out, limits.max_parts)
+    _feed(parser, pieces)
+    out.finish()
+    return parser.meta_title
+
+
+def html_to_text(html: str, sink: TextSink, limits: Limits) -> None:
+    """Write the visible text of an HTML string into ``sink`` (rules in the module docstring).
+
+    Raises :class:`CapReached` at the character or parts budget.
+    """
+    _convert(_str_pieces(html), sink, limits)
+
+
+def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
+    choice = choose(doc.data)
+    meta: dict = {"charset": choice.codec, **choice.meta()}
+    extractor = f"html:{choice.codec}"
+    try:
+        title = _convert(_byte_pieces(doc.data, choice), sink, ctx.limits)
+    except CapReached as cap:
+        cap.extractor = cap.extractor or extractor
+        cap.meta = cap.meta or meta
+        raise
+    if title:
+        meta["title"] = title
+    return ReadResult(extractor, meta=meta, warnings=textcodec.warnings(choice))
+
+
+READER = Reader(
+    name="markup",
+    version=2,
+    mimes=("text/html", "application/xhtml+xml"),
+    extensions=(".html", ".htm", ".xhtml"),
+    read=read,
+    libraries=("charset-normalizer",),
+)

@@ -1,0 +1,14 @@
+"""The extract stage: plan, read in the sandbox, store the verdicts, write the records.
+
+- ``plan``     : the pure plan: each walked file's reader and key, and whether its verdict still stands
+- ``runplan``  : the plan side of a run: the plan computed once, the no-op check, stale slices
+- ``run``      : one invocation: the Run value the CLI and dodo.py build and the task generators close over
+- ``session``  : the running side: the worker pool, the batched commits, progress
+- ``batch``    : one batch of documents through the sandboxed workers: plain data in, verdicts out
+- ``store``    : the content-addressed text store and its verdicts database
+- ``records``  : extract.jsonl and extract.summary.json, built from the plan and the verdicts
+- ``finish``   : the end of a run: drain, write records and summary, drop unreferenced texts
+- ``delta``    : what changed between two walks, and the merge of it into the records
+- ``stamp``    : the no-op check, decided without reading the walk
+- ``toolcache``: the tools of a run, probed once and cached by binary
+"""

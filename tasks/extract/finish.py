@@ -1,0 +1,181 @@
+"""The end of an extract run: drain the workers, write extract.jsonl and the summary, remove
+the store files no record references, trim the forgotten list, and stamp a complete run
+(tasks/extract/stamp.py) so that the next one with nothing to do costs nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any, Container
+
+from bastion.readers.runtime.verdict import Status
+
+from ..output import lineindex
+from . import stamp
+from .records import ExtractSummary, Tally, summarize, write_records
+from ..forgotten import trim_forgotten
+from .plan import IndexSet
+from ..output.atomic import STATE_DIR, unlink, write_json
+
+# ``run`` below is a bastion.tasks.extract.run.Run (not imported: run.py calls into this module)
+Run = Any
+
+
+def finish(run: Run) -> ExtractSummary | None:
+    """Drain the workers, write extract.jsonl and extract.summary.json, remove the texts
+    no record references (once per run; a no-op between doit slices)."""
+    if run.finished:
+        return run.summary
+    if run.noop_from is None and run.more:  # a slice done, more to come: commit what is done
+        if run.session is not None:
+            run.session.drain()
+        return None
+    run.finished = True
+    if run.noop_from is not None:
+        return _finish_noop(run)
+    if run.merge is not None:
+        return _finish_merge(run)
+    plan = run.plan()
+    manifest, out = run.load()
+    assert run.store is not None
+    try:
+        produced = _drained(run)
+        # every verdict of this run is committed: the records read them back from the store
+        tally = write_records(out, plan, run.store.verdicts_for, produced)
+        # the records are durable (atomic_write fsyncs): texts they dropped can go
+        removed = run.store.remove_unreferenced(tally.referenced)
+        run.summary = _summary(run, tally, len(produced), removed)
+        run.not_yet = tally.not_yet
+        write_json(out / "extract.summary.json", run.summary.to_json())
+        if run.toolcache is not None:
+            run.toolcache.save()
+        if run.forgotten:
+            trim_forgotten(out / STATE_DIR, run.forgotten, plan.items, produced)
+    finally:
+        run.store.close()
+        if run.progress is not None:
+            run.progress.close()
+    complete = not run.cfg.all_tasks and not tally.error_kinds and \
+        run.summary.counts.get(Status.ERROR.value, 0) == 0
+    if complete:
+        stamp.save(out, run.inputs())
+    else:
+        stamp.drop(out)
+    return run.summary
+
+
+def _drained(run: Run) -> Container[int]:
+    """Wait for the documents in flight, stop the workers, lock the output; the verdicts this
+    run made."""
+    if run.session is not None:
+        try:
+            run.session.drain()
+        finally:
+            run.session.close()
+    run.lock()
+    return run.session.produced if run.session is not None else IndexSet()
+
+
+def _finish_noop(run: Run) -> ExtractSummary:
+    """The summary of a run with nothing to do: the last run's counts, this run's
+    times and tools; extract.jsonl and the store are left exactly as they are."""
+    if run.session is not None:
+        run.session.close()
+    run.lock()
+    run.summary = _summary(run, Tally.of_summary(run.noop_from or {}), 0, 0)
+    write_json(run.out / "extract.summary.json", run.summary.to_json())
+    return run.summary
+
+
+def _summary(run: Run, tally: Tally, extracted: int, removed: int) -> ExtractSummary:
+    pool = run.session.pool if run.session is not None else None
+    return dataclasses.replace(summarize(
+        run.manifest, run.walk_read.get("manifest_digest"), tally, extracted=extracted,
+        removed=removed, tools=run.tools,
+        workers=run.session.workers if run.session is not None else run.cfg.workers,
+        started=pool.spawned if pool else 0, killed=pool.killed if pool else 0,
+        no_external=run.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
+        started_at=run.started, duration_s=time.monotonic() - run.t0),
+        tightened=run.tightened,
+        cluster=run.session.describe() if hasattr(run.session, "describe") else None)
+
+
+def _finish_merge(run: Run) -> ExtractSummary:
+    """The end of a run that planned only the walk's change (tasks/extract/delta.py): the kept
+    records are copied, the fresh ones put in their places, the counts adjusted."""
+    from .records import build_records
+    from ..output.atomic import atomic_write
+
+    plan = run.plan()
+    out = run.out
+    assert run.store is not None
+    try:
+        produced = _drained(run)
+        fresh = Tally()
+        lines = build_records(plan, run.store.verdicts_for, produced, fresh)
+        records = out / "extract.jsonl"
+        try:
+            atomic_write(records, run.merge.lines(records, lines))
+            lineindex.save_built(records, run.merge.index)
+        except ValueError:  # extract.jsonl is not what the delta says: write it in full
+            done = {(i.sha256, i.key) for i in plan.items if i.rep in produced}
+            run.merge, run._plan = None, None
+            run.finished = False
+            if run.session is not None:  # what this run made, by the full plan's indices
+                run.session.produced = IndexSet()
+                for item in run.plan().items:
+                    if (item.sha256, item.key) in done:
+                        run.session.produced.add(item.rep)
+            return finish(run)
+        tally = Tally.of_summary(run.merge_from or {})
+        for rec in run.merge.dropped:
+            tally.remove(rec)
+        tally.merge(fresh)
+        removed = _remove_dropped_texts(run, fresh.referenced)
+        run.summary = _summary(run, tally, len(produced), removed)
+        write_json(out / "extract.summary.json", run.summary.to_json())
+        if run.toolcache is not None:
+            run.toolcache.save()
+    finally:
+        run.store.close()
+        if run.progress is not None:
+            run.progress.close()
+    if run.summary.counts.get(Status.ERROR.value, 0) == 0:
+        stamp.save(out, run.inputs())
+    else:
+        stamp.drop(out)
+    return run.summary
+
+
+def _remove_dropped_texts(run: Run, fresh_referenced: Container[str]) -> int:
+    """The store files of the records that went, unless a record still names them (a
+    fresh one, or a kept record of a file with the same bytes: found by one scan of the new
+    extract.jsonl for their names)."""
+    candidates = {}
+    for rec in run.merge.dropped:
+        text = rec.get("text")
+        if isinstance(text, str) and text.endswith(".txt"):
+            stem = text.rsplit("/", 1)[-1][:-4]
+            if stem not in fresh_referenced:
+                candidates[stem] = f'"text":"{text}"'.encode()
+    if not candidates:
+        return 0
+    still = set()
+    with open(run.out / "extract.jsonl", "rb") as f:
+        tail = b""
+        buf = bytearray(1 << 22)  # read into one buffer, searched in place (not mapped:
+        while n := f.readinto(buf):  # a mapping's pages would count as this process's)
+            seam = tail + buf[:min(n, 512)]  # a name across two reads is found whole
+            for stem, needle in candidates.items():
+                if stem not in still and (needle in seam or buf.find(needle, 0, n) >= 0):
+                    still.add(stem)
+            tail = bytes(buf[max(0, n - 512):n])
+    removed = 0
+    for stem in candidates.keys() - still:
+        for path in (run.store.text_path(stem), run.store.meta_path(stem)):
+            if unlink(path):  # through the output's descriptor
+                removed += 1
+    return removed
+

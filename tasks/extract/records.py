@@ -1,0 +1,285 @@
+"""The extract stage's outputs: ``extract.jsonl`` (one record per walked file) and
+``extract.summary.json``, built from the plan and the verdicts.
+
+:func:`build_records` joins the plan (walk order, so already sorted by root and path) with the
+verdicts by (sha256, key); a file whose verdict is not there yet (a partial run) is ``skipped``
+with "not extracted yet".  The stage's other parts: :mod:`bastion.tasks.extract.plan` (what to do),
+:mod:`bastion.tasks.extract.session` (the workers and the commits), :mod:`bastion.tasks.extract.run` (one invocation).
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+from dataclasses import asdict, dataclass, field
+from typing import Any, Container, Iterable, Iterator, Mapping
+
+from bastion.readers.runtime.verdict import Status, Verdict
+
+from . import plan as _plan
+from .plan import EXTRACT_VERSION, Lookup, Plan
+from ..records import ExtractRecord, to_line
+
+__all__ = ["EXTRACT_VERSION", "NOT_YET", "Tally", "ExtractSummary", "build_records"]
+
+NOT_YET = "not extracted yet (run the extract stage)"
+
+
+class StemSet:
+    """The store names the records reference, as 64-bit hashes in one sorted array (8 bytes
+    a name: a million-file run's names in 8 MB, not ≈ 120 MB of strings).  ``in`` may be
+    wrongly true (two names of one hash: a text kept that could have gone, never one removed
+    that a record names)."""
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._hashes = array("q", (hash(n) for n in names))
+        self._sorted = False
+
+    def add(self, name: str) -> None:
+        self._hashes.append(hash(name))
+        self._sorted = False
+
+    def __ior__(self, other: "StemSet") -> "StemSet":
+        self._hashes.extend(other._hashes)
+        self._sorted = False
+        return self
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        if not self._sorted:
+            self._hashes = array("q", sorted(self._hashes))
+            self._sorted = True
+        h = hash(name)
+        at = bisect_left(self._hashes, h)
+        return at < len(self._hashes) and self._hashes[at] == h
+
+    def __len__(self) -> int:
+        return len(self._hashes)
+
+
+@dataclass
+class Tally:
+    """The counts over the records, for the summary."""
+
+    records: int = 0
+    counts: dict[str, int] = field(
+        default_factory=lambda: {s.value: 0 for s in Status})
+    reused: int = 0
+    chars: int = 0
+    error_kinds: dict[str, int] = field(default_factory=dict)
+    limits_hit: dict[str, int] = field(default_factory=dict)
+    pages_ocr: int = 0
+    not_yet: int = 0  # files of a partial run not extracted yet
+    referenced: StemSet = field(default_factory=StemSet)  # store stems the records name
+
+    @classmethod
+    def of_summary(cls, prev: dict[str, Any]) -> "Tally":
+        """The counts of an earlier summary (a run with nothing to do keeps them)."""
+        counts = dict(prev.get("counts") or {})
+        records = int(prev.get("records", 0))
+        return cls(records=records, counts=counts,
+                   reused=records - int(counts.get(Status.SKIPPED.value, 0)),
+                   chars=int(prev.get("chars", 0)),
+                   error_kinds=dict(prev.get("error_kinds") or {}),
+                   limits_hit=dict(prev.get("limits_hit") or {}),
+                   pages_ocr=int(prev.get("pages_ocr", 0)))
+
+    def remove(self, rec: dict[str, Any]) -> None:
+        """Take out an earlier record (a parsed extract.jsonl line) from the counts."""
+        status = rec.get("status")
+        self.records -= 1
+        self.counts[status] = self.counts.get(status, 0) - 1
+        if status == Status.SKIPPED.value:
+            return
+        self.reused -= 1  # every kept record counts as reused; this one is not kept
+        self.chars -= rec.get("chars") or 0
+        self.pages_ocr -= rec.get("pages_ocr") or 0
+        for field_, name in ((self.error_kinds, "error_kind"), (self.limits_hit, "limit")):
+            value = rec.get(name)
+            if value:
+                field_[value] = field_.get(value, 0) - 1
+                if field_[value] <= 0:
+                    del field_[value]
+
+    def merge(self, other: "Tally") -> None:
+        """Add another tally's counts (the fresh records of a change)."""
+        self.records += other.records
+        for k, n in other.counts.items():
+            self.counts[k] = self.counts.get(k, 0) + n
+        self.reused += other.reused
+        self.chars += other.chars
+        self.pages_ocr += other.pages_ocr
+        for mine, theirs in ((self.error_kinds, other.error_kinds),
+                             (self.limits_hit, other.limits_hit)):
+            for k, n in theirs.items():
+                mine[k] = mine.get(k, 0) + n
+        self.referenced |= other.referenced
+
+    def add(self, rec: ExtractRecord) -> None:
+        v = rec.verdict
+        self.records += 1
+        self.counts[v.status.value] += 1
+        if v.status is Status.SKIPPED:
+            self.not_yet += v.error == NOT_YET
+            return
+        self.reused += rec.reused
+        self.chars += v.chars
+        self.pages_ocr += v.pages_ocr or 0
+        if v.error_kind:
+            self.error_kinds[v.error_kind] = self.error_kinds.get(v.error_kind, 0) + 1
+        if v.limit:
+            self.limits_hit[v.limit] = self.limits_hit.get(v.limit, 0) + 1
+
+
+def build_records(plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
+                  produced: Container[int], tally: Tally) -> Iterator[bytes]:
+    """The extract.jsonl lines, sorted by (root, path), counted into ``tally``.  ``verdicts``
+    are by (sha256, key), or a function giving those of some sha256s (the store's, looked
+    up a chunk of items at a time: nothing holds every verdict); ``produced`` the items
+    (:attr:`Item.rep`) whose verdicts this run made: the first record of each is not
+    ``reused``."""
+    lookup: Lookup = verdicts if callable(verdicts) else (lambda shas: verdicts)
+    skipped = iter(plan.skipped)
+    pending_skip = next(skipped, None)
+    items = plan.items
+    for at in range(0, len(items), _plan.CHUNK):
+        chunk = items[at:at + _plan.CHUNK]
+        found = lookup(sorted({i.sha256 for i in chunk}))
+        for item in chunk:
+            while pending_skip is not None and (pending_skip.root, pending_skip.path) < (
+                    item.root, item.path):
+                yield _skipped_line(pending_skip, tally)
+                pending_skip = next(skipped, None)
+            v = found.get((item.sha256, item.key))
+            if v is None:
+                rec = ExtractRecord(root=item.root, path=item.path, sha256=item.sha256,
+                                    mime=item.mime, verdict=Verdict(status=Status.SKIPPED,
+                                                                    error=NOT_YET),
+                                    v=_plan.EXTRACT_VERSION, reused=False)
+            else:
+                reused = item.index != item.rep or item.rep not in produced
+                text = None
+                if v.status is Status.OK:
+                    text = f"extract/{item.stem[:2]}/{item.stem}.txt"
+                    tally.referenced.add(item.stem)
+                rec = ExtractRecord(root=item.root, path=item.path, sha256=item.sha256,
+                                    mime=item.mime, verdict=v, v=_plan.EXTRACT_VERSION,
+                                    reused=reused, text=text)
+            tally.add(rec)
+            yield to_line(rec)
+    while pending_skip is not None:
+        yield _skipped_line(pending_skip, tally)
+        pending_skip = next(skipped, None)
+
+
+def _skipped_line(w: Any, tally: Tally) -> bytes:
+    rec = ExtractRecord(root=w.root, path=w.path, sha256=w.sha256, mime=w.mime,
+                        verdict=Verdict(status=Status.SKIPPED,
+                                        error=w.reason or w.error or "not hashed by the walk"),
+                        v=_plan.EXTRACT_VERSION, reused=False)
+    tally.add(rec)
+    return to_line(rec)
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str
+    path: str
+    version: str | None
+    identity: str | None
+
+
+@dataclass(frozen=True)
+class ExtractSummary:
+    """extract.summary.json (docs/records.md)."""
+
+    manifest: str
+    manifest_digest: str
+    walk_manifest_digest: str | None
+    records: int
+    counts: dict[str, int]
+    reused: int
+    extracted: int
+    chars: int
+    error_kinds: dict[str, int]
+    limits_hit: dict[str, int]
+    pages_ocr: int
+    removed: int  # store files no record references any more, removed by this run
+    tools: list[ToolInfo]
+    no_external: bool
+    workers: int
+    workers_started: int
+    workers_killed: int
+    started_at: str
+    duration_s: float
+    extract_version: int
+    tightened: int = 0  # output files and directories this run narrowed to the output's modes
+    stage: str = "extract"
+    cluster: dict[str, Any] | None = None  # a cluster run: the scheduler and its workers
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def rewrite_record(path: Any, item: Any) -> None:
+    """Turn one file's record in extract.jsonl into ``skipped`` (not extracted yet): what
+    ``doit clean extract:<file>`` leaves.  Streams the file; a missing file is left alone."""
+    import json
+    import os
+
+    from ..output.atomic import atomic_write
+
+    if not os.path.exists(path):
+        return
+    target = (item.root, item.path)
+
+    def lines() -> Iterator[bytes]:
+        with open(path, "rb") as f:
+            for line in f:
+                d = json.loads(line)
+                if (d["root"], d["path"]) != target:
+                    yield line
+                    continue
+                yield to_line(ExtractRecord(
+                    root=item.root, path=item.path, sha256=item.sha256, mime=item.mime,
+                    verdict=Verdict(status=Status.SKIPPED, error=NOT_YET),
+                    v=_plan.EXTRACT_VERSION, reused=False))
+
+    atomic_write(path, lines())
+
+
+def summarize(manifest: Any, walk_digest: str | None, tally: Tally, *, extracted: int,
+              removed: int, tools: Mapping[str, Any], workers: int, started: int, killed: int,
+              no_external: bool, started_at: float, duration_s: float) -> ExtractSummary:
+    """The summary of a run from its tally and its facts."""
+    import time
+
+    return ExtractSummary(
+        manifest=str(manifest.path), manifest_digest=manifest.digest,
+        walk_manifest_digest=walk_digest, records=tally.records, counts=tally.counts,
+        reused=tally.reused, extracted=extracted, chars=tally.chars,
+        error_kinds=dict(sorted(tally.error_kinds.items())),
+        limits_hit=dict(sorted(tally.limits_hit.items())), pages_ocr=tally.pages_ocr,
+        removed=removed,
+        tools=[ToolInfo(t.name, t.path, t.version, t.identity)
+               for t in sorted(tools.values(), key=lambda t: t.name)],
+        no_external=no_external, workers=workers, workers_started=started,
+        workers_killed=killed,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
+        duration_s=round(duration_s, 3), extract_version=_plan.EXTRACT_VERSION)
+
+
+def write_records(out: Any, plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
+                  produced: Container[int]) -> Tally:
+    """Write extract.jsonl (atomically, streamed) and its line index; return its tally."""
+    from ..output import lineindex
+    from .delta import REUSED_FALSE
+    from ..records import write_jsonl
+
+    tally = Tally()
+    index = lineindex.Builder(REUSED_FALSE)
+    path = out / "extract.jsonl"
+    write_jsonl(path, lineindex.indexed(build_records(plan, verdicts, produced, tally), index))
+    lineindex.save_built(path, index)
+    return tally

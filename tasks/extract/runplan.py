@@ -1,0 +1,175 @@
+"""The plan side of a run: the plan computed once, the no-op check, the digest of the
+inputs, why a task is up to date, and the slices of stale items handed to doit.
+
+:class:`RunPlan` is the base of :class:`bastion.tasks.extract.run.Run`: its methods read and set the
+run's attributes (``cfg``, ``tools``, ``toolcache``, ``store``, ``verdicts``, ``stale``,
+``cursor``, ``forgotten``, ``merge``, ``refused``, ``walk_read``, ``noop_from``, ``finished``,
+``_plan``), which ``Run.__init__`` makes, and its ``load``, ``manifest`` and ``out``.  The plan itself is
+the pure :func:`bastion.tasks.extract.plan.plan`, or :func:`bastion.tasks.extract.delta.plan_change` when only
+the walk's change needs planning.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from bastion.readers.runtime.toolset import Tool
+from bastion.readers.runtime.verdict import Verdict
+
+from ..config import PrerequisiteError, RunConfig
+from ..forgotten import ALL, forgotten
+from ..output.atomic import STATE_DIR, read_json
+from ..manifest import Manifest
+from ..names import task_name
+from . import plan as plan_module
+from .plan import Item, Plan, describe, plan
+from ..records import iter_walk
+from . import stamp
+from .store import Store
+from .toolcache import ToolCache
+from .delta import StoreTexts, plan_change
+
+TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # the tools' versions, by binary (bastion.readers.runtime.toolset)
+
+
+def check_walk(manifest: Manifest, out: Path) -> dict:
+    """The walk's summary, or PrerequisiteError when the extract stage may not run."""
+    if "extract" not in manifest.stages:
+        raise PrerequisiteError(f"'extract' is not in the stages of {manifest.path.name} "
+                                f"(stages: {', '.join(manifest.stages)})")
+    try:
+        summary = read_json(out / "walk.summary.json")
+    except (OSError, ValueError):
+        raise PrerequisiteError(f"no walk in {out}: run the walk stage first "
+                                "(bastion walk / bastion sweep)") from None
+    if not (out / "walk.jsonl").is_file():
+        raise PrerequisiteError(f"no walk.jsonl in {out}: run the walk stage first")
+    if summary.get("manifest_digest") != manifest.digest:
+        raise PrerequisiteError(
+            f"the walk in {out} was made from a different manifest "
+            f"(walk {str(summary.get('manifest_digest'))[:12]}…, this one "
+            f"{manifest.digest[:12]}…): walk again")
+    return summary
+
+
+class RunPlan:
+    """The plan of one run (the base of :class:`bastion.tasks.extract.run.Run`; see the module doc)."""
+
+    cfg: RunConfig
+    extra_readers: tuple[str, ...]
+    tools: dict[str, Tool]
+    toolcache: ToolCache | None
+    store: Store | None
+    verdicts: dict[tuple[str, str], Verdict]
+    stale: list[Item]
+    cursor: int
+    forgotten: set[str]
+    merge: Any
+    refused: str | None
+    walk_read: dict[str, Any]
+    noop_from: dict[str, Any] | None
+    finished: bool
+    _plan: Plan | None
+
+    # -- the plan ---------------------------------------------------------------------------------
+
+    def plan(self) -> Plan:
+        """The plan (computed once): the walk's records against the stored verdicts."""
+        if self._plan is not None:
+            return self._plan
+        manifest, out = self.load()
+        self.walk_read = check_walk(manifest, out)
+        from bastion.readers.dispatch import select
+
+        probed = self._probe_tools()
+        self.tools.clear()  # the same dict the session (started early) holds
+        self.tools.update(probed)
+        if self.store is None:
+            self.store = Store(out)
+        merged = None if self.cfg.all_tasks or self.cfg.listing else plan_change(self, select)
+        if merged is not None:  # only what the walk found changed (tasks/extract/delta.py)
+            self._plan, self.verdicts, self.merge = merged
+            self.refused = None
+            self.stale = self._plan.stale
+            return self._plan
+        walk = out / "walk.jsonl"
+        self.verdicts = {}  # looked up a chunk at a time, never all held (tasks/extract/plan.py)
+        self._plan = plan(lambda: iter_walk(walk), self.store.verdicts_for, select,
+                          self.tools, manifest.limits, StoreTexts(self.store.root))
+        self.forgotten = forgotten(out / STATE_DIR)
+        if self.forgotten:  # doit forget: those files are redone, whatever the store says
+            every = ALL in self.forgotten
+            items = self._plan.items
+            for i in range(len(items)):
+                if items.fresh(i) and (every or self.is_forgotten(items.item(i))):
+                    items.set_fresh(i, False)
+        self.refused = None
+        self.stale = self._plan.stale
+        return self._plan
+
+    def nothing_to_do(self) -> bool:
+        """Whether the last complete run's stamp still holds (:func:`bastion.tasks.extract.stamp.
+        nothing_to_do`): then the run does no per-file work."""
+        if self.cfg.all_tasks or self.cfg.listing or self._plan is not None:
+            return False
+        manifest, out = self.load()
+        self.walk_read = check_walk(manifest, out)
+        self.tools.update(self._probe_tools())
+        self.noop_from = stamp.nothing_to_do(out, self.inputs())
+        return self.noop_from is not None
+
+    def inputs(self) -> str:
+        """The digest of every input that decides a task key (tasks/extract/stamp.py)."""
+        from bastion.readers.dispatch import REGISTRY
+
+        return stamp.inputs_digest(
+            manifest_digest=self.manifest.digest, extract_version=plan_module.EXTRACT_VERSION,
+            registry=REGISTRY, tools=self.tools, limits=self.manifest.limits,
+            no_external=self.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
+            extra=self.extra_readers)
+
+    def is_forgotten(self, item: Item) -> bool:
+        return bool(self.forgotten) and (
+            ALL in self.forgotten or f"extract:{task_name(item.root, item.path)}"
+            in self.forgotten)
+
+    def why(self, item: Item) -> str:
+        """Why a file's task is up to date or not, in words (``doit info``, ``doit list``)."""
+        assert self.store is not None
+        known = self.verdicts or self.store.verdicts_for([item.sha256])
+        return describe(item, known.get((item.sha256, item.key)),
+                        forgotten=self.is_forgotten(item),
+                        other_key=any(sha == item.sha256 and key != item.key
+                                      for sha, key in known))
+
+    def _probe_tools(self) -> dict[str, Tool]:
+        """The tools on PATH and their identities, before planning (they are in the keys);
+        asked once per run, cached by binary in ``.bastion/tools.json``."""
+        self._ask_tools()
+        assert self.toolcache is not None
+        return self.toolcache.tools
+
+    def _ask_tools(self) -> None:
+        """Start the tools' version questions (:meth:`ToolCache.ask`); answered by
+        :meth:`_probe_tools`."""
+        if self.toolcache is None:
+            self.toolcache = ToolCache(self.out / TOOLS_CACHE, self.cfg.no_external)
+        self.toolcache.ask()
+
+    def items_for(self, names: Iterable[str] | None = None) -> list[Item]:
+        """The next slice of stale items (or all of them)."""
+        self.plan()
+        if not self.cfg.slice:
+            batch = self.stale[self.cursor:]
+        else:
+            batch = self.stale[self.cursor:self.cursor + self.cfg.slice]
+        self.cursor += len(batch)
+        return batch
+
+    @property
+    def more(self) -> bool:
+        """Whether stale items remain for another doit run (``RunConfig.slice``)."""
+        return (self._plan is not None and not self.cfg.all_tasks
+                and self.cursor < len(self.stale) and not self.finished)

@@ -1,0 +1,217 @@
+"""The running side of one extract run: the worker pool, the batched commits, progress.
+
+An :class:`ExtractSession` hands planned items to the sandboxed workers
+(:class:`bastion.readers.runtime.pool.WorkerPool`) and commits each verdict as it arrives: the text first
+(moved into the store), then, in batches, the verdicts (one ``syncfs`` and one transaction per
+:data:`COMMIT_EVERY` verdicts or :data:`COMMIT_SECONDS`).  Items of one (sha256, key) share
+one job.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from bastion.readers.base import Limits
+from bastion.readers.runtime.pool import Job, JobResult, WorkerPool
+from bastion.readers.runtime.toolset import Tool
+from bastion.readers.runtime.verdict import Status, Verdict
+
+from ..output.atomic import (STATE_DIR,
+                             atomic_write,
+                             makedirs,
+                             output,
+                             remove_stale_temps,
+                             rmtree,
+                             unlink)
+from ..output.atomic import stat as out_stat
+from ..manifest import Root
+from .plan import IndexSet, Item
+from .store import Store
+
+COMMIT_EVERY = 500  # verdicts per commit (one syncfs + one transaction)
+COMMIT_SECONDS = 2.0
+RUNNING = f"{STATE_DIR}/extracting"  # present while a session may be writing the store
+
+
+class ExtractSession:
+    """Workers, commits and progress for one run.  ``on_verdict(item, verdict)`` is told of
+    every verdict once it is recorded (the progress display)."""
+
+    def __init__(self, *, out: Path, store: Store, limits: Limits, workers: int,
+                 tools: Mapping[str, Tool], roots: Mapping[str, Root],
+                 on_verdict: Callable[[Item, Verdict], None] | None = None,
+                 extra_readers: tuple[str, ...] = ()) -> None:
+        self.out = out
+        self.store = store
+        self.limits = limits
+        self.workers = workers
+        self.tools = tools
+        self.roots = roots
+        self.on_verdict = on_verdict
+        self.extra_readers = extra_readers
+        self.pool: WorkerPool | None = None
+        # the items (by Item.rep: one per (sha256, key)) handed out, and those whose verdicts
+        # this run made; the verdicts themselves are in the store, not held here
+        self.produced = IndexSet()
+        self.scheduled = IndexSet()
+        self.jobs: dict[int, Item] = {}  # in flight, by job id
+        self.job_seq = 0
+        self.pending: list[tuple[str, str, Verdict]] = []  # texts not yet known durable
+        self.last_commit = time.monotonic()
+        self._private_scratch: Path | None = None  # see _scratch_root
+
+    # -- workers --------------------------------------------------------------------------------
+
+    def start(self) -> WorkerPool:
+        """Start the workers (idempotent).  Clears the scratch a killed run left behind."""
+        if self.pool is not None:
+            return self.pool
+        tmp_root = self._scratch_root()
+        self.claim_store()
+        for stale in tmp_root.iterdir():  # scratch of a killed run
+            try:
+                rmtree(stale) if self._private_scratch is None else shutil.rmtree(stale)
+            except OSError:
+                pass
+        self.pool = WorkerPool(self.workers, self.limits, tmp_root, self._on_result,
+                               extra_readers=self.extra_readers)
+        self.pool.warm()
+        return self.pool
+
+    def claim_store(self) -> None:
+        """Clear the temp files a killed run left in the output and the store (the texts and
+        sidecars it was writing), and mark the store as being written.  Only a run that did
+        not close its session leaves the marker, so a million-text store is not listed on
+        every run."""
+        remove_stale_temps(self.out)
+        marker = self.out / RUNNING
+        try:
+            out_stat(marker)
+            unfinished = True
+        except OSError:
+            unfinished = False
+        if unfinished:
+            for bucket in self.store._bucket_dirs():
+                remove_stale_temps(self.store.root / bucket)
+        else:
+            makedirs(self.out / STATE_DIR)
+            atomic_write(marker, b"", sync=False)
+
+    def release_store(self) -> None:
+        """Nothing of this run writes the store any more: the marker goes."""
+        unlink(self.out / RUNNING)
+
+    def _scratch_root(self) -> Path:
+        """Where the workers' private directories go.  The workers name them by path, so
+        under ``.bastion/tmp`` only when no other user can swap a component of the output's
+        path (:func:`bastion.tasks.output.directory.secure_path`); otherwise (an output in a root others may
+        write) in a private temporary directory, and texts are copied in through the
+        output's descriptor when it is on another filesystem."""
+        od = output(self.out)
+        if od.secure:
+            tmp_root = self.out / STATE_DIR / "tmp"
+            makedirs(tmp_root)  # through the output's checked descriptor (tasks/output/directory.py)
+            return tmp_root
+        if self._private_scratch is None:
+            self._private_scratch = Path(tempfile.mkdtemp(prefix="bastion-scratch-"))
+        return self._private_scratch
+
+    def take(self, item: Item) -> bool:
+        """Whether ``item`` is work to hand out: not when its (sha256, key) already was in
+        this run (the same document), nor when no reader takes its type (recorded here as
+        ``unsupported``)."""
+        if item.rep in self.scheduled:
+            return False
+        self.scheduled.add(item.rep)
+        if item.reader is None:
+            self.record(item, Verdict(status=Status.UNSUPPORTED,
+                                      error=f"no reader for {item.mime}"), None, {})
+            return False
+        return True
+
+    def submit(self, item: Item) -> None:
+        """Extract one item (returns once a worker has it; an item whose (sha256, key) was
+        already handed out in this run is the same job)."""
+        if not self.take(item):
+            return
+        pool = self.start()
+        self.job_seq += 1
+        self.jobs[self.job_seq] = item
+        root = self.roots[item.root]
+        path = os.path.join(str(root.path), item.path)
+        if root.follow_symlinks:  # a file reached through a followed link: read the target
+            path = os.path.realpath(path)
+        pool.submit(Job(
+            id=self.job_seq, path=path, name=os.path.basename(item.path), mime=item.mime,
+            sha256=item.sha256, size=item.size, deadline_s=item.deadline_s,
+            tools={t: self.tools[t].path for t in item.tools}, reader=item.reader,
+        ))
+
+    def _on_result(self, result: JobResult) -> None:
+        item = self.jobs.pop(result.job.id)
+        self.record(item, result.verdict, result.text_path, result.sidecar)
+
+    # -- commits --------------------------------------------------------------------------------
+
+    def record(self, item: Item, verdict: Verdict, text_path: Path | None,
+               sidecar: dict[str, Any], text: bytes | None = None) -> None:
+        """Put a verdict's text (a worker's file, or ``text`` bytes made elsewhere: a cluster
+        worker) and sidecar in place and queue the verdict for commit.  The sidecar (PDFs:
+        pages, title, outline, how each page's text was made) is kept only beside a PDF's
+        text."""
+        self.place(item, verdict, text_path, sidecar, text)
+        self.queue(item, verdict)
+
+    def place(self, item: Item, verdict: Verdict, text_path: Path | None,
+              sidecar: dict[str, Any], text: bytes | None = None) -> None:
+        """The text and sidecar of a verdict into the store (or out of it): files only, so
+        several items may be placed at once from threads (tasks/cluster/run.py does)."""
+        stem = item.stem
+        if verdict.status is Status.OK and (text_path is not None or text is not None):
+            if text is not None:
+                self.store.write_text(stem, text)
+            else:
+                self.store.adopt_text(stem, text_path)
+            if "outline" in sidecar or "page_sources" in sidecar:
+                self.store.write_meta(stem, sidecar)
+            else:
+                self.store.remove_meta(stem)
+        else:
+            self.store.remove_text(stem)
+
+    def queue(self, item: Item, verdict: Verdict) -> None:
+        """Queue a placed verdict for commit (committing when the batch is full or old)."""
+        self.pending.append((item.sha256, item.key, verdict))
+        self.produced.add(item.rep)
+        if (len(self.pending) >= COMMIT_EVERY
+                or time.monotonic() - self.last_commit >= COMMIT_SECONDS):
+            self.commit()
+        if self.on_verdict is not None:
+            self.on_verdict(item, verdict)
+
+    def commit(self) -> None:
+        """Make the pending verdicts (and their texts) durable."""
+        self.store.put_many(self.pending)
+        self.pending = []
+        self.last_commit = time.monotonic()
+
+    def drain(self) -> None:
+        """Wait for every job in flight and commit."""
+        if self.pool is not None:
+            self.pool.drain()
+        self.commit()
+
+    def close(self) -> None:
+        """Stop the workers (idempotent)."""
+        if self.pool is not None:
+            self.pool.close()
+            if self.pool.closed:  # every job answered or stopped: nothing writing any more
+                self.release_store()
+        if self._private_scratch is not None and self.pool is not None and self.pool.closed:
+            shutil.rmtree(self._private_scratch, ignore_errors=True)
+            self._private_scratch = None

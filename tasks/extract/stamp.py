@@ -1,0 +1,143 @@
+"""The no-op check: whether a run has nothing to extract, decided without reading the walk.
+
+At the end of a complete run with no ``error`` record, :func:`save` writes
+``.bastion/extract-stamp.json``: a digest of every input that decides a task key (the
+manifest, the extractor version, the reader registry, the tools' identities, the external-tool
+switch) and the identities (size, mtime, ctime, inode) of the files the verdicts live in —
+walk.jsonl (which the walk leaves untouched when it finds the tree unchanged), extract.jsonl,
+the verdict index, and the store's bucket directories (deleting a text changes its bucket's
+mtime).  When the next run finds them all equal (:func:`matches`), every file's stored
+verdict stands: the extract stage does no per-file work and leaves extract.jsonl as it is.
+Anything else — one changed file, a new tool, a forgotten task, an error to retry — falls back
+to the full plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from bastion.readers.base import Limits, Reader
+from bastion.readers.runtime.toolset import Tool
+
+from ..output.atomic import STATE_DIR, file_identity, read_json, unlink, write_json
+
+STAMP = f"{STATE_DIR}/extract-stamp.json"
+VERSION = 1
+
+
+def inputs_digest(*, manifest_digest: str, extract_version: int,
+                  registry: Iterable[Reader], tools: Mapping[str, Tool], limits: Limits,
+                  no_external: bool, extra: Iterable[str] = ()) -> str:
+    """Everything besides the files that decides any task key."""
+    parts: list[Any] = [VERSION, manifest_digest, extract_version, no_external,
+                        limits.as_dict(), sorted(extra)]
+    from .plan import library_version
+
+    parts.append([[r.name, r.version, list(r.mimes), list(r.extensions), list(r.tools),
+                   list(r.settings), r.uses_tool_deadline,
+                   [[lib, library_version(lib)] for lib in r.libraries]] for r in registry])
+    parts.append(sorted([t.name, t.path, t.key] for t in tools.values()))
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def files_identity(out: Path) -> dict[str, Any]:
+    """The identities of the files the verdicts live in (a few stats: the store has at most
+    256 bucket directories)."""
+    store = out / "extract"
+    buckets: list[Any] = []
+    try:
+        with os.scandir(store) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    st = e.stat(follow_symlinks=False)
+                    buckets.append([e.name, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
+    except OSError:
+        pass
+    buckets.sort()
+    return {
+        "walk": file_identity(out / "walk.jsonl"),
+        "records": file_identity(out / "extract.jsonl"),
+        "verdicts": file_identity(out / STATE_DIR / "verdicts.sqlite"),
+        "forgotten": file_identity(out / STATE_DIR / "forgotten.json"),
+        "store": file_identity(store),
+        "buckets": hashlib.sha256(json.dumps(buckets).encode()).hexdigest(),
+    }
+
+
+def save(out: Path, inputs: str) -> None:
+    write_json(out / STAMP, {"version": VERSION, "inputs": inputs,
+                             "files": files_identity(out)})
+
+
+def drop(out: Path) -> None:
+    try:
+        unlink(out / STAMP)
+    except OSError:
+        pass
+
+
+def matches(out: Path, inputs: str) -> bool:
+    """Whether the stamp of the last complete run still describes the output exactly."""
+    try:
+        stamp = read_json(out / STAMP)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(stamp, dict) or stamp.get("version") != VERSION:
+        return False
+    files = files_identity(out)
+    return (stamp.get("inputs") == inputs and files["walk"] is not None
+            and files["records"] is not None and files["forgotten"] is None
+            and stamp.get("files") == files)
+
+
+def nothing_to_do(out: Path, inputs: str) -> dict[str, Any] | None:
+    """The last run's summary when its stamp still holds and it had no ``error`` (an error is
+    retried on every run), else None."""
+    try:
+        previous = read_json(out / "extract.summary.json")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(previous, dict) or (previous.get("counts") or {}).get("error", 1):
+        return None
+    return previous if matches(out, inputs) else None
+
+
+def has_stamp(out: Path) -> bool:
+    """Whether a complete run left its stamp in ``out`` (without one, no run is a no-op)."""
+    return os.path.lexists(out / STAMP)
+
+
+def likely_nothing_to_do(out: Path, inputs: str) -> bool:
+    """Before the walk: whether the last stamp has these key inputs (then the CLI does not
+    start workers early: they would most likely only be stopped again)."""
+    try:
+        previous = read_json(out / STAMP)
+    except (OSError, ValueError):
+        return False
+    return isinstance(previous, dict) and previous.get("inputs") == inputs
+
+
+def holds_but_walk(out: Path, inputs: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(stamp, last summary) when the last complete run's stamp holds for every file but
+    walk.jsonl (the walk found a change) and that run had no error; else None."""
+    try:
+        st = read_json(out / STAMP)
+        previous = read_json(out / "extract.summary.json")
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(st, dict) or st.get("version") != VERSION
+            or st.get("inputs") != inputs or not isinstance(previous, dict)
+            or (previous.get("counts") or {}).get("error", 1)):
+        return None
+    files = files_identity(out)
+    then = dict(st.get("files") or {})
+    if files["records"] is None or files["forgotten"] is not None:
+        return None
+    if {k: v for k, v in then.items() if k != "walk"} != \
+            {k: v for k, v in files.items() if k != "walk"}:
+        return None
+    return st, previous

@@ -1,0 +1,321 @@
+"""The content-addressed text store and its verdicts: the source of truth of the extract stage.
+
+Layout under the output directory::
+
+    extract/<aa>/<sha256>.txt              the text (UTF-8, normalised), status ok only
+    extract/<aa>/<sha256>.meta.json        PDF sidecar (pages, title, outline, page sources)
+    extract/<aa>/<sha256>.<key>.txt        the text of the same bytes read as another type
+    .bastion/verdicts.sqlite               one verdict per (sha256, task key)
+
+A file's text is named by its content's sha256; when the walk holds the same bytes under two
+detected types (``a.json`` and its copy ``a.txt``), each (sha256, key) pair has its own verdict
+and its own text, the first key in sort order keeping the plain name (:func:`text_stem`).
+
+Every write goes through the output directory's checked descriptor (:mod:`bastion.tasks.output.directory`):
+texts are renamed into their bucket with ``renameat`` relative to the bucket's descriptor,
+sidecars written and stale files removed with ``*at`` calls, and sqlite opens the verdict
+index through ``/proc/self/fd/N`` of the state directory's descriptor.
+
+A verdict is committed only after its text is in place and durable (texts are flushed with one
+``syncfs`` per batch of verdicts, not one fsync per file), so after a crash or ``kill -9`` a
+verdict always has its text; a text without a verdict is simply redone, and removed by the
+next successful run's clean-up (:meth:`Store.remove_unreferenced`).  doit's own database is
+only a cache in front of this: deleting it costs one quick pass, never a re-extraction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, Container, Iterable
+
+from bastion.readers.runtime.verdict import Verdict
+
+from ..output.atomic import STATE_DIR, TMP_PREFIX, OutputError, dumps, output
+from ..output.directory import OutputDir
+
+SCHEMA_VERSION = 2
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS verdicts (
+    sha256 TEXT NOT NULL,
+    key TEXT NOT NULL,
+    status TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (sha256, key)
+) WITHOUT ROWID
+"""
+
+
+def text_stem(sha256: str, key: str, primary: bool) -> str:
+    """The store name (without suffix) of the text of ``sha256`` read under ``key``."""
+    return sha256 if primary else f"{sha256}.{key}"
+
+
+def syncfs(path: Path) -> bool:
+    """Flush every dirty page and inode of the filesystem holding ``path`` (Linux
+    ``syncfs``); False when that was not possible (then ``os.sync()`` was called)."""
+    import ctypes
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        os.sync()
+        return False
+    try:
+        if ctypes.CDLL(None, use_errno=True).syncfs(fd) == 0:
+            return True
+    except (OSError, AttributeError):
+        pass
+    finally:
+        os.close(fd)
+    os.sync()
+    return False
+
+
+class Store:
+    """The texts under ``extract/`` and the verdict index under ``.bastion/``."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = Path(out)
+        self.root = self.out / "extract"
+        self.db_path = self.out / STATE_DIR / "verdicts.sqlite"
+        self._db: sqlite3.Connection | None = None
+        self._dirty = False  # texts or renames not yet made durable
+        self._dir: OutputDir | None = None
+
+    @property
+    def dir(self) -> OutputDir:
+        """The output directory, opened and checked at the first write."""
+        if self._dir is None or self._dir.fd < 0 or not self._dir._dirs:
+            self._dir = output(self.out)
+        return self._dir
+
+    # -- paths ----------------------------------------------------------------------------------
+
+    def text_path(self, stem: str) -> Path:
+        return self.root / stem[:2] / f"{stem}.txt"
+
+    def meta_path(self, stem: str) -> Path:
+        return self.root / stem[:2] / f"{stem}.meta.json"
+
+    # -- verdicts -------------------------------------------------------------------------------
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            rel = f"{STATE_DIR}/verdicts.sqlite"
+            try:
+                od = self.dir
+                # made here with the output's mode: sqlite gives its -wal and -shm files the
+                # database's permissions; opened through the state directory's descriptor
+                od.create(rel)
+                db = sqlite3.connect(od.proc(rel), isolation_level=None)
+                self._check_opened(db, od, rel)
+                db.execute("PRAGMA journal_mode=WAL")
+                for suffix in ("-wal", "-shm"):
+                    od.chmod_file(rel + suffix)  # files of an earlier, looser run
+                db.execute("PRAGMA synchronous=NORMAL")
+                if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                    # an index of an earlier layout: its keys are of another kind, so every
+                    # verdict in it would be redone anyway
+                    db.execute("DROP TABLE IF EXISTS verdicts")
+                    db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                db.execute(SCHEMA)
+            except (OSError, sqlite3.Error) as e:
+                raise OutputError(f"cannot open the verdict store {self.db_path}: {e}") from None
+            self._db = db
+        return self._db
+
+    @staticmethod
+    def _check_opened(db: sqlite3.Connection, od: OutputDir, rel: str) -> None:
+        """Refuse a database file other than the one made through the descriptor (sqlite
+        resolves the ``/proc/self/fd`` name to a path before opening it)."""
+        opened = db.execute("PRAGMA database_list").fetchone()[2]
+        dfd, name = od.split(rel)
+        want = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        got = os.stat(opened)
+        if (got.st_dev, got.st_ino) != (want.st_dev, want.st_ino):
+            db.close()
+            raise OutputError(f"the verdict store opened as {opened} is not "
+                              f"{od.path / rel} (the output directory was moved)")
+
+    def verdicts(self) -> dict[tuple[str, str], Verdict]:
+        """Every stored verdict, by (sha256, key) (one query; used to plan a run).  A row that
+        does not parse is left out: its file is extracted again."""
+        if not self.db_path.exists():
+            return {}
+        try:
+            rows = self.db.execute("SELECT sha256, key, body FROM verdicts").fetchall()
+        except sqlite3.Error as e:
+            raise OutputError(f"cannot read the verdict store {self.db_path}: {e}") from None
+        out: dict[tuple[str, str], Verdict] = {}
+        loads = json.loads
+        for sha, key, body in rows:
+            try:
+                out[(sha, key)] = Verdict.from_store(loads(body))
+            except (ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    def verdicts_for(self, shas: list[str]) -> dict[tuple[str, str], Verdict]:
+        """The stored verdicts of these sha256s (every key), by (sha256, key)."""
+        out: dict[tuple[str, str], Verdict] = {}
+        if not shas or not self.db_path.exists():
+            return out
+        try:
+            for at in range(0, len(shas), 500):
+                chunk = shas[at:at + 500]
+                rows = self.db.execute(
+                    "SELECT sha256, key, body FROM verdicts WHERE sha256 IN "
+                    f"({','.join('?' * len(chunk))})", chunk).fetchall()
+                for sha, key, body in rows:
+                    try:
+                        out[(sha, key)] = Verdict.from_store(json.loads(body))
+                    except (ValueError, KeyError, TypeError):
+                        continue
+        except sqlite3.Error as e:
+            raise OutputError(f"cannot read the verdict store {self.db_path}: {e}") from None
+        return out
+
+    def put_many(self, verdicts: list[tuple[str, str, Verdict]]) -> None:
+        """Commit (sha256, key, verdict) rows in one transaction, after making their texts
+        durable."""
+        if not verdicts:
+            return
+        self.sync()
+        rows = [(sha, key, v.status.value, dumps(v.to_json())) for sha, key, v in verdicts]
+        try:
+            with self.db:
+                self.db.execute("BEGIN")
+                self.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?)", rows)
+        except sqlite3.Error as e:
+            raise OutputError(f"cannot record verdicts in {self.db_path}: {e}") from None
+
+    def forget(self, pairs: Iterable[tuple[str, str]]) -> int:
+        """Drop the verdicts of these (sha256, key) pairs (``doit forget``); how many."""
+        pairs = list(pairs)
+        if not pairs or not self.db_path.exists():
+            return 0
+        try:
+            with self.db:
+                self.db.execute("BEGIN")
+                n = 0
+                for sha, key in pairs:
+                    n += self.db.execute("DELETE FROM verdicts WHERE sha256=? AND key=?",
+                                         (sha, key)).rowcount
+        except sqlite3.Error as e:
+            raise OutputError(f"cannot update the verdict store {self.db_path}: {e}") from None
+        return n
+
+    # -- texts ----------------------------------------------------------------------------------
+
+    def text_names(self) -> set[str]:
+        """The file names in the store (one ``scandir`` per bucket, not a stat per text),
+        read through the buckets' descriptors."""
+        names: set[str] = set()
+        od = self.dir
+        for bucket in self._bucket_dirs():
+            try:
+                with os.scandir(od.dir_fd(f"extract/{bucket}", create=False)) as it:
+                    names.update(e.name for e in it)
+            except OSError:
+                continue  # gone, or a link where a bucket should be: never followed
+        return names
+
+    def _bucket_dirs(self) -> list[str]:
+        """The names of the bucket directories (two hex digits; links are not buckets)."""
+        if self._dir is None and not os.path.isdir(self.root):
+            return []  # nothing stored: and a listing command must not create the output
+        try:
+            with os.scandir(self.dir.dir_fd("extract", create=False)) as it:
+                return sorted(e.name for e in it if len(e.name) == 2
+                              and e.is_dir(follow_symlinks=False))
+        except OSError:
+            return []
+
+    @staticmethod
+    def _rel(stem: str, suffix: str) -> str:
+        return f"extract/{stem[:2]}/{stem}{suffix}"
+
+    def adopt_text(self, stem: str, tmp: Path) -> None:
+        """Move a worker's finished text file into the store, atomically (``renameat`` into
+        the bucket's descriptor; what arrives must be a regular file, given the store's
+        mode)."""
+        self.dir.adopt(tmp, self._rel(stem, ".txt"))
+        self._dirty = True
+
+    def write_text(self, stem: str, data: bytes) -> None:
+        """Store a text handed over as bytes (a text made elsewhere: a cluster worker)."""
+        self.dir.write(self._rel(stem, ".txt"), data, sync=False)  # durable at the commit
+        self._dirty = True
+
+    def write_meta(self, stem: str, meta: dict[str, Any]) -> None:
+        body = json.dumps(meta, sort_keys=True, ensure_ascii=True, indent=1) + "\n"
+        # no fsync of its own: like the texts, the sidecar is made durable by the commit's
+        # syncfs, before the verdict that stands for it (a crash before that re-extracts)
+        self.dir.write(self._rel(stem, ".meta.json"), body.encode("ascii"), sync=False)
+        self._dirty = True
+
+    def remove_meta(self, stem: str) -> None:
+        try:
+            self.dir.unlink(self._rel(stem, ".meta.json"))
+        except FileNotFoundError:
+            pass
+
+    def remove_text(self, stem: str) -> None:
+        for suffix in (".txt", ".meta.json"):
+            try:
+                self.dir.unlink(self._rel(stem, suffix))
+            except FileNotFoundError:
+                pass
+
+    def remove_unreferenced(self, referenced: Container[str]) -> int:
+        """Delete every store file whose stem no record references (texts and sidecars of
+        deleted or edited files).  Called only once the records that dropped them are
+        durable, so a crash before or during it loses nothing.  Returns how many."""
+        removed = 0
+        od = self.dir
+        for bucket in self._bucket_dirs():
+            rel_bucket = f"extract/{bucket}"
+            try:
+                bfd = od.dir_fd(rel_bucket, create=False)
+            except OSError:
+                continue  # gone, or a link where a bucket should be: never followed
+            with os.scandir(bfd) as it:
+                entries = [e.name for e in it]
+            for name in entries:
+                if name.startswith(TMP_PREFIX):
+                    continue  # another step's temp file: remove_stale_temps' business
+                stem = name[:-4] if name.endswith(".txt") else (
+                    name[:-10] if name.endswith(".meta.json") else None)
+                if stem is not None and stem in referenced:
+                    continue
+                try:
+                    os.unlink(name, dir_fd=bfd)
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+                except OSError as e:
+                    raise OutputError(f"cannot remove {bucket}/{name}: {e.strerror}") from None
+            od.rmdir(rel_bucket)  # only when empty
+        return removed
+
+    def sync(self) -> None:
+        """Make the texts and renames so far durable: one ``syncfs`` of the output filesystem
+        (instead of an fsync per file), then the touched directories."""
+        if not self._dirty:
+            return
+        syncfs(f"/proc/self/fd/{self.dir.fd}")  # else os.sync(), which covers all of it
+        self._dirty = False
+
+    def close(self) -> None:
+        self.sync()
+        if self._db is not None:
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
+            self._db.close()
+            self._db = None
