@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from bastion.readers.base import Limits
 
-from .errors import LockedError, OutputError, translated
+from .errors import LockedError, OutputError
 from .extractor import Result, Tools, default_extractor
 from .outputs import Summary, read_summary, records
 
@@ -89,14 +89,13 @@ def sweep(manifest: str | os.PathLike[str], out: str | os.PathLike[str] | None =
                     trusted_keys=Path(trusted_keys) if trusted_keys else None,
                     jobs=jobs or 0, quiet=quiet, walk="reuse" if only_extract else "run",
                     slice=EXTRACT_SLICE)
-    with translated():
-        loaded, out_dir = load(cfg)
-        wanted = list(stages) if stages is not None else list(loaded.stages)
-        run = [s for s in ("walk", "extract") if s in wanted]  # always in this order
-        if not run or len(run) != len(set(wanted)):
-            raise ValueError(f"stages must be 'walk' and/or 'extract', not {wanted!r}")
-        check_stages(loaded, out_dir, run)
-        OutputLock.acquire(out_dir)  # a held lock is a LockedError here, not a printed line
+    loaded, out_dir = load(cfg)
+    wanted = list(stages) if stages is not None else list(loaded.stages)
+    run = [s for s in ("walk", "extract") if s in wanted]  # always in this order
+    if not run or len(run) != len(set(wanted)):
+        raise ValueError(f"stages must be 'walk' and/or 'extract', not {wanted!r}")
+    check_stages(loaded, out_dir, run)
+    OutputLock.acquire(out_dir)  # a held lock is a LockedError here, not a printed line
     tee = _Tee(sys.stderr, show=not quiet)
     saved = sys.stderr
     sys.stderr = tee

@@ -7,23 +7,23 @@
      │    └── PrerequisiteError   no walk to extract from, stage not in the manifest, no out=
      ├── OutputError              bastion cannot write (or read) its output directory
      │    ├── LockedError         another bastion run holds the output directory
+     │    ├── UnsafeOutputError   the output directory is a symlink, someone else's, or loose
      │    └── NotAnOutputError    the directory holds no bastion output (no walk.jsonl)
-     └── WorkerError              the sandboxed reader workers cannot be started
+     └── WorkerError              the sandboxed reader workers cannot be started or were lost
 
 A document that cannot be read is never an exception: it is a :class:`bastion.Result` (or a
-record) with ``status == "error"`` and an ``error_kind`` (docs/records.md).  Each class here
-wraps the internal exception of the same name (``bastion.tasks.manifest.ManifestError``, …), kept as
-``__cause__``; the message is the one the ``bastion`` command prints.
+record) with ``status == "error"`` and an ``error_kind`` (docs/records.md).  These classes are
+the ones bastion's own modules raise (the manifest loader, the signature check, the output
+directory, the pool): nothing is translated at the edge, and the message is the one the
+``bastion`` command prints.  :data:`CANNOT_START` is the one tuple of "this run cannot start"
+errors that the command and the doit tasks report as one line and exit status 1.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
-
 __all__ = ["BastionError", "ConfigError", "ManifestError", "SignatureError",
-           "PrerequisiteError", "OutputError", "LockedError", "NotAnOutputError", "WorkerError",
-           "translated"]
+           "PrerequisiteError", "OutputError", "LockedError", "UnsafeOutputError",
+           "NotAnOutputError", "WorkerError", "CANNOT_START"]
 
 
 class BastionError(Exception):
@@ -38,10 +38,14 @@ class ManifestError(ConfigError):
     """The manifest is invalid.  ``problem``, ``key``, ``line`` and ``file`` as in the
     message ``file:line: key: problem`` (``key`` and ``line`` are None when unknown)."""
 
-    problem: str | None = None
-    key: str | None = None
-    line: int | None = None
-    file: str | None = None
+    def __init__(self, problem: str, *, key: str | None = None, line: int | None = None,
+                 file: str = "manifest") -> None:
+        self.problem = problem
+        self.key = key
+        self.line = line
+        self.file = file
+        where = file if line is None else f"{file}:{line}"
+        super().__init__(f"{where}: {problem}" if key is None else f"{where}: {key}: {problem}")
 
 
 class SignatureError(ConfigError):
@@ -62,38 +66,19 @@ class LockedError(OutputError):
     """Another bastion run holds the output directory (``<out>/.lock``)."""
 
 
+class UnsafeOutputError(OutputError):
+    """The output directory is a symlink, someone else's, or writable by others
+    (docs/security.md, "The output directory rule")."""
+
+
 class NotAnOutputError(OutputError):
     """The directory holds no bastion output (no ``walk.jsonl``) or a damaged one."""
 
 
 class WorkerError(BastionError):
-    """The sandboxed reader workers cannot be started (the pool's ``PoolError``)."""
+    """The sandboxed reader workers cannot be started, or the pool (a Dask cluster's
+    included) cannot go on."""
 
 
-def _mapping() -> list[tuple[type[BaseException], type[BastionError]]]:
-    from .readers.runtime.pool import PoolError
-    from .tasks import config, manifest, signing
-    from .tasks.output import atomic as fsio
-
-    return [(manifest.ManifestError, ManifestError), (signing.SignatureError, SignatureError),
-            (config.PrerequisiteError, PrerequisiteError), (fsio.LockedError, LockedError),
-            (fsio.OutputError, OutputError), (PoolError, WorkerError)]
-
-
-@contextmanager
-def translated() -> Iterator[None]:
-    """Raise the API's exception for the internal one raised inside the block."""
-    mapping = _mapping()
-    try:
-        yield
-    except BastionError:
-        raise
-    except Exception as e:
-        for internal, public in mapping:
-            if isinstance(e, internal):
-                err = public(str(e))
-                for attr in ("problem", "key", "line", "file"):
-                    if hasattr(e, attr):
-                        setattr(err, attr, getattr(e, attr))
-                raise err from e
-        raise
+# A run that meets one of these cannot start (or go on): one line, exit status 1.
+CANNOT_START: tuple[type[BastionError], ...] = (ConfigError, OutputError)

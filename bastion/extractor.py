@@ -31,7 +31,6 @@ from bastion.readers.base import Limits
 from bastion.readers.runtime.toolset import KNOWN_TOOLS, Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
-from .errors import translated
 
 __all__ = ["Extractor", "OutlineEntry", "Result", "Tools", "default_extractor"]
 
@@ -188,7 +187,7 @@ def _select(mime: str, name: str, extra: tuple[Any, ...]) -> Any:
 
 
 def pool_module() -> Any:
-    """The module of ``WorkerPool``, ``Job`` and ``PoolError``."""
+    """The module of ``WorkerPool``, ``Job`` and ``WorkerError``."""
     from bastion.readers.runtime import pool
 
     return pool
@@ -290,16 +289,14 @@ class Extractor:
             deadline = self.limits.tool_deadline_s
         pool = self._ensure_pool()
         chosen = {"reader": reader.name} if "reader" in Job.__dataclass_fields__ else {}
-        with translated():
-            pool.submit(Job(id=job_id, path=doc.path, name=doc.name, mime=doc.mime,
-                            sha256=doc.sha256, size=doc.size, deadline_s=deadline,
-                            tools={t: self.tools[t].path for t in present}, **chosen))
+        pool.submit(Job(id=job_id, path=doc.path, name=doc.name, mime=doc.mime,
+                        sha256=doc.sha256, size=doc.size, deadline_s=deadline,
+                        tools={t: self.tools[t].path for t in present}, **chosen))
         return job_id
 
     def _drain(self) -> None:
         if self._pool is not None:
-            with translated():
-                self._pool.drain()
+            self._pool.drain()
 
     def _collect(self, job_id: int, pending: dict[int, _Prepared]) -> Result:
         doc = pending.pop(job_id)
@@ -330,9 +327,8 @@ class Extractor:
 
             work = scratch / "workers"
             work.mkdir(mode=0o700, exist_ok=True)
-            with translated():
-                self._pool = WorkerPool(self.jobs, self.limits, work, self._on_result,
-                                        extra_readers=self.extra_readers)
+            self._pool = WorkerPool(self.jobs, self.limits, work, self._on_result,
+                                    extra_readers=self.extra_readers)
         return self._pool
 
     def _abandon(self) -> None:

@@ -15,9 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, NoReturn, Sequence
 
-from .config import (DEFAULT_MANIFEST, JOBS_PER_CORE, PrerequisiteError, RunConfig,
-                     forget_manifests, jobs_error, load)
-from .output.atomic import LockedError, OutputError, OutputLock
+from bastion.errors import CANNOT_START, OutputError
+
+from .config import (DEFAULT_MANIFEST, JOBS_PER_CORE, RunConfig, forget_manifests, jobs_error,
+                     load)
+from .output.atomic import OutputLock
 
 EXIT_OK, EXIT_INVALID, EXIT_ERRORS, EXIT_PARTIAL = 0, 1, 2, 3
 # Files handed to doit per run: doit holds ~5 KB per task, so a first run of a million files
@@ -215,9 +217,7 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
     """Run ``walk`` and/or ``extract`` through doit in-process; returns the exit code.
     ``extra_readers`` are modules whose READER the workers put first (the tests' misbehaving
     readers)."""
-    from .manifest import ManifestError
     from .extract.run import Run, check_stages
-    from .signing import SignatureError
 
     OutputLock.release_all()  # a lock an earlier in-process run left (the tests run many)
     if cfg.cluster and "extract" in stages:
@@ -234,7 +234,7 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
         manifest, out = run.load()
         check_stages(manifest, out, stages)
         run.lock()
-    except (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError) as e:
+    except CANNOT_START as e:
         return _fail(str(e))
     if "extract" in stages:
         # The workers start first: they boot on the other cores while this process loads

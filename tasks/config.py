@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from bastion.errors import PrerequisiteError
 from .output.atomic import STATE_DIR
 from .manifest import Manifest, parse_manifest, read_manifest_bytes
 
@@ -18,10 +19,6 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_MANIFEST = REPO / "examples" / "manifest.yaml"
 # The extract group's hidden setup task: drains the workers and writes the records
 FINISH_TASK = "_extract_finish"
-
-
-class PrerequisiteError(Exception):
-    """A stage cannot run: missing walk, stage not in the manifest, other manifest, no --out."""
 
 
 _TRUE = {"1", "true", "yes", "on"}

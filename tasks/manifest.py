@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 import yaml
 
+from bastion.errors import ManifestError
 from bastion.readers.base import GiB, KiB, Limits, MiB, limit_kinds
 
 from .walk.globs import compile_glob
@@ -90,21 +91,6 @@ class Manifest:
     max_file_bytes: int  # limits.max_file_bytes
     limits: Limits  # the extract budgets
     output_mode: str = "private"  # one of OUTPUT_MODES (docs/security.md)
-
-
-class ManifestError(Exception):
-    """A manifest refused: ``file:line: key: problem`` (line and key omitted when unknown)."""
-
-    def __init__(
-        self, problem: str, *, key: str | None = None, line: int | None = None,
-        file: str = "manifest",
-    ) -> None:
-        self.problem = problem
-        self.key = key
-        self.line = line
-        self.file = file
-        where = file if line is None else f"{file}:{line}"
-        super().__init__(f"{where}: {problem}" if key is None else f"{where}: {key}: {problem}")
 
 
 # -- loading ------------------------------------------------------------------------------

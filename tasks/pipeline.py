@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING, Any, Iterator
 from doit.exceptions import TaskFailed
 from doit.reporter import ConsoleReporter
 
+from bastion.errors import CANNOT_START, OutputError, WorkerError
+
 from . import doitdb
-from .config import FINISH_TASK, PrerequisiteError, RunConfig, doit_db, jobs_error
-from .output.atomic import LockedError, OutputError
-from .manifest import ManifestError
+from .config import FINISH_TASK, RunConfig, doit_db, jobs_error
 from .names import task_name
-from .signing import SignatureError
 
 if TYPE_CHECKING:  # the extract stage (and every reader) is imported when a run extracts
     from .extract.plan import Item
@@ -80,7 +79,7 @@ DOIT_CONFIG = {
     "minversion": "0.36.0",
 }
 
-RUN_ERRORS = (ManifestError, SignatureError, PrerequisiteError, LockedError, OutputError)
+RUN_ERRORS = CANNOT_START  # bastion.errors: the one tuple of "this run cannot start"
 
 
 PARALLEL_REFUSED = ("doit's -n/--process is not used by bastion: its reader workers are "
@@ -122,11 +121,10 @@ def _extract_action(run: Run, item: Item) -> TaskFailed | None:
     """doit action of ``extract:<root>/<path>``: hand the document to a worker."""
     if run.refused:
         return TaskFailed(run.refused)
-    from bastion.readers.runtime.pool import PoolError
 
     try:
         run.extract(item)
-    except (OutputError, LockedError, PoolError) as e:
+    except (OutputError, WorkerError) as e:
         return TaskFailed(str(e))
     return None
 

@@ -23,6 +23,7 @@ import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
+from bastion.errors import SignatureError
 
 # ``cryptography`` is imported where a key or signature is handled: most runs verify nothing,
 # and the import costs ~11 ms of every run's start (SignatureError is caught everywhere).
@@ -36,10 +37,6 @@ KEY_TYPE = "ed25519"
 SIGNATURE_SUFFIX = ".sig"
 _MAX_SIGNATURE_FILE = 4096
 _MAX_KEYS_FILE = 1024 * 1024
-
-
-class SignatureError(Exception):
-    """Signing or verification failed; the message is one line."""
 
 
 def default_trusted_keys() -> Path:

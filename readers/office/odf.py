@@ -17,7 +17,7 @@ import io
 import posixpath
 import re
 import zipfile
-from typing import Callable
+from typing import Any, Callable
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, ReaderError, Unsupported
@@ -174,7 +174,8 @@ class _Lists:
             nums = []
             for k in range(max(level - lvl.display + 1, 1), level + 1):
                 klvl = levels.get(k)
-                n = counts[k - 1] if counts[k - 1] is not None else (klvl.start if klvl else 1)
+                count = counts[k - 1]
+                n = count if count is not None else (klvl.start if klvl else 1)
                 nums.append(list_number(n, klvl.fmt if klvl else "1"))
             text = lvl.prefix + ".".join(nums) + lvl.suffix
         text = text.strip()
@@ -199,7 +200,8 @@ class _Lists:
         if lvl is None or not (lvl.fmt or lvl.prefix or lvl.suffix):
             return ""
         counts = self.outline_counts
-        counts[level - 1] = lvl.start if counts[level - 1] is None else counts[level - 1] + 1
+        count = counts[level - 1]
+        counts[level - 1] = lvl.start if count is None else count + 1
         for d in range(level, _MAX_LEVELS):
             counts[d] = None
         return self.label(self.outline, counts, level)
@@ -388,6 +390,7 @@ class _Captures:
 
     def text(self, data: str) -> None:
         cap = self.capture
+        assert cap is not None  # called only while an element is captured
         if cap.in_creator:
             cap.creator.append(data)
         elif cap.paras and not cap.field:
@@ -397,6 +400,7 @@ class _Captures:
 
     def start(self, tag: str, attrs: dict[str, str]) -> None:
         cap = self.capture
+        assert cap is not None  # called only while an element is captured
         cap.depth += 1
         if cap.field:
             cap.field += 1
@@ -420,6 +424,7 @@ class _Captures:
 
     def end(self, tag: str) -> None:
         cap = self.capture
+        assert cap is not None  # called only while an element is captured
         if cap.field:
             cap.field -= 1
         elif tag == DC + "creator":
@@ -474,7 +479,7 @@ class _Content:
                  max_chars: int = 0) -> None:
         self.flow = flow
         self.objects = objects  # reads an embedded object (draw:object) into lines
-        self.parser = None  # the running expat parser (for skipping subtrees)
+        self.parser: Any = None  # the running expat parser (for skipping subtrees)
         self.kind = ""  # odt / ods / odp / odg once the body element is seen
         self.in_body = False
         self.skip = 0

@@ -19,7 +19,7 @@ import posixpath
 import re
 import zipfile
 from datetime import datetime, timedelta
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, ReaderError, Unsupported
@@ -205,8 +205,8 @@ class _Extras:
         titles: list[str] = []
         series: list[tuple[str, list[str], list[str]]] = []
         stack: list[str] = []  # open c:title / c:ser / c:tx / c:cat / c:val / c:xVal / c:yVal
-        cur = {"name": [], "cat": {}, "val": {}, "fmt": None, "cat_fmt": None}
-        pt = {"idx": -1, "buf": []}
+        cur: dict[str, Any] = {"name": [], "cat": {}, "val": {}, "fmt": None, "cat_fmt": None}
+        pt: dict[str, Any] = {"idx": -1, "buf": []}
         state = {"t": False, "v": False, "fmtcode": False}
         points = [0]  # categories and values of the series read so far
         max_parts = self.max_parts
@@ -315,7 +315,7 @@ class _Extras:
         children: dict[str, list[tuple[int, str]]] = {}
         roots: list[str] = []
         count = [0]  # connections read
-        cur = {"id": None, "t": False, "in_t": 0}
+        cur: dict[str, Any] = {"id": None, "t": False, "in_t": 0}
 
         def start(tag: str, a: dict[str, str]) -> None:
             if tag == DGM + "pt":
@@ -473,7 +473,7 @@ class _Walker:
             MC + "Choice": self._branch,
             MC + "Fallback": self._branch,
         }
-        self.ends: dict[str, Callable[[], None]] = {MC + "AlternateContent": self.alt.pop}
+        self.ends: dict[str, Callable[[], object]] = {MC + "AlternateContent": self.alt.pop}
         starts_get = self.starts.get
         ends_get = self.ends.get
 
@@ -1174,12 +1174,12 @@ def _read_pptx(pkg: _Package, main: str, flow: Flow, ctx: Context) -> dict:
         flow.heading(f"# slide {n}")
         walker.drop_shape = False
         walker.parse(pkg, slide)
-        rels = _read_rels(pkg, slide)
-        for rid, typ, target in rels:  # charts, SmartArt and embedded documents
+        slide_rels = _read_rels(pkg, slide)
+        for rid, typ, target in slide_rels:  # charts, SmartArt and embedded documents
             if typ.endswith(("/chart", "/diagramData") + _EMBED_TYPES):
                 for line in extras.related({rid: (typ, target)}, rid):
                     flow.emit(line)
-        for _, typ, target in rels:
+        for _, typ, target in slide_rels:
             if typ.endswith("/comments") and target in pkg:
                 if authors is None:
                     authors = {
@@ -1191,7 +1191,7 @@ def _read_pptx(pkg: _Package, main: str, flow: Flow, ctx: Context) -> dict:
                 modern = "/2018/" in typ or "modernComment" in target
                 for line in _read_pptx_comments(pkg, target, authors, modern):
                     flow.emit(line)
-        for _, typ, target in rels:
+        for _, typ, target in slide_rels:
             if typ.endswith("/notesSlide") and target in pkg:
                 flow.pending_heading = "## notes"
                 walker.drop_shape = False
@@ -1253,8 +1253,9 @@ def _read_styles(pkg: _Package) -> dict[int, NumberFormat]:
         if fid not in compiled:
             code = custom.get(fid, _BUILTIN_FORMATS.get(fid, ""))
             compiled[fid] = compile_format(code)
-        if compiled[fid] is not None:
-            formats[i] = compiled[fid]
+        fmt = compiled[fid]
+        if fmt is not None:
+            formats[i] = fmt
     return formats
 
 

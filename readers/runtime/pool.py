@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from bastion.errors import WorkerError
 from ..base import Limits
 from .procs import AUTO, PID_NAMESPACE, containment
 from .sandbox import WORKER_DIR
@@ -36,7 +37,7 @@ from .worker import (Misbehaved,
                      reachable,
                      worker_path)
 
-__all__ = ["DEFAULT_USER", "Job", "JobResult", "PoolError", "WorkerPool", "open_document",
+__all__ = ["DEFAULT_USER", "Job", "JobResult", "WorkerError", "WorkerPool", "open_document",
            "worker_user"]
 
 _TEXT_NAME = re.compile(r"t[0-9]{1,12}\.txt")
@@ -95,10 +96,6 @@ class JobResult:
     @property
     def warnings(self) -> tuple[str, ...]:
         return self.verdict.warnings
-
-
-class PoolError(Exception):
-    """The pool itself cannot go on (workers cannot be started)."""
 
 
 class _Answers:
@@ -278,7 +275,7 @@ class WorkerPool:
             worker = Worker.start(wdir, self.limits, user=self.user,
                                   extra_readers=self.extra_readers, contain=self.contain)
         except StartError as e:
-            raise PoolError(f"cannot start a reader worker: {e}") from None
+            raise WorkerError(f"cannot start a reader worker: {e}") from None
         self.sel.register(worker.proc.stdout, selectors.EVENT_READ, (worker, "out"))
         self.sel.register(worker.proc.stderr, selectors.EVENT_READ, (worker, "err"))
         self.workers.append(worker)
@@ -421,7 +418,7 @@ def worker_user(name: str | None,
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
-        raise PoolError(f"no user {name!r} to run the reader workers as") from None
+        raise WorkerError(f"no user {name!r} to run the reader workers as") from None
     if entry.pw_uid == 0:
         return None, None
     needed = [os.path.dirname(os.__file__), *worker_path()]

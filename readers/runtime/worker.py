@@ -44,7 +44,7 @@ STARTUP_DEADLINE_S = 60.0
 
 
 class StartError(Exception):
-    """A worker's process could not be started (the pool says so as its ``PoolError``)."""
+    """A worker's process could not be started (the pool says so as its ``WorkerError``)."""
 
 
 class Misbehaved(Exception):

@@ -12,16 +12,16 @@ import os
 import re
 from dataclasses import dataclass
 
-from bastion.readers.runtime.pool import PoolError
+from bastion.errors import WorkerError
 
 from ..output.atomic import OutputError
 
 INSTALL_HINT = "--cluster needs Dask: pip install 'bastion[dask]'"
 
 
-class ClusterError(PoolError, OutputError):
+class ClusterError(WorkerError, OutputError):
     """The cluster cannot go on: Dask is not installed, the scheduler cannot be reached or was
-    lost, no worker joined.  A :class:`~bastion.readers.runtime.pool.PoolError` (the pool of workers is
+    lost, no worker joined.  A :class:`~bastion.readers.runtime.pool.WorkerError` (the pool of workers is
     gone) and an :class:`~bastion.tasks.output.atomic.OutputError` (the run cannot complete its output), so
     whichever step meets it reports it as one line and the run exits 1."""
 

@@ -91,14 +91,6 @@ class Run(RunPlan):
             self._loaded = load(self.cfg)
         return self._loaded
 
-    @property
-    def manifest(self) -> Manifest:
-        return self.load()[0]
-
-    @property
-    def out(self) -> Path:
-        return self.load()[1]
-
     def lock(self) -> None:
         """Open, check and lock the output directory (tasks/output/directory.py: a symlink, another
         user's or a group/world-writable one is refused), with the manifest's modes."""
@@ -143,9 +135,10 @@ class Run(RunPlan):
             self.lock()
             if self.store is None:
                 self.store = Store(out)
-            common = dict(out=out, store=self.store, limits=manifest.limits, tools=self.tools,
-                          roots={r.name: r for r in manifest.roots},
-                          on_verdict=self._on_verdict, extra_readers=self.extra_readers)
+            common: dict[str, Any] = dict(
+                out=out, store=self.store, limits=manifest.limits, tools=self.tools,
+                roots={r.name: r for r in manifest.roots},
+                on_verdict=self._on_verdict, extra_readers=self.extra_readers)
             if self.cfg.cluster:  # the documents go to a Dask cluster (tasks/cluster/run.py)
                 from ..cluster.run import ClusterSession, parse_cluster
 
@@ -166,7 +159,7 @@ class Run(RunPlan):
         An output with no stamp (a first run, a fresh directory) cannot be a no-op: there the
         tools' version questions (a process per tool) are only started, and the workers
         start at once, so that the questions and the registry's loading overlap their start."""
-        from bastion.readers.runtime.pool import PoolError
+        from bastion.errors import WorkerError
 
         try:
             if not (self.cfg.all_tasks or self.cfg.listing):
@@ -177,7 +170,7 @@ class Run(RunPlan):
                     if stamp.likely_nothing_to_do(self.out, self.inputs()):
                         return  # workers start at the first document, if one comes
             self.start_session()
-        except (OutputError, PoolError, OSError):
+        except (OutputError, WorkerError, OSError):
             self.close()
 
     def extract(self, item: Item) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Verdict
@@ -63,7 +63,7 @@ class RunPlan:
     toolcache: ToolCache | None
     store: Store | None
     verdicts: dict[tuple[str, str], Verdict]
-    stale: list[Item]
+    stale: Sequence[Item]
     cursor: int
     forgotten: set[str]
     merge: Any
@@ -72,6 +72,17 @@ class RunPlan:
     noop_from: dict[str, Any] | None
     finished: bool
     _plan: Plan | None
+    def load(self) -> tuple[Manifest, Path]:
+        """The manifest and the output directory (a :class:`Run` loads them once)."""
+        raise NotImplementedError
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.load()[0]
+
+    @property
+    def out(self) -> Path:
+        return self.load()[1]
 
     # -- the plan ---------------------------------------------------------------------------------
 
@@ -158,7 +169,7 @@ class RunPlan:
             self.toolcache = ToolCache(self.out / TOOLS_CACHE, self.cfg.no_external)
         self.toolcache.ask()
 
-    def items_for(self, names: Iterable[str] | None = None) -> list[Item]:
+    def items_for(self, names: Iterable[str] | None = None) -> Sequence[Item]:
         """The next slice of stale items (or all of them)."""
         self.plan()
         if not self.cfg.slice:

@@ -20,8 +20,10 @@ import os
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable
 
+from bastion.errors import LockedError
 from . import directory as outdir
-from .directory import TMP_PREFIX, Modes, OutputDir, OutputError, UnsafeOutputError, write_all
+from .directory import (TMP_PREFIX, CopySpan, Modes, OutputDir, OutputError, UnsafeOutputError,
+                        write_all)
 
 __all__ = ["TMP_PREFIX", "STATE_DIR", "OutputError", "UnsafeOutputError", "LockedError",
            "OutputLock", "atomic_write", "write_json", "read_json", "dumps", "output",
@@ -38,10 +40,6 @@ OUTPUT_TAG_TEXT = (_TAG_SIGNATURE + _TAG_MARK + b" bastion never walks a directo
                    b"#\thttps://bford.info/cachedir/\n")
 
 
-class LockedError(Exception):
-    """Another bastion run holds the output directory."""
-
-
 def fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -55,7 +53,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, chunks: bytes | Iterable[bytes], *, sync_dir: bool = True,
+def atomic_write(path: Path, chunks: bytes | Iterable[bytes | CopySpan], *, sync_dir: bool = True,
                  sync: bool = True) -> None:
     """Write ``path`` all or nothing.  Raises :class:`OutputError` naming the file.
 

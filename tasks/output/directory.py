@@ -257,7 +257,7 @@ class OutputDir:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def write(self, rel: str, chunks: bytes | Iterable[bytes], *, sync: bool = True,
+    def write(self, rel: str, chunks: bytes | Iterable[bytes | CopySpan], *, sync: bool = True,
               sync_dir: bool = True) -> None:
         """Write file ``rel`` all or nothing: a temp file beside it, ``fsync``, ``renameat``."""
         where = self.path / rel

@@ -15,16 +15,9 @@ import pwd
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from bastion.errors import OutputError, UnsafeOutputError
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class OutputError(Exception):
-    """Bastion cannot write its outputs (disk full, read-only directory, …)."""
-
-
-class UnsafeOutputError(OutputError):
-    """The output directory is a symlink, someone else's, or writable by others."""
 
 
 @dataclass(frozen=True)

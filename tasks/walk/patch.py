@@ -65,17 +65,27 @@ class Patch:
 
     # -- the previous lines' keys ----------------------------------------------------------
 
+    @property
+    def _dirs(self) -> list:
+        assert self.cache.dirs is not None  # a patch is planned on a format-2 cache only
+        return self.cache.dirs
+
+    @property
+    def _lines_of(self) -> array:
+        assert self.cache.lines is not None
+        return self.cache.lines
+
     def _rank(self, d: int, line: int) -> int:
         """The place of old line ``line`` among the entries of directory ``d``."""
         lines = self._ranks.get(d)
         if lines is None:
-            lines = self._ranks[d] = self.cache.dirs[d][2].entries[0::5]
+            lines = self._ranks[d] = self._dirs[d][2].entries[0::5]
         return bisect_left(lines, line)
 
     def key(self, line: int) -> tuple[str, str]:
         """(root, path) of the previous walk.jsonl's line ``line``."""
-        d = self.cache.lines[line]
-        root, rel, packed = self.cache.dirs[d]
+        d = self._lines_of[line]
+        root, rel, packed = self._dirs[d]
         name = packed.name_list()[self._rank(d, line)]
         return root, f"{rel}/{name}" if rel else name
 
@@ -141,6 +151,7 @@ class Patch:
 
     def _patch_cache(self, places: list[int], fresh_at: list[int]) -> None:
         cache = self.cache
+        assert cache.dirs is not None and cache.lines is not None  # a format-2 cache (plan)
         removed = self.removed
         # the removed entries go (their directory's numbers still the old ones)
         for line in sorted(removed, reverse=True):
@@ -184,7 +195,7 @@ class Patch:
                 prev = pos + 1
                 continue
             prev = pos
-            root, _, rel, name, line, key = self.fresh[k][:6]
+            root, _, rel, name, _line, key = self.fresh[k][:6]
             d = numbers.get((root, rel))
             if d is None:  # a new directory: numbered last
                 d = numbers[(root, rel)] = len(cache.dirs)
@@ -197,7 +208,7 @@ class Patch:
         cache.lines = lines
         # the new entries, each at its place in its directory (names sort as lines do)
         for k, row in enumerate(self.fresh):
-            root, _, rel, name, line, key = row[:6]
+            root, _, rel, name, record, key = row[:6]
             packed = cache.roots[root][rel]
             new = fresh_at[k]
             e = packed.entries
@@ -206,7 +217,7 @@ class Patch:
             e[5 * at:5 * at] = array("q", entry)
             packed.name_list().insert(at, name)
             if key is None:
-                packed.others[name] = line
+                packed.others[name] = record
             _touched(packed)
         cache.count = len(lines)
 
@@ -214,6 +225,7 @@ class Patch:
         """The patched cache, its directories renumbered in the order the file lists them
         (the manifest's roots in order, each root's directories as the cache holds them)."""
         cache = self.cache
+        assert cache.dirs is not None and cache.lines is not None  # a format-2 cache (plan)
         number = {(root, rel): d for d, (root, rel, _) in enumerate(cache.dirs)}
         renumber = array("I", bytes(4 * len(cache.dirs)))
         blob_roots: dict[str, list] = {}
