@@ -91,7 +91,7 @@ def sweep(manifest: str | os.PathLike[str], out: str | os.PathLike[str] | None =
                     slice=EXTRACT_SLICE)
     loaded, out_dir = load(cfg)
     wanted = list(stages) if stages is not None else list(loaded.stages)
-    run = [s for s in ("walk", "extract") if s in wanted]  # always in this order
+    run: list[str] = [s for s in ("walk", "extract") if s in wanted]  # always in this order
     if not run or len(run) != len(set(wanted)):
         raise ValueError(f"stages must be 'walk' and/or 'extract', not {wanted!r}")
     check_stages(loaded, out_dir, run)

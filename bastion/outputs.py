@@ -119,7 +119,7 @@ def read_summary(out: str | os.PathLike[str]) -> Summary:
     es = None
     if extract is not None:
         extract = dict(extract)
-        extract["tools"] = [ToolInfo(t.get("name"), t.get("path"), t.get("version"),
+        extract["tools"] = [ToolInfo(str(t.get("name", "")), str(t.get("path", "")), t.get("version"),
                                      t.get("identity"))
                             for t in extract.get("tools") or () if isinstance(t, dict)]
         es = _typed(ExtractSummary, extract, out / "extract.summary.json")

@@ -55,7 +55,8 @@ class _Version(argparse.Action):
                  default: str = argparse.SUPPRESS, help: str | None = None) -> None:
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:
+    def __call__(self, parser: argparse.ArgumentParser, namespace: object, values: object,
+                 option_string: str | None = None) -> NoReturn:
         import platform
 
         from doit.version import VERSION

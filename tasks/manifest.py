@@ -139,7 +139,7 @@ def parse_manifest(data: bytes, path: Path) -> Manifest:
 class _Refused(Exception):
     """Raised inside the YAML loader; carries a problem and a node mark."""
 
-    def __init__(self, problem: str, mark: yaml.Mark) -> None:
+    def __init__(self, problem: str, mark: Any) -> None:  # a yaml Mark, or None
         super().__init__(problem)
         self.problem = problem
         self.mark = mark
@@ -148,7 +148,7 @@ class _Refused(Exception):
 class _StrictLoader(yaml.SafeLoader):
     """The safe loader, refusing tags, anchors and aliases while composing."""
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
             raise _Refused(f"YAML aliases are not allowed (*{event.anchor})", event.start_mark)
@@ -181,8 +181,8 @@ def _compose(data: bytes, file: str) -> yaml.Node:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         problem = ", ".join(p for p in (e.context, e.problem) if p) or "malformed YAML"
-        line = mark.line + 1 if mark is not None else None
-        raise error(f"YAML syntax error: {problem}", line=line) from None
+        where = mark.line + 1 if mark is not None else None
+        raise error(f"YAML syntax error: {problem}", line=where) from None
     except yaml.reader.ReaderError as e:
         line = text[: e.position].count("\n") + 1
         char = chr(e.character) if isinstance(e.character, int) else e.character

@@ -178,7 +178,7 @@ def _unknown_task(name: str, close: list[str]) -> TaskFailed:
 
 for _f in (_refuse, _walk_action, _extract_action, _finish_action, _finish_teardown,
            _clean_extract, _clean_item, _clean_walk, _unknown_task):
-    _f.__signature__ = inspect.signature(_f)  # type: ignore[attr-defined]
+    setattr(_f, "__signature__", inspect.signature(_f))
 
 
 class Freshness:

@@ -50,7 +50,9 @@ _DIGIT = frozenset("0#?")
 
 
 def _split_sections(code: str) -> list[str]:
-    out, cur, quote, esc, br = [], [], False, False, False
+    out: list[str] = []
+    cur: list[str] = []
+    quote, esc, br = False, False, False
     for ch in code:
         if esc:
             esc = False
@@ -196,7 +198,7 @@ class _Section:
             zeros = sum(1 for c in iph if c == "0")
             digits = istr.zfill(zeros) if zeros else istr
             # group by thousands, keeping the leading zeros the placeholders ask for
-            groups = []
+            groups: list[str] = []
             while len(digits) > 3:
                 groups.insert(0, digits[-3:])
                 digits = digits[:-3]
@@ -207,7 +209,7 @@ class _Section:
             itext = istr + ilits
         else:
             # fill digits from the right into the placeholders, literals in between
-            digits = list(istr)
+            places = list(istr)
             out: list[str] = []
             slots = [(k, c) for k, c in ipart if k in ("digit", "lit")]
             n_ph = sum(1 for k, _ in slots if k == "digit")
@@ -217,15 +219,15 @@ class _Section:
                     out.append(c)
                     continue
                 seen += 1
-                if seen == n_ph and len(digits) > 1:  # the leftmost takes every digit left
-                    out.append("".join(digits))
-                    digits = []
-                elif digits:
-                    out.append(digits.pop())
+                if seen == n_ph and len(places) > 1:  # the leftmost takes every digit left
+                    out.append("".join(places))
+                    places = []
+                elif places:
+                    out.append(places.pop())
                 else:
                     out.append("0" if c == "0" else " " if c == "?" else "")
-            if digits:
-                out.append("".join(digits))
+            if places:
+                out.append("".join(places))
             itext = "".join(reversed(out))
         if dot is None:
             return itext

@@ -42,7 +42,7 @@ _STORIES = ("main", "footnotes", "headers", "macro", "comments", "endnotes", "te
             "header_textboxes")
 _OUTPUT_ORDER = ("main", "headers", "footnotes", "endnotes", "textboxes", "header_textboxes")
 
-_DROP = {i: None for i in range(32) if i not in (9, 10)}
+_DROP: dict[int, str | None] = {i: None for i in range(32) if i not in (9, 10)}
 _DROP.update({0x0D: "\n", 0x0B: "\n", 0x0C: "\n", 0x1E: "-", 0x07: "\x07"})
 _BLANK_LINES = re.compile(r"\n[ \t]*(?=\n)")
 

@@ -65,7 +65,7 @@ class Verdict:
         if not isinstance(d, dict):
             raise ValueError("a verdict is a JSON object")
         try:
-            status = Status(d.get("status"))
+            status = Status(str(d.get("status")))
         except ValueError:
             raise ValueError(f"invalid status {d.get('status')!r}") from None
         if status not in VERDICT_STATUSES:

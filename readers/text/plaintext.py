@@ -26,9 +26,9 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     try:
         for piece in textcodec.pieces(doc.data, choice):
             if first:
-                reason = textcodec.binary_reason(piece)
-                if reason is not None:
-                    raise Unsupported(f"binary content, not text ({doc.mime}): {reason}")
+                why = textcodec.binary_reason(piece)
+                if why is not None:
+                    raise Unsupported(f"binary content, not text ({doc.mime}): {why}")
                 first = False
             sink.write(piece)
     except CapReached as cap:

@@ -146,15 +146,15 @@ def nul_pattern(sample: bytes) -> str | None:
     s = sample[:NUL_SAMPLE]
     if len(s) < 4 or 0 not in s:
         return None
-    for codec, unit in (("utf-32-le", 4), ("utf-32-be", 4)):
+    for wide, unit in (("utf-32-le", 4), ("utf-32-be", 4)):
         part = s[: len(s) // unit * unit]
-        highs = part[3::4] if codec.endswith("le") else part[0::4]
-        if highs.count(0) == len(highs) and _decodes_as_text(part, codec):
-            return codec
+        highs = part[3::4] if wide.endswith("le") else part[0::4]
+        if highs.count(0) == len(highs) and _decodes_as_text(part, wide):
+            return wide
     even, odd = s[0::2], s[1::2]
     n = min(len(even), len(odd))
     zero_even, zero_odd = even[:n].count(0) / n, odd[:n].count(0) / n
-    codec = None
+    codec: str | None = None
     if zero_odd > 0.4 and zero_even < 0.05:
         codec = "utf-16-le"
     elif zero_even > 0.4 and zero_odd < 0.05:
@@ -215,14 +215,14 @@ def choose(data: bytes, declared: str | None = None) -> Choice:
         return Choice("utf-8", 0, "utf-8", True)
     if _mostly_utf8(data, first.start(), bad):
         return Choice("utf-8", 0, "utf-8", False)
-    codec = label_codec(declared)
-    if codec is not None and not codec.startswith(("utf-16", "utf-32")) \
-            and _decodes(data, codec):
-        return Choice(codec, 0, "declared", True)
+    label = label_codec(declared)
+    if label is not None and not label.startswith(("utf-16", "utf-32")) \
+            and _decodes(data, label):
+        return Choice(label, 0, "declared", True)
     sample = _sample(data, first.start())
-    codec = _detect(sample)
-    if codec is not None:
-        return Choice(codec, 0, "detected", _decodes(data, codec))
+    found = _detect(sample)
+    if found is not None:
+        return Choice(found, 0, "detected", _decodes(data, found))
     return Choice("cp1252", 0, "fallback", _decodes(data, "cp1252"))
 
 

@@ -60,7 +60,7 @@ def write_delta(out: Path, before: list[int] | None, after: list[int] | None, ol
         removed.append(at)
         at = seen.find(0, at + 1)
     kept = len(seen) - len(removed)
-    data = {"version": VERSION, "from": before, "to": after, "old_count": old_count,
+    data: dict[str, Any] = {"version": VERSION, "from": before, "to": after, "old_count": old_count,
             "new_count": len(fresh) + kept, "fresh": array("q", fresh).tobytes(),
             "removed": removed.tobytes()}
     if fresh_lines is not None and len(fresh_lines) == len(fresh) <= DELTA_LINES:

@@ -87,7 +87,7 @@ class Tally:
 
     def remove(self, rec: dict[str, Any]) -> None:
         """Take out an earlier record (a parsed extract.jsonl line) from the counts."""
-        status = rec.get("status")
+        status = str(rec.get("status"))
         self.records -= 1
         self.counts[status] = self.counts.get(status, 0) - 1
         if status == Status.SKIPPED.value:

@@ -307,7 +307,7 @@ class Store:
         (instead of an fsync per file), then the touched directories."""
         if not self._dirty:
             return
-        syncfs(f"/proc/self/fd/{self.dir.fd}")  # else os.sync(), which covers all of it
+        syncfs(Path(f"/proc/self/fd/{self.dir.fd}"))  # else os.sync(), which covers all of it
         self._dirty = False
 
     def close(self) -> None:

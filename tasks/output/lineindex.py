@@ -197,7 +197,7 @@ class Builder:
         return data.count(b"\n")
 
     def keep(self, src: LineIndex, first: int, n: int, start: int, end: int,
-             cuts: array | list = (), shrink: int = 0) -> None:
+             cuts: array | list | tuple = (), shrink: int = 0) -> None:
         """Old lines ``first`` … ``first + n`` of the file ``src`` indexes (its bytes
         ``start:end``) written here, each byte offset in ``cuts`` (sorted, in that range)
         ``shrink`` bytes shorter; none of them flagged any more."""
