@@ -42,6 +42,7 @@ def make_docs_tree(where: Path) -> None:
                                          "stages: [walk, extract]\n", encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_every_example_of_docs_api_md_runs(tmp_path: Path) -> None:
     blocks = api_blocks()
     assert len(blocks) >= 8
@@ -102,6 +103,7 @@ def _hostile(ex: Extractor, path: Path, body: bytes) -> bastion.Result:
                               len(body), READER)])[0]
 
 
+@pytest.mark.slow
 def test_a_hung_reader_is_killed_at_the_deadline_and_the_next_call_works(tmp_path: Path) -> None:
     with Extractor(tools=None, limits=bastion.Limits(deadline_s=1.0),
                    extra_readers=("tests.hostile_readers",)) as ex:

@@ -580,6 +580,7 @@ def test_usage_errors_exit_1_not_2(argv: list[str]) -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_jobs_outside_1_to_4_per_core_is_refused(setup) -> None:
     m, _, out = setup
     most = 4 * (os.cpu_count() or 1)

@@ -37,6 +37,8 @@ from bastion.tasks.config import RunConfig  # noqa: E402
 import hostile_readers  # noqa: E402  (tests/ is on sys.path)
 from procutil import alive, pids_with  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here runs real pools, clusters or doit runs (> 1 s)
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "examples" / "docs"
 HOSTILE = ("tests.hostile_readers",)

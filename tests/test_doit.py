@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here runs real pools, clusters or doit runs (> 1 s)
+
 REPO = Path(__file__).resolve().parent.parent
 DODO = str(REPO / "dodo.py")
 

@@ -267,6 +267,7 @@ def test_tool_versions_asked_once_per_binary(tmp_path: Path,
     assert summary(out)["tools"][0]["version"] == "99.2"
 
 
+@pytest.mark.slow
 def test_tool_probe_asks_only_when_told(tmp_path: Path) -> None:
     """ToolProbe finds the tools at once but starts no process until ask(); the answers are
     collected by result(), which asks itself when nobody did; a binary whose stat matches
@@ -554,6 +555,7 @@ def _committed(out: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_kill_9_mid_run_then_rerun_is_complete_and_consistent(tmp_path: Path) -> None:
     root = tmp_path / "root"
     for d in range(30):

@@ -71,6 +71,7 @@ def _assert_holds(v: fl.Verdict, data: bytes, name: str) -> None:
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow
 def test_reader_invariant_on_mutated_fixtures(family: str, ctx: LocalContext) -> None:
     seeds = [s for s in SEEDS if s[0] == family]
     others = [s[2] for s in SEEDS]
@@ -95,6 +96,7 @@ def test_unmutated_seeds_read_cleanly(ctx: LocalContext) -> None:
             assert v.status == "ok", (name, v)
 
 
+@pytest.mark.slow
 def test_detection_agrees_in_memory_and_from_a_file(tmp_path: Path, ctx: LocalContext) -> None:
     """detect_bytes (the readers' view) and detect_file (the walk's) never raise and agree."""
     others = [s[2] for s in SEEDS]

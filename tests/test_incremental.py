@@ -50,6 +50,7 @@ def sweep(m: Path, out: Path, no_external: bool) -> None:
 @settings(max_examples=6, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(step, min_size=1, max_size=4))
+@pytest.mark.slow
 def test_incremental_output_equals_a_fresh_one(tmp_path_factory, steps: list) -> None:
     tmp = tmp_path_factory.mktemp("inc")
     root = tmp / "root"

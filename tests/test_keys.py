@@ -26,6 +26,8 @@ from bastion.tasks.cli import main
 from bastion.tasks.extract.plan import plan, task_key
 from bastion.tasks.records import WalkRecord
 
+pytestmark = pytest.mark.slow  # every test here runs real pools, clusters or doit runs (> 1 s)
+
 TOOLS = {name: shutil.which(name) for name in ("pdftotext", "pdftoppm", "tesseract")}
 needs_tools = pytest.mark.skipif(not all(TOOLS.values()),
                                  reason="poppler-utils and tesseract-ocr are not installed")

@@ -125,6 +125,7 @@ def sweep(m: Path, out: Path) -> None:
 
 
 @pytest.mark.parametrize("drop_index", [False, True])
+@pytest.mark.slow
 def test_changes_find_their_lines_through_the_index(tmp_path: Path, monkeypatch,
                                                    drop_index: bool) -> None:
     """Sweeps over a tree with small changes: after each, both files' indexes hold; with

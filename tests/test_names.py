@@ -190,6 +190,7 @@ def test_real_doit_selects_exactly_the_escaped_names(dodo_dir: Path) -> None:
     assert (dodo_dir / "ran.txt").read_text().split() == [b"x=y".hex()]
 
 
+@pytest.mark.slow
 def test_real_doit_list_info_forget_take_every_escaped_name(dodo_dir: Path) -> None:
     proc = _doit(dodo_dir, "list", "--all", "-q")
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")

@@ -21,6 +21,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from bastion.tasks.progress import PLAIN_INTERVAL_S, Progress, Snapshot, _left_crop
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,6 +95,7 @@ def frames(raw: str) -> list[str]:
     return [ANSI.sub("", part) for part in raw.replace("\r\n", "\n").split("\r")]
 
 
+@pytest.mark.slow
 def test_live_display_on_a_real_terminal() -> None:
     n = 1000
     raw = run_in_pty([sys.executable, "-c", DRIVER, str(n), "loud", "0.05"])
@@ -119,12 +122,14 @@ def test_live_display_on_a_real_terminal() -> None:
             assert len(line) <= COLUMNS, line
 
 
+@pytest.mark.slow
 def test_quiet_on_a_terminal_shows_only_what_is_printed() -> None:
     raw = run_in_pty([sys.executable, "-c", DRIVER, "200", "quiet", "0.05"])
     text = ANSI.sub("", raw).replace("\r\n", "\n")
     assert text == "bastion: error: a line above the display\nchild done\n"
 
 
+@pytest.mark.slow
 def test_plain_periodic_lines_on_a_pipe() -> None:
     proc = subprocess.run([sys.executable, "-c", DRIVER, "400", "loud", "0.25"],
                           env=_env(), capture_output=True, timeout=60)
@@ -132,6 +137,7 @@ def test_plain_periodic_lines_on_a_pipe() -> None:
     check_plain(proc.stderr.decode())
 
 
+@pytest.mark.slow
 def test_plain_lines_on_a_dumb_terminal() -> None:
     # a terminal that cannot move its cursor (TERM=dumb: Emacs shell, some CI runners)
     raw = run_in_pty([sys.executable, "-c", DRIVER, "400", "loud", "0.25"], term="dumb")
@@ -171,6 +177,7 @@ DODO = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_doit_action_draws_on_the_terminal(tmp_path: Path) -> None:
     (tmp_path / "dodo.py").write_text(DODO)
     raw = run_in_pty([sys.executable, "-m", "doit", "--backend", "json"], cwd=tmp_path)

@@ -161,6 +161,7 @@ def test_ppt_edit_chain_loop_and_missing_directory_fall_back_to_stream_order():
     assert warnings and "stream order" in warnings[0]
 
 
+@pytest.mark.slow
 def test_ppt_deeply_nested_containers_are_walked_without_recursion():
     inner = _rec(pptdoc.RT_TEXT_BYTES, b"deepword")
     for _ in range(50_000):

@@ -157,6 +157,7 @@ def test_undeclared_legacy_html_is_detected():
 # ---------------------------------------------------------------------------- caps
 
 
+@pytest.mark.slow
 def test_nested_100k_deep_is_bounded():
     depth = 100_000
     html = "<div><span><table><tr><td>" * depth + "DEEPMARK" + "</td></tr></table></span></div>" * depth

@@ -219,6 +219,7 @@ def mail_with(image: bytes, subject: str) -> bytes:
 
 @needs_tesseract
 @pytest.mark.parametrize("warm", [True, False], ids=["warm-engine", "command"])
+@pytest.mark.slow
 def test_an_image_seen_again_in_a_worker_is_not_recognised_again(warm, tmp_path, monkeypatch):
     """The same logo in two e-mails and on its own: one recognition with a memo (the
     worker's), the same texts as without one; another resolution is another answer; a

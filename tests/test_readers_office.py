@@ -569,6 +569,7 @@ def _peak_rss_kib(path: Path, name: str, mime: str) -> tuple[str, int, int]:
     return limit, int(base), int(peak)
 
 
+@pytest.mark.slow
 def test_peak_rss_bounded(bomb_path: Path, tmp_path: Path):
     """Peak RSS (VmHWM) of a fresh interpreter reading each hostile file stays < 300 MB.
 

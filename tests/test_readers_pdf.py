@@ -203,6 +203,7 @@ def test_looping_outline_ends(engine, tmp_path):
 
 
 @pytest.mark.parametrize("engine", ["pdfium", "pdfplumber"])
+@pytest.mark.slow
 def test_outline_stops_at_10000_items(engine, tmp_path):
     out = read(pdfgen.make_long_outline(10_050), ctx_for(engine, tmp_path))
     outline = out.meta["outline"]
@@ -370,6 +371,7 @@ print(out.status, out.meta.get("pages"), out.text.count(chr(12)), before, after)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.slow
 def test_worker_rss_is_bounded_on_1000_pages(engine, tmp_path):
     """Peak RSS growth of a fresh process reading a 1,000-page PDF.  pdfplumber reads 250 of
     them here to keep the suite fast (its full figure is in docs/readers/pdf.md)."""
@@ -437,6 +439,7 @@ SAMPLE_PHRASES = {
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", sorted(SAMPLE_PHRASES))
+@pytest.mark.slow
 def test_real_samples(engine, name, tmp_path):
     data = (SAMPLES / name).read_bytes()
     out = read(data, ctx_for(engine, tmp_path), name)
@@ -559,6 +562,7 @@ def _group_empty(pgid: int) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_child_process_deadline_kills_the_group(in_repo, tmp_path):
     pidfile = tmp_path / "pids"
     argv = [sys.executable, "-c", SLOW_CHILD, str(pidfile), "-max-pages", "2"]
@@ -883,6 +887,7 @@ def test_rotated_text_reads_in_order(tmp_path):
 
 @needs_ocr
 @pytest.mark.parametrize("turned", [90, 180])
+@pytest.mark.slow
 def test_scan_lying_on_its_side_or_upside_down_is_turned(turned, tmp_path):
     """Tesseract reads a page turned 180° as garbage with a low confidence: its orientation
     detection says how to turn it, and the turned page is read again."""
@@ -926,6 +931,7 @@ def test_real_font_without_mapping_is_ocred(tmp_path):
 
 
 @needs_ocr
+@pytest.mark.slow
 def test_real_mixed_document(tmp_path):
     """A real text PDF with a real scanned page put after it (pages joined with PDFium)."""
     import pypdfium2 as pdfium

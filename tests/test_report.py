@@ -141,6 +141,7 @@ def _chromium_run(exe: str, tmp_path: Path, *args: str) -> subprocess.CompletedP
         capture_output=True, timeout=120, check=False)
 
 
+@pytest.mark.slow
 def test_the_page_renders_in_headless_chromium(swept: Path, tmp_path: Path) -> None:
     exe = _chromium()
     page = tmp_path / "report.html"

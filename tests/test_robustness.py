@@ -43,6 +43,8 @@ from bastion.tasks.cli import main
 
 from procutil import alive, pids_with, workers_of  # noqa: E402  (tests/ is on sys.path)
 
+pytestmark = pytest.mark.slow  # every test here runs real pools, clusters or doit runs (> 1 s)
+
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "BASTION_NO_EXTERNAL": "1"}
 RUN_TIMEOUT = 240  # generous: a loaded 2-core machine

@@ -71,6 +71,7 @@ def test_every_schema_is_valid_draft_2020_12() -> None:
         jsonschema.Draft202012Validator.check_schema(s)
 
 
+@pytest.mark.slow
 def test_every_record_and_summary_of_a_sweep_validates(swept: Path) -> None:
     assert validate_output(swept) == []
     records = [json.loads(line) for line in (swept / "extract.jsonl").open("rb")]

@@ -379,6 +379,7 @@ def outside_files(outside: Path) -> list[str]:
     return sorted(str(p.relative_to(outside)) for p in outside.rglob("*"))
 
 
+@pytest.mark.slow
 def test_racing_bucket_swap_writes_nothing_outside(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture) -> None:
     """A helper swaps each store bucket (``extract/ab/``) for a symlink to a directory
@@ -419,6 +420,7 @@ def test_racing_bucket_swap_writes_nothing_outside(tmp_path: Path,
 
 
 @as_root
+@pytest.mark.slow
 def test_racing_output_swap_at_start_writes_nothing_outside(
         shared: Path, capsys: pytest.CaptureFixture) -> None:
     """Another user who can write the root swaps ``<root>/.agent`` for a symlink to their own
@@ -457,6 +459,7 @@ def test_racing_output_swap_at_start_writes_nothing_outside(
 
 
 @pytest.mark.damaged_output  # the base code's summaries predate fields the schemas now require
+@pytest.mark.slow
 def test_same_records_and_texts_as_the_base_code(tmp_path: Path) -> None:
     """A sweep by the code before this change and by this code: compare_outputs finds no
     difference in records or texts (bastion compare)."""

@@ -27,7 +27,8 @@ NOTE = ROOT / "examples" / "docs" / "scanned-note.png"
 SCANS = [ROOT / "tests" / "samples" / "pdf" / n
          for n in ("ocrmypdf-linn-scan.pdf", "ocrmypdf-type3-font-nomapping.pdf")]
 
-pytestmark = pytest.mark.skipif(TESSERACT is None, reason="tesseract not installed")
+pytestmark = [pytest.mark.skipif(TESSERACT is None, reason="tesseract not installed"),
+              pytest.mark.slow]  # a real tesseract in every test
 
 
 @pytest.fixture()

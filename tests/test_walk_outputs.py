@@ -61,6 +61,7 @@ def test_the_output_directory_gets_its_tag(tmp_path: Path) -> None:
     assert tag.startswith(b"Signature: 8a477f597d28d172789f06886806bc55")
 
 
+@pytest.mark.slow
 def test_readme_first_command_then_another_out_walks_a_clean_tree(tmp_path: Path) -> None:
     """README's first command writes examples/docs/.agent/ inside the root; a run with another
     --out then walks exactly what a run on a clean copy of the tree walks."""

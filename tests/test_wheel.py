@@ -65,6 +65,7 @@ def run_in(python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[s
                           env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_one_top_level_package(installed: tuple[Path, Path]) -> None:
     wheel, _ = installed
     with zipfile.ZipFile(wheel) as z:

@@ -8,8 +8,10 @@ reader registry: whoever builds one hands it the function that reads an embedded
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -60,7 +62,10 @@ class LocalContext:
     @property
     def tmpdir(self) -> Path:
         if self._tmpdir is None:
+            # made here (a context built without one: the API's callers, the tests): removed
+            # with the context, as tempfile.TemporaryDirectory removes its own
             self._tmpdir = Path(tempfile.mkdtemp(prefix="bastion-"))
+            weakref.finalize(self, shutil.rmtree, self._tmpdir, True)
         else:
             self._tmpdir.mkdir(parents=True, exist_ok=True)
         return self._tmpdir
