@@ -265,7 +265,7 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
                 # must not change or stop a run)
                 rc = DoitMain(ModuleTaskLoader(pipeline.namespace(run)), config_filenames=(),
                               extra_config=backends).run(argv)
-                if rc != 0 or not run.more:
+                if rc != 0 or not run.more_slices:
                     break
     finally:
         sys.stderr = real_stderr

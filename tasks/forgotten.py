@@ -45,6 +45,6 @@ def trim_forgotten(state_dir: Path, names: set[str], items: Iterable, produced: 
         return f"extract:{task_name(i.root, i.path)}"
 
     items = list(items)
-    done = {name(i) for i in items if i.rep in produced}
+    done = {name(i) for i in items if i.canonical in produced}
     left = ({name(i) for i in items} if ALL in names else names) - done
     set_forgotten(state_dir, left)

@@ -71,7 +71,7 @@ def test_the_compact_plan_is_the_plain_rule(spec, with_verdict) -> None:
     assert [i.index for i in p.items] == list(range(len(p.items)))
     for i in p.items:  # the job of an item is the first item of its pair
         first = next(j for j in p.items if (j.sha256, j.key) == (i.sha256, i.key))
-        assert i.rep == first.index
+        assert i.canonical == first.index
     assert [r.path for r in p.skipped] == [r.path for r in walk if r.sha256 is None]
 
 

@@ -73,11 +73,11 @@ class ClusterSession(ExtractSession):
                  on_verdict: Callable[[Item, Verdict], None] | None = None,
                  extra_readers: tuple[str, ...] = (),
                  expected: Callable[[], int] = lambda: 0,
-                 more: Callable[[], bool] = lambda: False) -> None:
+                 more_slices: Callable[[], bool] = lambda: False) -> None:
         super().__init__(out=out, store=store, limits=limits, workers=0, tools=tools,
                          roots=roots, on_verdict=on_verdict, extra_readers=extra_readers)
         self.spec = spec
-        self.more = more  # whether more items come after a drain (the run's next doit slice)
+        self.more_slices = more_slices  # whether more items come after a drain (the run's next doit slice)
         self.pool: ClusterStats | None = None  # type: ignore[assignment]
         self.conn = ClusterConnection(spec, limits, extra_readers)
         self.batches = BatchQueue(self.conn, limits=limits, tools=tools, roots=roots,
@@ -148,7 +148,7 @@ class ClusterSession(ExtractSession):
         todo = []
         for done in result.dones:
             item = by_pair.pop(done.pair, None)
-            if item is None or item.rep in self.produced:
+            if item is None or item.canonical in self.produced:
                 continue  # not of this batch, or recorded already: never twice
             todo.append((item, done))
         # the texts go into the store from a few threads (creating a file is kernel time,
@@ -177,11 +177,11 @@ class ClusterSession(ExtractSession):
 
     def drain(self) -> None:
         """Send the last batch, wait for every batch and commit.  Between two doit slices of
-        the run (``more``) only commit: the batches in flight and the one being filled go on,
+        the run (``more_slices``) only commit: the batches in flight and the one being filled go on,
         so the cluster does not idle while doit makes the next slice's tasks."""
         if self.conn.lost:
             raise ClusterError(self.conn.lost)
-        if self.more():
+        if self.more_slices():
             if self._connected:
                 self.batches.collect(block=False)
             self.commit()

@@ -158,7 +158,7 @@ class Merge:
         built = self.index = lineindex.Builder(REUSED_FALSE)
         with open(old, "rb") as f:
             fd = f.fileno()
-            offsets, index, hits = located(old, f, wanted, REUSED_FALSE)
+            offsets, index, hits = find_lines(old, f, wanted, REUSED_FALSE)
             if index.count < i:
                 raise ValueError("extract.jsonl is shorter than the walk it was made from")
             if index.count > i:
@@ -180,7 +180,7 @@ class Merge:
             raise ValueError("more fresh records than the delta has places for")
 
 
-def located(path: Path, f: Any, wanted: list[int], pattern: bytes = b""
+def find_lines(path: Path, f: Any, wanted: list[int], pattern: bytes = b""
             ) -> tuple[dict[int, int], lineindex.LineIndex, array]:
     """Where the ``wanted`` lines of the open JSON Lines file ``f`` (at ``path``) start, its
     line index, and the offsets of ``pattern`` in it: from the index beside it (reading only

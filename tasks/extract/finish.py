@@ -28,7 +28,7 @@ def finish(run: Run) -> ExtractSummary | None:
     no record references (once per run; a no-op between doit slices)."""
     if run.finished:
         return run.summary
-    if run.noop_from is None and run.more:  # a slice done, more to come: commit what is done
+    if run.noop_from is None and run.more_slices:  # a slice done, more to come: commit what is done
         if run.session is not None:
             run.session.drain()
         return None
@@ -120,14 +120,14 @@ def _finish_merge(run: Run) -> ExtractSummary:
             atomic_write(records, run.merge.lines(records, lines))
             lineindex.save_built(records, run.merge.index)
         except ValueError:  # extract.jsonl is not what the delta says: write it in full
-            done = {(i.sha256, i.key) for i in plan.items if i.rep in produced}
+            done = {(i.sha256, i.key) for i in plan.items if i.canonical in produced}
             run.merge, run._plan = None, None
             run.finished = False
             if run.session is not None:  # what this run made, by the full plan's indices
                 run.session.produced = IndexSet()
                 for item in run.plan().items:
                     if (item.sha256, item.key) in done:
-                        run.session.produced.add(item.rep)
+                        run.session.produced.add(item.canonical)
             return finish(run)
         tally = Tally.of_summary(run.merge_from or {})
         for rec in run.merge.dropped:

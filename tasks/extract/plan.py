@@ -79,7 +79,7 @@ class Item:
     deadline_s: float
     fresh: bool  # its stored verdict stands: nothing to do
     index: int  # its place in the plan (walk order, hashed files only)
-    rep: int  # the index of the first item with the same (sha256, key): one job for both
+    canonical: int  # the index of the first item with the same (sha256, key): one job for both
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,7 @@ class Choice:
 
 
 class IndexSet:
-    """A set of plan indices (:attr:`Item.index`, :attr:`Item.rep`) as one bit each: what a
+    """A set of plan indices (:attr:`Item.index`, :attr:`Item.canonical`) as one bit each: what a
     run scheduled and produced, at a million files 125 KB instead of a set of pairs."""
 
     __slots__ = ("_bits", "_n")
@@ -165,7 +165,7 @@ class Items(_ItemView):
         self._size = array("q")
         self._choice = array("I")
         self._flags = bytearray()
-        self._rep = array("q")
+        self._canonical = array("q")
         self._prefix = array("Q")  # the sha256's first 64 bits: to find equal bytes by sorting
 
     def append(self, root: str, path: str, sha: str, size: int, choice: int) -> None:
@@ -174,7 +174,7 @@ class Items(_ItemView):
         self._size.append(size)
         self._choice.append(choice)
         self._flags.append(0)
-        self._rep.append(len(self._rep))
+        self._canonical.append(len(self._canonical))
         try:
             self._prefix.append(int(sha[:16], 16))
         except ValueError:
@@ -201,8 +201,8 @@ class Items(_ItemView):
     def fresh(self, i: int) -> bool:
         return bool(self._flags[i] & self.FRESH)
 
-    def rep(self, i: int) -> int:
-        return self._rep[i]
+    def canonical(self, i: int) -> int:
+        return self._canonical[i]
 
     def set_fresh(self, i: int, fresh: bool) -> None:
         if fresh:
@@ -221,14 +221,14 @@ class Items(_ItemView):
         stem = text_stem(sha, c.key, bool(flags & self.PRIMARY))
         return Item(root, path, sha, c.mime, self._size[i],
                     c.reader.name if c.reader is not None else None, c.key, stem, c.tools,
-                    c.deadline_s, bool(flags & self.FRESH), i, self._rep[i])
+                    c.deadline_s, bool(flags & self.FRESH), i, self._canonical[i])
 
     def _make(self, k: int) -> Item:
         return self.item(k)
 
     def link(self) -> None:
         """Find the items of equal bytes (sorted by the sha256's first 64 bits, compared in
-        full within a run of equal prefixes): each item's :attr:`Item.rep` (the first item
+        full within a run of equal prefixes): each item's :attr:`Item.canonical` (the first item
         of its (sha256, key)) and whether its key is the smallest its bytes are read under
         (that text keeps the plain name, :func:`text_stem`).  O(n log n) time, and memory
         of one list of indices while it sorts."""
@@ -254,7 +254,7 @@ class Items(_ItemView):
             sha, key = self.sha256(i), self.key(i)
             if sha not in first_key or key < first_key[sha]:
                 first_key[sha] = key
-            self._rep[i] = first_of.setdefault((sha, key), i)
+            self._canonical[i] = first_of.setdefault((sha, key), i)
         for i in members:
             if first_key[self.sha256(i)] == self.key(i):
                 self._flags[i] |= self.PRIMARY
@@ -263,7 +263,7 @@ class Items(_ItemView):
         """The indices of the items to extract, one per (sha256, key) (its first item),
         largest first, then in walk order."""
         todo = array("q", (i for i in range(len(self))
-                           if self._rep[i] == i and not self._flags[i] & self.FRESH))
+                           if self._canonical[i] == i and not self._flags[i] & self.FRESH))
         size = self._size
         return array("q", sorted(todo, key=lambda i: -size[i]))
 

@@ -137,7 +137,7 @@ def build_records(plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Look
     """The extract.jsonl lines, sorted by (root, path), counted into ``tally``.  ``verdicts``
     are by (sha256, key), or a function giving those of some sha256s (the store's, looked
     up a chunk of items at a time: nothing holds every verdict); ``produced`` the items
-    (:attr:`Item.rep`) whose verdicts this run made: the first record of each is not
+    (:attr:`Item.canonical`) whose verdicts this run made: the first record of each is not
     ``reused``."""
     lookup: Lookup = verdicts if callable(verdicts) else (lambda shas: verdicts)
     skipped = iter(plan.skipped)
@@ -158,7 +158,7 @@ def build_records(plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Look
                                                                     error=NOT_YET),
                                     v=_plan.EXTRACT_VERSION, reused=False)
             else:
-                reused = item.index != item.rep or item.rep not in produced
+                reused = item.index != item.canonical or item.canonical not in produced
                 text = None
                 if v.status is Status.OK:
                     text = f"extract/{item.stem[:2]}/{item.stem}.txt"

@@ -144,7 +144,7 @@ class Run(RunPlan):
 
                 self.session = ClusterSession(parse_cluster(self.cfg.cluster),
                                               expected=lambda: len(self.stale),
-                                              more=lambda: self.more, **common)
+                                              more_slices=lambda: self.more_slices, **common)
             else:
                 self.session = ExtractSession(workers=self.cfg.workers, **common)
         if self.session.pool is None:
@@ -182,7 +182,7 @@ class Run(RunPlan):
             # no final line of its own: the summary line follows
             self.progress = Progress("extract", total, quiet=self.cfg.quiet, leave=False)
         name = f"{item.root}/{item.path}"
-        if item.rep in session.scheduled:
+        if item.canonical in session.scheduled:
             self.progress.update(1, name=None)  # the same content as a file handed out
             return
         self.progress.start(name)

@@ -180,7 +180,7 @@ class RunPlan:
         return batch
 
     @property
-    def more(self) -> bool:
+    def more_slices(self) -> bool:
         """Whether stale items remain for another doit run (``RunConfig.slice``)."""
         return (self._plan is not None and not self.cfg.all_tasks
                 and self.cursor < len(self.stale) and not self.finished)

@@ -55,7 +55,7 @@ class ExtractSession:
         self.on_verdict = on_verdict
         self.extra_readers = extra_readers
         self.pool: WorkerPool | None = None
-        # the items (by Item.rep: one per (sha256, key)) handed out, and those whose verdicts
+        # the items (by Item.canonical: one per (sha256, key)) handed out, and those whose verdicts
         # this run made; the verdicts themselves are in the store, not held here
         self.produced = IndexSet()
         self.scheduled = IndexSet()
@@ -125,9 +125,9 @@ class ExtractSession:
         """Whether ``item`` is work to hand out: not when its (sha256, key) already was in
         this run (the same document), nor when no reader takes its type (recorded here as
         ``unsupported``)."""
-        if item.rep in self.scheduled:
+        if item.canonical in self.scheduled:
             return False
-        self.scheduled.add(item.rep)
+        self.scheduled.add(item.canonical)
         if item.reader is None:
             self.record(item, Verdict(status=Status.UNSUPPORTED,
                                       error=f"no reader for {item.mime}"), None, {})
@@ -187,7 +187,7 @@ class ExtractSession:
     def queue(self, item: Item, verdict: Verdict) -> None:
         """Queue a placed verdict for commit (committing when the batch is full or old)."""
         self.pending.append((item.sha256, item.key, verdict))
-        self.produced.add(item.rep)
+        self.produced.add(item.canonical)
         if (len(self.pending) >= COMMIT_EVERY
                 or time.monotonic() - self.last_commit >= COMMIT_SECONDS):
             self.commit()

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..output import lineindex
-from ..extract.delta import located
+from ..extract.delta import find_lines
 from ..output.atomic import atomic_write, open_read
 from ..output.directory import CopySpan
 from .statcache import PackedDir, Row, StatCache, _packed, root_settings, write_blob
@@ -124,7 +124,7 @@ class Patch:
         count = self.cache.count
         wanted = sorted({0, count, *places, *removed, *(r + 1 for r in removed)})
         with open_read(walk_jsonl) as f:
-            offsets, index, _ = located(walk_jsonl, f, wanted)
+            offsets, index, _ = find_lines(walk_jsonl, f, wanted)
             if index.count != count or offsets.get(count) != os.fstat(f.fileno()).st_size:
                 raise ValueError(f"{walk_jsonl} does not have the lines its stat cache says")
             fd = f.fileno()
