@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import codecs
 import ctypes
+import functools
 import io
 import itertools
 import json
@@ -377,13 +378,10 @@ def _pdfium_error(message: str) -> Exception:
     return pdfium.PdfiumError(message)
 
 
-_API: list[_Pdfium] = []  # built on first use, once per process
-
-
+@functools.cache
 def _api() -> _Pdfium:
-    if not _API:
-        _API.append(_Pdfium())
-    return _API[0]
+    """PDFium's bound functions: built on first use, once per process."""
+    return _Pdfium()
 
 
 # pdfplumber's words break at a gap over PLUMBER_WORD_GAP x the font size (its default, 3 points
