@@ -30,7 +30,7 @@ def hash_file(path: str | bytes, name: str, st: os.stat_result, *, max_file_byte
         if not stat.S_ISREG(fst.st_mode) or fst.st_ino != st.st_ino:
             return None, "changed during the walk", None, "replaced during the walk"
         head = os.read(fd, HEAD_BYTES)
-        mime = detect_file(path, name, head)
+        mime = detect_file(fd, name, head)
         if over:
             return None, f"over max_file_bytes ({max_file_bytes})", mime, None
         if no_hash:
