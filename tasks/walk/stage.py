@@ -44,6 +44,8 @@ from ..output.atomic import (OUTPUT_TAG,
                              remove_stale_temps,
                              scratch_file,
                              write_json)
+from ..output.directory import refuse
+from ..output.tag import root_conflict
 from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
 from ..manifest import Manifest, Root
 from ..records import WalkRecord, to_line
@@ -607,6 +609,9 @@ def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
     """Walk, write ``walk.jsonl``, the stat cache and ``walk.summary.json``; return the summary."""
     started = time.time()
     t0 = time.monotonic()
+    why = root_conflict(out, manifest.roots)
+    if why is not None:  # before anything in it is opened, let alone tightened
+        raise refuse(Path(os.path.abspath(out)), why)
     od = output(out)  # opened and checked (tasks/output/directory.py); written through its descriptor
     mark_output(out)
     remove_stale_temps(out)
