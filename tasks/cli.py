@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, NoReturn, Sequence
 
+from . import interrupts
 from .config import (DEFAULT_MANIFEST, JOBS_PER_CORE, PrerequisiteError, RunConfig,
                      forget_manifests, jobs_error, load)
 from .output.atomic import LockedError, OutputError, OutputLock
@@ -327,13 +329,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         return _fail(problem)
     forget_manifests()  # each call is a new run: read (and verify) the manifest afresh
+    restore = interrupts.install()
     try:
         return _dispatch(args)
+    except interrupts.Terminated:
+        print("bastion: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("bastion: interrupted", file=sys.stderr)
         return 130
     except CliError as e:
         return _fail(str(e))
+    finally:
+        restore()
 
 
 def _dispatch(args: argparse.Namespace) -> int:
