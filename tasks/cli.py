@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator, NoReturn, Sequence
 
 from . import interrupts
+from .names import shown
 from .config import (DEFAULT_MANIFEST, JOBS_PER_CORE, PrerequisiteError, RunConfig,
                      forget_manifests, jobs_error, load)
 from .output.atomic import LockedError, OutputError, OutputLock
@@ -35,7 +36,7 @@ class CliError(Exception):
 
 
 def _fail(message: str) -> int:
-    print(f"bastion: error: {message}", file=sys.stderr)
+    print(f"bastion: error: {shown(message)}", file=sys.stderr)
     return EXIT_INVALID
 
 
@@ -204,7 +205,7 @@ class _OneLineErrors:
             if self.failed:  # the consequence of an error already reported (e.g. disk full)
                 return len(text)
             last = [ln for ln in text.strip().splitlines() if ln.strip()][-1]
-            text = f"bastion: error: doit: {last.strip()}\n"
+            text = f"bastion: error: doit: {shown(last.strip())}\n"
         self.failed = self.failed or text.startswith("bastion: error:")
         return self.stream.write(text)
 
@@ -286,12 +287,12 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
         if summary.get("counts", {}).get("error"):
             code = EXIT_ERRORS
         if problems:
-            print(problems, file=sys.stderr)
-        print(pipeline.describe_extract(summary, out), file=sys.stderr)
+            print(shown(problems), file=sys.stderr)
+        print(shown(pipeline.describe_extract(summary, out)), file=sys.stderr)
     else:
-        print(pipeline.describe_walk(run.walk_summary, out), file=sys.stderr)
+        print(shown(pipeline.describe_walk(run.walk_summary, out)), file=sys.stderr)
         if problems:
-            print(problems, file=sys.stderr)
+            print(shown(problems), file=sys.stderr)
     if walked.get("partial"):
         code = EXIT_PARTIAL  # like rsync's "partial transfer": docs/architecture.md
     return code

@@ -26,6 +26,7 @@ from ..output.atomic import OutputError, OutputLock
 from ..output.directory import MODES, refuse
 from ..output.tag import root_conflict
 from ..manifest import Manifest
+from ..names import shown
 from .plan import Item, Plan
 from ..progress import Progress
 from . import stamp
@@ -226,8 +227,8 @@ class Run(RunPlan):
             self.say(line)
 
     def say(self, line: str) -> None:
-        try:
-            self.console.write(line + "\n")
+        try:  # a file name in the line is shown escaped, never obeyed by the terminal
+            self.console.write(shown(line) + "\n")
             self.console.flush()
         except (OSError, ValueError):
             pass

@@ -48,6 +48,7 @@ from ..output.directory import refuse
 from ..output.tag import root_conflict
 from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
 from ..manifest import Manifest, Root
+from ..names import shown
 from ..records import WalkRecord, to_line
 from .patch import Patch
 from .statcache import CACHE_NAME, EMPTY, CacheBuilder, DirCache, Key, PackedDir, Row, StatCache
@@ -673,7 +674,8 @@ def describe_problems(summary: dict, out: Path) -> str | None:
     if samples:
         line += f"; first: {samples[0]}"
     line += f"; details in {out / 'walk.summary.json'}"
-    return line + (f" and {out / 'walk.jsonl'}" if errors else "")
+    # a file name in the sample is shown escaped: it never moves the cursor or starts a line
+    return shown(line + (f" and {out / 'walk.jsonl'}" if errors else ""))
 
 
 def _count(n: int, noun: str) -> str:
