@@ -23,6 +23,8 @@ from .config import (DEFAULT_MANIFEST, JOBS_PER_CORE, PrerequisiteError, RunConf
 from .output.atomic import LockedError, OutputError, OutputLock
 
 EXIT_OK, EXIT_INVALID, EXIT_ERRORS, EXIT_PARTIAL = 0, 1, 2, 3
+EXIT_ERRORS_AND_PARTIAL = 4  # both 2 and 3: error records, and a walk that missed something
+EXIT_DIFFERENT = 5  # bastion compare: the two outputs differ
 # Files handed to doit per run: doit holds ~5 KB per task, so a first run of a million files
 # goes through in slices of this many and the parent's memory stays bounded.
 EXTRACT_SLICE = 20_000
@@ -120,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bastion",
         description="Turn a tree of untrusted files into clean, searchable plain text.",
         epilog="exit codes: 0 done, 1 refused (usage, manifest, signature, output), "
-               "2 done with error records, 3 done but the walk could not read everything")
+               "2 done with error records, 3 done but the walk could not read everything, "
+               "4 both 2 and 3; compare: 5 the outputs differ, 1 not outputs")
     parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _stage_parser(sub, "walk", "walk the manifest's roots into walk.jsonl",
@@ -148,10 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trusted-keys", type=Path, help=TRUSTED_KEYS_HELP)
 
     p = sub.add_parser("compare", help="compare two output directories (records and text "
-                       "store); exit 1 on any difference",
+                       "store); exit 5 on any difference",
                        description="compare two output directories: the text store byte for "
                        "byte, extract.jsonl without 'reused', walk.jsonl without mtime_ns and "
-                       "inode; every difference on its own line; exit 1 on any")
+                       "inode; every difference on its own line; exit 5 on any, 1 when a "
+                       "path is not a bastion output")
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
     p.add_argument("--strict", action="store_true",
@@ -293,8 +297,8 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
         print(shown(pipeline.describe_walk(run.walk_summary, out)), file=sys.stderr)
         if problems:
             print(shown(problems), file=sys.stderr)
-    if walked.get("partial"):
-        code = EXIT_PARTIAL  # like rsync's "partial transfer": docs/architecture.md
+    if walked.get("partial"):  # like rsync's "partial transfer": docs/architecture.md
+        code = EXIT_ERRORS_AND_PARTIAL if code == EXIT_ERRORS else EXIT_PARTIAL
     return code
 
 
@@ -361,14 +365,18 @@ def _dispatch(args: argparse.Namespace) -> int:
     if cmd in ("keygen", "sign", "verify"):
         return _signing(args)
     if cmd == "compare":
-        from .compare import compare_outputs
+        from .compare import compare_outputs, not_an_output
 
+        for path in (args.a, args.b):
+            why = not_an_output(path)
+            if why is not None:
+                return _fail(f"cannot compare {path}: {why}")
         differences = compare_outputs(args.a, args.b, strict=args.strict)
         for line in differences:
-            print(line)
+            print(shown(line))
         if differences:
             print(f"bastion: {len(differences)} difference(s)", file=sys.stderr)
-            return EXIT_INVALID
+            return EXIT_DIFFERENT
         print("identical", file=sys.stderr)
         return EXIT_OK
     if cmd == "report":
