@@ -104,8 +104,11 @@ class Summary:
 
     @property
     def exit_code(self) -> int:
-        """The exit code ``bastion sweep`` gives for this outcome: 3, 2 or 0."""
-        return 3 if self.partial else 2 if self.errors else 0
+        """The exit code ``bastion sweep`` gives for this outcome: 4 (both 2 and 3), 3, 2
+        or 0."""
+        if self.partial:
+            return 4 if self.errors else 3
+        return 2 if self.errors else 0
 
 
 def read_summary(out: str | os.PathLike[str]) -> Summary:

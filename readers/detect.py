@@ -23,22 +23,24 @@ A ``.txt`` holding a PDF is a PDF; an extension-less DOCX is a DOCX; an HTML fil
 Why not libmagic or ``filetype``: libmagic runs a large C parser over hostile bytes inside the
 parent process, and its OOXML verdict depends on member order; ``filetype`` knows no text,
 HTML or e-mail and finds OOXML by scanning for byte strings.  The rules bastion needs fit in
-this module and read at most the head of a file plus a ZIP's central directory.
+this module and read at most the head of a file, a ZIP's tail and central directory within
+fixed caps (:mod:`bastion.readers.zipdir`) and an OLE2 directory's sectors within theirs, through
+the descriptor the walk opened.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import re
+import stat
 import struct
-import zipfile
-from typing import BinaryIO
 
+from . import zipdir
 from .text import textcodec
 
 HEAD_BYTES = 64 * 1024  # how much of a file detection looks at (plus a ZIP directory)
-MAX_ZIP_ENTRIES = 100_000  # a directory larger than this is not inspected further
+MAX_ZIP_ENTRIES = zipdir.MAX_ENTRIES  # a directory larger than this is not inspected further
+_MAX_READ = 1 << 20  # the most one read of a file being detected returns (a sector, a tail)
 PDF_WINDOW = 1024  # pdf.js and poppler look for the header in the first 1024 bytes
 MAX_OLE_DIR_SECTORS = 256  # directory sectors read to name an OLE2 file's streams
 
@@ -149,22 +151,91 @@ def _ext(name: str) -> str:
 
 def detect_bytes(data: bytes, name: str = "") -> str:
     """Detect the MIME type of a document held in memory."""
-    return _detect(data[:HEAD_BYTES], name, lambda: io.BytesIO(data), data)
+    return _detect(data[:HEAD_BYTES], name, _Bytes(data))
 
 
-def detect_file(path: str | bytes | os.PathLike, name: str, head: bytes) -> str:
+def detect_file(source: int | str | bytes | os.PathLike, name: str, head: bytes) -> str:
     """Detect the MIME type of a file whose first bytes (``head``, ≥ 64 KiB unless the file is
-    shorter) were already read; the file is opened again only for a ZIP directory."""
+    shorter) were already read.  ``source`` is the file's open descriptor (read with
+    ``pread``: its offset is left alone) or its path (opened at most once, without following a
+    symlink or blocking, and only for a ZIP's tail or an OLE2 directory)."""
+    if isinstance(source, int):
+        return _detect(head[:HEAD_BYTES], name, _Fd(source))
+    with _Path(source) as f:
+        return _detect(head[:HEAD_BYTES], name, f)
 
-    def opener() -> BinaryIO:
-        return open(path, "rb")
 
-    return _detect(head[:HEAD_BYTES], name, opener, None)
+class _Bytes:
+    """Reads at offsets of a document held in memory."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def size(self) -> int:
+        return len(self.data)
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        return self.data[offset : offset + n] if offset >= 0 else b""
 
 
-def _detect(head: bytes, name: str, opener, whole: bytes | None) -> str:
+class _Fd:
+    """Reads at offsets of an open descriptor (``pread``, capped at ``_MAX_READ``)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        if offset < 0 or n <= 0:
+            return b""
+        return os.pread(self.fd, min(n, _MAX_READ), offset)
+
+
+class _Path(_Fd):
+    """A path opened on first use (``O_NOFOLLOW | O_NONBLOCK``; a file that is not regular
+    reads as empty), closed on exit."""
+
+    def __init__(self, path: str | bytes | os.PathLike) -> None:
+        super().__init__(-1)
+        self.path = path
+
+    def _open(self) -> bool:
+        if self.fd == -1:
+            self.fd = -2
+            try:
+                fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                             | os.O_NOCTTY | os.O_CLOEXEC)
+            except OSError:
+                return False
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                self.fd = fd
+            else:
+                os.close(fd)
+        return self.fd >= 0
+
+    def size(self) -> int:
+        return super().size() if self._open() else 0
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        return super().read_at(offset, n) if self._open() else b""
+
+    def __enter__(self) -> "_Path":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+        self.fd = -2
+
+
+def _detect(head: bytes, name: str, src) -> str:
     ext = _ext(name)
-    kind = _signature(head, ext, opener, whole)
+    try:
+        kind = _signature(head, ext, src)
+    except OSError:
+        kind = None
     if kind is not None:
         return kind
     if not head:
@@ -177,16 +248,16 @@ def _detect(head: bytes, name: str, opener, whole: bytes | None) -> str:
     return _text_kind(head, ext)
 
 
-def _signature(head: bytes, ext: str, opener, whole: bytes | None) -> str | None:
+def _signature(head: bytes, ext: str, src) -> str | None:
     """The type a signature at offset 0 names (tar's at 257), or None."""
     if head.startswith(b"%PDF-"):
         return "application/pdf"
     if head.startswith(b"{\\rtf"):
         return "application/rtf"
     if head.startswith(_OLE_MAGIC):
-        return _ole_kind(head, ext, opener, whole)
+        return _ole_kind(head, ext, src)
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")):
-        return _zip_kind(head, opener)
+        return _zip_kind(src)
     for magic, mime in _IMAGE_MAGIC:
         if head.startswith(magic):
             return mime
@@ -232,8 +303,8 @@ def _plausible_bmp(head: bytes) -> bool:
     return dib in (12, 40, 52, 56, 64, 108, 124) and 14 + dib <= offset
 
 
-def _ole_kind(head: bytes, ext: str, opener, whole: bytes | None) -> str:
-    names, complete = _ole_names(head, opener, whole)
+def _ole_kind(head: bytes, ext: str, src) -> str:
+    names, complete = _ole_names(head, src)
     kind = _ole_type(names)
     if kind is not None:
         return kind
@@ -241,7 +312,7 @@ def _ole_kind(head: bytes, ext: str, opener, whole: bytes | None) -> str:
         return OLE2  # a compound file of another kind (Thumbs.db, .msi, …)
     # The directory could not be read to its end: an encrypted OOXML package is small enough
     # at its start that the first MiB holds its directory in practice; else the extension.
-    sample = whole[: 1 << 20] if whole is not None else _read_prefix(opener, 1 << 20)
+    sample = src.read_at(0, 1 << 20)
     if _ENCRYPTED_PACKAGE in sample:
         return OOXML_ENCRYPTED
     return _OLE_BY_EXT.get(ext, OLE2)
@@ -262,7 +333,7 @@ def _ole_type(names: set[str]) -> str | None:
     return None
 
 
-def _ole_names(head: bytes, opener, whole: bytes | None) -> tuple[set[str], bool]:
+def _ole_names(head: bytes, src) -> tuple[set[str], bool]:
     """The stream and storage names of an OLE2 compound file's directory, following the
     directory's sector chain through the FAT (at most MAX_OLE_DIR_SECTORS sectors, and 64
     DIFAT sectors), and whether the chain was read to its end."""
@@ -277,16 +348,8 @@ def _ole_names(head: bytes, opener, whole: bytes | None) -> tuple[set[str], bool
     first_difat, n_difat = struct.unpack_from("<II", head, 68)
     fat_sids = list(struct.unpack_from("<109I", head, 76)[: min(n_fat, 109)])
     try:
-        f = None if whole is not None else opener()
-    except OSError:
-        return names, False
-    try:
         def sector(sid: int) -> bytes:
-            at = (sid + 1) * size
-            if whole is not None:
-                return whole[at : at + size]
-            f.seek(at)
-            return f.read(size)
+            return src.read_at((sid + 1) * size, size)
 
         per_fat = size // 4
         difat, hops = first_difat, 0
@@ -321,63 +384,26 @@ def _ole_names(head: bytes, opener, whole: bytes | None) -> tuple[set[str], bool
         return names, True
     except (OSError, struct.error, ValueError):
         return names, False
-    finally:
-        if f is not None:
-            f.close()
 
 
-def _read_prefix(opener, n: int) -> bytes:
-    try:
-        with opener() as f:
-            return f.read(n)
-    except OSError:
-        return b""
-
-
-def _zip_kind(head: bytes, opener) -> str:
-    try:
-        with opener() as f:
-            if _zip_entry_count(f) > MAX_ZIP_ENTRIES:
-                return ZIP
-            f.seek(0)
-            with zipfile.ZipFile(f) as zf:
-                names = set(zf.namelist())
-                if "mimetype" in names:
-                    info = zf.getinfo("mimetype")
-                    if info.file_size <= 200:
-                        with zf.open(info) as m:
-                            kind = m.read(201).decode("ascii", "replace").strip()
-                        if kind in _ODF_MIMES:
-                            return kind
-                # part names compare case-insensitively; some writers use "\\"
-                parts = {n.replace("\\", "/").lower() for n in names}
-                if "word/document.xml" in parts:
-                    return DOCX
-                if "xl/workbook.xml" in parts:
-                    return XLSX
-                if "ppt/presentation.xml" in parts:
-                    return PPTX
-                if "meta-inf/container.xml" in parts and any(
-                        n.endswith(".opf") for n in parts):
-                    return EPUB
-    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, KeyError,
-            NotImplementedError, EOFError, RuntimeError, struct.error):
-        pass
+def _zip_kind(src) -> str:
+    """A ZIP told apart by its ``mimetype`` member (ODF, EPUB) or its parts (OOXML, EPUB),
+    from a directory read within fixed caps (:mod:`bastion.readers.zipdir`)."""
+    found = zipdir.scan(src)
+    if found is None:
+        return ZIP
+    if found.mimetype in _ODF_MIMES:
+        return found.mimetype
+    parts = found.parts
+    if "word/document.xml" in parts:
+        return DOCX
+    if "xl/workbook.xml" in parts:
+        return XLSX
+    if "ppt/presentation.xml" in parts:
+        return PPTX
+    if "meta-inf/container.xml" in parts and found.opf:
+        return EPUB
     return ZIP
-
-
-def _zip_entry_count(f: BinaryIO) -> int:
-    """Entries declared by the end-of-central-directory record (0 when not found)."""
-    f.seek(0, os.SEEK_END)
-    size = f.tell()
-    tail = min(size, 65536 + 22)
-    f.seek(size - tail)
-    buf = f.read(tail)
-    at = buf.rfind(b"PK\x05\x06")
-    if at < 0 or at + 22 > len(buf):
-        return 0
-    count = struct.unpack_from("<H", buf, at + 10)[0]
-    return MAX_ZIP_ENTRIES + 1 if count == 0xFFFF else count
 
 
 def looks_like_text(sample: bytes) -> bool:

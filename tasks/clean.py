@@ -1,12 +1,16 @@
 """``doit clean`` on bastion's tasks: remove what a task made.
 
 The extract group removes the records, the summary, the store and the verdict index; a file's
-task its text, sidecar and verdict (its record becomes ``skipped``, not extracted yet); the
-walk its records and its stat cache.  doit's own database stays (``doit forget`` is for it).
+task its text, sidecar and verdict (its record becomes ``skipped``, not extracted yet), unless
+another file's record names the same text (a copy of the same bytes): then only its record is
+reset, and the text and verdict the other record needs stay.  The walk's task removes its
+records and its stat cache.  doit's own database stays (``doit forget`` is for it).
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .output.atomic import STATE_DIR, rmtree, unlink
@@ -40,11 +44,35 @@ def clean_item(run: Run, item: Item) -> None:
     from .extract.records import rewrite_record
 
     run.lock()
-    store = run.store or Store(run.out)
-    store.remove_text(item.stem)
-    store.forget([(item.sha256, item.key)])
+    others = _named_elsewhere(run.out / "extract.jsonl", item)
+    if not others:
+        store = run.store or Store(run.out)
+        store.remove_text(item.stem)
+        store.forget([(item.sha256, item.key)])
     rewrite_record(run.out / "extract.jsonl", item)
-    run.say(f"removed the text and verdict of {item.root}/{item.path}")
+    if others:
+        run.say(f"reset the record of {item.root}/{item.path}; its text and verdict stay: "
+                f"{others} other record(s) name them")
+    else:
+        run.say(f"removed the text and verdict of {item.root}/{item.path}")
+
+
+def _named_elsewhere(records: Path, item: Item) -> int:
+    """How many records of extract.jsonl other than ``item``'s name its text (one scan for
+    the text's name; only the lines holding it are parsed)."""
+    needle = f'"text":"extract/{item.stem[:2]}/{item.stem}.txt"'.encode()
+    n = 0
+    try:
+        f = open(records, "rb")
+    except FileNotFoundError:
+        return 0
+    with f:
+        for line in f:
+            if needle in line:
+                d = json.loads(line)
+                if (d.get("root"), d.get("path")) != (item.root, item.path):
+                    n += 1
+    return n
 
 
 def clean_walk(run: Run) -> None:

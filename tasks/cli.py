@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,11 +18,15 @@ from typing import Iterator, NoReturn, Sequence
 
 from bastion.errors import CANNOT_START, OutputError
 
+from . import interrupts
 from .config import (DEFAULT_MANIFEST, JOBS_PER_CORE, RunConfig, forget_manifests, jobs_error,
                      load)
+from .names import shown
 from .output.atomic import OutputLock
 
 EXIT_OK, EXIT_INVALID, EXIT_ERRORS, EXIT_PARTIAL = 0, 1, 2, 3
+EXIT_ERRORS_AND_PARTIAL = 4  # both 2 and 3: error records, and a walk that missed something
+EXIT_DIFFERENT = 5  # bastion compare: the two outputs differ
 # Files handed to doit per run: doit holds ~5 KB per task, so a first run of a million files
 # goes through in slices of this many and the parent's memory stays bounded.
 EXTRACT_SLICE = 20_000
@@ -35,7 +40,7 @@ class CliError(Exception):
 
 
 def _fail(message: str) -> int:
-    print(f"bastion: error: {message}", file=sys.stderr)
+    print(f"bastion: error: {shown(message)}", file=sys.stderr)
     return EXIT_INVALID
 
 
@@ -120,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bastion",
         description="Turn a tree of untrusted files into clean, searchable plain text.",
         epilog="exit codes: 0 done, 1 refused (usage, manifest, signature, output), "
-               "2 done with error records, 3 done but the walk could not read everything")
+               "2 done with error records, 3 done but the walk could not read everything, "
+               "4 both 2 and 3; compare: 5 the outputs differ, 1 not outputs")
     parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _stage_parser(sub, "walk", "walk the manifest's roots into walk.jsonl",
@@ -148,10 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trusted-keys", type=Path, help=TRUSTED_KEYS_HELP)
 
     p = sub.add_parser("compare", help="compare two output directories (records and text "
-                       "store); exit 1 on any difference",
+                       "store); exit 5 on any difference",
                        description="compare two output directories: the text store byte for "
                        "byte, extract.jsonl without 'reused', walk.jsonl without mtime_ns and "
-                       "inode; every difference on its own line; exit 1 on any")
+                       "inode; every difference on its own line; exit 5 on any, 1 when a "
+                       "path is not a bastion output")
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
     p.add_argument("--strict", action="store_true",
@@ -205,7 +212,7 @@ class _OneLineErrors:
             if self.failed:  # the consequence of an error already reported (e.g. disk full)
                 return len(text)
             last = [ln for ln in text.strip().splitlines() if ln.strip()][-1]
-            text = f"bastion: error: doit: {last.strip()}\n"
+            text = f"bastion: error: doit: {shown(last.strip())}\n"
         self.failed = self.failed or text.startswith("bastion: error:")
         return self.stream.write(text)
 
@@ -285,14 +292,14 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
         if summary.get("counts", {}).get("error"):
             code = EXIT_ERRORS
         if problems:
-            print(problems, file=sys.stderr)
-        print(pipeline.describe_extract(summary, out), file=sys.stderr)
+            print(shown(problems), file=sys.stderr)
+        print(shown(pipeline.describe_extract(summary, out)), file=sys.stderr)
     else:
-        print(pipeline.describe_walk(run.walk_summary, out), file=sys.stderr)
+        print(shown(pipeline.describe_walk(run.walk_summary, out)), file=sys.stderr)
         if problems:
-            print(problems, file=sys.stderr)
-    if walked.get("partial"):
-        code = EXIT_PARTIAL  # like rsync's "partial transfer": docs/architecture.md
+            print(shown(problems), file=sys.stderr)
+    if walked.get("partial"):  # like rsync's "partial transfer": docs/architecture.md
+        code = EXIT_ERRORS_AND_PARTIAL if code == EXIT_ERRORS else EXIT_PARTIAL
     return code
 
 
@@ -328,13 +335,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         return _fail(problem)
     forget_manifests()  # each call is a new run: read (and verify) the manifest afresh
+    restore = interrupts.install()
     try:
         return _dispatch(args)
+    except interrupts.Terminated:
+        print("bastion: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("bastion: interrupted", file=sys.stderr)
         return 130
     except CliError as e:
         return _fail(str(e))
+    finally:
+        restore()
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -353,14 +366,18 @@ def _dispatch(args: argparse.Namespace) -> int:
     if cmd in ("keygen", "sign", "verify"):
         return _signing(args)
     if cmd == "compare":
-        from .compare import compare_outputs
+        from .compare import compare_outputs, not_an_output
 
+        for path in (args.a, args.b):
+            why = not_an_output(path)
+            if why is not None:
+                return _fail(f"cannot compare {path}: {why}")
         differences = compare_outputs(args.a, args.b, strict=args.strict)
         for line in differences:
-            print(line)
+            print(shown(line))
         if differences:
             print(f"bastion: {len(differences)} difference(s)", file=sys.stderr)
-            return EXIT_INVALID
+            return EXIT_DIFFERENT
         print("identical", file=sys.stderr)
         return EXIT_OK
     if cmd == "report":

@@ -65,6 +65,23 @@ def _store_files(out: Path) -> dict[str, str]:
     return files
 
 
+def not_an_output(path: Path) -> str | None:
+    """Why ``path`` is not a bastion output to compare (not a directory, or no bastion
+    ``CACHEDIR.TAG`` in it); None when it is one."""
+    from .output.tag import OUTPUT_TAG, is_tagged
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        return e.strerror or str(e)
+    try:
+        if not is_tagged(fd):
+            return f"not a bastion output (no bastion {OUTPUT_TAG})"
+    finally:
+        os.close(fd)
+    return None
+
+
 def compare_outputs(a: Path, b: Path, strict: bool = False) -> list[str]:
     """Every difference between two output directories, one line each (empty: identical)."""
     differences: list[str] = []

@@ -27,7 +27,7 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,6 +36,7 @@ import yaml
 from bastion.errors import ManifestError
 from bastion.readers.base import GiB, KiB, Limits, MiB, limit_kinds
 
+from .walk.beneath import foreign_link
 from .walk.globs import compile_glob
 from .walk.globs import dir_excluded, glob_match, path_excluded, root_selects  # noqa: F401
 
@@ -77,6 +78,9 @@ class Root:
     exclude: tuple[str, ...] = ()
     follow_symlinks: bool = False
     one_file_system: bool = False
+    # the path as written (joined to the manifest's directory) when it resolved elsewhere
+    # through a symlink (root's or the running user's): resolved once, here, and recorded
+    given: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -333,6 +337,11 @@ class _Validator:
             raise self.error(f"{raw!r} cannot be resolved: {e}", f"{key}.path", pnode) from None
         if not exists:
             raise self.error(f"{raw!r} does not exist", f"{key}.path", pnode)
+        link = foreign_link(base / raw)
+        if link is not None:  # another user could point the root anywhere: refused
+            raise self.error(f"{raw!r} goes through the symbolic link {link[0]} owned by uid "
+                             f"{link[1]} (another user could point it elsewhere)",
+                             f"{key}.path", pnode)
         if not is_dir:
             raise self.error(f"{raw!r} is not a directory", f"{key}.path", pnode)
         patterns: dict[str, tuple[str, ...]] = {}
@@ -351,8 +360,10 @@ class _Validator:
             which: self.boolean(m[which][1], f"{key}.{which}") if which in m else False
             for which in ("follow_symlinks", "one_file_system")
         }
+        given = os.path.abspath(base / raw)
         root = Root(name=name, path=resolved, include=patterns["include"],
-                    exclude=patterns["exclude"], **flags)
+                    exclude=patterns["exclude"], **flags,
+                    given=given if given != str(resolved) else None)
         return root, nnode
 
     def stages(self, node: yaml.Node) -> tuple[str, ...]:

@@ -27,6 +27,11 @@ surrogate, no ``=`` and no ``*``; a user types it as doit lists it::
 
     doit -a "extract:docs/enc-XI-R6,V5,U%3Dview.pdf"
 
+A name shown to a person (a walk problem, an error line, the report's text) goes through
+:func:`shown` instead: control, invisible and bidirectional characters and the bytes of a
+name that is not UTF-8 as ``\\xNN`` / ``\\uNNNN``, so a file name never moves the cursor,
+recolours the terminal, starts a line of its own or reorders the line it is on.
+
 Escaping is deterministic and reversible: :func:`parse_task_name` gives back the exact root and
 path (``os.fsencode(path)`` the exact bytes), and refuses a name that :func:`task_name` would
 not have made (a lower-case ``%3d``, a stray ``%``, an escaped ordinary character).
@@ -43,6 +48,30 @@ _ESCAPED = re.compile(
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SPECIAL = re.compile(_ESCAPED.pattern[:-1] + "\ud800-\udfff]")  # escaped, or a surrogate
 _HEX_ESCAPE = re.compile("%([0-9A-F]{2})")
+
+
+# what shown() writes as an escape: C0/C1 controls, DEL, invisible and bidirectional
+# characters, line separators, the BOM, and lone surrogates (bytes of a non-UTF-8 name)
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069"
+                     "\ufeff\ud800-\udfff]")
+
+
+def shown(value: object) -> str:
+    """A value (a file name, a message holding one) made safe to show: a byte of a name that
+    is not UTF-8 (a lone surrogate) as ``\\xNN``, control, invisible and bidirectional
+    characters as escapes, so a name cannot move the cursor, recolour a terminal or reorder
+    the line it is on.  Text without them is returned unchanged."""
+    text = str(value)
+    if _UNSAFE.search(text) is None:
+        return text
+
+    def escape(m: re.Match[str]) -> str:
+        c = ord(m.group())
+        if 0xDC80 <= c <= 0xDCFF:
+            return f"\\x{c - 0xDC00:02x}"
+        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+    return _UNSAFE.sub(escape, text)
 
 
 class TaskNameError(ValueError):

@@ -24,7 +24,7 @@ from bastion.errors import CANNOT_START, OutputError, WorkerError
 
 from . import doitdb
 from .config import FINISH_TASK, RunConfig, doit_db, jobs_error
-from .names import task_name
+from .names import shown, task_name
 
 if TYPE_CHECKING:  # the extract stage (and every reader) is imported when a run extracts
     from .extract.plan import Item
@@ -39,6 +39,7 @@ class Reporter(ConsoleReporter):
     run: Any = None  # the run, whose progress display the error lines go above
 
     def _say(self, line: str) -> None:
+        line = shown(line)  # a name in an error is shown escaped, never obeyed
         progress = getattr(self.run, "progress", None)
         if progress is None or progress.quiet or not progress.tty:
             sys.stderr.write(line + "\n")  # no live display to keep clear of
@@ -49,7 +50,7 @@ class Reporter(ConsoleReporter):
 
     def execute_task(self, task: Any) -> None:
         if self.verbose and task.actions and task.name[0] != "_":
-            self.write(f".  {task.title()}\n")
+            self.write(f".  {shown(task.title())}\n")
 
     def skip_uptodate(self, task: Any) -> None:
         pass
@@ -64,12 +65,12 @@ class Reporter(ConsoleReporter):
         self.failures.append({"task": task, "exception": fail})
 
     def cleanup_error(self, exception: Any) -> None:
-        sys.stderr.write(f"bastion: error: {str(exception).strip().splitlines()[-1]}\n")
+        sys.stderr.write(f"bastion: error: {shown(str(exception).strip().splitlines()[-1])}\n")
 
     def complete_run(self) -> None:
         # failures were printed as they happened; doit's own errors still get their detail
         for message in self.runtime_errors:
-            sys.stderr.write(f"bastion: error: {message}\n")
+            sys.stderr.write(f"bastion: error: {shown(message)}\n")
 
 
 DOIT_CONFIG = {

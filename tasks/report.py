@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .names import shown
 from .records import iter_jsonl
 
 MAX_FILES = 50  # files listed per error kind, cap and type
@@ -112,21 +113,6 @@ def gather(out: Path, max_files: int = MAX_FILES) -> Report:
     return report
 
 
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069"
-                     "\ufeff\ud800-\udfff]")
-
-
-def shown(value: Any) -> str:
-    """A value from a record made safe to show: a byte of a name that is not UTF-8 (a lone
-    surrogate) as ``\\xNN``, control, invisible and bidirectional characters as escapes, so
-    a name cannot move the cursor, recolour a terminal or reorder the line it is on."""
-    def escape(m: re.Match[str]) -> str:
-        c = ord(m.group())
-        if 0xDC80 <= c <= 0xDCFF:
-            return f"\\x{c - 0xDC00:02x}"
-        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
-
-    return _UNSAFE.sub(escape, str(value))
 
 
 def _sorted(groups: dict[str, Group]) -> list[tuple[str, Group]]:

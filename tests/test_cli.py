@@ -464,17 +464,25 @@ def test_compare_and_determinism(setup, capsys: pytest.CaptureFixture) -> None:
     assert store_a and store_a == store_b
     assert compare_outputs(a, b) == []
 
-    # edit one text in the store of b: reported, exit 1
+    # edit one text in the store of b: reported, exit 5 (its own code: "different")
     victim = sorted((b / "extract").rglob("*.txt"))[0]
     victim.write_bytes(victim.read_bytes() + b"tampered\n")
-    assert main(["compare", str(a), str(b)]) == 1
+    assert main(["compare", str(a), str(b)]) == 5
     captured = capsys.readouterr()
     assert "contents differ" in captured.out and victim.name in captured.out
     assert "1 difference" in captured.err
 
-    # a missing output is a difference too, never a crash
-    assert main(["compare", str(a), str(m.parent / "nothing")]) == 1
-    assert "cannot read" in capsys.readouterr().out
+    # a path that is not an output is refused in one line, exit 1, nothing compared
+    # (it printed 62 "differences" before)
+    plain = m.parent / "plain"
+    plain.mkdir()
+    (plain / "walk.jsonl").write_text("")
+    for other in (m.parent / "nothing", plain, root):
+        assert main(["compare", str(a), str(other)]) == 1
+        captured = capsys.readouterr()
+        assert captured.out == "", captured.out
+        lines = captured.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"bastion: error: cannot compare {other}")
 
 
 def test_compare_two_copies_of_a_tree(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -490,7 +498,7 @@ def test_compare_two_copies_of_a_tree(tmp_path: Path, capsys: pytest.CaptureFixt
     (tmp_path / "two" / "readme.txt").write_bytes(b"Different text.\n")
     assert sweep(m2, tmp_path / "o2") == 0
     capsys.readouterr()
-    assert main(["compare", str(tmp_path / "o1"), str(tmp_path / "o2")]) == 1
+    assert main(["compare", str(tmp_path / "o1"), str(tmp_path / "o2")]) == 5
     out = capsys.readouterr().out
     assert "walk.jsonl: docs/readme.txt: sha256" in out
     assert "extract.jsonl: docs/readme.txt" in out

@@ -183,3 +183,28 @@ def test_any_file_name_works_and_stays_selectable(tmp_path: Path) -> None:
         assert "re-extracted 1 file(s)" in proc.stderr, proc.stderr
         recs = records(out)
         assert [p for p, r in recs.items() if not r["reused"]] == [name]
+
+
+def test_clean_of_a_shared_text_keeps_what_another_record_names(example) -> None:
+    """Two files with the same bytes share one text and verdict: ``doit clean`` of one of
+    them (named with ESC and a newline, its task name escaped) resets only its record, keeps
+    the text the other record names, and says so with the name escaped; cleaning the other
+    one too then removes the text."""
+    m, out = example
+    docs = m.parent / "docs"
+    body = (docs / "readme.txt").read_bytes()
+    hostile = "copy\x1b[31m\nred.txt"
+    (docs / hostile).write_bytes(body)
+    assert doit("extract", manifest=m, out=out).returncode == 0
+    recs = records(out)
+    text = out / recs["readme.txt"]["text"]
+    assert recs[hostile]["text"] == recs["readme.txt"]["text"]
+    cleaned = doit("clean", "extract:docs/copy%1B[31m%0Ared.txt", manifest=m, out=out)
+    assert cleaned.returncode == 0, cleaned.stderr
+    said = cleaned.stdout + cleaned.stderr
+    assert "\x1b" not in said, repr(said)
+    assert "reset the record of docs/copy\\x1b[31m\\x0ared.txt" in said, said
+    assert text.exists() and records(out)["readme.txt"]["status"] == "ok"
+    assert records(out)[hostile]["status"] == "skipped"
+    assert doit("clean", "extract:docs/readme.txt", manifest=m, out=out).returncode == 0
+    assert not text.exists()

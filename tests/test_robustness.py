@@ -795,3 +795,86 @@ def test_j1_j2_j3_byte_identical_on_a_mixed_tree(tmp_path: Path) -> None:
         assert (outs[j] / "extract.jsonl").read_bytes() == (base / "extract.jsonl").read_bytes()
         assert (outs[j] / "walk.jsonl").read_bytes() == (base / "walk.jsonl").read_bytes()
         assert store(outs[j]) == store(base)
+
+
+# -- interrupted runs keep their work (issue 32) -----------------------------------------------
+
+
+def _texts_in_store(out: Path) -> set[str]:
+    return {p.name[:-4] for p in (out / "extract").glob("*/*.txt")} if (
+        out / "extract").is_dir() else set()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_commits_every_finished_verdict(sig: int, tmp_path: Path) -> None:
+    """SIGINT (Ctrl-C) or SIGTERM to a real ``bastion sweep`` in mid-extract: it exits
+    (130 / 143) after committing every verdict whose text it had placed, so the re-run
+    reuses every text the store held and extracts only the rest."""
+    root = tmp_path / "root"
+    files = text_tree(root, dirs=4, per_dir=150)
+    m = manifest(tmp_path / "m.yaml", {"r": root})
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from bastion.tasks.cli import "
+                             "main; sys.exit(main())", "sweep", str(m), "--out", str(out),
+                             "-q", "-j", "1"], cwd=str(REPO), env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while len(_texts_in_store(out)) < 40 and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.005)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=RUN_TIMEOUT)
+    held = _texts_in_store(out)
+    assert proc.returncode == 128 + sig, err.decode()
+    assert 40 <= len(held) < len(files), len(held)  # really interrupted in mid-extract
+    assert wait_no_workers(out) == []
+    assert sweep(m, out) == 0
+    summary = json.loads((out / "extract.summary.json").read_text())
+    assert summary["extracted"] == len(files) - len(held), (summary["extracted"], len(held))
+    assert_complete(out, "r", files)
+
+
+@pytest.mark.slow
+def test_a_full_output_stops_the_run_instead_of_failing_documents(tmp_path: Path,
+                                                                  tmpfs: Path) -> None:
+    """Texts that do not fit (12 MB into 8 MiB) while the walk and the verdicts do: the
+    workers' "cannot write text: No space left on device" is the output's problem, not the
+    documents': one line naming the output, exit 1, no error record of a sound document; once
+    there is room the re-run reuses every text stored and extracts only the rest."""
+    assert sudo_mount("-o", "remount,size=8m", str(tmpfs)).returncode == 0
+    root = tmp_path / "root"
+    files = text_tree(root, dirs=2, per_dir=40, size=150_000)
+    m = manifest(tmp_path / "m.yaml", {"r": root})
+    out = tmpfs / "out"
+    r = bastion("sweep", str(m), "--out", str(out), "-q", "-j", "1")
+    err = r.stderr.decode()
+    assert r.returncode == 1, err
+    line = one_line_error(err, str(out), "No space left on device")
+    assert len(err.strip().splitlines()) == 1, err
+    assert "cannot write texts to" in line
+    if (out / "extract.jsonl").exists():
+        assert not [rec for rec in jsonl(out / "extract.jsonl") if rec["status"] == "error"]
+    assert 0 < len(_texts_in_store(out)) < len(files)
+    committed = _committed(out)  # what a full disk still let sqlite commit
+    assert all(status == "ok" for status in committed.values()), committed
+    assert sudo_mount("-o", "remount,size=64m", str(tmpfs)).returncode == 0
+    assert sweep(m, out) == 0
+    summary = json.loads((out / "extract.summary.json").read_text())
+    assert summary["extracted"] == len(files) - len(committed)
+    assert_complete(out, "r", files)
+
+
+def _committed(out: Path) -> dict[str, str]:
+    import sqlite3
+
+    db = out / ".bastion" / "verdicts.sqlite"
+    if not db.exists():
+        return {}
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return dict(con.execute("SELECT sha256, status FROM verdicts").fetchall())
+    except sqlite3.Error:
+        return {}
+    finally:
+        con.close()

@@ -270,6 +270,68 @@ def test_loose_output_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> 
         assert stat.S_IMODE((tmp_path / d).stat().st_mode) == 0o700, d
 
 
+def test_out_on_a_users_folder_changes_nothing_and_exits_1(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """An existing --out that holds files and has no bastion tag is a user's folder: refused
+    in one line before anything in it is touched (modes, tag, lock, state directory)."""
+    small_tree(tmp_path / "root")
+    m = manifest(tmp_path)
+    folder = tmp_path / "folder"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "notes.txt").write_text("my notes\n")
+    (folder / "sub" / "deep.txt").write_text("deep\n")
+    for p in (folder, folder / "sub"):
+        p.chmod(0o755)
+    for p in (folder / "notes.txt", folder / "sub" / "deep.txt"):
+        p.chmod(0o644)
+    before = modes_of(folder)
+    for argv in (["sweep", str(m), "--out", str(folder), "-q", "--no-external"],
+                 ["walk", str(m), "--out", str(folder), "-q"]):
+        one_line_refusal(capsys, main(argv), "refusing output directory", str(folder),
+                         "'notes.txt'", "not a bastion output", "CACHEDIR.TAG")
+        assert modes_of(folder) == before
+        assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "sub"]
+    # another program's cache tag does not make it bastion's
+    (folder / "CACHEDIR.TAG").write_bytes(b"Signature: 8a477f597d28d172789f06886806bc55\n")
+    one_line_refusal(capsys, sweep(m, folder), "not a bastion output")
+    # an empty folder is fine
+    empty = tmp_path / "empty"
+    empty.mkdir(mode=0o700)
+    assert sweep(m, empty) == 0 and (empty / "CACHEDIR.TAG").is_file()
+
+
+def test_an_output_that_is_or_holds_a_root_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """--out at the root itself, or at a directory holding it (here the manifest's own
+    directory), is refused in one line; the sources and the manifest keep their modes."""
+    root = small_tree(tmp_path / "root")
+    m = manifest(tmp_path)
+    m.chmod(0o644)
+    before = modes_of(tmp_path)
+    one_line_refusal(capsys, sweep(m, root), "refusing output directory", "is the root 'docs'")
+    one_line_refusal(capsys, sweep(m, tmp_path), "contains the root 'docs'")
+    assert modes_of(tmp_path) == before
+    assert not (root / "CACHEDIR.TAG").exists() and not (tmp_path / "CACHEDIR.TAG").exists()
+    assert sweep(m) == 0  # the default output inside the root is still fine
+    assert json.loads((root / ".agent" / "walk.summary.json").read_bytes())["files"] == 14
+
+
+def test_a_file_put_beside_an_outputs_own_keeps_its_mode(tmp_path: Path) -> None:
+    """Tightening touches only the names bastion writes at an output's top: a user's file
+    dropped into the output (and its modes loosened) keeps its own mode."""
+    small_tree(tmp_path / "root")
+    m = manifest(tmp_path)
+    out = tmp_path / "out"
+    assert sweep(m, out) == 0
+    (out / "notes.txt").write_text("mine\n")
+    (out / "notes.txt").chmod(0o644)
+    (out / "walk.jsonl").chmod(0o644)
+    (out / ".bastion" / "modes").unlink()  # the tree is walked again
+    assert sweep(m, out) == 0
+    assert stat.S_IMODE((out / "notes.txt").stat().st_mode) == 0o644
+    assert stat.S_IMODE((out / "walk.jsonl").stat().st_mode) == 0o600
+
+
 @as_root
 def test_foreign_owned_output_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     uid, gid = second_user()

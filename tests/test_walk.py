@@ -182,18 +182,17 @@ def test_include_exclude_and_pruning(tmp_path: Path, monkeypatch: pytest.MonkeyP
                                    "include": ["*.txt", "*.tmp"],
                                    "exclude": ["*.tmp", "build/", "**/node_modules/**"]}])
     scanned: list[bytes] = []
-    real_open = os.open
+    real_open = walk_mod.open_dir
 
-    def spy(path, flags, *a, **kw):  # the walk opens each directory it lists
-        if flags & os.O_DIRECTORY:
-            scanned.append(os.fsencode(path))
-        return real_open(path, flags, *a, **kw)
+    def spy(dirfd, relpath):  # the walk opens each directory it lists, beneath the root
+        scanned.append(os.fsencode(relpath or "."))
+        return real_open(dirfd, relpath)
 
-    monkeypatch.setattr(walk_mod.os, "open", spy)
+    monkeypatch.setattr(walk_mod, "open_dir", spy)
     _, recs = walk(m, tmp_path / "out")
     monkeypatch.undo()
     assert sorted(r["path"] for r in recs) == ["docs/x.txt", "keep.txt", "src/main.txt"]
-    names = [os.path.relpath(p, os.fsencode(str(root))) for p in scanned]
+    names = scanned
     assert b"build" not in names and b"build/deep" not in names  # pruned, never listed
     assert b"src/node_modules" not in names
     assert b"docs" in names and b"src" in names

@@ -246,3 +246,55 @@ def test_helper_counts_round_trip() -> None:
     with pytest.raises(ValueError):
         b.add([1, 2], [])
 
+
+
+def test_a_hostile_name_in_a_walk_problem_prints_escaped(shared_tmp: Path) -> None:
+    """A real directory named with a clear-screen, a title-setting OSC, a bell and a newline
+    followed by a fake error line, unreadable to the user running the walk: the problem line
+    (printed under -q) shows the name escaped, on one line; nothing reaches the terminal raw."""
+    root = shared_tmp / "root"
+    tree(root)
+    hostile = "x\x1b[2J\x1b]0;owned\x07\nbastion: error: fake \u202eline"
+    (root / hostile).mkdir()
+    (root / hostile / "y.txt").write_bytes(b"y\n")
+    (root / hostile).chmod(0)
+    out = shared_tmp / "out"
+    out.mkdir(mode=0o700)
+    user = _unprivileged()
+    if user:
+        os.chown(out, 65534, 65534)
+    m = write_manifest(shared_tmp, [{"name": "r", "path": "root"}])
+    r = bastion("walk", str(m), "--out", str(out), "-q", user=user)
+    assert r.returncode == 3, r.stderr
+    err = r.stderr
+    assert "\x1b" not in err and "\x07" not in err and "\u202e" not in err, repr(err)
+    assert "fake" not in "".join(ln for ln in err.splitlines() if ln.startswith("bastion:"))
+    problem = [ln for ln in err.splitlines() if ln.startswith("walk: 1 warning")]
+    assert len(problem) == 1, err
+    assert ("r/x\\x1b[2J\\x1b]0;owned\\x07\\x0abastion: error: fake \\u202eline: cannot read "
+            "directory: Permission denied") in problem[0]
+
+
+def test_error_records_and_a_partial_walk_exit_4_and_say_both(shared_tmp: Path) -> None:
+    """A sweep whose walk could not read a directory and whose extract made error records
+    (a broken PDF and DOCX): exit 4, "both 2 and 3" (it was 3, hiding the errors), and both
+    the walk's problem line and the extract's error count are printed."""
+    root = shared_tmp / "root"
+    tree(root)
+    (root / "locked").mkdir()
+    (root / "locked" / "x.txt").write_bytes(b"x\n")
+    (root / "locked").chmod(0)
+    (root / "broken.pdf").write_bytes(b"%PDF-1.4\ngarbage\n")
+    (root / "broken.docx").write_bytes(b"PK\x03\x04garbage")
+    out = shared_tmp / "out"
+    out.mkdir(mode=0o700)
+    user = _unprivileged()
+    if user:
+        os.chown(out, 65534, 65534)
+    m = write_manifest(shared_tmp, [{"name": "r", "path": "root"}])
+    r = bastion("sweep", str(m), "--out", str(out), "-q", "-j", "1", "--no-external",
+                user=user)
+    assert r.returncode == 4, r.stderr
+    assert "walk: 1 warning (1 unreadable)" in r.stderr
+    errors = json.loads((out / "extract.summary.json").read_text())["counts"]["error"]
+    assert errors >= 2 and f"{errors} errors" in r.stderr, r.stderr

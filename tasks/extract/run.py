@@ -11,6 +11,7 @@ check, the slices handed to doit) is its base, :class:`bastion.tasks.extract.run
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -22,8 +23,10 @@ from bastion.readers.runtime.verdict import Status, Verdict
 from ..config import PrerequisiteError, RunConfig, load
 from .records import ExtractSummary
 from ..output.atomic import OutputError, OutputLock
-from ..output.directory import MODES
+from ..output.directory import MODES, refuse
+from ..output.tag import root_conflict
 from ..manifest import Manifest
+from ..names import shown
 from .plan import Item, Plan
 from ..progress import Progress
 from . import stamp
@@ -94,6 +97,9 @@ class Run(RunPlan):
     def lock(self) -> None:
         """Open, check and lock the output directory (tasks/output/directory.py: a symlink, another
         user's or a group/world-writable one is refused), with the manifest's modes."""
+        why = root_conflict(self.out, self.manifest.roots)
+        if why is not None:  # before anything in it is opened, let alone tightened
+            raise refuse(Path(os.path.abspath(self.out)), why)
         lock = OutputLock.acquire(self.out, MODES[self.manifest.output_mode])
         if lock.dir is not None and lock.dir.tightened and not self._told_tightened:
             self._told_tightened = True
@@ -214,8 +220,8 @@ class Run(RunPlan):
             self.say(line)
 
     def say(self, line: str) -> None:
-        try:
-            self.console.write(line + "\n")
+        try:  # a file name in the line is shown escaped, never obeyed by the terminal
+            self.console.write(shown(line) + "\n")
             self.console.flush()
         except (OSError, ValueError):
             pass

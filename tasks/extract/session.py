@@ -9,6 +9,7 @@ one job.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -22,6 +23,7 @@ from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
 from ..output.atomic import (STATE_DIR,
+                             OutputError,
                              atomic_write,
                              makedirs,
                              output,
@@ -29,6 +31,7 @@ from ..output.atomic import (STATE_DIR,
                              rmtree,
                              unlink)
 from ..output.atomic import stat as out_stat
+from ..interrupts import critical
 from ..manifest import Root
 from .plan import IndexSet, Item
 from .store import Store
@@ -154,6 +157,10 @@ class ExtractSession:
 
     def _on_result(self, result: JobResult) -> None:
         item = self.jobs.pop(result.job.id)
+        full = _disk_full(result.verdict)
+        if full is not None:  # the output's problem, not the document's: the run stops
+            raise OutputError(f"cannot write texts to {self.out}: {full} (the texts stored so "
+                              "far are kept: free space and run again)")
         self.record(item, result.verdict, result.text_path, result.sidecar)
 
     # -- commits --------------------------------------------------------------------------------
@@ -164,8 +171,9 @@ class ExtractSession:
         worker) and sidecar in place and queue the verdict for commit.  The sidecar (PDFs:
         pages, title, outline, how each page's text was made) is kept only beside a PDF's
         text."""
-        self.place(item, verdict, text_path, sidecar, text)
-        self.queue(item, verdict)
+        with critical():  # a text in the store always has its verdict queued
+            self.place(item, verdict, text_path, sidecar, text)
+            self.queue(item, verdict)
 
     def place(self, item: Item, verdict: Verdict, text_path: Path | None,
               sidecar: dict[str, Any], text: bytes | None = None) -> None:
@@ -196,9 +204,19 @@ class ExtractSession:
 
     def commit(self) -> None:
         """Make the pending verdicts (and their texts) durable."""
-        self.store.put_many(self.pending)
-        self.pending = []
+        with critical():
+            self.store.put_many(self.pending)
+            self.pending = []
         self.last_commit = time.monotonic()
+
+    def _commit_quietly(self) -> None:
+        """Commit what is pending, on the way out: a failure here (the disk full) leaves
+        texts without verdicts, which the next run simply redoes."""
+        if self.pending:
+            try:
+                self.commit()
+            except (OutputError, OSError):
+                pass
 
     def drain(self) -> None:
         """Wait for every job in flight and commit."""
@@ -207,11 +225,31 @@ class ExtractSession:
         self.commit()
 
     def close(self) -> None:
-        """Stop the workers (idempotent)."""
+        """Commit the verdicts already placed (a run stopped by Ctrl-C, SIGTERM or an error
+        keeps every one it finished), then stop the workers (idempotent); the verdicts of
+        the jobs that answered while they stopped are committed too."""
+        self._commit_quietly()
         if self.pool is not None:
-            self.pool.close()
+            try:
+                self.pool.close()
+            finally:
+                self._commit_quietly()
             if self.pool.closed:  # every job answered or stopped: nothing writing any more
                 self.release_store()
         if self._private_scratch is not None and self.pool is not None and self.pool.closed:
             shutil.rmtree(self._private_scratch, ignore_errors=True)
             self._private_scratch = None
+
+
+_FULL = tuple(os.strerror(e) for e in (errno.ENOSPC, errno.EDQUOT))
+
+
+def _disk_full(verdict: Verdict) -> str | None:
+    """The reason, when a worker could not write its text because the filesystem of its
+    scratch (the output's, or a private one beside it) is full or over quota; else None.
+    Such a verdict is never recorded: it would be an ``error`` of a sound document."""
+    error = verdict.error or ""
+    if verdict.status is Status.ERROR and error.startswith("cannot write text: ") and any(
+            why in error for why in _FULL):
+        return error[len("cannot write text: "):]
+    return None

@@ -30,14 +30,8 @@ __all__ = ["TMP_PREFIX", "STATE_DIR", "OutputError", "UnsafeOutputError", "Locke
            "unlink", "makedirs", "rmtree", "read_bytes", "stat", "remove_stale_temps", "fsync_dir"]
 
 STATE_DIR = ".bastion"  # under the output directory: caches, doit's database, worker scratch
-# The output directory's marker: a cache directory tag (https://bford.info/cachedir/), so the
-# walk never walks a bastion output and backup tools that honour tags skip it too.
-OUTPUT_TAG = "CACHEDIR.TAG"
-_TAG_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55\n"
-_TAG_MARK = b"# This directory is a bastion output."
-OUTPUT_TAG_TEXT = (_TAG_SIGNATURE + _TAG_MARK + b" bastion never walks a directory holding"
-                   b" this file.\n# For information about cache directory tags, see:\n"
-                   b"#\thttps://bford.info/cachedir/\n")
+# The output directory's marker: a cache directory tag (tasks/output/tag.py)
+from .tag import OUTPUT_TAG, OUTPUT_TAG_TEXT, is_output_tag  # noqa: E402  (re-exported)
 
 
 def fsync_dir(path: Path) -> None:
@@ -207,12 +201,6 @@ def mark_output(out: Path) -> None:
     tag = Path(out) / OUTPUT_TAG
     if not tag.is_file():
         atomic_write(tag, OUTPUT_TAG_TEXT)
-
-
-def is_output_tag(head: bytes) -> bool:
-    """Whether ``head`` (the first bytes of a ``CACHEDIR.TAG``) is a bastion output's tag.
-    Other programs' cache tags are not: their directories are walked like any other."""
-    return head.startswith(_TAG_SIGNATURE + _TAG_MARK)
 
 
 class OutputLock:

@@ -47,6 +47,7 @@ from .modes import (DIR_FLAGS,
                     secure_path,
                     tighten_tree)
 from .ops import TMP_PREFIX, empty_tree, remove_temps, take_file
+from .tag import OUTPUT_TAG, TOP_NAMES, foreign_entry
 
 __all__ = ["DIR_FLAGS", "GROUP", "MODES", "MODES_MARKER", "PRIVATE", "TMP_PREFIX", "Modes",
            "OutputDir", "OutputError", "UnsafeOutputError", "check_dir", "close_all", "find",
@@ -160,6 +161,16 @@ def open_output(path: Path, modes: Modes | None = None) -> "OutputDir":
     except BaseException:
         os.close(pfd)
         raise
+    if not created:  # an existing folder: a bastion output, or empty, or refused untouched
+        try:
+            foreign = foreign_entry(pfd, TMP_PREFIX)
+        except OSError as e:
+            os.close(pfd)
+            raise OutputError(f"cannot use output directory {path}: {e.strerror}") from None
+        if foreign is not None:
+            os.close(pfd)
+            raise refuse(path, f"it holds {foreign!r} and is not a bastion output (no bastion "
+                               f"{OUTPUT_TAG}); choose a new or empty directory")
     out = OutputDir(path, pfd, modes or PRIVATE, secure=secure_path(base))
     if modes is None:
         out.modes = MODES.get(out.marker() or "", PRIVATE)
@@ -394,7 +405,7 @@ class OutputDir:
         top = stat.S_IMODE(os.fstat(self.fd).st_mode)
         if top == self.modes.dir and self.marker() == self.modes.name:
             return 0
-        n = tighten_tree(self.fd, self.path, self.modes)
+        n = tighten_tree(self.fd, self.path, self.modes, top=TOP_NAMES, tmp_prefix=TMP_PREFIX)
         self.tightened += n
         self.write(MODES_MARKER, f"{self.modes.name}\n".encode("ascii"), sync=False)
         return n

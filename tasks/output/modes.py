@@ -79,10 +79,13 @@ def secure_path(path: Path) -> bool:
     return True
 
 
-def tighten_tree(fd: int, where: Path, modes: Modes) -> int:
+def tighten_tree(fd: int, where: Path, modes: Modes, *,
+                 top: frozenset[str] | None = None, tmp_prefix: str = "") -> int:
     """Give the directory ``fd`` (at ``where``) and everything below it ``modes``, checking
     each subdirectory (:func:`check_dir`) and never following a link; how many entries were
-    wider than they should be."""
+    wider than they should be.  With ``top``, only the entries of ``fd`` so named (or named
+    with ``tmp_prefix``) are touched: an output's own names, never a file someone put beside
+    them."""
     n = 0
     st = os.fstat(fd)
     if stat.S_IMODE(st.st_mode) != modes.dir:
@@ -92,6 +95,9 @@ def tighten_tree(fd: int, where: Path, modes: Modes) -> int:
     with os.scandir(fd) as it:
         entries = list(it)
     for entry in entries:
+        if top is not None and entry.name not in top and not (
+                tmp_prefix and entry.name.startswith(tmp_prefix)):
+            continue  # not bastion's: left as it is
         try:
             est = entry.stat(follow_symlinks=False)
         except FileNotFoundError:

@@ -31,7 +31,8 @@ from typing import Callable, Iterable, Iterator
 
 from ..output import lineindex
 from . import shared as sharedwalk
-from .filehash import READ_CHUNK, hash_file
+from .beneath import DIR_FLAGS, open_beneath
+from .filehash import READ_CHUNK, Where, hash_file
 from ..extract.delta import DELTA_LINES, drop_delta, write_delta
 from ..output.atomic import (OUTPUT_TAG,
                              STATE_DIR,
@@ -43,8 +44,11 @@ from ..output.atomic import (OUTPUT_TAG,
                              remove_stale_temps,
                              scratch_file,
                              write_json)
+from ..output.directory import refuse
+from ..output.tag import root_conflict
 from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
 from ..manifest import Manifest, Root
+from ..names import shown
 from ..records import WalkRecord, to_line
 from .patch import Patch
 from .statcache import CACHE_NAME, EMPTY, CacheBuilder, DirCache, Key, PackedDir, Row, StatCache
@@ -63,6 +67,23 @@ SPILL_ROWS = 100_000  # new records held before a sorted run of them goes to a s
 # before an entry's stat; after a subdirectory's stat, before its listing).
 root_selects = Selector.selects
 dir_excluded = Selector.prunes
+
+
+def open_dir(dirfd: int, relpath: str) -> int:
+    """A directory under a root, opened beneath the root's descriptor with no symlink
+    followed on the way (module-level: tests interpose on it, as on the two above)."""
+    return open_beneath(dirfd, relpath, DIR_FLAGS)
+
+
+def open_root(path: str) -> int:
+    """A root's directory, by its resolved absolute path, opened with no symlink followed
+    anywhere on it: the manifest resolved it once; a component swapped for a symlink since
+    is refused (``ELOOP``), never followed."""
+    top = os.open("/", DIR_FLAGS)
+    try:
+        return open_beneath(top, path.lstrip("/"), DIR_FLAGS)
+    finally:
+        os.close(top)
 
 
 @dataclass
@@ -118,7 +139,8 @@ class Walker:
     """
 
     def __init__(self, manifest: Manifest, out: Path, *, no_hash: bool = False,
-                 progress: Callable[[int], None] | None = None) -> None:
+                 progress: Callable[[int], None] | None = None,
+                 out_fd: int | None = None) -> None:
         self.manifest = manifest
         self.out = Path(out)
         self.no_hash = no_hash
@@ -134,8 +156,8 @@ class Walker:
         self.may_spill = True  # not in a forked helper: its rows go back to the walker
         self.records = 0
         self.buf = bytearray(READ_CHUNK)
-        try:
-            st = os.stat(self.out)
+        try:  # the output never walked: the checked descriptor's, not whatever its path is now
+            st = os.fstat(out_fd) if out_fd is not None else os.stat(self.out)
             self.out_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except OSError:
             self.out_id = None
@@ -209,7 +231,7 @@ class Walker:
 
     # -- records ------------------------------------------------------------------------
 
-    def _file(self, root: Root, dc: DirCache, rel: str, name: str, path: str,
+    def _file(self, root: Root, dc: DirCache, rel: str, name: str, path: Where,
               relpath: str, st: os.stat_result) -> None:
         stats = self.stats
         stats.files += 1
@@ -234,9 +256,10 @@ class Walker:
         if self.progress:
             self.progress(1)
 
-    def _hash(self, path: str | bytes, relpath: str, st: os.stat_result
+    def _hash(self, path: Where, relpath: str, st: os.stat_result
               ) -> tuple[str | None, str | None, str | None, str | None]:
-        """(sha256, reason, mime, error) for one regular file."""
+        """(sha256, reason, mime, error) for one regular file: ``path`` is a ``(directory
+        descriptor, relative path)`` pair in the walk (a plain path in tests)."""
         return hash_file(path, os.path.basename(relpath), st,
                          max_file_bytes=self.manifest.max_file_bytes, no_hash=self.no_hash,
                          buf=self.buf)
@@ -362,36 +385,53 @@ class RootWalk:
         self.rcache = walker.cache.root(root.name)
         self.top = str(root.path)
         self.top_dev = 0
+        self.top_fd = -1  # the root's directory, opened once: everything is opened beneath it
         self.real_top = ""
         self.visited: set[tuple[int, int]] = set()
         # (directory, its path relative to the root, its real path relative to the root when
-        # it was reached through a followed symlink)
-        self.stack: list[tuple[str, str, str | None]] = []
+        # it was reached through a followed symlink, the (device, inode) its listing saw)
+        self.stack: list[tuple[str, str, str | None, tuple[int, int]]] = []
 
     def run(self) -> None:
         root, stats, owner = self.root, self.stats, self.owner
         try:
-            top_st = os.stat(self.top)
+            self.top_fd = open_root(self.top)
+            top_st = os.fstat(self.top_fd)
         except OSError as e:
             if owner == 0:
                 stats.unreadable += 1
-                stats.warn(f"{root.name}: cannot stat root: {e.strerror}")
+                stats.warn(f"{root.name}: cannot open root: {e.strerror}")
             return
+        try:
+            self._run(top_st)
+        finally:
+            os.close(self.top_fd)
+            self.top_fd = -1
+
+    def _run(self, top_st: os.stat_result) -> None:
+        root, stats, owner = self.root, self.stats, self.owner
         self.top_dev = top_st.st_dev
-        self.real_top = os.path.realpath(self.top)
+        self.real_top = self.top  # the manifest's resolved path, opened without symlinks
         self.visited.add((top_st.st_dev, top_st.st_ino))
         stack = self.stack
-        stack.append((self.top, "", None))
+        stack.append((self.top, "", None, (top_st.st_dev, top_st.st_ino)))
         while stack:
-            dirpath, rel, real = stack.pop()
+            dirpath, rel, real, ident = stack.pop()
             try:
-                # entries are stat'ed relative to the directory's descriptor (fstatat): the
-                # kernel resolves one name, not the whole path (≈ 18 % of a re-walk)
-                dfd = os.open(dirpath, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                # opened beneath the root's descriptor, no symlink followed on the way; then
+                # entries are stat'ed relative to it (fstatat): one name resolved, not a path
+                dfd = open_dir(self.top_fd, rel if real is None else real)
             except OSError as e:
                 self._unreadable_dir(rel, e)
                 continue
             try:
+                dst = os.fstat(dfd)
+                if (dst.st_dev, dst.st_ino) != ident:
+                    if owner == 0:  # swapped since its listing: not walked, never followed
+                        stats.unreadable += 1
+                        stats.warn(f"{root.name}/{rel or '.'}: replaced during the walk, "
+                                   "not walked")
+                    continue
                 if _is_output(dfd):
                     if owner == 0:
                         stats.outputs_skipped += 1
@@ -446,16 +486,24 @@ class RootWalk:
                     relpath = prefix + name
                     if root_selects(sel, relpath) and (
                             real is None or not sel.excluded(f"{real}/{name}")):
-                        walker._file(self.root, dc, rel, name, base + name, relpath,
+                        walker._file(self.root, dc, rel, name, (dfd, name), relpath,
                                      entry.stat(follow_symlinks=False))
                 elif entry.is_dir(follow_symlinks=False):
                     relpath = prefix + name
                     st = entry.stat(follow_symlinks=False)
+                    if not stat.S_ISDIR(st.st_mode):  # swapped between listing and stat
+                        if stat.S_ISLNK(st.st_mode) and (
+                                not shared or hash(name) % owners == owner):
+                            self._symlink(dc, rel, entry, base + name, relpath)
+                        elif not shared or hash(name) % owners == owner:
+                            stats.vanished += 1
+                            stats.warn(f"{self.root.name}/{relpath}: replaced during the walk")
+                        continue
                     sub_real = None if real is None else f"{real}/{name}"
                     if self._skip_dir(st, relpath, sub_real):
                         continue
                     self.visited.add((st.st_dev, st.st_ino))
-                    stack.append((base + name, relpath, sub_real))
+                    stack.append((base + name, relpath, sub_real, (st.st_dev, st.st_ino)))
                 elif shared and hash(name) % owners != owner:
                     if sel.follow_symlinks and entry.is_symlink():
                         # every process walks a followed directory link's subtree
@@ -515,10 +563,13 @@ class RootWalk:
                 if stat.S_ISDIR(st.st_mode):
                     if not self._skip_dir(st, relpath):
                         self.visited.add((st.st_dev, st.st_ino))
-                        self.stack.append((path, relpath, target_rel))
+                        self.stack.append((path, relpath, target_rel,
+                                           (st.st_dev, st.st_ino)))
                 elif record and root_selects(sel, relpath):
-                    # open the resolved target: hash_file opens with O_NOFOLLOW
-                    self.walker._file(self.root, dc, rel, entry.name, target, relpath, st)
+                    # the resolved target, opened beneath the root with no symlink followed
+                    # and checked against the stat that resolved it
+                    self.walker._file(self.root, dc, rel, entry.name,
+                                      (self.top_fd, target_rel), relpath, st)
                 return
         if not record or not root_selects(sel, relpath):
             return
@@ -559,18 +610,22 @@ def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
     """Walk, write ``walk.jsonl``, the stat cache and ``walk.summary.json``; return the summary."""
     started = time.time()
     t0 = time.monotonic()
+    why = root_conflict(out, manifest.roots)
+    if why is not None:  # before anything in it is opened, let alone tightened
+        raise refuse(Path(os.path.abspath(out)), why)
     od = output(out)  # opened and checked (tasks/output/directory.py); written through its descriptor
     mark_output(out)
     remove_stale_temps(out)
     remove_stale_temps(out / STATE_DIR)  # the stat cache's temp file of a killed walk
-    walker = Walker(manifest, out, no_hash=no_hash, progress=progress)
+    walker = Walker(manifest, out, no_hash=no_hash, progress=progress, out_fd=od.fd)
     s = walker.run()
     walker.write()
     summary = {
         "stage": "walk",
         "manifest": str(manifest.path),
         "manifest_digest": manifest.digest,
-        "roots": [{"name": r.name, "path": str(r.path)} for r in manifest.roots],
+        "roots": [{"name": r.name, "path": str(r.path),
+                   **({"given": r.given} if r.given else {})} for r in manifest.roots],
         "files": s.files,
         "bytes": s.bytes,
         "hashed": s.hashed,
@@ -619,7 +674,8 @@ def describe_problems(summary: dict, out: Path) -> str | None:
     if samples:
         line += f"; first: {samples[0]}"
     line += f"; details in {out / 'walk.summary.json'}"
-    return line + (f" and {out / 'walk.jsonl'}" if errors else "")
+    # a file name in the sample is shown escaped: it never moves the cursor or starts a line
+    return shown(line + (f" and {out / 'walk.jsonl'}" if errors else ""))
 
 
 def _count(n: int, noun: str) -> str:
