@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from bastion.readers.base import Limits
+from bastion.readers.metadata import DocMeta
 from bastion.readers.runtime.toolset import KNOWN_TOOLS, Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
 from .errors import translated
 
-__all__ = ["Extractor", "OutlineEntry", "Result", "Tools", "default_extractor"]
+__all__ = ["DocMeta", "Extractor", "OutlineEntry", "Result", "Tools", "default_extractor"]
 
 READ_CHUNK = 1 << 20
 Tools = str | Sequence[str] | None  # "auto", a list of tool names, or None / () for none
@@ -77,6 +78,8 @@ class Result:
     members: dict[str, int] | None
     encoding_source: str | None
     verdict: Verdict  # the same fields as the store and the records keep them
+    metadata: DocMeta = DocMeta()  # what the document declares about itself (the sidecar's)
+    embedded: tuple[tuple[str, DocMeta], ...] = ()  # its embedded documents' own, by path
 
     @property
     def ok(self) -> bool:
@@ -103,7 +106,16 @@ def _result(name: str, mime: str, sha256: str, size: int, verdict: Verdict, text
         pages=verdict.pages, title=verdict.title, outline=_outline(meta), error=verdict.error,
         error_kind=verdict.error_kind, limit=verdict.limit, tools_used=verdict.tools_used,
         warnings=verdict.warnings, pages_ocr=verdict.pages_ocr, members=verdict.members,
-        encoding_source=verdict.encoding_source, verdict=verdict)
+        encoding_source=verdict.encoding_source, verdict=verdict,
+        metadata=DocMeta.from_json(meta.get("metadata")), embedded=_embedded(meta))
+
+
+def _embedded(meta: dict[str, Any]) -> tuple[tuple[str, DocMeta], ...]:
+    items = meta.get("embedded")
+    if not isinstance(items, list):
+        return ()
+    return tuple((item["path"], DocMeta.from_json(item.get("metadata"))) for item in items
+                 if isinstance(item, dict) and isinstance(item.get("path"), str))
 
 
 _PROBED: dict[str, Tool] | None = None

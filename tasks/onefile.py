@@ -11,7 +11,8 @@ returns, also on Ctrl-C and SIGTERM.
 stdout: the text exactly as a sweep stores it (UTF-8, LF, NFC); with several files each is
 preceded by a ``==> FILE <==`` line, as ``head`` does.  ``--json``: one JSON object per
 file and line instead: the record's fields (the verdict), the file's path, size, sha256 and
-MIME type, its ``metadata`` and ``outline`` (as the sidecar keeps them) and its ``text``.
+MIME type, its ``metadata``, its ``embedded`` documents' metadata and its ``outline`` (as the
+sidecar keeps them) and its ``text``.
 stderr: one line per file that gave no text (``empty``, ``unsupported``, ``error``) or was
 cut short.  Exit codes as for a sweep: 0, 2 when a file is an ``error``, 3 when a FILE could
 not be read at all (missing, a directory), 1 for a usage error.
@@ -53,7 +54,8 @@ def _record(label: str, path: str | None, result: Any) -> dict[str, Any]:
     d: dict[str, Any] = {"path": path if path is not None else label, "name": result.name,
                          "size": result.size, "sha256": result.sha256, "mime": result.mime}
     d.update(result.verdict.to_json())
-    d["metadata"] = dict(getattr(result, "metadata", None) or {})
+    d["metadata"] = result.metadata.to_json()
+    d["embedded"] = [{"path": path, "metadata": m.to_json()} for path, m in result.embedded]
     d["outline"] = [{"title": e.title, "page": e.page, "level": e.level}
                     for e in result.outline]
     d["text"] = result.text if result.ok else None

@@ -67,7 +67,8 @@ def test_text_pages_and_title(engine, compress, tmp_path):
     assert "Hello marker alpha" in pages[0] and "second line" in pages[0]
     assert "page two zebra" in pages[1]
     sources = out.meta.pop("page_sources")
-    assert out.meta == {"pages": 2, "title": "My Title", "outline": [], "pages_ocr": 0}
+    assert out.meta == {"pages": 2, "title": "My Title", "outline": [], "pages_ocr": 0,
+                        "metadata": {"pages": 2, "title": "My Title"}}
     assert [(s["page"], s["source"], s["engine"]) for s in sources] == [
         (1, "native", engine), (2, "native", engine)]
     assert all(s["version"] for s in sources)  # PDFium's build, pdfplumber's, poppler's

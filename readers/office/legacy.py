@@ -24,7 +24,8 @@ from typing import Any
 from ..base import NESTED_LIBRARIES, Context, Document, Reader, ReadResult, SinkBuffer, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, Unsupported
 from .officecrypt import decrypt_default
-from .ole import OLE_MAGIC, kind_of, open_ole, stream
+from ..metadata import put, with_meta
+from .ole import OLE_MAGIC, kind_of, open_ole, stream, summary_meta
 
 DOC = "application/msword"
 XLS = "application/vnd.ms-excel"
@@ -229,6 +230,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
             ole.close()
             return officecrypt.read(doc, sink, ctx)
+        own = summary_meta(ole, kind)
         if kind == "doc":
             text, extractor = _read_doc(ole, doc.data, False)
         elif kind == "ppt":
@@ -238,23 +240,26 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
                 text, extractor = _read_xls(ole, doc.data, False, sink, ctx)
             except CapReached as cap:
                 cap.extractor = cap.extractor or "xls"
+                cap.meta = with_meta(cap.meta, own)
                 raise
         else:
             raise Unsupported("OLE2 file without a Word, Excel, PowerPoint or Outlook stream")
     finally:
         ole.close()
+    put(meta, own)
     if text is not None:
         try:
             sink.write(text)
         except CapReached as cap:
             cap.extractor = cap.extractor or extractor
+            cap.meta = with_meta(cap.meta, own)
             raise
     return ReadResult(extractor, meta=meta, warnings=warnings)
 
 
 READER = Reader(
     name="legacy",
-    version=1,
+    version=2,
     mimes=(DOC, XLS, PPT, OLE2, "application/vnd.ms-word", "application/x-msexcel",
            "application/mspowerpoint"),
     extensions=(".doc", ".dot", ".xls", ".xlt", ".ppt", ".pot", ".pps"),

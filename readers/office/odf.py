@@ -17,11 +17,15 @@ import io
 import posixpath
 import re
 import zipfile
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, ReaderError, Unsupported
+from ..metadata import DocMeta, put, with_meta
 from .ooxml import alt_line, comment_line, list_number
+
+if TYPE_CHECKING:
+    from .docprops import Props
 from .xmlsafe import (Budget,
                       Flow,
                       bytes_chunks,
@@ -777,6 +781,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     def parse(chunks, name: str) -> None:
         _parse(content, chunks, name)
 
+    props = None
     try:
         if doc.data[:2] == b"PK":
             with open_zip(doc.data) as zf:
@@ -784,6 +789,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
                 types = _check_manifest(zf, names, budget)
                 if "content.xml" not in names:
                     raise CorruptDocument("not an OpenDocument package (no content.xml)")
+                props = _package_props(zf, names, budget)
                 content.objects = _Objects(zf, names, types, budget, ctx)
                 if "styles.xml" in names:  # list styles and master pages first
                     run_capped(flow, lambda: parse(member_chunks(zf, "styles.xml", budget),
@@ -793,16 +799,68 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
                 run_capped(flow, content.headers_footers)
         else:
             name = doc.name or "flat ODF"
+            props = _flat_props(doc.data)
             chunks = bytes_chunks(doc.data, name, budget)
             run_capped(flow, lambda: parse(chunks, name))
             run_capped(flow, content.headers_footers)
+    except CapReached as cap:
+        cap.meta = with_meta(cap.meta, _doc_meta(props, content))
+        raise
     except (KeyError, IndexError, ValueError, RecursionError) as e:
         raise CorruptDocument(f"damaged {doc.name or 'document'}: {e!r}") from None
     if not content.kind:
         raise CorruptDocument("not an OpenDocument text, spreadsheet or presentation")
     meta = {"slides": content.slides} if content.kind in ("odp", "odg") else {}
+    put(meta, _doc_meta(props, content))
     return ReadResult(content.kind, meta)
 
 
-READER = Reader(name="odf", version=3, mimes=MIMES, extensions=EXTENSIONS,
+def _package_props(zf: Any, names: set[str], budget: Budget) -> "Props | None":
+    """meta.xml's properties; a damaged part costs the metadata, never the text."""
+    if "meta.xml" not in names:
+        return None
+    from .docprops import properties
+
+    try:
+        return properties(member_chunks(zf, "meta.xml", budget), "meta.xml")
+    except (CorruptDocument, EncryptedDocument):
+        return None
+
+
+_FLAT_META = re.compile(rb"<office:meta\b.*?</office:meta>", re.DOTALL)
+_FLAT_ROOT = (b'<office:document-meta xmlns:office="urn:oasis:names:tc:opendocument:xmlns:'
+              b'office:1.0" xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0" '
+              b'xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:xlink="http://www.w3.org/'
+              b'1999/xlink" xmlns:ooo="http://openoffice.org/2004/office">')
+
+
+def _flat_props(data: bytes) -> "Props | None":
+    """A flat file's ``office:meta`` (found in its first MiB under the usual prefixes)."""
+    m = _FLAT_META.search(data, 0, 1 << 20)
+    if m is None:
+        return None
+    from .docprops import properties
+
+    try:
+        return properties(_FLAT_ROOT + m.group() + b"</office:document-meta>", "office:meta")
+    except (CorruptDocument, EncryptedDocument):
+        return None
+
+
+def _doc_meta(props: "Props | None", content: "_Content") -> DocMeta:
+    from .docprops import Props, odf_meta
+
+    doc_meta = odf_meta(props or Props(), content.kind)
+    if content.kind in ("odp", "odg") and content.slides:
+        doc_meta = DocMeta(**{**_fields_of(doc_meta), "slides": content.slides})
+    return doc_meta
+
+
+def _fields_of(doc_meta: DocMeta) -> dict[str, Any]:
+    from dataclasses import fields
+
+    return {f.name: getattr(doc_meta, f.name) for f in fields(doc_meta)}
+
+
+READER = Reader(name="odf", version=4, mimes=MIMES, extensions=EXTENSIONS,
                 settings=("max_member_bytes", "max_xml_bytes"), read=read)

@@ -23,6 +23,8 @@ from typing import Callable, Iterator
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, ReaderError, Unsupported
+from ..metadata import DocMeta, put, with_meta
+from .docprops import Props
 from .numfmt import NumberFormat, compile_format
 from .xmlsafe import (Budget,
                       Flow,
@@ -1695,6 +1697,34 @@ def _main_part(pkg: _Package, doc: Document) -> tuple[str, str]:
     return kind, main
 
 
+def _doc_props(pkg: _Package, kind: str) -> DocMeta:
+    """The package's core and extended properties (docProps/core.xml, docProps/app.xml, as
+    the package relationships name them); a damaged part costs the metadata, never the
+    text."""
+    from .docprops import ooxml_meta, properties
+
+    parts: dict[str, Props | None] = {"core": None, "app": None}
+    wanted = {"/core-properties": ("core", "docProps/core.xml"),
+              "/extended-properties": ("app", "docProps/app.xml")}
+    found = {key: default for key, default in wanted.values()}
+    for _, typ, target in _read_rels(pkg, ""):
+        for suffix, (key, _) in wanted.items():
+            if typ.endswith(suffix) and target in pkg:
+                found[key] = target
+    for key, part in found.items():
+        if part in pkg:
+            try:
+                parts[key] = properties(pkg.chunks(part), part)
+            except (CorruptDocument, EncryptedDocument):
+                pass
+    doc_meta = ooxml_meta(parts["core"], parts["app"], kind)
+    if kind == "xlsx":
+        sheets = len(pkg.like("xl/worksheets", "sheet"))
+        if sheets:
+            doc_meta = doc_meta.merged(DocMeta(sheets=sheets))
+    return doc_meta
+
+
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     """Write the text of an OOXML package; see the module docstring for the rules."""
     # (an encrypted package — Excel's "protected" workbooks under the default password — is
@@ -1707,12 +1737,18 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         kind, main = _main_part(pkg, doc)
         if kind != "pptx" and main not in pkg:
             raise CorruptDocument(f"missing part {main}")
-        if kind == "xlsx":
-            meta = _read_xlsx(pkg, main, sink, ctx)
-        else:
-            flow = Flow(sink, ctx.limits)
-            reader = _read_docx if kind == "docx" else _read_pptx
-            meta = run_capped(flow, lambda: reader(pkg, main, flow, ctx))
+        props = _doc_props(pkg, kind)
+        try:
+            if kind == "xlsx":
+                meta = _read_xlsx(pkg, main, sink, ctx)
+            else:
+                flow = Flow(sink, ctx.limits)
+                reader = _read_docx if kind == "docx" else _read_pptx
+                meta = run_capped(flow, lambda: reader(pkg, main, flow, ctx))
+        except CapReached as cap:
+            cap.meta = with_meta(cap.meta, props)
+            raise
+        put(meta, props)
     except (KeyError, IndexError, ValueError, RecursionError) as e:  # a structure we missed
         raise CorruptDocument(f"damaged {doc.name or 'document'}: {e!r}") from None
     finally:
@@ -1724,7 +1760,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="ooxml",
-    version=4,
+    version=5,
     mimes=DOCX_MIMES + XLSX_MIMES + PPTX_MIMES,
     extensions=tuple(_EXT_KIND),
     settings=("max_member_bytes", "max_xml_bytes"),

@@ -38,7 +38,9 @@ from ..errors import (CapReached,
                       ReaderError,
                       ToolFailed,
                       Unsupported)
+from ..metadata import put
 from ..ocr.reader import NEEDS_TESSERACT, OcrText, detect_rotation, ocr_image, tesseract_version
+from .info import INFO_KEYS, info_strings, metadata_text, pdf_meta
 
 ENCRYPTED = "encrypted PDF (password required)"
 NO_TEXT_LAYER = "no text layer (scanned PDF?)"
@@ -639,7 +641,18 @@ def _pdfium_meta(pdf: Any) -> dict[str, Any]:
         outline = walk_outline(_PdfiumOutline(pdf))
     except Exception:  # a broken outline costs the outline, never the text
         outline = []
-    return {"pages": len(pdf), "title": title or None, "outline": outline}
+    info = {}
+    for key in INFO_KEYS:
+        try:
+            value = (pdf.get_metadata_value(key) or "").replace("\x00", "").strip()
+        except Exception:  # one unreadable entry costs that entry
+            value = ""
+        if value:
+            info[key] = value
+    meta = {"pages": len(pdf), "title": title or None, "outline": outline}
+    if info:
+        meta["info"] = info
+    return meta
 
 
 def _pdfium_events(data: bytes, max_pages: int) -> Events:
@@ -773,17 +786,29 @@ def _pdfplumber_events(data: bytes, max_pages: int) -> Events:
     if not pages:
         raise CorruptDocument("unreadable PDF: no pages")
     title = None
+    info_text: dict[str, str] = {}
     for info in doc.info:
-        raw = resolve1(info.get("Title")) if isinstance(info, dict) else None
-        if isinstance(raw, bytes):
-            title = decode_text_string(raw) or None
-            break
+        if not isinstance(info, dict):
+            continue
+        for key in INFO_KEYS:
+            try:
+                raw = resolve1(info.get(key))
+            except Exception:  # a broken reference costs that entry
+                continue
+            if isinstance(raw, bytes) and key not in info_text:
+                value = decode_text_string(raw).replace("\x00", "").strip()
+                if value:
+                    info_text[key] = value
+    title = info_text.get("Title")
     try:
         numbers = {objid: i for i, (objid, _) in enumerate(pages, 1)}
         outline = walk_outline(_MinerOutline(doc, numbers))
     except Exception:  # a broken outline costs the outline, never the text
         outline = []
-    yield {"meta": {"pages": len(pages), "title": title, "outline": outline}}
+    meta: dict[str, Any] = {"pages": len(pages), "title": title, "outline": outline}
+    if info_text:
+        meta["info"] = info_text
+    yield {"meta": meta}
     for i, (objid, attrs) in enumerate(pages[:max_pages], 1):
         try:
             page = pdfplumber.page.Page(pdf, PDFPage(doc, objid, attrs, None), page_number=i)
@@ -1253,9 +1278,17 @@ def _finish(
     pages_ocr = sum(1 for s in sources if s["source"] == "ocr")
     extractor = f"{engine}+tesseract" if pages_ocr else engine
     meta = {**got.meta, "page_sources": sources, "pages_ocr": pages_ocr}
+    doc_meta = pdf_meta(doc.data, info_strings(meta.pop("info", None)), got.meta.get("pages"))
+    put(meta, doc_meta)
     if not any(t.strip() for t in texts):
-        return ReadResult(extractor=extractor, meta={**meta, "empty_reason": NO_TEXT_LAYER},
-                          warnings=warnings)
+        only = metadata_text(doc_meta)
+        if not only:
+            return ReadResult(extractor=extractor, meta={**meta, "empty_reason": NO_TEXT_LAYER},
+                              warnings=warnings)
+        # a scan whose only words are in its Info/XMP: those words are its text
+        warnings.append(f"{NO_TEXT_LAYER}: the text is the document's metadata")
+        _write_pages(sink, [only], extractor, meta, warnings)
+        return ReadResult(extractor=extractor, meta=meta, warnings=warnings)
     _write_pages(sink, texts, extractor, meta, warnings)
     caps: list[tuple[str, str]] = []
     n = got.meta["pages"]
@@ -1365,7 +1398,7 @@ def _unreadable_message(failures: list[str]) -> str:
 
 READER = Reader(
     name="pdf",
-    version=3,
+    version=4,
     mimes=("application/pdf",),
     extensions=(".pdf",),
     tools=("pdftotext", "pdftoppm", "tesseract"),
