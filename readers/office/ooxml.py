@@ -628,8 +628,9 @@ class _Numbering:
         self.styles: dict[str, tuple[str | None, int | None, str | None]] = {}
         self.default_style: str | None = None
         self.style_level: dict[tuple[str, str], int] = {}  # (abstract id, style) -> ilvl
+        # a list's counters: one list per abstract definition, and one of its own for each
+        # num that overrides a level (w:lvlOverride: a restarted list, as Word numbers it)
         self.counters: dict[str, list[int | None]] = {}
-        self.started: set[str] = set()  # nums whose start overrides were applied
 
     @classmethod
     def read(cls, pkg: _Package, rels: dict[str, tuple[str, str]]) -> "_Numbering | None":
@@ -777,12 +778,12 @@ class _Numbering:
         lvl = levels.get(ilvl)
         if lvl is None:
             return ""
-        counters = self.counters.setdefault(abs_id, [None] * _MAX_LEVELS)
-        if num_id not in self.started:
-            self.started.add(num_id)
-            for k, start_at in starts.items():
-                counters[k] = start_at - 1 if k == ilvl else None
-        counters[ilvl] = lvl.start if counters[ilvl] is None else counters[ilvl] + 1
+        own = bool(starts or overrides)
+        counters = self.counters.setdefault(f"num:{num_id}" if own else abs_id,
+                                            [None] * _MAX_LEVELS)
+        # w:startOverride replaces the level's start in this list, at every restart of it
+        counters[ilvl] = (starts.get(ilvl, lvl.start) if counters[ilvl] is None
+                          else counters[ilvl] + 1)
         for d in range(ilvl + 1, _MAX_LEVELS):
             deeper = levels.get(d)
             if deeper is None or deeper.restart is None or (deeper.restart and
