@@ -52,3 +52,42 @@ def test_docx_numbering_overrides_and_restarts_number_as_word_does() -> None:
     out = read(og.docx(body, numbering=NUMBERING), "n.docx", DOCX)
     assert lines(out) == ["1) one", "2) two", "7) seven", "8) eight", "3) three",
                           "1) fresh", "e. echo", "f. foxtrot", "2) second"]
+
+
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+XLS = "application/vnd.ms-excel"
+ODS = "application/vnd.oasis.opendocument.spreadsheet"
+SAMPLES = __import__("pathlib").Path(__file__).resolve().parent / "samples"
+
+
+def sample_lines(folder: str, name: str, mime: str) -> list[str]:
+    return lines(read((SAMPLES / folder / name).read_bytes(), name, mime))
+
+
+def test_spreadsheet_dates_and_times_as_their_cell_format_shows_them() -> None:
+    """Real workbooks: Excel's built-in short date (14), custom d/mm/yyyy, dddd, mmmm dd,
+    yyyy and dd-mm-yyyy hh:mm:ss, in XLSX and XLS alike (they used to print ISO 8601)."""
+    for name, mime in (("reveng1.xlsx", XLSX), ("reveng1.xls", XLS)):
+        got = sample_lines("office" if mime == XLSX else "legacy", name, mime)
+        assert "Short Date\t12/31/1999\t1/1/2000" in got, name
+        assert "Long Date\tFriday, January 18, 2008\tSaturday, January 19, 2008" in got, name
+    assert "03-08-2017 14:35:00\t14:40:30" in sample_lines("office", "timeformat.xlsx", XLSX)
+    formate = sample_lines("legacy", "Formate.xls", XLS)
+    assert "Huber\t03/07/1907" in formate and "Öcker\tTuesday, May 03, 1988" in formate
+    # Excel's m/d/yyyy h:mm (built-in 22), as the issue saw it
+    styles = (f'{og.DECL}<styleSheet xmlns="{og.NS_S}"><cellXfs count="2"><xf numFmtId="0"/>'
+              '<xf numFmtId="22" applyNumberFormat="1"/></cellXfs></styleSheet>')
+    data = og.xlsx([("S", "s1.xml",
+                     '<row r="1"><c r="A1" s="1"><v>40801.640277777777</v></c></row>')],
+                   styles=styles)
+    assert lines(read(data, "d.xlsx", XLSX)) == ["# S", "9/15/2011 15:22"]
+
+
+def test_ods_date_cells_keep_the_text_they_show() -> None:
+    body = ('<table:table table:name="S"><table:table-row>'
+            '<table:table-cell office:value-type="date" office:date-value="2011-09-15T15:22:00">'
+            "<text:p>09/15/2011 15:22</text:p></table:table-cell>"
+            '<table:table-cell office:value-type="date" office:date-value="2011-09-16"/>'
+            "</table:table-row></table:table>")
+    out = read(og.odf("spreadsheet", body), "d.ods", ODS)
+    assert lines(out) == ["# S", "09/15/2011 15:22\t2011-09-16"]  # no text shown: ISO

@@ -105,6 +105,11 @@ def _cell_text(book, cell, formats: dict[int, Any]) -> str:
     return _number(repr(value))
 
 
+# The built-in short date formats (14, 22) as xlrd names them when the file does not, and as
+# an en-US Excel shows them (the XLSX reader's too)
+_SHORT_DATES = {14: ("m/d/yy", "m/d/yyyy"), 22: ("m/d/yy h:mm", "m/d/yyyy h:mm")}
+
+
 def _xf_kinds(book) -> dict[int, Any]:
     """The compiled number format of each XF record (cell style) that has one."""
     from .numfmt import compile_format
@@ -112,7 +117,10 @@ def _xf_kinds(book) -> dict[int, Any]:
     formats: dict[int, Any] = {}
     for i, xf in enumerate(getattr(book, "xf_list", ()) or ()):
         fmt = book.format_map.get(xf.format_key)
-        compiled = compile_format(fmt.format_str) if fmt is not None else None
+        code = fmt.format_str if fmt is not None else None
+        if code is not None and _SHORT_DATES.get(xf.format_key, (None,))[0] == code:
+            code = _SHORT_DATES[xf.format_key][1]  # xlrd's default for the built-in
+        compiled = compile_format(code) if code is not None else None
         if compiled is not None:
             formats[i] = compiled
     return formats
@@ -259,7 +267,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="legacy",
-    version=2,
+    version=2,  # 2: metadata, dates as their format shows them
     mimes=(DOC, XLS, PPT, OLE2, "application/vnd.ms-word", "application/x-msexcel",
            "application/mspowerpoint"),
     extensions=(".doc", ".dot", ".xls", ".xlt", ".ppt", ".pot", ".pps"),

@@ -326,7 +326,7 @@ class _Sheet:
     def cell_end(self) -> None:
         repeat, date = self.cells.pop() if self.cells else (1, None)
         self.col_index += min(repeat, 1 << 40)
-        self.flow.close_cell(repeat, value=date)
+        self.flow.close_cell(repeat, fallback=date)  # the text shown, else the ISO date
 
     def cell_ref(self) -> str:
         """``B3`` for the open cell of a spreadsheet, else empty."""

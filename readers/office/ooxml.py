@@ -1209,13 +1209,14 @@ def _read_pptx(pkg: _Package, main: str, flow: Flow, ctx: Context) -> dict:
 _BASE_1900 = datetime(1899, 12, 30)
 _BASE_1904 = datetime(1904, 1, 1)
 
-# The built-in number formats (ECMA-376 §18.8.30; 5-8 and 41-44 as an en-US Excel shows them)
+# The built-in number formats (ECMA-376 §18.8.30; 5-8, 14, 22 and 41-44 as an en-US Excel
+# shows them: 14 and 22 are the locale's short date, "m/d/yyyy" there)
 _BUILTIN_FORMATS = {
     1: "0", 2: "0.00", 3: "#,##0", 4: "#,##0.00", 5: '"$"#,##0_);("$"#,##0)',
     6: '"$"#,##0_);[Red]("$"#,##0)', 7: '"$"#,##0.00_);("$"#,##0.00)',
     8: '"$"#,##0.00_);[Red]("$"#,##0.00)', 9: "0%", 10: "0.00%", 11: "0.00E+00",
-    12: "# ?/?", 13: "# ??/??", 14: "mm-dd-yy", 15: "d-mmm-yy", 16: "d-mmm", 17: "mmm-yy",
-    18: "h:mm AM/PM", 19: "h:mm:ss AM/PM", 20: "h:mm", 21: "h:mm:ss", 22: "m/d/yy h:mm",
+    12: "# ?/?", 13: "# ??/??", 14: "m/d/yyyy", 15: "d-mmm-yy", 16: "d-mmm", 17: "mmm-yy",
+    18: "h:mm AM/PM", 19: "h:mm:ss AM/PM", 20: "h:mm", 21: "h:mm:ss", 22: "m/d/yyyy h:mm",
     37: "#,##0 ;(#,##0)", 38: "#,##0 ;[Red](#,##0)", 39: "#,##0.00;(#,##0.00)",
     40: "#,##0.00;[Red](#,##0.00)", 41: '_(* #,##0_);_(* \\(#,##0\\);_(* "-"_);_(@_)',
     42: '_("$"* #,##0_);_("$"* \\(#,##0\\);_("$"* "-"_);_(@_)',
@@ -1275,9 +1276,10 @@ def _number(raw: str) -> str:
 
 
 def _serial_date(value: str, fmt: NumberFormat, base: datetime) -> str:
-    """An Excel serial number as its date or time format shows it: a date as ISO 8601
-    (``2024-01-15``), a date and time as ISO with seconds, a time (or elapsed time) by the
-    format's own tokens (``18:00``, ``6:00 PM``, ``27:30``)."""
+    """An Excel serial number as its date or time format shows it, by the format's own
+    tokens: a date (``9/15/2011``, ``15-Sep-11``), a date and time (``9/15/2011 15:22``), a
+    time or elapsed time (``18:00``, ``6:00 PM``, ``27:30``); ISO 8601 when the format
+    shows nothing of it."""
     try:
         serial = float(value)
     except ValueError:
@@ -1286,8 +1288,15 @@ def _serial_date(value: str, fmt: NumberFormat, base: datetime) -> str:
         return value
     if fmt.kind in ("time", "elapsed"):
         return fmt.render_time(serial)
+    shown = fmt.render_datetime(serial, base)
+    if any(ch.isdigit() for ch in shown) or any(m in shown for m in _MONTH_NAMES):
+        return shown
     dt = base + timedelta(seconds=round(serial * 86400))
     return dt.isoformat(sep=" ") if fmt.kind == "datetime" else dt.date().isoformat()
+
+
+_MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                "Dec")
 
 
 def _read_shared_strings(pkg: _Package) -> list[str]:
@@ -1761,7 +1770,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="ooxml",
-    version=5,
+    version=5,  # 5: metadata, list overrides, dates as their format shows them
     mimes=DOCX_MIMES + XLSX_MIMES + PPTX_MIMES,
     extensions=tuple(_EXT_KIND),
     settings=("max_member_bytes", "max_xml_bytes"),
