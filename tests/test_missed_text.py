@@ -91,3 +91,15 @@ def test_ods_date_cells_keep_the_text_they_show() -> None:
             "</table:table-row></table:table>")
     out = read(og.odf("spreadsheet", body), "d.ods", ODS)
     assert lines(out) == ["# S", "09/15/2011 15:22\t2011-09-16"]  # no text shown: ISO
+
+
+def test_pdf_form_field_values_after_their_page() -> None:
+    """A real LibreOffice form (pypdf's sample): the values typed into its fields."""
+    data = (SAMPLES / "pdf" / "libreoffice-form.pdf").read_bytes()
+    for engine in ("pdfium", "pdfplumber"):
+        out = read_document(Document(data, "form.pdf", "application/pdf"),
+                            LocalContext(Limits(pdf_engines=(engine,))))
+        assert out.extractor == engine
+        got = lines(out)
+        assert got[-2:] == ["[form field: First Name] Alice", "[form field: First Name_2] Bob"]
+        assert "Example for a Form" in got

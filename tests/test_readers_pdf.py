@@ -853,19 +853,22 @@ def test_annotation_only_pdf_is_ok_and_not_ocred(engine, tmp_path):
     if engine == "pdftotext":  # poppler draws the free text into the page, once
         assert out.text == ("free TYPEDMARKER words\n"
                             "[annotation] sticky NOTEMARKER one\n"
-                            "[annotation] highlight comment\nsecond line\n")
+                            "[annotation] highlight comment\nsecond line\n"
+                            "[form field: field] field value\n")
         return
     assert out.text == ("[annotation] sticky NOTEMARKER one\n"
                         "[annotation] free TYPEDMARKER words\n"
-                        "[annotation] highlight comment\nsecond line\n")
-    assert out.meta["page_sources"][0]["annotations"] == 3
+                        "[annotation] highlight comment\nsecond line\n"
+                        "[form field: field] field value\n")
+    assert out.meta["page_sources"][0]["annotations"] == 4  # the form field's value too
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_annotations_follow_the_page_text(engine, tmp_path):
     out = read(pdfgen.make_annotated("Body text of the page", NOTES[:1]),
                ctx_for(engine, tmp_path))
-    assert out.text == "Body text of the page\n[annotation] sticky NOTEMARKER one\n"
+    assert out.text == ("Body text of the page\n[annotation] sticky NOTEMARKER one\n"
+                        "[form field: field] field value\n")  # a widget: its value only
     assert "link words" not in out.text and "widget words" not in out.text
 
 

@@ -576,7 +576,24 @@ class _Angles:
 # text, highlights, stamps, …).  Links and form widgets carry no such text, and a pop-up
 # shows its parent's /Contents, which is read from the parent.
 ANNOTATION_MARK = "[annotation] "
-_NOT_NOTES = frozenset((2, 16, 20))  # FPDF_ANNOT_LINK, _POPUP, _WIDGET
+_NOT_NOTES = frozenset((2, 16))  # FPDF_ANNOT_LINK, _POPUP
+_WIDGET = 20  # FPDF_ANNOT_WIDGET: a form field's widget, its value in /V
+_UNSET = frozenset({"", "Off"})  # a check box or radio button that is not set
+
+
+def field_line(name: str, value: str) -> str:
+    """A form field's value as a line after its page: ``[form field: Name] value``."""
+    name = " ".join(name.split())
+    return f"[form field: {name}] {value}" if name else f"[form field] {value}"
+
+
+def _note_text(note: str) -> str:
+    """A note's text; a form field's value (pdftotext draws the fields' appearances)."""
+    return note.split("] ", 1)[1] if note.startswith("[form field") and "] " in note else note
+
+
+def _note_line(note: str) -> str:
+    return note if note.startswith("[form field") else ANNOTATION_MARK + note
 
 
 def _clean_note(text: str) -> str:
@@ -593,22 +610,32 @@ class _Notes:
         self._subtype, self._value, self._close = (api.annot_subtype, api.annot_value,
                                                    api.close_annot)
 
+    def _string(self, annot: int, key: bytes) -> str:
+        size = self._value(annot, key, None, 0)
+        if size <= 2:
+            return ""
+        buf = ctypes.create_string_buffer(size)
+        self._value(annot, key, buf, size)
+        return buf.raw[: size - 2].decode("utf-16-le", "replace")
+
     def read(self, handle: int) -> list[str]:
-        """The notes of the page ``handle`` (a raw ``FPDF_PAGE``)."""
+        """The notes of the page ``handle`` (a raw ``FPDF_PAGE``), and the values of its
+        form fields (a widget's own /V, as :func:`field_line`)."""
         notes = []
         for k in range(self._count(handle)):
             annot = self._get(handle, k)
             if not annot:
                 continue
             try:
-                if self._subtype(annot) in _NOT_NOTES:
+                subtype = self._subtype(annot)
+                if subtype in _NOT_NOTES:
                     continue
-                size = self._value(annot, b"Contents", None, 0)
-                if size <= 2:
+                if subtype == _WIDGET:
+                    value = _clean_note(self._string(annot, b"V"))
+                    if value.strip() not in _UNSET:
+                        notes.append(field_line(_clean_note(self._string(annot, b"T")), value))
                     continue
-                buf = ctypes.create_string_buffer(size)
-                self._value(annot, b"Contents", buf, size)
-                note = _clean_note(buf.raw[: size - 2].decode("utf-16-le", "replace"))
+                note = _clean_note(self._string(annot, b"Contents"))
                 if note.strip():
                     notes.append(note)
             finally:
@@ -618,11 +645,21 @@ class _Notes:
 
 def _miner_annotations(page: Any) -> list[str]:
     """The same, from pdfplumber's page (pdfminer objects)."""
+    from pdfminer.pdftypes import resolve1
+
     notes = []
     for annot in page.annots or ():
         data = annot.get("data") or {}
         kind = getattr(data.get("Subtype"), "name", None)
-        if kind in ("Link", "Popup", "Widget"):
+        if kind == "Widget":
+            value, name = resolve1(data.get("V")), resolve1(data.get("T"))
+            value = getattr(value, "name", value)  # a check box's /Yes
+            value = decode_text_string(value) if isinstance(value, bytes) else value
+            name = decode_text_string(name) if isinstance(name, bytes) else ""
+            if isinstance(value, str) and _clean_note(value).strip() not in _UNSET:
+                notes.append(field_line(_clean_note(name), _clean_note(value)))
+            continue
+        if kind in ("Link", "Popup"):
             continue
         contents = annot.get("contents")
         if isinstance(contents, bytes):
@@ -900,7 +937,7 @@ def _pdftotext_events(
         # poppler draws the appearance of some annotations (free text) into the page's text:
         # a note already there is not repeated
         flat = " ".join(text.split())
-        found = [n for n in notes.get(i, ()) if " ".join(n.split()) not in flat]
+        found = [n for n in notes.get(i, ()) if " ".join(_note_text(n).split()) not in flat]
         if found:
             event["annotations"] = found
         yield event
@@ -1272,7 +1309,7 @@ def _finish(
         warnings.append(f"OCR failed on {len(ocr.failed) - MAX_PAGE_WARNINGS} more pages")
     for i, notes in enumerate(got.notes):
         if notes:
-            block = "\n".join(ANNOTATION_MARK + note for note in notes)
+            block = "\n".join(_note_line(note) for note in notes)
             texts[i] = f"{texts[i]}\n{block}" if texts[i] else block
             sources[i]["annotations"] = len(notes)
     pages_ocr = sum(1 for s in sources if s["source"] == "ocr")
@@ -1398,7 +1435,7 @@ def _unreadable_message(failures: list[str]) -> str:
 
 READER = Reader(
     name="pdf",
-    version=4,
+    version=4,  # 4: metadata (Info, XMP; a scan's metadata as its text), form field values
     mimes=("application/pdf",),
     extensions=(".pdf",),
     tools=("pdftotext", "pdftoppm", "tesseract"),
