@@ -103,3 +103,37 @@ def test_pdf_form_field_values_after_their_page() -> None:
         got = lines(out)
         assert got[-2:] == ["[form field: First Name] Alice", "[form field: First Name_2] Bob"]
         assert "Example for a Form" in got
+
+
+ODP = "application/vnd.oasis.opendocument.presentation"
+ODT = "application/vnd.oasis.opendocument.text"
+
+
+def test_odp_master_page_headers_footers_and_shapes() -> None:
+    """LibreOffice's own ODP (tests/samples/office-src/lo-master.fodp): the master page's
+    header and footer frames and its plain shape are on every slide; its title placeholder
+    (template text) is not; a slide shape's svg:title and svg:desc are its alt text."""
+    assert sample_lines("office", "lo-master.odp", ODP) == [
+        "# slide 1", "Slide body words.", "[alt text: Shape title words]",
+        "[alt text: Shape description words]", "Text inside the shape",
+        "## header", "Master header: Board pack", "## footer",
+        "Master footer: Acme confidential", "## master page", "Master stamp: Draft"]
+
+
+def test_odt_drawing_shapes_text_title_and_description() -> None:
+    body = ('<text:p>Before</text:p><text:p><draw:custom-shape text:anchor-type="paragraph">'
+            "<svg:title>SHAPETITLE</svg:title><svg:desc>SHAPEDESC</svg:desc>"
+            "<text:p>SHAPETEXT</text:p><draw:enhanced-geometry/></draw:custom-shape></text:p>"
+            '<draw:rect text:anchor-type="page"><svg:title>RECTTITLE</svg:title>'
+            "<text:p>RECTTEXT</text:p></draw:rect><text:p>After</text:p>")
+    assert lines(read(og.odf("text", body), "s.odt", ODT)) == [
+        "Before", "[alt text: SHAPETITLE]", "[alt text: SHAPEDESC]", "SHAPETEXT",
+        "[alt text: RECTTITLE]", "RECTTEXT", "After"]
+
+
+def test_dates_of_one_libreoffice_workbook_alike_in_ods_xlsx_and_xls() -> None:
+    """One workbook (lo-dates.fods) written by LibreOffice three ways: each shows its dates
+    and times as the cells' formats do."""
+    rows = ["Meeting\t9/15/2011 15:22", "Deadline\t05-Jan-24", "Lunch\t12:30 PM"]
+    for name, mime in (("lo-dates.ods", ODS), ("lo-dates.xlsx", XLSX), ("lo-dates.xls", XLS)):
+        assert sample_lines("office", name, mime)[1:4] == rows, name

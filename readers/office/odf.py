@@ -68,7 +68,7 @@ _BODY_KIND = {
 # Subtrees with no reading text: deleted changes, note numbers, index templates, shape
 # titles, form controls.
 _SKIPPED = frozenset({
-    TEXT + "tracked-changes", TEXT + "note-citation", SVG + "title", OFFICE + "forms",
+    TEXT + "tracked-changes", TEXT + "note-citation", OFFICE + "forms",
     TEXT + "table-of-content-source", TEXT + "alphabetical-index-source",
     TEXT + "illustration-index-source", TEXT + "table-index-source",
     TEXT + "object-index-source", TEXT + "user-index-source", TEXT + "bibliography-source",
@@ -97,6 +97,15 @@ _LIST_STYLE, _OUTLINE_STYLE = TEXT + "list-style", TEXT + "outline-style"
 _STYLE_STYLE, _STYLE_NAME = STYLE + "style", STYLE + "name"
 _LIST_STYLE_NAME, _LEVEL = STYLE + "list-style-name", TEXT + "level"
 _OFFICE_BODY = OFFICE + "body"
+_MASTER_PAGE = STYLE + "master-page"
+_ALT = frozenset({SVG + "title", SVG + "desc"})
+# what a presentation's master page shows on its slides: shapes, frames, custom shapes (a
+# group is entered, its shapes taken one by one)
+_MASTER_SHAPES = frozenset(DRAW + t for t in (
+    "rect", "polyline", "polygon", "regular-polygon", "path", "circle", "ellipse", "frame",
+    "caption", "custom-shape"))
+_MASTER_HEADINGS = (("header", "## header"), ("footer", "## footer"),
+                    ("master", "## master page"))
 _SHAPES = TABLE + "shapes"
 # What starts a spreadsheet drawing: the sheet's shapes element and every ODF shape (in a cell)
 _DRAWING_STARTS = frozenset({_SHAPES} | {DRAW + t for t in (
@@ -383,7 +392,7 @@ class _Captures:
         self.flow = flow
         self.sheet = sheet
         self.capture: _Capture | None = None
-        self.captured: dict[str, list[str]] = {"header": [], "footer": []}
+        self.captured: dict[str, list[str]] = {"header": [], "footer": [], "master": []}
         self.captured_chars = 0
         self.max_chars = max_chars or (1 << 62)
 
@@ -419,7 +428,8 @@ class _Captures:
         elif tag == TEXT + "line-break" and cap.paras:
             cap.paras[-1].append(" ")
         elif tag in _HF_FIELDS or tag in (DC + "date", TEXT + "note-citation") or (
-                tag == TEXT + "note" or tag == TEXT + "tracked-changes"):
+                tag == TEXT + "note" or tag == TEXT + "tracked-changes") or (
+                tag in _ALT and cap.kind != "alt"):  # a shape's title inside a footer frame
             cap.field = 1
 
     def end(self, tag: str) -> None:
@@ -458,11 +468,12 @@ class _Captures:
                     self.captured_chars += len(line)
 
     def headers_footers(self) -> None:
-        """``## header`` and ``## footer`` after the body: each distinct line once."""
-        for kind in ("header", "footer"):
+        """``## header`` and ``## footer`` after the body (then a presentation master
+        page's other text as ``## master page``): each distinct line once."""
+        for kind, heading in _MASTER_HEADINGS:
             lines = self.captured[kind]
             if lines:
-                self.flow.pending_heading = f"## {kind}"
+                self.flow.pending_heading = heading
                 for line in lines:
                     self.flow.emit(line)
                 self.flow.pending_heading = None
@@ -481,6 +492,7 @@ class _Content:
         self.parser = None  # the running expat parser (for skipping subtrees)
         self.kind = ""  # odt / ods / odp / odg once the body element is seen
         self.in_body = False
+        self.in_master = False  # inside styles.xml's style:master-page
         self.skip = 0
         self.in_p = 0  # open text:p / text:h
         self.slides = 0
@@ -508,6 +520,7 @@ class _Content:
             OFFICE + "annotation": lambda a: caps.open("comment"),
             OFFICEOOO + "annotation": lambda a: caps.open("comment"),
             SVG + "desc": lambda a: caps.open("alt"),
+            SVG + "title": lambda a: caps.open("alt"),
             TEXT + "list": lists.list_start,
             TEXT + "list-item": lists.item_start,
             TEXT + "list-header": lists.header_item_start,
@@ -548,6 +561,12 @@ class _Content:
         elif tag in _HF_KINDS:
             if attrs.get(STYLE + "display") != "false":
                 self.captures.open(_HF_KINDS[tag])
+        elif tag == _MASTER_PAGE:
+            self.in_master = True
+        elif self.in_master and tag in _MASTER_SHAPES:
+            self._master_shape(tag, attrs)
+        elif self.in_master and tag == PRESENTATION + "notes":
+            self._skip_subtree(tag)  # the notes page's template
         elif tag == _STYLE_STYLE:
             self.lists.paragraph_style(attrs)
             self._skip_subtree(tag)  # its properties
@@ -570,6 +589,20 @@ class _Content:
                 f()
         elif tag == _LIST_STYLE or tag == _OUTLINE_STYLE:
             self.lists.style = None
+        elif tag == _MASTER_PAGE:
+            self.in_master = False
+
+    def _master_shape(self, tag: str, attrs: dict[str, str]) -> None:
+        """A shape on a presentation's master page: a header or footer frame's own text
+        (shown on every slide), a plain shape's text (``## master page``); a placeholder
+        (title, outline, date, page number: template text) is skipped."""
+        cls = attrs.get(PRESENTATION + "class")
+        if cls in ("header", "footer"):
+            self.captures.open(cls)
+        elif cls or attrs.get(PRESENTATION + "placeholder") == "true":
+            self._skip_subtree(tag)
+        else:
+            self.captures.open("master")
 
     def _skip_subtree(self, tag: str) -> None:
         """Skip the element just started: no callbacks until its end tag (the skipped
