@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from bastion.readers.base import Limits
+from bastion.readers.metadata import DocMeta
 from bastion.readers.runtime.toolset import KNOWN_TOOLS, Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
 
-__all__ = ["Extractor", "OutlineEntry", "Result", "Tools", "default_extractor"]
+__all__ = ["DocMeta", "Extractor", "OutlineEntry", "Result", "Tools", "default_extractor"]
 
 READ_CHUNK = 1 << 20
 Tools = str | Sequence[str] | None  # "auto", a list of tool names, or None / () for none
@@ -76,6 +77,8 @@ class Result:
     members: dict[str, int] | None
     encoding_source: str | None
     verdict: Verdict  # the same fields as the store and the records keep them
+    metadata: DocMeta = DocMeta()  # what the document declares about itself (the sidecar's)
+    embedded: tuple[tuple[str, DocMeta], ...] = ()  # its embedded documents' own, by path
 
     @property
     def ok(self) -> bool:
@@ -102,17 +105,28 @@ def _result(name: str, mime: str, sha256: str, size: int, verdict: Verdict, text
         pages=verdict.pages, title=verdict.title, outline=_outline(meta), error=verdict.error,
         error_kind=verdict.error_kind, limit=verdict.limit, tools_used=verdict.tools_used,
         warnings=verdict.warnings, pages_ocr=verdict.pages_ocr, members=verdict.members,
-        encoding_source=verdict.encoding_source, verdict=verdict)
+        encoding_source=verdict.encoding_source, verdict=verdict,
+        metadata=DocMeta.from_json(meta.get("metadata")), embedded=_embedded(meta))
+
+
+def _embedded(meta: dict[str, Any]) -> tuple[tuple[str, DocMeta], ...]:
+    items = meta.get("embedded")
+    if not isinstance(items, list):
+        return ()
+    return tuple((item["path"], DocMeta.from_json(item.get("metadata"))) for item in items
+                 if isinstance(item, dict) and isinstance(item.get("path"), str))
 
 
 _PROBED: dict[str, Tool] | None = None
 _PROBE_LOCK = threading.Lock()
 
 
-def find_tools(tools: Tools) -> dict[str, Tool]:
+def find_tools(tools: Tools, *, versions: bool = True) -> dict[str, Tool]:
     """The external tools an extractor may hand to readers: ``"auto"`` every known tool on
     PATH (asked once per process; none under ``BASTION_NO_EXTERNAL=1``), ``None`` or ``()``
-    none, or the named ones that are on PATH (a name bastion does not know is a ValueError)."""
+    none, or the named ones that are on PATH (a name bastion does not know is a ValueError).
+    ``versions=False`` finds them on PATH without asking their versions (nothing is keyed on
+    them: ``bastion text``), which saves starting each tool once."""
     global _PROBED
     if tools is None or (not isinstance(tools, str) and len(tools) == 0):
         return {}
@@ -123,6 +137,11 @@ def find_tools(tools: Tools) -> dict[str, Tool]:
     if unknown:
         raise ValueError(f"unknown tool(s) {', '.join(unknown)}: bastion knows "
                          f"{', '.join(KNOWN_TOOLS)}")
+    if not versions:
+        from bastion.readers.runtime.toolset import ToolProbe
+
+        found = {n: Tool(n, p, None) for n, p in ToolProbe().paths.items()}
+        return found if names is None else {n: t for n, t in found.items() if n in names}
     with _PROBE_LOCK:
         if _PROBED is None:
             from bastion.readers.runtime.toolset import ToolProbe
@@ -205,10 +224,12 @@ class Extractor:
     several threads take turns.  Use it as a context manager, or call :meth:`close`.
     ``extra_readers`` names modules whose ``READER`` goes before the registry (an embedding
     program's own readers; the tests' misbehaving one), as ``WorkerPool`` takes them.
+    ``tool_versions=False``: the tools are found on PATH but not asked their versions.
     """
 
     def __init__(self, *, limits: Limits | None = None, tools: Tools = "auto",
-                 jobs: int = 1, extra_readers: tuple[str, ...] = ()) -> None:
+                 jobs: int = 1, extra_readers: tuple[str, ...] = (),
+                 tool_versions: bool = True) -> None:
         if jobs < 1:
             raise ValueError("jobs must be at least 1")
         import importlib
@@ -216,7 +237,7 @@ class Extractor:
         self.extra_readers = tuple(extra_readers)
         self._extra = tuple(importlib.import_module(m).READER for m in self.extra_readers)
         self.limits = limits if limits is not None else Limits()
-        self.tools = find_tools(tools)
+        self.tools = find_tools(tools, versions=tool_versions)
         self.jobs = jobs
         self._lock = threading.RLock()
         self._pool: Any = None
@@ -226,6 +247,13 @@ class Extractor:
         self._done: dict[int, tuple[Verdict, str, dict[str, Any]]] = {}
         self.closed = False
         _LIVE.add(self)
+
+    def start(self) -> None:
+        """Start the workers now rather than at the first document: they boot (an
+        interpreter each, entering its sandbox) while the caller hashes and types its
+        first file (``bastion text``)."""
+        with self._lock:
+            self._ensure_pool()
 
     # -- one document -----------------------------------------------------------------------------
 

@@ -137,7 +137,7 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
         text = (sink_text if sink_text.endswith("\n") or not sink_text else sink_text + "\n")
         text += note + "\n"
         extractor = getattr(cap, "extractor", None) or reader.name
-        meta = getattr(cap, "meta", None) or {}
+        meta = _with_embedded(getattr(cap, "meta", None) or {}, ctx)
         return Outcome("ok", normalize_text(text), extractor, limit=limit, meta=meta,
                        warnings=list(getattr(cap, "warnings", None) or []))
     except Unsupported as u:
@@ -145,6 +145,7 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
     except ReaderError as e:
         return Outcome("error", extractor=getattr(e, "extractor", None) or reader.name,
                        error=e.message, error_kind=e.kind)
+    _with_embedded(result.meta, ctx)
     text = normalize_text(sink.getvalue())
     status = "ok" if text.strip() else "empty"
     error = result.meta.pop("empty_reason", None) if status == "empty" else None
@@ -154,6 +155,16 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
     return Outcome(status, text if status == "ok" else "", result.extractor, error=error,
                    limit=limit if isinstance(limit, str) and status == "ok" else None,
                    meta=result.meta, warnings=result.warnings)
+
+
+def _with_embedded(meta: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """``meta`` with the metadata of the documents embedded in this one (gathered on the
+    context by :func:`bastion.readers.metadata.note_embedded`) under ``embedded``."""
+    kept = getattr(ctx, "embedded_meta", None)
+    if kept:
+        meta["embedded"] = list(kept)
+        kept.clear()
+    return meta
 
 
 def read_nested(ctx: Context, data: bytes, name: str, sink: TextSink) -> str:

@@ -94,8 +94,8 @@ def version() -> str:
 
 def _stage_parser(sub, name: str, help_: str, *, extract: bool, walk: bool) -> None:
     p = sub.add_parser(name, help=help_, description=help_)
-    p.add_argument("manifest", nargs="?", type=Path, default=DEFAULT_MANIFEST,
-                   help="the manifest (default: the bundled examples/manifest.yaml)")
+    p.add_argument("manifest", nargs="?", type=Path, default=None,
+                   help="the manifest (default: manifest.yaml in the current directory)")
     p.add_argument("--out", type=Path, help="output directory (default with one root: "
                    "<root>/.agent)")
     p.add_argument("--require-signed", action="store_true",
@@ -135,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
                   extract=True, walk=False)
     _stage_parser(sub, "sweep", "run the manifest's stages in order (walk, then extract)",
                   extract=True, walk=True)
+
+    from .onefile import add_parser as add_text_parser
+
+    add_text_parser(sub)
 
     p = sub.add_parser("keygen", help="create an Ed25519 key pair for signing manifests",
                        description="create an Ed25519 key pair for signing manifests")
@@ -352,6 +356,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     cmd = args.command
+    if cmd == "text":
+        from .onefile import run as run_text
+
+        return run_text(args)
+    if cmd in ("walk", "extract", "sweep"):
+        refusal = _manifest_problem(args)
+        if refusal is not None:
+            return _fail(refusal)
     if cmd == "walk":
         return run_stages(_config(args, "run"), ["walk"])
     if cmd == "extract":
@@ -409,6 +421,33 @@ def _dispatch(args: argparse.Namespace) -> int:
             child_argv += ["-engine", args.engine]
         return pdftext_main(child_argv, sys.stdin.buffer, sys.stdout)
     raise CliError(f"unknown command {cmd}")
+
+
+MANIFEST_SUFFIXES = (".yaml", ".yml")
+
+
+def _manifest_problem(args: argparse.Namespace) -> str | None:
+    """Why the stage command cannot take its manifest argument, said helpfully: none given
+    and no ``manifest.yaml`` here (the bundled example is never swept unasked), or a file
+    that is a document rather than a manifest (``bastion extract report.pdf``).  Sets
+    ``args.manifest`` to ``./manifest.yaml`` when none was given and it exists."""
+    if args.manifest is None:
+        here = Path("manifest.yaml")
+        if here.is_file():
+            args.manifest = here
+            return None
+        return (f"no manifest given and no manifest.yaml in {os.getcwd()}: bastion "
+                f"{args.command} MANIFEST (the bundled example: bastion {args.command} "
+                f"{DEFAULT_MANIFEST}); to print one file's text: bastion text FILE")
+    path = Path(args.manifest)
+    if path.suffix.lower() in MANIFEST_SUFFIXES or not path.is_file():
+        return None
+    try:
+        load(_config(args, "run"))
+    except Exception as e:  # noqa: BLE001 — the same refusal, with the likely intent
+        return (f"{e} ({path} is not a manifest: manifests are YAML, docs/manifest.md; to "
+                f"print its text: bastion text {path})")
+    return None
 
 
 def _signing(args: argparse.Namespace) -> int:

@@ -388,12 +388,13 @@ def test_lock_held_by_another_process(setup, capsys: pytest.CaptureFixture) -> N
     assert main(["walk", str(m), "--out", str(out), "-q"]) == 0
 
 
-def test_sweep_without_manifest_uses_examples(tmp_path: Path,
-                                              capsys: pytest.CaptureFixture) -> None:
+def test_sweep_of_the_bundled_example(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # (named, never the default: tests/test_text_command.py checks the refusal without one)
     examples = REPO / "examples"
     before = tree_files(examples)
     out = tmp_path / "out"
-    rc = main(["sweep", "--out", str(out), "-q", "-j", "2", "--no-external"])
+    rc = main(["sweep", str(examples / "manifest.yaml"), "--out", str(out), "-q", "-j", "2",
+               "--no-external"])
     assert rc == 0, capsys.readouterr().err
     summary = json.loads((out / "walk.summary.json").read_text())
     assert summary["manifest"] == str(examples / "manifest.yaml")

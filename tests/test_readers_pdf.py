@@ -67,7 +67,8 @@ def test_text_pages_and_title(engine, compress, tmp_path):
     assert "Hello marker alpha" in pages[0] and "second line" in pages[0]
     assert "page two zebra" in pages[1]
     sources = out.meta.pop("page_sources")
-    assert out.meta == {"pages": 2, "title": "My Title", "outline": [], "pages_ocr": 0}
+    assert out.meta == {"pages": 2, "title": "My Title", "outline": [], "pages_ocr": 0,
+                        "metadata": {"pages": 2, "title": "My Title"}}
     assert [(s["page"], s["source"], s["engine"]) for s in sources] == [
         (1, "native", engine), (2, "native", engine)]
     assert all(s["version"] for s in sources)  # PDFium's build, pdfplumber's, poppler's
@@ -856,19 +857,22 @@ def test_annotation_only_pdf_is_ok_and_not_ocred(engine, tmp_path):
     if engine == "pdftotext":  # poppler draws the free text into the page, once
         assert out.text == ("free TYPEDMARKER words\n"
                             "[annotation] sticky NOTEMARKER one\n"
-                            "[annotation] highlight comment\nsecond line\n")
+                            "[annotation] highlight comment\nsecond line\n"
+                            "[form field: field] field value\n")
         return
     assert out.text == ("[annotation] sticky NOTEMARKER one\n"
                         "[annotation] free TYPEDMARKER words\n"
-                        "[annotation] highlight comment\nsecond line\n")
-    assert out.meta["page_sources"][0]["annotations"] == 3
+                        "[annotation] highlight comment\nsecond line\n"
+                        "[form field: field] field value\n")
+    assert out.meta["page_sources"][0]["annotations"] == 4  # the form field's value too
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_annotations_follow_the_page_text(engine, tmp_path):
     out = read(pdfgen.make_annotated("Body text of the page", NOTES[:1]),
                ctx_for(engine, tmp_path))
-    assert out.text == "Body text of the page\n[annotation] sticky NOTEMARKER one\n"
+    assert out.text == ("Body text of the page\n[annotation] sticky NOTEMARKER one\n"
+                        "[form field: field] field value\n")  # a widget: its value only
     assert "link words" not in out.text and "widget words" not in out.text
 
 

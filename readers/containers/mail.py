@@ -17,7 +17,9 @@ Parsed with :class:`email.parser.BytesParser` and ``email.policy.default``.  Out
 
 The parser's defects (a missing boundary, bad base64, …) become ``warnings``; a message with
 defects still yields its text.  Extractor ``email``; ``meta`` has ``subject`` and
-``attachments``.
+``attachments``, and ``metadata`` (:func:`message_metadata`): From as the authors, Date as
+``created``, Subject as title and subject, Content-Language, and the fields ``from``, ``to``,
+``cc``, ``bcc``, ``reply_to``, ``message_id``, ``in_reply_to`` and ``date`` as written.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from ..base import NESTED_LIBRARIES, Context, Document, Reader, ReadResult, Text
 from ..errors import CapReached, CorruptDocument, ReaderError, Unsupported
 from ..text import textcodec
 from ..text.markup import html_to_text
+
+if TYPE_CHECKING:
+    from ..metadata import DocMeta
 
 HEADERS = ("From", "To", "Cc", "Date", "Subject")
 MAX_DEPTH = 3  # attached messages inside attached messages
@@ -127,6 +132,37 @@ def _write_message(msg: Message, state: _State, depth: int) -> str:
     return _header(msg, "Subject")
 
 
+def _addresses(msg: Message, name: str) -> list[str]:
+    """A header's addresses, each as written (``Name <addr>``, or the address alone)."""
+    from email.utils import formataddr, getaddresses
+
+    value = _header(msg, name)
+    if not value:
+        return []
+    try:
+        pairs = getaddresses([value])
+    except Exception:  # noqa: BLE001 - a header the parser cannot split: kept whole
+        return [value]
+    out = [formataddr((n, a)) if n else a for n, a in pairs if a or n]
+    return out or [value]
+
+
+def message_metadata(msg: Message) -> "DocMeta":
+    """What a message's own headers declare: From as its authors, Date as created, Subject,
+    Content-Language; To, Cc, Bcc, Reply-To, Message-ID, In-Reply-To as its fields."""
+    from ..metadata import DocMeta
+
+    subject = _header(msg, "Subject")
+    fields = {key: _addresses(msg, name) for key, name in
+              (("from", "From"), ("to", "To"), ("cc", "Cc"), ("bcc", "Bcc"),
+               ("reply_to", "Reply-To"))}
+    fields.update(message_id=_header(msg, "Message-ID"), in_reply_to=_header(msg, "In-Reply-To"),
+                  date=_header(msg, "Date"))
+    return DocMeta.make(title=subject, subject=subject, authors=fields["from"],
+                        created=_header(msg, "Date") or None, date_kind="email",
+                        language=_header(msg, "Content-Language") or None, fields=fields)
+
+
 def _is_named(part: Message) -> bool:
     return part.get_filename() is not None or part.get_content_disposition() == "attachment"
 
@@ -173,17 +209,22 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     from email.parser import BytesParser
 
     state = _State(ctx, sink)
+    own: dict = {}
     try:
         msg = BytesParser(policy=policy.default).parsebytes(doc.data)
+        own = {"metadata": message_metadata(msg).to_json()}
         subject = _write_message(msg, state, 0)
     except CapReached as cap:
         cap.extractor = cap.extractor or "email"
+        cap.meta = {**own, **(cap.meta or {})}
         raise
     except (ReaderError, Unsupported, MemoryError):
         raise
     except Exception as e:  # noqa: BLE001 - the email package on hostile structure
         raise CorruptDocument(f"e-mail could not be parsed: {type(e).__name__}: {e}") from None
-    meta: dict = {"attachments": state.attachments}
+    meta: dict = {"attachments": state.attachments, **own}
+    if "metadata" in meta:
+        meta["metadata"]["attachments"] = state.attachments
     if subject:
         meta["subject"] = subject
     if state.caps:
@@ -194,7 +235,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="mail",
-    version=3,
+    version=4,
     mimes=("message/rfc822",),
     extensions=(".eml",),
     # Attachments go through the other readers, so the mail reader declares their tools and

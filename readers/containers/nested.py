@@ -123,9 +123,17 @@ def read_embedded(ctx: Context, data: bytes, name: str, sink: TextSink, *,
         raise Unsupported(f"no reader for {mime}")
     ctx.depth = depth + (1 if deeper else 0)  # type: ignore[attr-defined]
     try:
-        return reader.read(Document(data, name, mime), sink, ctx)
+        result = reader.read(Document(data, name, mime), sink, ctx)
     finally:
         ctx.depth = depth  # type: ignore[attr-defined]
+    if deeper:  # its own metadata, kept under its path for the walked file's sidecar
+        from ..metadata import note_embedded
+
+        prefix = getattr(ctx, "member_prefix", "")
+        inner = prefix[:-2] if prefix.endswith("!/") else ""
+        label = inner if inner.rsplit("/", 1)[-1] == name else prefix + name
+        note_embedded(ctx, label, result.meta)
+    return result
 
 
 def printable(name: str) -> str:

@@ -27,6 +27,7 @@ from email.utils import format_datetime
 
 from ..base import NESTED_LIBRARIES, Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, ReaderError, Unsupported
+from ..metadata import DocMeta, put, with_meta
 from ..text import textcodec
 from ..text.markup import html_to_text, prescan
 
@@ -58,6 +59,7 @@ PR_ATTACH_MIME_TAG = 0x370E
 PR_DISPLAY_NAME = 0x3001
 PR_INTERNET_CPID = 0x3FDE
 PR_MESSAGE_CODEPAGE = 0x3FFD
+PR_INTERNET_MESSAGE_ID = 0x1035
 
 _ATTACH = "__attach_version1.0_#"
 
@@ -142,6 +144,10 @@ def _one_line(s: str) -> str:
 
 
 def _headers(msg: _Msg) -> list[str]:
+    return [f"{k}: {v}" for k, v in _header_values(msg) if v]
+
+
+def _header_values(msg: _Msg) -> tuple[tuple[str, str], ...]:
     sender = _one_line(msg.string(PR_SENDER_NAME))
     address = _one_line(msg.string(PR_SENDER_SMTP) or msg.string(PR_SENT_REPR_SMTP))
     if not address:
@@ -152,10 +158,24 @@ def _headers(msg: _Msg) -> list[str]:
     sender = sender or address
     date = _filetime(msg.fixed.get(PR_CLIENT_SUBMIT_TIME) or
                      msg.fixed.get(PR_MESSAGE_DELIVERY_TIME))
-    values = (("From", sender), ("To", _one_line(msg.string(PR_DISPLAY_TO))),
-              ("Cc", _one_line(msg.string(PR_DISPLAY_CC))), ("Date", date),
-              ("Subject", _one_line(msg.string(PR_SUBJECT))))
-    return [f"{k}: {v}" for k, v in values if v]
+    return (("From", sender), ("To", _one_line(msg.string(PR_DISPLAY_TO))),
+            ("Cc", _one_line(msg.string(PR_DISPLAY_CC))), ("Date", date),
+            ("Subject", _one_line(msg.string(PR_SUBJECT))))
+
+
+def message_metadata(msg: _Msg) -> DocMeta:
+    """The message's own properties: the sender as its author, the submit (else delivery)
+    time as ``created``, the subject; To and Cc as Outlook shows them (``;``-separated
+    display names), the Internet Message-ID, as its fields."""
+    values = dict(_header_values(msg))
+    split = (lambda v: [x for x in v.split(";")] if v else [])
+    subject = values["Subject"] or None
+    return DocMeta.make(
+        title=subject, subject=subject, authors=[values["From"]] if values["From"] else [],
+        created=values["Date"] or None, date_kind="email",
+        fields={"from": values["From"], "to": split(values["To"]), "cc": split(values["Cc"]),
+                "date": values["Date"],
+                "message_id": _one_line(msg.string(PR_INTERNET_MESSAGE_ID))})
 
 
 def _body(msg: _Msg, sink: TextSink, ctx: Context, warnings: list[str]) -> None:
@@ -272,11 +292,14 @@ def read_ole(ole, doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     """Read an opened OLE2 file that holds an Outlook message."""
     state = _State(ole, ctx, sink)
     meta: dict = {}
+    own = DocMeta()
     try:
-        subject = _write_message(_Msg(ole, "", top=True), state, 0)
+        top = _Msg(ole, "", top=True)
+        own = message_metadata(top)
+        subject = _write_message(top, state, 0)
     except CapReached as cap:
         cap.extractor = cap.extractor or "msg"
-        cap.meta = {**(cap.meta or {}), "attachments": state.attachments}
+        cap.meta = with_meta({**(cap.meta or {}), "attachments": state.attachments}, own)
         raise
     except (ReaderError, Unsupported, MemoryError):
         raise
@@ -285,6 +308,7 @@ def read_ole(ole, doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     meta["attachments"] = state.attachments
     if subject:
         meta["subject"] = subject
+    put(meta, own.merged(DocMeta(attachments=state.attachments)))
     if state.caps:
         first = state.caps[0]
         raise CapReached(first.cap, first.detail, extractor="msg", meta=meta)
@@ -305,7 +329,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="outlook",
-    version=1,
+    version=2,
     mimes=(MSG, "application/x-msg"),
     extensions=(".msg",),
     # attachments go through the other readers: their tools and settings are this reader's too

@@ -9,4 +9,5 @@
 - ``officecrypt``: files under Office's well-known default password, decrypted
 - ``numfmt``     : spreadsheet number formats: a number as a person sees it
 - ``xmlsafe``    : the office readers' safety layer: capped zip members, a refusing XML parser
+- ``docprops``   : document properties in XML: OOXML docProps, ODF meta.xml, XMP, EPUB OPF
 """

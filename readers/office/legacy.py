@@ -24,7 +24,8 @@ from typing import Any
 from ..base import NESTED_LIBRARIES, Context, Document, Reader, ReadResult, SinkBuffer, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, Unsupported
 from .officecrypt import decrypt_default
-from .ole import OLE_MAGIC, kind_of, open_ole, stream
+from ..metadata import put, with_meta
+from .ole import OLE_MAGIC, kind_of, open_ole, stream, summary_meta
 
 DOC = "application/msword"
 XLS = "application/vnd.ms-excel"
@@ -104,6 +105,11 @@ def _cell_text(book, cell, formats: dict[int, Any]) -> str:
     return _number(repr(value))
 
 
+# The built-in short date formats (14, 22) as xlrd names them when the file does not, and as
+# an en-US Excel shows them (the XLSX reader's too)
+_SHORT_DATES = {14: ("m/d/yy", "m/d/yyyy"), 22: ("m/d/yy h:mm", "m/d/yyyy h:mm")}
+
+
 def _xf_kinds(book) -> dict[int, Any]:
     """The compiled number format of each XF record (cell style) that has one."""
     from .numfmt import compile_format
@@ -111,7 +117,10 @@ def _xf_kinds(book) -> dict[int, Any]:
     formats: dict[int, Any] = {}
     for i, xf in enumerate(getattr(book, "xf_list", ()) or ()):
         fmt = book.format_map.get(xf.format_key)
-        compiled = compile_format(fmt.format_str) if fmt is not None else None
+        code = fmt.format_str if fmt is not None else None
+        if code is not None and _SHORT_DATES.get(xf.format_key, (None,))[0] == code:
+            code = _SHORT_DATES[xf.format_key][1]  # xlrd's default for the built-in
+        compiled = compile_format(code) if code is not None else None
         if compiled is not None:
             formats[i] = compiled
     return formats
@@ -229,6 +238,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
             ole.close()
             return officecrypt.read(doc, sink, ctx)
+        own = summary_meta(ole, kind)
         if kind == "doc":
             text, extractor = _read_doc(ole, doc.data, False)
         elif kind == "ppt":
@@ -238,23 +248,26 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
                 text, extractor = _read_xls(ole, doc.data, False, sink, ctx)
             except CapReached as cap:
                 cap.extractor = cap.extractor or "xls"
+                cap.meta = with_meta(cap.meta, own)
                 raise
         else:
             raise Unsupported("OLE2 file without a Word, Excel, PowerPoint or Outlook stream")
     finally:
         ole.close()
+    put(meta, own)
     if text is not None:
         try:
             sink.write(text)
         except CapReached as cap:
             cap.extractor = cap.extractor or extractor
+            cap.meta = with_meta(cap.meta, own)
             raise
     return ReadResult(extractor, meta=meta, warnings=warnings)
 
 
 READER = Reader(
     name="legacy",
-    version=1,
+    version=2,  # 2: metadata, dates as their format shows them
     mimes=(DOC, XLS, PPT, OLE2, "application/vnd.ms-word", "application/x-msexcel",
            "application/mspowerpoint"),
     extensions=(".doc", ".dot", ".xls", ".xlt", ".ppt", ".pot", ".pps"),

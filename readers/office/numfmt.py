@@ -16,8 +16,9 @@
   ``1.01``);
 * dates and times: :data:`NumberFormat.kind` is ``"date"``, ``"datetime"``, ``"time"`` or
   ``"elapsed"`` and :meth:`NumberFormat.render_time` renders the time tokens (``h:mm``,
-  ``h:mm:ss AM/PM``, ``[h]:mm``, ``mm:ss.0``); dates themselves are written as ISO 8601 by
-  the reader.
+  ``h:mm:ss AM/PM``, ``[h]:mm``, ``mm:ss.0``) and :meth:`NumberFormat.render_datetime` a
+  date or date and time by all its tokens (``m/d/yyyy h:mm``, ``d-mmm-yy``, ``dddd``), as
+  Excel shows them without a locale (English month and day names).
 
 Everything is bounded by the format code, which the reader caps at :data:`MAX_CODE` chars.
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from fractions import Fraction
 
@@ -47,6 +49,19 @@ _TOKEN = re.compile(
     re.DOTALL,
 )
 _DIGIT = frozenset("0#?")
+
+
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+def _month(month: int, n: int) -> str:
+    """``m`` 9, ``mm`` 09, ``mmm`` Sep, ``mmmm`` September, ``mmmmm`` S."""
+    if n <= 2:
+        return str(month).zfill(n)
+    name = _MONTHS[month - 1]
+    return name[:3] if n == 3 else name[0] if n >= 5 else name
 
 
 def _split_sections(code: str) -> list[str]:
@@ -293,8 +308,9 @@ class _Section:
 
     # -- times -----------------------------------------------------------------------------
 
-    def time(self, serial: float) -> str:
-        """The time tokens of this section for a serial day count (dates left out)."""
+    def time(self, serial: float, base: datetime | None = None) -> str:
+        """The time tokens of this section for a serial day count; the date tokens too when
+        ``base`` (the workbook's day 0) is given, else they are left out."""
         toks = self.toks
         ampm = any(k == "ampm" for k, _ in toks)
         frac_digits = 0
@@ -305,6 +321,7 @@ class _Section:
         secs_total = int(total)
         frac = total - secs_total
         day_secs = secs_total % 86400
+        when = base + timedelta(days=secs_total // 86400) if base is not None else None
         h, rem = divmod(day_secs, 3600)
         mi, s = divmod(rem, 60)
         out: list[str] = []
@@ -330,6 +347,16 @@ class _Section:
                     nxt = next((t for t in toks[i + 1:] if t[0] in ("dt", "elapsed")), None)
                     if prev_h or (nxt and nxt[1][0] == "s"):
                         out.append(str(mi).zfill(min(len(v), 2)))
+                    elif when is not None:
+                        out.append(_month(when.month, len(v)))
+                    prev_h = False
+                elif c == "y" and when is not None:
+                    out.append(f"{when.year % 100:02d}" if len(v) <= 2 else f"{when.year:04d}")
+                    prev_h = False
+                elif c == "d" and when is not None:
+                    n = len(v)
+                    out.append(str(when.day).zfill(n) if n <= 2 else
+                               _WEEKDAYS[when.weekday()][:3 if n == 3 else None])
                     prev_h = False
                 elif c == "s":
                     out.append(str(s).zfill(min(len(v), 2)))
@@ -382,6 +409,13 @@ class NumberFormat:
 
     def render_time(self, serial: float) -> str:
         return self.sections[0].time(serial)
+
+    def render_datetime(self, serial: float, base: datetime) -> str:
+        """A date, or a date and time, as this format shows it (``9/15/2011 15:22``,
+        ``15-Sep-11``, ``Thursday, September 15, 2011``); ``base`` is the workbook's day 0
+        (1899-12-30, or 1904-01-01 for the 1904 date system).  Month and day names are
+        English, as Excel shows them without a locale."""
+        return self.sections[0].time(serial, base)
 
 
 @lru_cache(maxsize=512)  # a chart or workbook repeats a few codes; compiled formats never change

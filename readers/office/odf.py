@@ -17,11 +17,15 @@ import io
 import posixpath
 import re
 import zipfile
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, ReaderError, Unsupported
+from ..metadata import DocMeta, put, with_meta
 from .ooxml import alt_line, comment_line, list_number
+
+if TYPE_CHECKING:
+    from .docprops import Props
 from .xmlsafe import (Budget,
                       Flow,
                       bytes_chunks,
@@ -64,7 +68,7 @@ _BODY_KIND = {
 # Subtrees with no reading text: deleted changes, note numbers, index templates, shape
 # titles, form controls.
 _SKIPPED = frozenset({
-    TEXT + "tracked-changes", TEXT + "note-citation", SVG + "title", OFFICE + "forms",
+    TEXT + "tracked-changes", TEXT + "note-citation", OFFICE + "forms",
     TEXT + "table-of-content-source", TEXT + "alphabetical-index-source",
     TEXT + "illustration-index-source", TEXT + "table-index-source",
     TEXT + "object-index-source", TEXT + "user-index-source", TEXT + "bibliography-source",
@@ -93,6 +97,15 @@ _LIST_STYLE, _OUTLINE_STYLE = TEXT + "list-style", TEXT + "outline-style"
 _STYLE_STYLE, _STYLE_NAME = STYLE + "style", STYLE + "name"
 _LIST_STYLE_NAME, _LEVEL = STYLE + "list-style-name", TEXT + "level"
 _OFFICE_BODY = OFFICE + "body"
+_MASTER_PAGE = STYLE + "master-page"
+_ALT = frozenset({SVG + "title", SVG + "desc"})
+# what a presentation's master page shows on its slides: shapes, frames, custom shapes (a
+# group is entered, its shapes taken one by one)
+_MASTER_SHAPES = frozenset(DRAW + t for t in (
+    "rect", "polyline", "polygon", "regular-polygon", "path", "circle", "ellipse", "frame",
+    "caption", "custom-shape"))
+_MASTER_HEADINGS = (("header", "## header"), ("footer", "## footer"),
+                    ("master", "## master page"))
 _SHAPES = TABLE + "shapes"
 # What starts a spreadsheet drawing: the sheet's shapes element and every ODF shape (in a cell)
 _DRAWING_STARTS = frozenset({_SHAPES} | {DRAW + t for t in (
@@ -324,7 +337,7 @@ class _Sheet:
     def cell_end(self) -> None:
         repeat, date = self.cells.pop() if self.cells else (1, None)
         self.col_index += min(repeat, 1 << 40)
-        self.flow.close_cell(repeat, value=date)
+        self.flow.close_cell(repeat, fallback=date)  # the text shown, else the ISO date
 
     def cell_ref(self) -> str:
         """``B3`` for the open cell of a spreadsheet, else empty."""
@@ -381,7 +394,7 @@ class _Captures:
         self.flow = flow
         self.sheet = sheet
         self.capture: _Capture | None = None
-        self.captured: dict[str, list[str]] = {"header": [], "footer": []}
+        self.captured: dict[str, list[str]] = {"header": [], "footer": [], "master": []}
         self.captured_chars = 0
         self.max_chars = max_chars or (1 << 62)
 
@@ -419,7 +432,8 @@ class _Captures:
         elif tag == TEXT + "line-break" and cap.paras:
             cap.paras[-1].append(" ")
         elif tag in _HF_FIELDS or tag in (DC + "date", TEXT + "note-citation") or (
-                tag == TEXT + "note" or tag == TEXT + "tracked-changes"):
+                tag == TEXT + "note" or tag == TEXT + "tracked-changes") or (
+                tag in _ALT and cap.kind != "alt"):  # a shape's title inside a footer frame
             cap.field = 1
 
     def end(self, tag: str) -> None:
@@ -459,11 +473,12 @@ class _Captures:
                     self.captured_chars += len(line)
 
     def headers_footers(self) -> None:
-        """``## header`` and ``## footer`` after the body: each distinct line once."""
-        for kind in ("header", "footer"):
+        """``## header`` and ``## footer`` after the body (then a presentation master
+        page's other text as ``## master page``): each distinct line once."""
+        for kind, heading in _MASTER_HEADINGS:
             lines = self.captured[kind]
             if lines:
-                self.flow.pending_heading = f"## {kind}"
+                self.flow.pending_heading = heading
                 for line in lines:
                     self.flow.emit(line)
                 self.flow.pending_heading = None
@@ -482,6 +497,7 @@ class _Content:
         self.parser: Any = None  # the running expat parser (for skipping subtrees)
         self.kind = ""  # odt / ods / odp / odg once the body element is seen
         self.in_body = False
+        self.in_master = False  # inside styles.xml's style:master-page
         self.skip = 0
         self.in_p = 0  # open text:p / text:h
         self.slides = 0
@@ -509,6 +525,7 @@ class _Content:
             OFFICE + "annotation": lambda a: caps.open("comment"),
             OFFICEOOO + "annotation": lambda a: caps.open("comment"),
             SVG + "desc": lambda a: caps.open("alt"),
+            SVG + "title": lambda a: caps.open("alt"),
             TEXT + "list": lists.list_start,
             TEXT + "list-item": lists.item_start,
             TEXT + "list-header": lists.header_item_start,
@@ -549,6 +566,12 @@ class _Content:
         elif tag in _HF_KINDS:
             if attrs.get(STYLE + "display") != "false":
                 self.captures.open(_HF_KINDS[tag])
+        elif tag == _MASTER_PAGE:
+            self.in_master = True
+        elif self.in_master and tag in _MASTER_SHAPES:
+            self._master_shape(tag, attrs)
+        elif self.in_master and tag == PRESENTATION + "notes":
+            self._skip_subtree(tag)  # the notes page's template
         elif tag == _STYLE_STYLE:
             self.lists.paragraph_style(attrs)
             self._skip_subtree(tag)  # its properties
@@ -571,6 +594,20 @@ class _Content:
                 f()
         elif tag == _LIST_STYLE or tag == _OUTLINE_STYLE:
             self.lists.style = None
+        elif tag == _MASTER_PAGE:
+            self.in_master = False
+
+    def _master_shape(self, tag: str, attrs: dict[str, str]) -> None:
+        """A shape on a presentation's master page: a header or footer frame's own text
+        (shown on every slide), a plain shape's text (``## master page``); a placeholder
+        (title, outline, date, page number: template text) is skipped."""
+        cls = attrs.get(PRESENTATION + "class")
+        if cls in ("header", "footer"):
+            self.captures.open(cls)
+        elif cls or attrs.get(PRESENTATION + "placeholder") == "true":
+            self._skip_subtree(tag)
+        else:
+            self.captures.open("master")
 
     def _skip_subtree(self, tag: str) -> None:
         """Skip the element just started: no callbacks until its end tag (the skipped
@@ -782,6 +819,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     def parse(chunks, name: str) -> None:
         _parse(content, chunks, name)
 
+    props = None
     try:
         if doc.data[:2] == b"PK":
             with open_zip(doc.data) as zf:
@@ -789,6 +827,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
                 types = _check_manifest(zf, names, budget)
                 if "content.xml" not in names:
                     raise CorruptDocument("not an OpenDocument package (no content.xml)")
+                props = _package_props(zf, names, budget)
                 content.objects = _Objects(zf, names, types, budget, ctx)
                 if "styles.xml" in names:  # list styles and master pages first
                     run_capped(flow, lambda: parse(member_chunks(zf, "styles.xml", budget),
@@ -798,16 +837,68 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
                 run_capped(flow, content.headers_footers)
         else:
             name = doc.name or "flat ODF"
+            props = _flat_props(doc.data)
             chunks = bytes_chunks(doc.data, name, budget)
             run_capped(flow, lambda: parse(chunks, name))
             run_capped(flow, content.headers_footers)
+    except CapReached as cap:
+        cap.meta = with_meta(cap.meta, _doc_meta(props, content))
+        raise
     except (KeyError, IndexError, ValueError, RecursionError) as e:
         raise CorruptDocument(f"damaged {doc.name or 'document'}: {e!r}") from None
     if not content.kind:
         raise CorruptDocument("not an OpenDocument text, spreadsheet or presentation")
     meta = {"slides": content.slides} if content.kind in ("odp", "odg") else {}
+    put(meta, _doc_meta(props, content))
     return ReadResult(content.kind, meta)
 
 
-READER = Reader(name="odf", version=3, mimes=MIMES, extensions=EXTENSIONS,
+def _package_props(zf: Any, names: set[str], budget: Budget) -> "Props | None":
+    """meta.xml's properties; a damaged part costs the metadata, never the text."""
+    if "meta.xml" not in names:
+        return None
+    from .docprops import properties
+
+    try:
+        return properties(member_chunks(zf, "meta.xml", budget), "meta.xml")
+    except (CorruptDocument, EncryptedDocument):
+        return None
+
+
+_FLAT_META = re.compile(rb"<office:meta\b.*?</office:meta>", re.DOTALL)
+_FLAT_ROOT = (b'<office:document-meta xmlns:office="urn:oasis:names:tc:opendocument:xmlns:'
+              b'office:1.0" xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0" '
+              b'xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:xlink="http://www.w3.org/'
+              b'1999/xlink" xmlns:ooo="http://openoffice.org/2004/office">')
+
+
+def _flat_props(data: bytes) -> "Props | None":
+    """A flat file's ``office:meta`` (found in its first MiB under the usual prefixes)."""
+    m = _FLAT_META.search(data, 0, 1 << 20)
+    if m is None:
+        return None
+    from .docprops import properties
+
+    try:
+        return properties(_FLAT_ROOT + m.group() + b"</office:document-meta>", "office:meta")
+    except (CorruptDocument, EncryptedDocument):
+        return None
+
+
+def _doc_meta(props: "Props | None", content: "_Content") -> DocMeta:
+    from .docprops import Props, odf_meta
+
+    doc_meta = odf_meta(props or Props(), content.kind)
+    if content.kind in ("odp", "odg") and content.slides:
+        doc_meta = DocMeta(**{**_fields_of(doc_meta), "slides": content.slides})
+    return doc_meta
+
+
+def _fields_of(doc_meta: DocMeta) -> dict[str, Any]:
+    from dataclasses import fields
+
+    return {f.name: getattr(doc_meta, f.name) for f in fields(doc_meta)}
+
+
+READER = Reader(name="odf", version=4, mimes=MIMES, extensions=EXTENSIONS,
                 settings=("max_member_bytes", "max_xml_bytes"), read=read)

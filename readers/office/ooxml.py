@@ -23,6 +23,8 @@ from typing import Any, Callable, Iterator
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, ReaderError, Unsupported
+from ..metadata import DocMeta, put, with_meta
+from .docprops import Props
 from .numfmt import NumberFormat, compile_format
 from .xmlsafe import (Budget,
                       Flow,
@@ -626,8 +628,9 @@ class _Numbering:
         self.styles: dict[str, tuple[str | None, int | None, str | None]] = {}
         self.default_style: str | None = None
         self.style_level: dict[tuple[str, str], int] = {}  # (abstract id, style) -> ilvl
+        # a list's counters: one list per abstract definition, and one of its own for each
+        # num that overrides a level (w:lvlOverride: a restarted list, as Word numbers it)
         self.counters: dict[str, list[int | None]] = {}
-        self.started: set[str] = set()  # nums whose start overrides were applied
 
     @classmethod
     def read(cls, pkg: _Package, rels: dict[str, tuple[str, str]]) -> "_Numbering | None":
@@ -775,12 +778,12 @@ class _Numbering:
         lvl = levels.get(ilvl)
         if lvl is None:
             return ""
-        counters = self.counters.setdefault(abs_id, [None] * _MAX_LEVELS)
-        if num_id not in self.started:
-            self.started.add(num_id)
-            for k, start_at in starts.items():
-                counters[k] = start_at - 1 if k == ilvl else None
-        counters[ilvl] = lvl.start if counters[ilvl] is None else counters[ilvl] + 1
+        own = bool(starts or overrides)
+        counters = self.counters.setdefault(f"num:{num_id}" if own else abs_id,
+                                            [None] * _MAX_LEVELS)
+        # w:startOverride replaces the level's start in this list, at every restart of it
+        counters[ilvl] = (starts.get(ilvl, lvl.start) if counters[ilvl] is None
+                          else counters[ilvl] + 1)
         for d in range(ilvl + 1, _MAX_LEVELS):
             deeper = levels.get(d)
             if deeper is None or deeper.restart is None or (deeper.restart and
@@ -1206,13 +1209,14 @@ def _read_pptx(pkg: _Package, main: str, flow: Flow, ctx: Context) -> dict:
 _BASE_1900 = datetime(1899, 12, 30)
 _BASE_1904 = datetime(1904, 1, 1)
 
-# The built-in number formats (ECMA-376 §18.8.30; 5-8 and 41-44 as an en-US Excel shows them)
+# The built-in number formats (ECMA-376 §18.8.30; 5-8, 14, 22 and 41-44 as an en-US Excel
+# shows them: 14 and 22 are the locale's short date, "m/d/yyyy" there)
 _BUILTIN_FORMATS = {
     1: "0", 2: "0.00", 3: "#,##0", 4: "#,##0.00", 5: '"$"#,##0_);("$"#,##0)',
     6: '"$"#,##0_);[Red]("$"#,##0)', 7: '"$"#,##0.00_);("$"#,##0.00)',
     8: '"$"#,##0.00_);[Red]("$"#,##0.00)', 9: "0%", 10: "0.00%", 11: "0.00E+00",
-    12: "# ?/?", 13: "# ??/??", 14: "mm-dd-yy", 15: "d-mmm-yy", 16: "d-mmm", 17: "mmm-yy",
-    18: "h:mm AM/PM", 19: "h:mm:ss AM/PM", 20: "h:mm", 21: "h:mm:ss", 22: "m/d/yy h:mm",
+    12: "# ?/?", 13: "# ??/??", 14: "m/d/yyyy", 15: "d-mmm-yy", 16: "d-mmm", 17: "mmm-yy",
+    18: "h:mm AM/PM", 19: "h:mm:ss AM/PM", 20: "h:mm", 21: "h:mm:ss", 22: "m/d/yyyy h:mm",
     37: "#,##0 ;(#,##0)", 38: "#,##0 ;[Red](#,##0)", 39: "#,##0.00;(#,##0.00)",
     40: "#,##0.00;[Red](#,##0.00)", 41: '_(* #,##0_);_(* \\(#,##0\\);_(* "-"_);_(@_)',
     42: '_("$"* #,##0_);_("$"* \\(#,##0\\);_("$"* "-"_);_(@_)',
@@ -1273,9 +1277,10 @@ def _number(raw: str) -> str:
 
 
 def _serial_date(value: str, fmt: NumberFormat, base: datetime) -> str:
-    """An Excel serial number as its date or time format shows it: a date as ISO 8601
-    (``2024-01-15``), a date and time as ISO with seconds, a time (or elapsed time) by the
-    format's own tokens (``18:00``, ``6:00 PM``, ``27:30``)."""
+    """An Excel serial number as its date or time format shows it, by the format's own
+    tokens: a date (``9/15/2011``, ``15-Sep-11``), a date and time (``9/15/2011 15:22``), a
+    time or elapsed time (``18:00``, ``6:00 PM``, ``27:30``); ISO 8601 when the format
+    shows nothing of it."""
     try:
         serial = float(value)
     except ValueError:
@@ -1284,8 +1289,15 @@ def _serial_date(value: str, fmt: NumberFormat, base: datetime) -> str:
         return value
     if fmt.kind in ("time", "elapsed"):
         return fmt.render_time(serial)
+    shown = fmt.render_datetime(serial, base)
+    if any(ch.isdigit() for ch in shown) or any(m in shown for m in _MONTH_NAMES):
+        return shown
     dt = base + timedelta(seconds=round(serial * 86400))
     return dt.isoformat(sep=" ") if fmt.kind == "datetime" else dt.date().isoformat()
+
+
+_MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                "Dec")
 
 
 def _read_shared_strings(pkg: _Package) -> list[str]:
@@ -1696,6 +1708,34 @@ def _main_part(pkg: _Package, doc: Document) -> tuple[str, str]:
     return kind, main
 
 
+def _doc_props(pkg: _Package, kind: str) -> DocMeta:
+    """The package's core and extended properties (docProps/core.xml, docProps/app.xml, as
+    the package relationships name them); a damaged part costs the metadata, never the
+    text."""
+    from .docprops import ooxml_meta, properties
+
+    parts: dict[str, Props | None] = {"core": None, "app": None}
+    wanted = {"/core-properties": ("core", "docProps/core.xml"),
+              "/extended-properties": ("app", "docProps/app.xml")}
+    found = {key: default for key, default in wanted.values()}
+    for _, typ, target in _read_rels(pkg, ""):
+        for suffix, (key, _) in wanted.items():
+            if typ.endswith(suffix) and target in pkg:
+                found[key] = target
+    for key, part in found.items():
+        if part in pkg:
+            try:
+                parts[key] = properties(pkg.chunks(part), part)
+            except (CorruptDocument, EncryptedDocument):
+                pass
+    doc_meta = ooxml_meta(parts["core"], parts["app"], kind)
+    if kind == "xlsx":
+        sheets = len(pkg.like("xl/worksheets", "sheet"))
+        if sheets:
+            doc_meta = doc_meta.merged(DocMeta(sheets=sheets))
+    return doc_meta
+
+
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     """Write the text of an OOXML package; see the module docstring for the rules."""
     # (an encrypted package — Excel's "protected" workbooks under the default password — is
@@ -1708,12 +1748,18 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         kind, main = _main_part(pkg, doc)
         if kind != "pptx" and main not in pkg:
             raise CorruptDocument(f"missing part {main}")
-        if kind == "xlsx":
-            meta = _read_xlsx(pkg, main, sink, ctx)
-        else:
-            flow = Flow(sink, ctx.limits)
-            reader = _read_docx if kind == "docx" else _read_pptx
-            meta = run_capped(flow, lambda: reader(pkg, main, flow, ctx))
+        props = _doc_props(pkg, kind)
+        try:
+            if kind == "xlsx":
+                meta = _read_xlsx(pkg, main, sink, ctx)
+            else:
+                flow = Flow(sink, ctx.limits)
+                reader = _read_docx if kind == "docx" else _read_pptx
+                meta = run_capped(flow, lambda: reader(pkg, main, flow, ctx))
+        except CapReached as cap:
+            cap.meta = with_meta(cap.meta, props)
+            raise
+        put(meta, props)
     except (KeyError, IndexError, ValueError, RecursionError) as e:  # a structure we missed
         raise CorruptDocument(f"damaged {doc.name or 'document'}: {e!r}") from None
     finally:
@@ -1725,7 +1771,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="ooxml",
-    version=4,
+    version=5,  # 5: metadata, list overrides, dates as their format shows them
     mimes=DOCX_MIMES + XLSX_MIMES + PPTX_MIMES,
     extensions=tuple(_EXT_KIND),
     settings=("max_member_bytes", "max_xml_bytes"),

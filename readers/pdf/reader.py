@@ -39,7 +39,9 @@ from ..errors import (CapReached,
                       ReaderError,
                       ToolFailed,
                       Unsupported)
+from ..metadata import put
 from ..ocr.reader import NEEDS_TESSERACT, OcrText, detect_rotation, ocr_image, tesseract_version
+from .info import INFO_KEYS, info_strings, metadata_text, pdf_meta
 
 ENCRYPTED = "encrypted PDF (password required)"
 NO_TEXT_LAYER = "no text layer (scanned PDF?)"
@@ -572,7 +574,24 @@ class _Angles:
 # text, highlights, stamps, …).  Links and form widgets carry no such text, and a pop-up
 # shows its parent's /Contents, which is read from the parent.
 ANNOTATION_MARK = "[annotation] "
-_NOT_NOTES = frozenset((2, 16, 20))  # FPDF_ANNOT_LINK, _POPUP, _WIDGET
+_NOT_NOTES = frozenset((2, 16))  # FPDF_ANNOT_LINK, _POPUP
+_WIDGET = 20  # FPDF_ANNOT_WIDGET: a form field's widget, its value in /V
+_UNSET = frozenset({"", "Off"})  # a check box or radio button that is not set
+
+
+def field_line(name: str, value: str) -> str:
+    """A form field's value as a line after its page: ``[form field: Name] value``."""
+    name = " ".join(name.split())
+    return f"[form field: {name}] {value}" if name else f"[form field] {value}"
+
+
+def _note_text(note: str) -> str:
+    """A note's text; a form field's value (pdftotext draws the fields' appearances)."""
+    return note.split("] ", 1)[1] if note.startswith("[form field") and "] " in note else note
+
+
+def _note_line(note: str) -> str:
+    return note if note.startswith("[form field") else ANNOTATION_MARK + note
 
 
 def _clean_note(text: str) -> str:
@@ -589,22 +608,32 @@ class _Notes:
         self._subtype, self._value, self._close = (api.annot_subtype, api.annot_value,
                                                    api.close_annot)
 
+    def _string(self, annot: int, key: bytes) -> str:
+        size = self._value(annot, key, None, 0)
+        if size <= 2:
+            return ""
+        buf = ctypes.create_string_buffer(size)
+        self._value(annot, key, buf, size)
+        return buf.raw[: size - 2].decode("utf-16-le", "replace")
+
     def read(self, handle: int) -> list[str]:
-        """The notes of the page ``handle`` (a raw ``FPDF_PAGE``)."""
+        """The notes of the page ``handle`` (a raw ``FPDF_PAGE``), and the values of its
+        form fields (a widget's own /V, as :func:`field_line`)."""
         notes = []
         for k in range(self._count(handle)):
             annot = self._get(handle, k)
             if not annot:
                 continue
             try:
-                if self._subtype(annot) in _NOT_NOTES:
+                subtype = self._subtype(annot)
+                if subtype in _NOT_NOTES:
                     continue
-                size = self._value(annot, b"Contents", None, 0)
-                if size <= 2:
+                if subtype == _WIDGET:
+                    value = _clean_note(self._string(annot, b"V"))
+                    if value.strip() not in _UNSET:
+                        notes.append(field_line(_clean_note(self._string(annot, b"T")), value))
                     continue
-                buf = ctypes.create_string_buffer(size)
-                self._value(annot, b"Contents", buf, size)
-                note = _clean_note(buf.raw[: size - 2].decode("utf-16-le", "replace"))
+                note = _clean_note(self._string(annot, b"Contents"))
                 if note.strip():
                     notes.append(note)
             finally:
@@ -614,11 +643,21 @@ class _Notes:
 
 def _miner_annotations(page: Any) -> list[str]:
     """The same, from pdfplumber's page (pdfminer objects)."""
+    from pdfminer.pdftypes import resolve1
+
     notes = []
     for annot in page.annots or ():
         data = annot.get("data") or {}
         kind = getattr(data.get("Subtype"), "name", None)
-        if kind in ("Link", "Popup", "Widget"):
+        if kind == "Widget":
+            value, name = resolve1(data.get("V")), resolve1(data.get("T"))
+            value = getattr(value, "name", value)  # a check box's /Yes
+            value = decode_text_string(value) if isinstance(value, bytes) else value
+            name = decode_text_string(name) if isinstance(name, bytes) else ""
+            if isinstance(value, str) and _clean_note(value).strip() not in _UNSET:
+                notes.append(field_line(_clean_note(name), _clean_note(value)))
+            continue
+        if kind in ("Link", "Popup"):
             continue
         contents = annot.get("contents")
         if isinstance(contents, bytes):
@@ -637,7 +676,18 @@ def _pdfium_meta(pdf: Any) -> dict[str, Any]:
         outline = walk_outline(_PdfiumOutline(pdf))
     except Exception:  # a broken outline costs the outline, never the text
         outline = []
-    return {"pages": len(pdf), "title": title or None, "outline": outline}
+    info = {}
+    for key in INFO_KEYS:
+        try:
+            value = (pdf.get_metadata_value(key) or "").replace("\x00", "").strip()
+        except Exception:  # one unreadable entry costs that entry
+            value = ""
+        if value:
+            info[key] = value
+    meta = {"pages": len(pdf), "title": title or None, "outline": outline}
+    if info:
+        meta["info"] = info
+    return meta
 
 
 def _pdfium_events(data: bytes, max_pages: int) -> Events:
@@ -771,17 +821,29 @@ def _pdfplumber_events(data: bytes, max_pages: int) -> Events:
     if not pages:
         raise CorruptDocument("unreadable PDF: no pages")
     title = None
+    info_text: dict[str, str] = {}
     for info in doc.info:
-        raw = resolve1(info.get("Title")) if isinstance(info, dict) else None
-        if isinstance(raw, bytes):
-            title = decode_text_string(raw) or None
-            break
+        if not isinstance(info, dict):
+            continue
+        for key in INFO_KEYS:
+            try:
+                raw = resolve1(info.get(key))
+            except Exception:  # a broken reference costs that entry
+                continue
+            if isinstance(raw, bytes) and key not in info_text:
+                value = decode_text_string(raw).replace("\x00", "").strip()
+                if value:
+                    info_text[key] = value
+    title = info_text.get("Title")
     try:
         numbers = {objid: i for i, (objid, _) in enumerate(pages, 1)}
         outline = walk_outline(_MinerOutline(doc, numbers))
     except Exception:  # a broken outline costs the outline, never the text
         outline = []
-    yield {"meta": {"pages": len(pages), "title": title, "outline": outline}}
+    meta: dict[str, Any] = {"pages": len(pages), "title": title, "outline": outline}
+    if info_text:
+        meta["info"] = info_text
+    yield {"meta": meta}
     for i, (objid, attrs) in enumerate(pages[:max_pages], 1):
         try:
             page = pdfplumber.page.Page(pdf, PDFPage(doc, objid, attrs, None), page_number=i)
@@ -873,7 +935,7 @@ def _pdftotext_events(
         # poppler draws the appearance of some annotations (free text) into the page's text:
         # a note already there is not repeated
         flat = " ".join(text.split())
-        found = [n for n in notes.get(i, ()) if " ".join(n.split()) not in flat]
+        found = [n for n in notes.get(i, ()) if " ".join(_note_text(n).split()) not in flat]
         if found:
             event["annotations"] = found
         yield event
@@ -1245,15 +1307,23 @@ def _finish(
         warnings.append(f"OCR failed on {len(ocr.failed) - MAX_PAGE_WARNINGS} more pages")
     for i, notes in enumerate(got.notes):
         if notes:
-            block = "\n".join(ANNOTATION_MARK + note for note in notes)
+            block = "\n".join(_note_line(note) for note in notes)
             texts[i] = f"{texts[i]}\n{block}" if texts[i] else block
             sources[i]["annotations"] = len(notes)
     pages_ocr = sum(1 for s in sources if s["source"] == "ocr")
     extractor = f"{engine}+tesseract" if pages_ocr else engine
     meta = {**got.meta, "page_sources": sources, "pages_ocr": pages_ocr}
+    doc_meta = pdf_meta(doc.data, info_strings(meta.pop("info", None)), got.meta.get("pages"))
+    put(meta, doc_meta)
     if not any(t.strip() for t in texts):
-        return ReadResult(extractor=extractor, meta={**meta, "empty_reason": NO_TEXT_LAYER},
-                          warnings=warnings)
+        only = metadata_text(doc_meta)
+        if not only:
+            return ReadResult(extractor=extractor, meta={**meta, "empty_reason": NO_TEXT_LAYER},
+                              warnings=warnings)
+        # a scan whose only words are in its Info/XMP: those words are its text
+        warnings.append(f"{NO_TEXT_LAYER}: the text is the document's metadata")
+        _write_pages(sink, [only], extractor, meta, warnings)
+        return ReadResult(extractor=extractor, meta=meta, warnings=warnings)
     _write_pages(sink, texts, extractor, meta, warnings)
     caps: list[tuple[str, str]] = []
     n = got.meta["pages"]
@@ -1363,7 +1433,7 @@ def _unreadable_message(failures: list[str]) -> str:
 
 READER = Reader(
     name="pdf",
-    version=3,
+    version=4,  # 4: metadata (Info, XMP; a scan's metadata as its text), form field values
     mimes=("application/pdf",),
     extensions=(".pdf",),
     tools=("pdftotext", "pdftoppm", "tesseract"),

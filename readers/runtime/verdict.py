@@ -46,8 +46,16 @@ class Verdict:
     members: dict[str, int] | None = None  # archive members by outcome: {"ok": 12, …}
     encoding_source: str | None = None  # how the text encoding was chosen: bom, declared, …
     warnings: tuple[str, ...] = ()  # problems the reader survived (at most MAX_WARNINGS)
+    # the document's main metadata as it declares it (all of it: the sidecar's "metadata")
+    authors: tuple[str, ...] = ()
+    created: str | None = None  # ISO 8601
+    modified: str | None = None  # ISO 8601
+    subject: str | None = None
+    declared_language: str | None = None
 
     MAX_WARNINGS = 20
+    MAX_AUTHORS = 20
+    MAX_FIELD = 500  # characters of each main metadata string in the record
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -56,6 +64,8 @@ class Verdict:
             "tools_used": list(self.tools_used), "pages": self.pages, "title": self.title,
             "pages_ocr": self.pages_ocr, "members": self.members,
             "encoding_source": self.encoding_source, "warnings": list(self.warnings),
+            "authors": list(self.authors), "created": self.created, "modified": self.modified,
+            "subject": self.subject, "declared_language": self.declared_language,
         }
 
     @classmethod
@@ -105,6 +115,9 @@ class Verdict:
             title=text("title") or None, pages_ocr=count("pages_ocr"), members=members,
             encoding_source=text("encoding_source"),
             warnings=strings("warnings", cls.MAX_WARNINGS),
+            authors=strings("authors", cls.MAX_AUTHORS), created=text("created"),
+            modified=text("modified"), subject=text("subject"),
+            declared_language=text("declared_language"),
         )
 
     @classmethod
@@ -120,6 +133,9 @@ class Verdict:
             pages=d.get("pages"), title=d.get("title"), pages_ocr=d.get("pages_ocr"),
             members=dict(members) if members else None,
             encoding_source=d.get("encoding_source"), warnings=tuple(d.get("warnings") or ()),
+            authors=tuple(d.get("authors") or ()), created=d.get("created"),
+            modified=d.get("modified"), subject=d.get("subject"),
+            declared_language=d.get("declared_language"),
         )
 
     @classmethod
@@ -128,7 +144,9 @@ class Verdict:
                    warnings: list[str], tools_used: Any = ()) -> "Verdict":
         """The verdict on a document a reader read (the worker's side): the reader's outcome
         and what it put in its result's metadata (``pages``, ``title``, ``pages_ocr``,
-        ``members``, ``encoding_source``)."""
+        ``members``, ``encoding_source``, and from ``metadata`` the main fields: ``title``
+        when the reader set none, ``authors``, ``created``, ``modified``, ``subject`` and
+        ``language`` as ``declared_language``)."""
 
         def count(name: str) -> int | None:
             v = meta.get(name)
@@ -142,15 +160,27 @@ class Verdict:
         if not (isinstance(members, dict) and all(
                 isinstance(k, str) and isinstance(n, int) for k, n in members.items())):
             members = None
+        doc = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+
+        def main(name: str) -> str | None:
+            v = doc.get(name)
+            return v[:cls.MAX_FIELD] if isinstance(v, str) and v else None
+
+        authors = doc.get("authors") if isinstance(doc.get("authors"), list) else []
         st = Status(status)
         return cls(
             status=st, extractor=extractor, chars=chars if st is Status.OK else 0,
             error=error, error_kind=error_kind, limit=limit,
             tools_used=tuple(sorted({t for t in tools_used if isinstance(t, str)})),
-            pages=count("pages"), title=text("title"), pages_ocr=count("pages_ocr"),
+            pages=count("pages"), title=text("title") or main("title"),
+            pages_ocr=count("pages_ocr"),
             members=dict(sorted(members.items())) if members else None,
             encoding_source=text("encoding_source"),
             warnings=tuple(str(w)[:500] for w in list(warnings)[:cls.MAX_WARNINGS]),
+            authors=tuple(a[:cls.MAX_FIELD] for a in authors[:cls.MAX_AUTHORS]
+                          if isinstance(a, str) and a),
+            created=main("created"), modified=main("modified"), subject=main("subject"),
+            declared_language=main("language"),
         )
 
     @classmethod

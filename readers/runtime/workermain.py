@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 READ_CHUNK = 1 << 20
-SIDECAR = ("pages", "title", "outline", "page_sources")  # what the store keeps beside a text
+# what the store keeps beside a text
+SIDECAR = ("pages", "title", "outline", "page_sources", "metadata", "embedded")
 MAX_JOB = 1 << 20  # bytes of one job message (a path, a name, the tools)
 
 

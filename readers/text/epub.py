@@ -5,7 +5,8 @@ members and its ``<spine>`` lists them in reading order.  Each spine item that i
 read with :func:`bastion.readers.text.markup.html_to_text` (its charset sniffed as the HTML reader does);
 other spine items (images, SVG) are skipped; ``linear="no"`` items are kept, after the linear
 ones, as readers show them at the end.  The title is the first ``dc:title`` of the package
-metadata (``meta["title"]``).  Every member is read through :mod:`bastion.readers.office.xmlsafe`'s capped
+metadata (``meta["title"]``); all of its Dublin Core metadata (creators, language, dates,
+description, subjects, publisher, identifier) is ``meta["metadata"]``.  Every member is read through :mod:`bastion.readers.office.xmlsafe`'s capped
 decompression (``max_member_bytes``, ``max_xml_bytes``) and XML parser that refuses DTDs.
 A DRM-encrypted book (``META-INF/encryption.xml`` naming a spine document) is
 ``error``/``encrypted``.  Extractor ``epub``.
@@ -18,6 +19,7 @@ from urllib.parse import unquote
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument
+from ..metadata import DocMeta, put
 from . import textcodec
 from .markup import html_to_text, prescan
 from ..office.xmlsafe import Budget, member_chunks, open_zip, parse_xml
@@ -89,6 +91,14 @@ def _package(data: bytes, name: str) -> tuple[str, Manifest, list[tuple[str, boo
     return (title[0] if title else ""), manifest, spine
 
 
+def _book_meta(data: bytes, name: str) -> DocMeta:
+    """The package document's Dublin Core metadata (already parsed once: a malformed OPF
+    stopped the read before this)."""
+    from ..office.docprops import opf_meta, properties
+
+    return opf_meta(properties(data, name))
+
+
 def _encrypted(zf, names, budget: Budget) -> set[str]:
     if "META-INF/encryption.xml" not in names:
         return set()
@@ -120,6 +130,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         title, manifest, spine = _package(data, opf)
         if title:
             meta["title"] = title
+        put(meta, _book_meta(data, opf))
         base = posixpath.dirname(opf)
         encrypted = _encrypted(zf, names, budget)
         order = [i for i in spine if i[1]] + [i for i in spine if not i[1]]
@@ -156,7 +167,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="epub",
-    version=1,
+    version=2,
     mimes=(EPUB,),
     extensions=(".epub",),
     settings=("max_member_bytes", "max_xml_bytes", "max_parts"),

@@ -18,7 +18,9 @@ is fed to it in chunks and nesting depth costs nothing.  Rules:
 * A table row with more than ``Limits.max_parts`` cells stops the document (``max_parts``);
   the character budget is the sink's.
 
-Extractor ``html:<encoding>``; ``meta`` has ``charset`` and ``encoding_source``.
+Extractor ``html:<encoding>``; ``meta`` has ``charset`` and ``encoding_source``, and
+``metadata`` (:func:`page_metadata`): the title, ``<meta>`` description, author, keywords,
+Dublin Core and Open Graph dates, the declared language (``<html lang>``).
 :func:`html_to_text` is the same conversion for an already decoded string (the e-mail
 reader's HTML bodies).
 """
@@ -31,6 +33,7 @@ from html.parser import HTMLParser
 from . import textcodec
 from ..base import Context, Document, Limits, Reader, ReadResult, SinkBuffer, TextSink
 from ..errors import CapReached
+from ..metadata import DocMeta, put, split_keywords, split_people, with_meta
 
 _PRESCAN = 1024  # bytes the WHATWG prescan looks at
 _CHUNK = 1 << 16  # characters fed to the parser at a time (grows with a long pending tag)
@@ -55,6 +58,7 @@ _LINE_START, _AFTER_TAB, _IN_LINE = 0, 1, 2
 _SPACE = "\t\n\f\r "
 _TAG_START = re.compile(r"</?[A-Za-z]")
 _META = re.compile(r"<meta[\t\n\f\r /]", re.IGNORECASE)
+_MAX_DECLARED = 100  # <meta> names kept from one page
 _CONTENT_CHARSET = re.compile(r"charset", re.IGNORECASE)
 
 
@@ -285,6 +289,7 @@ class _TextParser(HTMLParser):
         self.cells: list[int] = []  # cells seen in the current row, per open table
         self.title: list[str] | None = None  # collecting the first <title>
         self.meta_title: str | None = None
+        self.declared: dict[str, str] = {}  # <meta name|property|http-equiv> → content, <html lang>
 
     def updatepos(self, i: int, j: int) -> int:
         """The base parser's line and column bookkeeping, skipped: nothing here asks for a
@@ -292,6 +297,11 @@ class _TextParser(HTMLParser):
         return j
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag == "meta":
+            self._declared(tag, attrs)
+            return
+        if tag == "html" and "lang" not in self.declared:
+            self._declared(tag, attrs)
         if tag in _SKIP:
             if tag in ("noscript", "template"):
                 self.skip += 1
@@ -314,6 +324,20 @@ class _TextParser(HTMLParser):
                 self.pre_start = True
             elif tag == "title" and self.meta_title is None:
                 self.title = []
+
+    def _declared(self, tag: str, attrs: list) -> None:
+        """What a page declares about itself: ``<meta name|property|http-equiv content>``
+        (the first of each name), ``<html lang>``."""
+        a = {k.lower(): v for k, v in attrs if isinstance(k, str) and isinstance(v, str)}
+        if tag == "html":
+            lang = a.get("lang") or a.get("xml:lang")
+            if lang:
+                self.declared["lang"] = lang
+            return
+        key = (a.get("name") or a.get("property") or a.get("http-equiv") or "").lower()
+        if (key and "content" in a and key not in self.declared
+                and len(self.declared) < _MAX_DECLARED):
+            self.declared[key] = a["content"]
 
     def handle_startendtag(self, tag: str, attrs: list) -> None:
         # <div/> opens a div in HTML; only void elements (br, hr…) really are empty
@@ -401,12 +425,36 @@ def _byte_pieces(data: bytes, choice: textcodec.Choice):
     return textcodec.pieces(data, choice, _CHUNK)
 
 
-def _convert(pieces, sink: TextSink, limits: Limits) -> str | None:
+def _convert(pieces, sink: TextSink, limits: Limits,
+             parser: "_TextParser | None" = None) -> str | None:
     out = _Lines(sink)
-    parser = _TextParser(out, limits.max_parts)
+    parser = parser or _TextParser(out, limits.max_parts)
+    parser.out = out
     _feed(parser, pieces)
     out.finish()
     return parser.meta_title
+
+
+def page_metadata(title: str | None, declared: dict[str, str]) -> DocMeta:
+    """A page's metadata: its ``<title>`` (else ``og:title``/``dc.title``), ``<meta>``
+    description, author, keywords, Dublin Core and Open Graph dates, its language
+    (``<html lang>``, else ``content-language``), its generator."""
+    def first(*names: str) -> str | None:
+        return next((declared[n] for n in names if declared.get(n)), None)
+
+    authors = split_people(first("author", "dc.creator", "dcterms.creator", "article:author"))
+    return DocMeta.make(
+        title=title or first("og:title", "dc.title", "dcterms.title", "twitter:title"),
+        authors=authors,
+        created=first("dcterms.created", "dc.date.created", "article:published_time",
+                      "dc.date", "dcterms.date", "date"),
+        modified=first("dcterms.modified", "article:modified_time", "last-modified"),
+        subject=first("dc.subject", "dcterms.subject"),
+        description=first("description", "og:description", "dc.description",
+                          "dcterms.description"),
+        keywords=split_keywords(first("keywords")),
+        language=first("lang", "content-language", "dc.language", "dcterms.language"),
+        fields={"application": first("generator")})
 
 
 def html_to_text(html: str, sink: TextSink, limits: Limits) -> None:
@@ -421,20 +469,23 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     choice = choose(doc.data)
     meta: dict = {"charset": choice.codec, **choice.meta()}
     extractor = f"html:{choice.codec}"
+    parser = _TextParser(None, ctx.limits.max_parts)  # type: ignore[arg-type]
     try:
-        title = _convert(_byte_pieces(doc.data, choice), sink, ctx.limits)
+        title = _convert(_byte_pieces(doc.data, choice), sink, ctx.limits, parser)
     except CapReached as cap:
         cap.extractor = cap.extractor or extractor
-        cap.meta = cap.meta or meta
+        cap.meta = with_meta(cap.meta or meta, page_metadata(parser.meta_title,
+                                                             parser.declared))
         raise
     if title:
         meta["title"] = title
+    put(meta, page_metadata(title, parser.declared))
     return ReadResult(extractor, meta=meta, warnings=textcodec.warnings(choice))
 
 
 READER = Reader(
     name="markup",
-    version=2,
+    version=3,
     mimes=("text/html", "application/xhtml+xml"),
     extensions=(".html", ".htm", ".xhtml"),
     read=read,

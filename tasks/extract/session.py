@@ -169,8 +169,8 @@ class ExtractSession:
                sidecar: dict[str, Any], text: bytes | None = None) -> None:
         """Put a verdict's text (a worker's file, or ``text`` bytes made elsewhere: a cluster
         worker) and sidecar in place and queue the verdict for commit.  The sidecar (PDFs:
-        pages, title, outline, how each page's text was made) is kept only beside a PDF's
-        text."""
+        pages, title, outline, how each page's text was made; any document's metadata and
+        its embedded documents') is kept beside a text that has any."""
         with critical():  # a text in the store always has its verdict queued
             self.place(item, verdict, text_path, sidecar, text)
             self.queue(item, verdict)
@@ -185,7 +185,8 @@ class ExtractSession:
                 self.store.write_text(stem, text)
             else:
                 self.store.adopt_text(stem, text_path)
-            if "outline" in sidecar or "page_sources" in sidecar:
+            if ("outline" in sidecar or "page_sources" in sidecar or "metadata" in sidecar
+                    or "embedded" in sidecar):
                 self.store.write_meta(stem, sidecar)
             else:
                 self.store.remove_meta(stem)

@@ -1,0 +1,155 @@
+"""``bastion text FILE…``: each file's text on stdout, read by the same sandboxed worker as a sweep.
+
+The files go through :class:`bastion.extractor.Extractor` (the Python API's ``extract_file``
+path): the parent detects and hashes each file, one worker in its sandbox reads it under the
+same deadline, output and memory caps and with the same external tools (found on PATH; their
+versions are not asked, since nothing is keyed on them).  ``-`` reads a document from stdin.
+Nothing is written but stdout and stderr: no output directory, and the private scratch
+directory (``bastion-api-*`` in the temporary directory) is removed before the command
+returns, also on Ctrl-C and SIGTERM.
+
+stdout: the text exactly as a sweep stores it (UTF-8, LF, NFC); with several files each is
+preceded by a ``==> FILE <==`` line, as ``head`` does.  ``--json``: one JSON object per
+file and line instead: the record's fields (the verdict), the file's path, size, sha256 and
+MIME type, its ``metadata``, its ``embedded`` documents' metadata and its ``outline`` (as the
+sidecar keeps them) and its ``text``.
+stderr: one line per file that gave no text (``empty``, ``unsupported``, ``error``) or was
+cut short.  Exit codes as for a sweep: 0, 2 when a file is an ``error``, 3 when a FILE could
+not be read at all (missing, a directory), 1 for a usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any, BinaryIO
+
+EXIT_OK, EXIT_INVALID, EXIT_ERRORS, EXIT_PARTIAL = 0, 1, 2, 3
+STDIN = "-"
+
+
+def add_parser(sub: Any) -> None:
+    """The ``text`` subcommand's arguments."""
+    p = sub.add_parser(
+        "text", help="print each file's text (no manifest, no output directory)",
+        description="read each FILE in a sandboxed worker, as a sweep does, and print its text "
+                    "on stdout ('-': read stdin); exit 0, 2 when a file is an error, 3 when a "
+                    "FILE cannot be opened")
+    p.add_argument("files", nargs="+", metavar="FILE", help="a file to read, or - for stdin")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per file (verdict, metadata, text) instead of the text")
+    p.add_argument("--name", default=None,
+                   help="the file name to choose stdin's reader by (e.g. report.docx)")
+    p.add_argument("--no-external", action="store_true",
+                   help="built-in readers only: never run pdftotext, tesseract, … "
+                        "(also BASTION_NO_EXTERNAL=1)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no line on stderr for empty, unsupported or cut-short files "
+                        "(errors are still reported)")
+
+
+def _record(label: str, path: str | None, result: Any) -> dict[str, Any]:
+    d: dict[str, Any] = {"path": path if path is not None else label, "name": result.name,
+                         "size": result.size, "sha256": result.sha256, "mime": result.mime}
+    d.update(result.verdict.to_json())
+    d["metadata"] = result.metadata.to_json()
+    d["embedded"] = [{"path": path, "metadata": m.to_json()} for path, m in result.embedded]
+    d["outline"] = [{"title": e.title, "page": e.page, "level": e.level}
+                    for e in result.outline]
+    d["text"] = result.text if result.ok else None
+    return d
+
+
+def _note(label: str, result: Any, quiet: bool) -> None:
+    v = result.verdict
+    if v.status == "error":
+        print(f"bastion: {label}: error ({v.error_kind}): {v.error}", file=sys.stderr)
+    elif quiet:
+        return
+    elif v.status != "ok":
+        print(f"bastion: {label}: {v.status}" + (f": {v.error}" if v.error else ""),
+              file=sys.stderr)
+    elif v.limit:
+        print(f"bastion: {label}: text cut short ({v.limit})", file=sys.stderr)
+
+
+def _read_stdin(stream: BinaryIO) -> bytes:
+    chunks = []
+    while chunk := stream.read(1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def run(args: Any) -> int:
+    """Read ``args.files`` and print them; the exit code."""
+    if args.files.count(STDIN) > 1:
+        print("bastion: error: '-' (stdin) may be given once", file=sys.stderr)
+        return EXIT_INVALID
+    if args.name is not None and STDIN not in args.files:
+        print("bastion: error: --name names stdin's document: give '-' too", file=sys.stderr)
+        return EXIT_INVALID
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return _run(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the Extractor: workers and scratch go
+
+
+def _run(args: Any) -> int:
+    from bastion.extractor import Extractor
+
+    out = sys.stdout.buffer
+    several = len(args.files) > 1
+    code = EXIT_OK
+    printed = 0
+    tools = None if args.no_external else "auto"
+    with Extractor(tools=tools, tool_versions=False) as ex:
+        ex.start()  # the worker boots while this process hashes and types the first file
+        for label in args.files:
+            try:
+                if label == STDIN:
+                    result = ex.extract_bytes(_read_stdin(sys.stdin.buffer),
+                                              args.name or "stdin")
+                    path = None
+                else:
+                    result = ex.extract_file(label)
+                    path = os.path.abspath(label)
+            except (OSError, ValueError) as e:
+                why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+                print(f"bastion: {label}: cannot read: {why}", file=sys.stderr)
+                code = EXIT_PARTIAL
+                continue
+            if result.verdict.status == "error" and code == EXIT_OK:
+                code = EXIT_ERRORS
+            _note(label, result, args.quiet)
+            try:
+                if args.json:
+                    line = json.dumps(_record(label, path, result), ensure_ascii=False,
+                                      sort_keys=False) + "\n"
+                    out.write(line.encode("utf-8", "replace"))
+                else:
+                    if several:
+                        out.write(f"{chr(10) if printed else ''}==> {label} <==\n"
+                                  .encode("utf-8", "surrogateescape"))
+                    out.write(result.text.encode("utf-8", "replace"))
+                out.flush()
+                printed += 1
+            except BrokenPipeError:  # `bastion text big.pdf | head`: the reader has enough
+                _quiet_stdout()
+                return code
+    return code
+
+
+def _quiet_stdout() -> None:
+    """stdout's reader went away: point it at /dev/null so the interpreter's final flush
+    does not complain."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
