@@ -46,6 +46,12 @@ class Verdict:
     members: dict[str, int] | None = None  # archive members by outcome: {"ok": 12, …}
     encoding_source: str | None = None  # how the text encoding was chosen: bom, declared, …
     warnings: tuple[str, ...] = ()  # problems the reader survived (at most MAX_WARNINGS)
+    # the text's main languages: (ISO 639-1, confidence 0-1), most first (readers/text/langid.py)
+    languages: tuple[tuple[str, float], ...] = ()
+    ocr_languages: tuple[str, ...] = ()  # tesseract packs whose reading is in the text
+    ocr_missing: tuple[str, ...] = ()  # packs OCR would have used, not installed
+    # the packs OCR looked at -> their identity then (None: absent): keys the verdict
+    ocr_packs: dict[str, str | None] | None = None
 
     MAX_WARNINGS = 20
 
@@ -56,6 +62,9 @@ class Verdict:
             "tools_used": list(self.tools_used), "pages": self.pages, "title": self.title,
             "pages_ocr": self.pages_ocr, "members": self.members,
             "encoding_source": self.encoding_source, "warnings": list(self.warnings),
+            "languages": [{"code": c, "confidence": p} for c, p in self.languages],
+            "ocr_languages": list(self.ocr_languages), "ocr_missing": list(self.ocr_missing),
+            "ocr_packs": self.ocr_packs,
         }
 
     @classmethod
@@ -92,6 +101,13 @@ class Verdict:
             return tuple(s[:500] for s in v[:limit])
 
         members = d.get("members")
+        packs = d.get("ocr_packs")
+        if packs is not None:
+            if not isinstance(packs, dict) or not all(
+                    isinstance(k, str) and (v is None or isinstance(v, str))
+                    for k, v in packs.items()):
+                raise ValueError("ocr_packs must map packs to identities or null")
+            packs = dict(sorted(packs.items())) or None
         if members is not None:
             if not isinstance(members, dict) or not all(
                     isinstance(k, str) and isinstance(n, int) and not isinstance(n, bool)
@@ -105,6 +121,9 @@ class Verdict:
             title=text("title") or None, pages_ocr=count("pages_ocr"), members=members,
             encoding_source=text("encoding_source"),
             warnings=strings("warnings", cls.MAX_WARNINGS),
+            languages=_languages(d.get("languages")),
+            ocr_languages=tuple(sorted(set(strings("ocr_languages")))),
+            ocr_missing=tuple(sorted(set(strings("ocr_missing")))), ocr_packs=packs,
         )
 
     @classmethod
@@ -120,6 +139,9 @@ class Verdict:
             pages=d.get("pages"), title=d.get("title"), pages_ocr=d.get("pages_ocr"),
             members=dict(members) if members else None,
             encoding_source=d.get("encoding_source"), warnings=tuple(d.get("warnings") or ()),
+            languages=tuple((x["code"], x["confidence"]) for x in d.get("languages") or ()),
+            ocr_languages=tuple(d.get("ocr_languages") or ()),
+            ocr_missing=tuple(d.get("ocr_missing") or ()), ocr_packs=d.get("ocr_packs"),
         )
 
     @classmethod
@@ -138,6 +160,17 @@ class Verdict:
             v = meta.get(name)
             return v if isinstance(v, str) and v else None
 
+        packs = meta.get("ocr_packs")
+        if not (isinstance(packs, dict) and all(
+                isinstance(k, str) and (v is None or isinstance(v, str))
+                for k, v in packs.items())):
+            packs = None
+
+        def names(name: str) -> tuple[str, ...]:
+            v = meta.get(name)
+            return tuple(sorted({s for s in v if isinstance(s, str)})) if isinstance(
+                v, (list, tuple)) else ()
+
         members = meta.get("members")
         if not (isinstance(members, dict) and all(
                 isinstance(k, str) and isinstance(n, int) for k, n in members.items())):
@@ -151,12 +184,31 @@ class Verdict:
             members=dict(sorted(members.items())) if members else None,
             encoding_source=text("encoding_source"),
             warnings=tuple(str(w)[:500] for w in list(warnings)[:cls.MAX_WARNINGS]),
+            languages=_languages(meta.get("languages")) if st is Status.OK else (),
+            ocr_languages=names("ocr_languages"), ocr_missing=names("ocr_missing"),
+            ocr_packs=dict(sorted(packs.items())) if packs else None,
         )
 
     @classmethod
     def failed(cls, kind: str, message: str, extractor: str | None = None) -> "Verdict":
         """An ``error`` verdict: the reader failed, or the parent failed the job for it."""
         return cls(status=Status.ERROR, extractor=extractor, error=message, error_kind=kind)
+
+
+def _languages(v: Any) -> tuple[tuple[str, float], ...]:
+    """``[{"code": "de", "confidence": 0.97}, …]`` (or ``(code, confidence)`` pairs) as
+    pairs; raises ValueError for anything else."""
+    if not v:
+        return ()
+    out = []
+    for x in list(v)[:10]:
+        code, conf = (x.get("code"), x.get("confidence")) if isinstance(x, dict) else (
+            x if isinstance(x, (list, tuple)) and len(x) == 2 else (None, None))
+        if not isinstance(code, str) or not isinstance(conf, (int, float)) or isinstance(
+                conf, bool) or not 0 <= conf <= 1:
+            raise ValueError("languages must be codes with a confidence from 0 to 1")
+        out.append((code[:20], float(conf)))
+    return tuple(out)
 
 
 VERDICT_FIELDS = tuple(f.name for f in fields(Verdict))

@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any, Callable, Container, Iterable, Iterator, Mapping, Sequence, overload
 
 from bastion.readers.base import Limits, Reader
+from bastion.readers.ocr import packs as ocr_packs
 from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
@@ -31,6 +32,8 @@ from .store import text_stem
 EXTRACT_VERSION = 2
 
 COMMON_SETTINGS = ("max_chars", "max_parts")  # Limits that change every reader's text
+# Python distributions every reader's record depends on: the language identification
+COMMON_LIBRARIES = ("py3langid",)
 
 Select = Callable[[str, str], "Reader | None"]  # (mime, file name) -> reader
 
@@ -55,7 +58,8 @@ def task_key(reader: Reader | None, mime: str, limits: Limits,
         names = COMMON_SETTINGS + reader.settings
         settings = {name: getattr(limits, name) for name in names}
         used = [[t, tools[t].key if t in tools else None] for t in sorted(reader.tools)]
-        libs = [[lib, library_version(lib)] for lib in sorted(reader.libraries)]
+        libs = [[lib, library_version(lib)]
+                for lib in sorted(set(reader.libraries) | set(COMMON_LIBRARIES))]
         parts = [EXTRACT_VERSION, reader.name, reader.version, mime, settings, used]
         if libs:
             parts.append(libs)
@@ -334,6 +338,8 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
         records = walk
     items = Items()
     chosen: dict[tuple[str, str], int] = {}
+    installed = {n[len(ocr_packs.TOOL_PREFIX):]: t.key for n, t in tools.items()
+                 if n.startswith(ocr_packs.TOOL_PREFIX)}
     for rec in records:
         sha = rec.sha256
         if rec.kind != "file" or sha is None:
@@ -364,7 +370,8 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
             item = items.item(i)
             v = found.get((item.sha256, item.key))
             items.set_fresh(i, v is not None and v.status is not Status.ERROR and (
-                v.status is not Status.OK or f"{item.stem}.txt" in texts))
+                v.status is not Status.OK or f"{item.stem}.txt" in texts) and (
+                v.ocr_packs is None or ocr_packs.holds(v.ocr_packs, installed)))
     if held is not None:
         kept = tuple(held)
         return Plan(items, lambda: kept)
