@@ -21,6 +21,7 @@ DISTRIBUTION = "py3langid"
 SAMPLE_CHARS = 2000  # characters of one chunk
 MAX_CHUNKS = 24  # chunks looked at, spread over the document
 MIN_LETTERS = 20  # a text with fewer letters has no language
+PIECE_LETTERS = 200  # letters of one piece identified on its own
 MIN_CHUNK_PROB = 0.5  # a chunk counts for its language from this probability
 MIN_SHARE = 0.2  # a language is one of the document's from this share of its counted text
 
@@ -91,15 +92,33 @@ def _chunks(text: str) -> list[str]:
     return out
 
 
+def _pieces(window: str) -> list[str]:
+    """``window`` cut at line ends into pieces of at least PIECE_LETTERS letters (the last
+    may be shorter), so that a document whose paragraphs alternate languages is counted
+    paragraph by paragraph."""
+    out: list[str] = []
+    cur: list[str] = []
+    n = 0
+    for line in window.split("\n"):
+        cur.append(line)
+        n += letters(line)
+        if n >= PIECE_LETTERS:
+            out.append("\n".join(cur))
+            cur, n = [], 0
+    if cur:
+        out.append("\n".join(cur))
+    return out
+
+
 def main_languages(text: str) -> tuple[tuple[str, float], ...]:
-    """The main languages of a document's text: each chunk (:func:`_chunks`) identified, and
-    the languages holding at least MIN_SHARE of the letters of the chunks identified with
-    MIN_CHUNK_PROB or more, most first, each with a confidence — its share times the mean
-    probability of its chunks, two decimals.  Empty for a text without enough letters."""
+    """The main languages of a document's text: each piece (:func:`_pieces`) of each window
+    (:func:`_chunks`) identified, and the languages holding at least MIN_SHARE of the
+    letters of the pieces identified with MIN_CHUNK_PROB or more, most first, each with a confidence — its share times the mean
+    probability of its pieces, two decimals.  Empty for a text without enough letters."""
     weights: dict[str, float] = {}
     probs: dict[str, list[float]] = {}
     total = 0
-    for chunk in _chunks(text):
+    for chunk in (piece for window in _chunks(text) for piece in _pieces(window)):
         n = letters(chunk)
         if n < MIN_LETTERS:
             continue
