@@ -281,3 +281,86 @@ def test_installing_packs_rereads_exactly_the_non_english_ocred_documents(
     third = sweep(m, out)  # deu removed: the German page alone is read again
     assert {p for p, r in third.items() if not r["reused"]} == {"deu.png"}
     assert third["deu.png"]["ocr_missing"] == ["deu"]
+
+
+# -- PDFs ------------------------------------------------------------------------------------
+
+
+def scanned_pdf(*langs: str) -> bytes:
+    """A PDF of one scanned page (an image, no text layer) per language."""
+    import io
+
+    import pdfgen
+    from PIL import Image
+
+    b = pdfgen.PdfBuilder()
+    for lang in langs:
+        im = Image.open(io.BytesIO(lp.render(lp.sample(lang)))).convert("L")
+        b.add_image_page(im.tobytes(), im.width, im.height)
+    return b.build()
+
+
+@pytest.mark.slow
+@needs_packs
+def test_each_scanned_pdf_page_is_read_in_its_language_and_says_so(tmp_path, tessdata):
+    data = scanned_pdf("deu", "rus", "eng")
+    ctx = context(tmp_path, tessdata(*WANTED))
+    out = read_document(Document(data, "scan.pdf", "application/pdf"), ctx,
+                        select("application/pdf", "scan.pdf"))
+    assert out.status == "ok", out
+    pages = out.meta["page_sources"]
+    assert [(p["source"], p["languages"], p["script"]) for p in pages] == [
+        ("ocr", ["deu"], "Latin"), ("ocr", ["rus"], "Cyrillic"), ("ocr", ["eng"], "Latin")]
+    assert out.meta["ocr_languages"] == ["deu", "eng", "rus"]
+    assert {c for c, _ in out.meta["languages"]} == {"de", "ru", "en"}
+    texts = out.text.split("\f")
+    for text, lang in zip(texts, ("deu", "rus", "eng")):
+        s = lp.sample(lang)
+        assert lp.recall(s.text, text, s.script) >= 0.9, (lang, text[:200])
+
+
+LAYER = {  # a text layer in each script, and the language its record must name
+    "el": ("Η επιτροπή συνεδρίασε την Τρίτη για να εξετάσει τον ετήσιο προϋπολογισμό της "
+           "βιβλιοθήκης και τα στοιχεία των αιθουσών ανάγνωσης.", ""),
+    "ru": ("Настоящий договор заключён между поставщиком и покупателем о том, что поставщик "
+           "обязуется передать товар в собственность покупателя.", ""),
+    "ar": ("اجتمعت اللجنة يوم الثلاثاء لمراجعة الميزانية السنوية للمكتبة ووعد المدير بنشر "
+           "الأرقام قبل الاجتماع القادم.", "rtl"),
+    "zh": ("委员会于星期二开会审查图书馆的年度预算。几位成员询问为什么阅览室在冬季关闭得这么早，"
+           "馆长承诺在下次会议之前公布有关数字。", ""),
+    "he": ("הוועדה התכנסה ביום שלישי כדי לבחון את התקציב השנתי של הספרייה, והמנהל הבטיח "
+           "לפרסם את הנתונים לפני הפגישה הבאה.", "rtl"),
+}
+
+
+@pytest.mark.slow
+def test_text_layers_in_other_scripts_are_text_never_unprintable(tmp_path):
+    """PDFs printed by Chromium (real embedded subset fonts with ToUnicode maps) whose text
+    layer is Greek, Cyrillic, Arabic, Chinese or Hebrew: each page is text (no OCR, nothing
+    dropped as garbage) and the record names the language."""
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing: .ci/run installs it")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    import subprocess
+
+    ctx = LocalContext(Limits(), {}, tmpdir=tmp_path)
+    for code, (text, direction) in LAYER.items():
+        html = tmp_path / f"{code}.html"
+        html.write_text(f'<html><head><meta charset="utf-8"></head><body style="font-family: '
+                        f"'DejaVu Sans', 'Noto Sans CJK SC'\"><p dir=\"{direction or 'ltr'}\">"
+                        f"{text}</p></body></html>", encoding="utf-8")
+        pdf = tmp_path / f"{code}.pdf"
+        done = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu",
+                               f"--user-data-dir={tmp_path / 'profile'}",
+                               "--no-pdf-header-footer", f"--print-to-pdf={pdf}", html.as_uri()],
+                              capture_output=True, timeout=120, check=False)
+        assert pdf.exists(), done.stderr.decode(errors="replace")[-2000:]
+        out = read_document(Document(pdf.read_bytes(), pdf.name, "application/pdf"), ctx,
+                            select("application/pdf", pdf.name))
+        assert out.status == "ok", (code, out.error)
+        assert [p["source"] for p in out.meta["page_sources"]] == ["native"], code
+        assert out.meta["languages"][0][0] == code, (code, out.meta["languages"], out.text)
+        if not direction:  # right-to-left text comes out of PDFium in visual order in parts
+            assert text[:12] in out.text, (code, out.text)
