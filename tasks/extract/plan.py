@@ -6,9 +6,10 @@ registry, the tools found and the limits — so it is tested without processes. 
 key (:func:`task_key`) is everything besides its bytes that decides its verdict: the extractor
 version, the reader's name and version, the MIME type, the limits the reader's text depends
 on, the identity of every external tool the reader may call (present or absent), and the
-versions of the Python libraries it reads with.  Same
-key and same sha256 ⇒ the stored verdict stands, whatever its status, except ``error``, which
-is retried on every run.
+versions of the Python libraries it reads with (and py3langid's, which names every text's
+languages).  Same key and same sha256 ⇒ the stored verdict stands, whatever its status,
+except ``error``, which is retried on every run, and a verdict whose OCR looked at language
+packs (``ocr_packs``) that are no longer what they were (readers/ocr/packs.py).
 """
 
 from __future__ import annotations
@@ -396,4 +397,7 @@ def describe(item: Item, verdict: Verdict | None, *, forgotten: bool, other_key:
         return "not up to date: not extracted yet"
     if verdict.status is Status.ERROR:
         return f"not up to date: error ({verdict.error_kind}) last time, retried on every run"
+    if verdict.ocr_packs is not None:
+        return ("not up to date: an OCR language pack it looked at was installed, removed or "
+                "changed (or its text is missing from the store)")
     return "not up to date: its text is missing from the store"
