@@ -22,9 +22,10 @@ GiB = 1024 * MiB
 
 
 # How a manifest writes each Limits field: "seconds" (a positive number), "size" (bytes, with
-# an optional unit), "count" (a positive integer), "engines" (a list of PDF engine names);
+# an optional unit), "count" (a positive integer), "engines" (a list of PDF engine names),
+# "languages" (``auto`` or a list of tesseract language packs);
 # "internal" fields are not manifest keys.
-LIMIT_KINDS = ("seconds", "size", "count", "ratio", "engines", "internal")
+LIMIT_KINDS = ("seconds", "size", "count", "ratio", "engines", "languages", "internal")
 
 
 def _limit(default: Any, kind: str) -> Any:
@@ -61,6 +62,8 @@ class Limits:
     ocr_dpi: int = _limit(200, "count")
     stderr_bytes: int = _limit(4 * KiB, "internal")
     pdf_engines: tuple[str, ...] = _limit(("pdfium", "pdfplumber"), "engines")
+    # the packs OCR reads with: ("auto",) chooses per page (readers/ocr/choose.py)
+    ocr_languages: tuple[str, ...] = _limit(("auto",), "languages")
     # Documents inside documents (archive members, attachments): docs/readers/containers.md
     max_depth: int = _limit(3, "count")  # nesting inside the walked file (an archive: 1)
     max_members: int = _limit(10_000, "count")  # members read from one archive
@@ -75,8 +78,9 @@ class Limits:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Limits":
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        if "pdf_engines" in known:
-            known["pdf_engines"] = tuple(known["pdf_engines"])
+        for name in ("pdf_engines", "ocr_languages"):
+            if name in known:
+                known[name] = tuple(known[name])
         return cls(**known)
 
 

@@ -138,7 +138,8 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
         text += note + "\n"
         extractor = getattr(cap, "extractor", None) or reader.name
         meta = _with_embedded(getattr(cap, "meta", None) or {}, ctx)
-        return Outcome("ok", normalize_text(text), extractor, limit=limit, meta=meta,
+        text = normalize_text(text)
+        return Outcome("ok", text, extractor, limit=limit, meta=_languages(meta, text),
                        warnings=list(getattr(cap, "warnings", None) or []))
     except Unsupported as u:
         return Outcome("unsupported", extractor=reader.name, error=u.message)
@@ -154,7 +155,15 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
     limit = result.meta.pop("limit", None)
     return Outcome(status, text if status == "ok" else "", result.extractor, error=error,
                    limit=limit if isinstance(limit, str) and status == "ok" else None,
-                   meta=result.meta, warnings=result.warnings)
+                   meta=_languages(result.meta, text) if status == "ok" else result.meta,
+                   warnings=result.warnings)
+
+
+def _languages(meta: dict[str, Any], text: str) -> dict[str, Any]:
+    """``meta`` with the main languages of every reader's text (readers/text/langid.py)."""
+    from .text.langid import main_languages
+
+    return {**meta, "languages": main_languages(text)}
 
 
 def _with_embedded(meta: dict[str, Any], ctx: Context) -> dict[str, Any]:

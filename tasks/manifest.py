@@ -390,6 +390,7 @@ class _Validator:
         parsers: dict[str, Callable[[yaml.Node, str], Any]] = {
             "seconds": self.seconds, "size": self.size, "count": self.integer,
             "ratio": self.ratio, "engines": self.engines,
+            "languages": lambda n, k: _ocr_languages(self, n, k),
         }
         return {name: parsers[kinds[name]](vnode, f"limits.{name}")
                 for name, (_, vnode) in m.items()}
@@ -444,8 +445,33 @@ class _Validator:
         return tuple(got)
 
 
+_PACK_RE = re.compile(r"[a-z][a-z0-9_]{1,30}")
+
+
+def _ocr_languages(v: Any, node: yaml.Node, key: str) -> tuple[str, ...]:
+    """``auto``, or a list of tesseract language packs (``[deu, eng]``)."""
+    if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":str"):
+        if node.value != "auto":
+            raise v.error(f"must be 'auto' or a list of language packs, got "
+                          f"{node.value!r}", key, node)
+        return ("auto",)
+    items = v.string_list(node, key)
+    if not items:
+        raise v.error("must name at least one language pack (e.g. [deu, eng]) or be "
+                      "'auto'", key, node)
+    got: list[str] = []
+    for i, (pack, pnode) in enumerate(items):
+        if not _PACK_RE.fullmatch(pack) or pack == "osd":
+            raise v.error(f"bad language pack {pack!r} (a tesseract language: eng, "
+                          "deu, chi_sim, …)", f"{key}[{i}]", pnode)
+        if pack in got:
+            raise v.error(f"duplicate language pack {pack!r}", f"{key}[{i}]", pnode)
+        got.append(pack)
+    return tuple(got)
+
+
 # How each manifest kind of limit is written (bastion.readers.base.LIMIT_KINDS, minus "internal").
-MANIFEST_KINDS = ("seconds", "size", "count", "ratio", "engines")
+MANIFEST_KINDS = ("seconds", "size", "count", "ratio", "engines", "languages")
 
 
 def limit_keys() -> dict[str, str]:

@@ -323,6 +323,12 @@ def test_a_reader_library_version_is_in_its_key(monkeypatch) -> None:
     text = Reader("text", 1, ("text/plain",), _read, libraries=("charset-normalizer",))
     other = Reader("rtf", 1, ("application/rtf",), _read)
     before = (task_key(text, "text/plain", lim, {}), task_key(other, "application/rtf", lim, {}))
-    monkeypatch.setattr(plan_mod, "library_version", lambda name: "999.0")
+    real = plan_mod.library_version
+    monkeypatch.setattr(plan_mod, "library_version",
+                        lambda name: "999.0" if name == "charset-normalizer" else real(name))
     after = (task_key(text, "text/plain", lim, {}), task_key(other, "application/rtf", lim, {}))
     assert before[0] != after[0] and before[1] == after[1]
+    # the language identification names every text's languages: its version keys every reader
+    monkeypatch.setattr(plan_mod, "library_version",
+                        lambda name: "999.0" if name == "py3langid" else real(name))
+    assert task_key(other, "application/rtf", lim, {}) != before[1]

@@ -152,9 +152,11 @@ def test_every_limits_field_but_stderr_bytes_is_a_key(tree: Path) -> None:
     allowed = err.problem.split("(allowed: ")[1].rstrip(")").split(", ")
     expected = [f.name for f in fields(Limits) if f.name != "stderr_bytes"]
     assert allowed == ["max_file_bytes", *expected]
-    text = "".join(f"\n  {name}: {1 if name != 'pdf_engines' else '[pdfium]'}" for name in allowed)
+    lists = {"pdf_engines": "[pdfium]", "ocr_languages": "[deu, eng]"}
+    text = "".join(f"\n  {name}: {lists.get(name, 1)}" for name in allowed)
     m = load_manifest(write(tree, f"version: 1\nroots: [{{name: d, path: data}}]\nlimits:{text}\n"))
     assert m.max_file_bytes == 1 and m.limits.max_pages == 1
+    assert m.limits.ocr_languages == ("deu", "eng")
 
 
 def test_bom_is_accepted(tree: Path) -> None:
@@ -271,6 +273,14 @@ REFUSALS = [
      "limits.tool_deadline_s", "expected an integer or a number, got a boolean"),
     ("version: 1\n" + ROOT + "limits:\n  tool_deadline_s: '10'\n", 6,
      "limits.tool_deadline_s", "got a string"),
+    ("version: 1\n" + ROOT + "limits:\n  ocr_languages: deu\n", 6, "limits.ocr_languages",
+     "must be 'auto' or a list of language packs, got 'deu'"),
+    ("version: 1\n" + ROOT + "limits:\n  ocr_languages: []\n", 6, "limits.ocr_languages",
+     "must name at least one language pack"),
+    ("version: 1\n" + ROOT + "limits:\n  ocr_languages: [deu, ../x]\n", 6,
+     "limits.ocr_languages[1]", "bad language pack '../x'"),
+    ("version: 1\n" + ROOT + "limits:\n  ocr_languages: [deu, deu]\n", 6,
+     "limits.ocr_languages[1]", "duplicate language pack 'deu'"),
     ("version: 1\n" + ROOT + "limits:\n  pdf_engines: []\n", 6, "limits.pdf_engines",
      "must name at least one engine"),
     ("version: 1\n" + ROOT + "limits:\n  pdf_engines: pdfium\n", 6, "limits.pdf_engines",

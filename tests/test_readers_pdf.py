@@ -68,7 +68,8 @@ def test_text_pages_and_title(engine, compress, tmp_path):
     assert "page two zebra" in pages[1]
     sources = out.meta.pop("page_sources")
     assert out.meta == {"pages": 2, "title": "My Title", "outline": [], "pages_ocr": 0,
-                        "metadata": {"pages": 2, "title": "My Title"}}
+                        "metadata": {"pages": 2, "title": "My Title"},
+                        "languages": ()}  # too few words to name a language
     assert [(s["page"], s["source"], s["engine"]) for s in sources] == [
         (1, "native", engine), (2, "native", engine)]
     assert all(s["version"] for s in sources)  # PDFium's build, pdfplumber's, poppler's
@@ -698,8 +699,8 @@ def test_mixed_pdf_without_tesseract_keeps_its_text_and_says_so(tmp_path):
 def test_blank_pages_are_not_sent_to_tesseract(tmp_path, monkeypatch):
     """A page with no text and no ink renders white: nothing to read, no tesseract run."""
     calls = []
-    real = pdfreader.ocr_image
-    monkeypatch.setattr(pdfreader, "ocr_image",
+    real = pdfreader.read_page
+    monkeypatch.setattr(pdfreader, "read_page",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     b = pdfgen.PdfBuilder()
     b.add_text_page("A page of ordinary text before the blank one")
@@ -728,8 +729,8 @@ def short_page_over_image(native: bytes, pictured: str) -> bytes:
 @needs_ocr
 def test_short_text_layer_without_an_image_is_not_ocred(tmp_path, monkeypatch):
     calls = []
-    real = pdfreader.ocr_image
-    monkeypatch.setattr(pdfreader, "ocr_image",
+    real = pdfreader.read_page
+    monkeypatch.setattr(pdfreader, "read_page",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     b = pdfgen.PdfBuilder()
     b.add_text_page("A page of ordinary text comes first")

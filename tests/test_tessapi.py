@@ -158,7 +158,7 @@ def test_the_image_reader_reads_the_same_text_warm_and_by_the_command(tmp_path, 
     tessapi.reset()
     warm_ctx = LocalContext(Limits(), {"tesseract": TESSERACT}, tmpdir=tmp_path / "a")
     warm = read_document(doc, warm_ctx)
-    assert tessapi._ENGINE.get((cli_version(), "eng")) is not None  # the library ran
+    assert tessapi._ENGINE.get((cli_version(), "eng", None)) is not None  # the library ran
     monkeypatch.setattr(ocr, "USE_LIBRARY", False)
     cold = read_document(doc, LocalContext(Limits(), {"tesseract": TESSERACT},
                                            tmpdir=tmp_path / "b"))

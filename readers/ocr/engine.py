@@ -122,18 +122,29 @@ def _pnm(image: bytes) -> tuple[int, int, int, int] | None:
     return offset, width, height, channels
 
 
-class Engine:
-    """One loaded tesseract model (English, or ``osd`` for the orientation), used for one image
-    at a time."""
+@dataclass(frozen=True)
+class Osd:
+    """What orientation and script detection found on a page."""
 
-    def __init__(self, libs: _Libs, language: str = LANGUAGE) -> None:
+    rotation: int | None  # degrees clockwise that make it upright; None: no orientation
+    script: str | None  # as tesseract names it: "Latin", "Cyrillic", "Han", …
+    script_confidence: float
+
+
+class Engine:
+    """One loaded tesseract model (``eng``, ``deu+eng``, … or ``osd`` for the orientation and
+    script), from the data directory ``datapath`` (None: the library's own), used for one
+    image at a time."""
+
+    def __init__(self, libs: _Libs, language: str = LANGUAGE, datapath: str | None = None) -> None:
         self._libs = libs
         self.language = language
         self.version: str = libs.tess.TessVersion().decode("ascii", "replace")
         self._api = libs.tess.TessBaseAPICreate()
         if not self._api:
             raise EngineError("TessBaseAPICreate failed")
-        if libs.tess.TessBaseAPIInit3(self._api, None, language.encode()) != 0:
+        where = os.fsencode(datapath) if datapath else None
+        if libs.tess.TessBaseAPIInit3(self._api, where, language.encode()) != 0:
             libs.tess.TessBaseAPIDelete(self._api)
             self._api = None
             raise EngineError(f"no {language} model for the tesseract library")
@@ -220,12 +231,17 @@ class Engine:
         return "".join(rows)
 
     def rotation(self, image: bytes, dpi: int | None = None) -> int | None:
+        """:meth:`osd`'s rotation."""
+        return self.osd(image, dpi).rotation
+
+    def osd(self, image: bytes, dpi: int | None = None) -> Osd:
         """What ``tesseract IMAGE stdout --psm 0 [--dpi N]`` prints as ``Rotate:`` for the
         first page of ``image``: the degrees clockwise that make it upright (0, 90, 180, 270),
         or None when tesseract finds no orientation (too few characters).  The command's
         ``GetOsdText`` is ``DetectOrientationScript`` formatted, and its ``Rotate`` is the
         detected orientation's complement (``OrientationIdToValue``); this engine must hold
-        the ``osd`` model.  Raises EngineError when leptonica cannot read the image."""
+        the ``osd`` model.  The script is the one the same call names (``Script:``), None
+        with the orientation.  Raises EngineError when leptonica cannot read the image."""
         t = self._libs.tess
         raw = _pnm(image)
         pixes = [] if raw else self._pages(image)
@@ -237,8 +253,9 @@ class Engine:
             if not t.TessBaseAPIDetectOrientationScript(
                     self._api, ctypes.byref(degrees), ctypes.byref(conf), ctypes.byref(script),
                     ctypes.byref(script_conf)):
-                return None
-            return (360 - degrees.value) % 360
+                return Osd(None, None, 0.0)
+            name = script.value.decode("ascii", "replace") if script.value else None
+            return Osd((360 - degrees.value) % 360, name, round(float(script_conf.value), 2))
         finally:
             t.TessBaseAPIClear(self._api)
             self._free(pixes)
@@ -250,18 +267,21 @@ class Engine:
             self._api = None
 
 
-# (expected version, model) -> the engine (None: unusable)
-_ENGINE: dict[tuple[str, str], Engine | None] = {}
+# (expected version, model, data directory) -> the engine (None: unusable)
+_ENGINE: dict[tuple[str, str, str | None], Engine | None] = {}
 _EXIT: list[bool] = []  # reset() registered at exit
 
 
-def engine(version: str | None, language: str = LANGUAGE) -> Engine | None:
-    """This process's engine for ``language`` (``eng``, or ``osd`` for the orientation),
-    loaded on first use, when the library's version is ``version`` (the ``tesseract``
-    command's, which keys the task); None when it cannot be used."""
+def engine(version: str | None, language: str = LANGUAGE,
+           datapath: str | None = None) -> Engine | None:
+    """This process's engine for ``language`` (``eng``, ``deu+eng``, or ``osd`` for the
+    orientation and script) from the data directory ``datapath``, loaded on first use, when
+    the library's version is ``version`` (the ``tesseract`` command's, which keys the task);
+    None when it cannot be used.  A worker keeps every model it loaded (a fast model is
+    2-10 MB)."""
     if version is None:
         return None
-    key = (version, language)
+    key = (version, language, datapath)
     if key not in _ENGINE:
         got: Engine | None = None
         # the worker's environment has it already (CHILD_ENV); libgomp reads it when loaded
@@ -269,7 +289,7 @@ def engine(version: str | None, language: str = LANGUAGE) -> Engine | None:
         try:
             libs = _bind(LIBRARY, LEPTONICA)
             if libs.tess.TessVersion().decode("ascii", "replace") == version:
-                got = Engine(libs, language)
+                got = Engine(libs, language, datapath)
         except (OSError, AttributeError, EngineError):
             got = None
         _ENGINE[key] = got

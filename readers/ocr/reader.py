@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import memo as ocrmemo, engine as tessapi
+from . import choose as chooser, memo as ocrmemo, engine as tessapi, packs as ocrpacks
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CorruptDocument, ReaderError, ToolFailed, Unsupported
 
@@ -130,10 +130,12 @@ def parse_tsv(tsv: str) -> OcrText:
 
 def ocr_image(
     image: Path | bytes, ctx: Context, dpi: int | None = None, timeout: float | None = None,
+    language: str = LANGUAGE,
 ) -> OcrText:
-    """What tesseract (English) reads in ``image``: a file, or the bytes of an image
-    (PNG, PNM, …).  ``dpi``: the image's resolution, when known; ``timeout``: less than the
-    document's deadline.  The warm engine reads it when it can, else the command (the image
+    """What tesseract reads in ``image`` with the pack(s) ``language`` (``eng``, ``deu+eng``):
+    a file, or the bytes of an image (PNG, PNM, …).  ``dpi``: the image's resolution, when
+    known; ``timeout``: less than the document's deadline.  The warm engine reads it when it
+    can, else the command (the image
     bytes on its stdin, or the file).  An image this worker has read already (the context's
     ``ocr_memo``, readers/ocr/memo.py) is not read again.
 
@@ -142,22 +144,37 @@ def ocr_image(
     tesseract = ctx.tools.get("tesseract")
     if tesseract is None:
         raise Unsupported(NEEDS_TESSERACT)
-    engine = warm_engine(ctx)
-    memo, key, got = _recall(ctx, "text", engine is not None, image, dpi)
+    engine = warm_engine(ctx, language)
+    memo, key, got = _recall(ctx, f"text:{language}", engine is not None, image, dpi)
     if got is not ocrmemo.MISSING:
         return got
     if engine is not None:
         got = _ocr_warm(engine, image, ctx, dpi, timeout)
     else:
-        got = _ocr_command(tesseract, image, ctx, dpi, timeout)
+        got = _ocr_command(tesseract, image, ctx, dpi, timeout, language)
     if key is not None:
         memo.put(key, got, len(got.text))
     return got
 
 
-def warm_engine(ctx: Context) -> tessapi.Engine | None:
-    """This worker's warm engine (English) when it can read for the ``tesseract`` command."""
-    return tessapi.engine(tesseract_version(ctx)) if USE_LIBRARY else None
+def warm_engine(ctx: Context, language: str = LANGUAGE) -> tessapi.Engine | None:
+    """This worker's warm engine for ``language`` when it can read for the ``tesseract``
+    command."""
+    if not USE_LIBRARY:
+        return None
+    return tessapi.engine(tesseract_version(ctx), language, tessdata(ctx))
+
+
+def tessdata(ctx: Context) -> str | None:
+    """The data directory the tool set found (readers/runtime/toolset.py); None: the
+    library's own (a context without the tool set)."""
+    return ctx.tools.get(ocrpacks.TESSDATA)
+
+
+def installed_packs(ctx: Context) -> dict[str, str | None]:
+    """The language packs in the data directory, by name -> identity (sha256)."""
+    return {name: ocrpacks.identity(path)
+            for name, path in ocrpacks.listed(tessdata(ctx)).items()}
 
 
 def _used(ctx: Context) -> None:
@@ -176,7 +193,7 @@ def _recall(ctx: Context, call: str, warm: bool, image: Path | bytes,
     if memo is None:
         return None, None, ocrmemo.MISSING
     data = image if isinstance(image, bytes) else image.read_bytes()
-    key = (call, warm, ctx.tools.get("tesseract"), tesseract_version(ctx), dpi,
+    key = (call, warm, ctx.tools.get("tesseract"), tesseract_version(ctx), tessdata(ctx), dpi,
            ocrmemo.digest(data))
     got = memo.get(key)
     if got is not ocrmemo.MISSING:
@@ -184,11 +201,16 @@ def _recall(ctx: Context, call: str, warm: bool, image: Path | bytes,
     return memo, key, got
 
 
+def _data_args(ctx: Context) -> list[str]:
+    where = tessdata(ctx)
+    return ["--tessdata-dir", where] if where else []
+
+
 def _ocr_command(tesseract: str, image: Path | bytes, ctx: Context, dpi: int | None,
-                 timeout: float | None) -> OcrText:
+                 timeout: float | None, language: str = LANGUAGE) -> OcrText:
     """:func:`ocr_image` by the ``tesseract`` command, one process for the image."""
     source = "stdin" if isinstance(image, bytes) else str(image)
-    argv = [tesseract, source, "stdout", "-l", LANGUAGE]
+    argv = [tesseract, source, "stdout", *_data_args(ctx), "-l", language]
     if dpi:
         argv += ["--dpi", str(dpi)]
     result = ctx.run_tool(argv + ["tsv"], input=image if isinstance(image, bytes) else None,
@@ -219,50 +241,136 @@ def detect_rotation(
     image: bytes, ctx: Context, dpi: int | None = None, timeout: float | None = None,
 ) -> int | None:
     """How many degrees clockwise the image (bytes on tesseract's stdin) must be turned to
-    stand upright, by tesseract's orientation and script detection (``--psm 0``, the ``osd``
-    model); None when it finds none.  In a worker the warm engine's ``osd`` model answers
+    stand upright (:func:`detect_osd`); None when tesseract finds none."""
+    return detect_osd(image, ctx, dpi, timeout).rotation
+
+
+def detect_osd(
+    image: bytes, ctx: Context, dpi: int | None = None, timeout: float | None = None,
+) -> tessapi.Osd:
+    """Tesseract's orientation and script detection (``--psm 0``, the ``osd`` model) on the
+    image (bytes on tesseract's stdin): the degrees clockwise that make it upright and its
+    script, None when it finds none.  In a worker the warm engine's ``osd`` model answers
     (readers/ocr/engine.py, the same library call the command makes), else the command runs.
     Raises ToolFailed when tesseract cannot run."""
     tesseract = ctx.tools.get("tesseract")
     if tesseract is None:
         raise Unsupported(NEEDS_TESSERACT)
-    engine = tessapi.engine(tesseract_version(ctx), tessapi.OSD) if USE_LIBRARY else None
-    memo, key, got = _recall(ctx, "rotation", engine is not None, image, dpi)
+    engine = (tessapi.engine(tesseract_version(ctx), tessapi.OSD, tessdata(ctx))
+              if USE_LIBRARY else None)
+    memo, key, got = _recall(ctx, "osd", engine is not None, image, dpi)
     if got is not ocrmemo.MISSING:
         return got
-    got = _rotation(tesseract, engine, image, ctx, dpi, timeout)
+    got = _osd(tesseract, engine, image, ctx, dpi, timeout)
     if key is not None and engine is not None:  # the command's failures may be passing ones
         memo.put(key, got)
     return got
 
 
-def _rotation(tesseract: str, engine: tessapi.Engine | None, image: bytes, ctx: Context,
-              dpi: int | None, timeout: float | None) -> int | None:
-    """:func:`detect_rotation` by the warm ``osd`` model (the command's answer without its
-    start and model load, ≈ 0.1 s of CPU), else by the command."""
+_NO_OSD = tessapi.Osd(None, None, 0.0)
+
+
+def _osd(tesseract: str, engine: tessapi.Engine | None, image: bytes, ctx: Context,
+         dpi: int | None, timeout: float | None) -> tessapi.Osd:
+    """:func:`detect_osd` by the warm ``osd`` model (the command's answer without its start
+    and model load, ≈ 0.1 s of CPU), else by the command."""
     if engine is not None:
         _used(ctx)
         try:
-            return engine.rotation(image, dpi=dpi)
+            return engine.osd(image, dpi=dpi)
         except tessapi.EngineError:
-            return None
-    argv = [tesseract, "stdin", "stdout", "--psm", "0"]
+            return _NO_OSD
+    argv = [tesseract, "stdin", "stdout", *_data_args(ctx), "--psm", "0"]
     if dpi:
         argv += ["--dpi", str(dpi)]
     result = ctx.run_tool(argv, input=image, scratch=False, timeout=timeout,
                           max_output=64 * 1024)
     if result.returncode != 0:  # too few characters, no osd model, …
-        return None
+        return _NO_OSD
+    found: dict[str, str] = {}
     for line in result.stdout.decode("utf-8", "replace").splitlines():
         name, _, value = line.partition(":")
-        if name.strip() == "Rotate" and value.strip().isdigit():
-            return int(value) % 360
-    return None
+        found[name.strip()] = value.strip()
+    rotate = found.get("Rotate", "")
+    try:
+        conf = round(float(found.get("Script confidence", "0")), 2)
+    except ValueError:
+        conf = 0.0
+    return tessapi.Osd(int(rotate) % 360 if rotate.isdigit() else None,
+                       found.get("Script") or None, conf)
+
+
+def read_page(
+    image: bytes | Path, ctx: Context, dpi: int | None = None, timeout: float | None = None,
+) -> chooser.PageChoice:
+    """The image read in its language (readers/ocr/choose.py): by the packs the manifest's
+    ``ocr_languages`` names, or chosen among the installed ones (``auto``).  A context
+    without the tool set's data directory reads English, as before.  Raises as
+    :func:`ocr_image`."""
+    def recognise(language: str) -> OcrText:
+        left = _left(ctx, timeout)
+        return ocr_image(image, ctx, dpi=dpi, language=language,
+                         timeout=None if left is None else max(0.1, left))
+
+    if tessdata(ctx) is None:
+        got = recognise(LANGUAGE)
+        return chooser.PageChoice(got, (LANGUAGE,), None, None, (), ocrpacks.Condition(), 1)
+
+    def detect() -> tessapi.Osd:
+        data = image if isinstance(image, bytes) else image.read_bytes()
+        left = _left(ctx, timeout)
+        return detect_osd(data, ctx, dpi, None if left is None else max(0.1, left))
+
+    languages = tuple(getattr(ctx.limits, "ocr_languages", (chooser.AUTO,)))
+    try:
+        return chooser.choose(recognise, detect, installed_packs(ctx), languages)
+    except LookupError:
+        raise ToolFailed(f"tesseract: no language pack in {tessdata(ctx)}") from None
+
+
+def _left(ctx: Context, timeout: float | None) -> float | None:
+    """What is left of ``timeout`` and of the document's deadline (None: no limit)."""
+    left = ctx.time_left() if hasattr(ctx, "time_left") else None
+    return left if timeout is None else (timeout if left is None else min(timeout, left))
+
+
+def provenance(choice: chooser.PageChoice) -> dict[str, object]:
+    """A page's OCR language provenance (its ``meta["ocr"]`` or sidecar entry): the packs
+    that read it, its script and language."""
+    out: dict[str, object] = {"languages": list(choice.packs)}
+    if choice.script:
+        out["script"] = choice.script
+    if choice.language:
+        out["language"] = choice.language
+    if choice.missing:
+        out["missing"] = list(choice.missing)
+    return out
+
+
+def document_meta(choices: list[chooser.PageChoice],
+                  kept: list[chooser.PageChoice] | None = None) -> dict[str, object]:
+    """What a document's pages' choices put in its record: the packs used by the readings
+    ``kept`` (default: all) in ``ocr_languages``, the packs missing (``ocr_missing``) and the
+    condition on the packs that keys it (``ocr_packs``)."""
+    used = sorted({p for c in (choices if kept is None else kept) for p in c.packs})
+    missing = sorted({p for c in choices for p in c.missing})
+    cond: dict[str, str | None] = {}
+    for c in choices:
+        cond.update(c.condition.items)
+    out: dict[str, object] = {}
+    if used:
+        out["ocr_languages"] = used
+    if missing:
+        out["ocr_missing"] = missing
+    if cond:
+        out["ocr_packs"] = dict(sorted(cond.items()))
+    return out
 
 
 def ocr_image_file(path: Path, ctx: Context) -> str:
-    """The text tesseract (English) reads in the image file ``path`` (see :func:`ocr_image`)."""
-    return ocr_image(path, ctx).text
+    """The text tesseract reads in the image file ``path``, in its language (see
+    :func:`read_page`)."""
+    return read_page(path, ctx).reading.text
 
 
 @dataclass(frozen=True)
@@ -392,12 +500,15 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         path = ctx.tmpdir / f"image{prepared.suffix}"
         path.write_bytes(prepared.image)
     try:
-        got = ocr_image(path or prepared.image, ctx, dpi=prepared.dpi)
+        choice = read_page(path or prepared.image, ctx, dpi=prepared.dpi)
     finally:
         if path is not None:
             path.unlink(missing_ok=True)
+    got = choice.reading
     text = got.text.strip("\n")
     info["confidence"] = got.confidence
+    info.update(provenance(choice))
+    meta.update(document_meta([choice]))
     if prepared.scaled:
         info["scaled"] = list(prepared.scaled)
     if not text.strip():
@@ -408,11 +519,12 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="ocr",
-    version=3,
+    version=4,
     mimes=("image/png", "image/jpeg", "image/tiff", "image/bmp", "image/gif", "image/webp"),
     extensions=(".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp"),
-    tools=("tesseract",),
+    tools=("tesseract", ocrpacks.TESSDATA),
     uses_tool_deadline=True,
+    settings=("ocr_languages",),
     libraries=("pillow",),
     read=read,
 )

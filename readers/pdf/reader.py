@@ -40,7 +40,10 @@ from ..errors import (CapReached,
                       ToolFailed,
                       Unsupported)
 from ..metadata import put
-from ..ocr.reader import NEEDS_TESSERACT, OcrText, detect_rotation, ocr_image, tesseract_version
+from ..ocr.choose import PageChoice
+from ..ocr.packs import TESSDATA
+from ..ocr.reader import (NEEDS_TESSERACT, detect_rotation, document_meta, provenance,
+                          read_page, tesseract_version)
 from .info import INFO_KEYS, info_strings, metadata_text, pdf_meta
 
 ENCRYPTED = "encrypted PDF (password required)"
@@ -1139,8 +1142,8 @@ class _PageImages:
 class _OcrPass:
     """What OCR did with the pages that needed it (0-based indices)."""
 
-    # page -> (text, renderer, dpi, degrees the image was turned)
-    done: dict[int, tuple[OcrText, str, int, int]] = field(default_factory=dict)
+    # page -> (what read it, renderer, dpi, degrees the image was turned)
+    done: dict[int, tuple[PageChoice, str, int, int]] = field(default_factory=dict)
     blank: set[int] = field(default_factory=set)  # rendered white: nothing to read
     untried: list[int] = field(default_factory=list)  # not blank, but no tesseract
     capped: list[int] = field(default_factory=list)  # past ocr_max_pages
@@ -1194,13 +1197,13 @@ def _ocr_pass(data: bytes, candidates: list[int], kinds: list[str], ctx: Context
             sent += 1
             left = _time_left(ctx)
             try:
-                got = ocr_image(image.pgm, ctx, dpi=image.dpi,
+                got = read_page(image.pgm, ctx, dpi=image.dpi,
                                 timeout=None if left is None else max(0.1, left))
             except ToolFailed as e:
                 out.tool_failed(i, e)
                 continue
             turned = 0
-            if (got.confidence or 0.0) < LOW_CONFIDENCE:
+            if (got.reading.confidence or 0.0) < LOW_CONFIDENCE:
                 got, turned = _try_turned(image, got, ctx)
             out.done[i] = (got, images.name, image.dpi, turned)
     finally:
@@ -1208,7 +1211,7 @@ def _ocr_pass(data: bytes, candidates: list[int], kinds: list[str], ctx: Context
     return out
 
 
-def _try_turned(image: _PageImage, got: OcrText, ctx: Context) -> tuple[OcrText, int]:
+def _try_turned(image: _PageImage, got: PageChoice, ctx: Context) -> tuple[PageChoice, int]:
     """A page read with low confidence may be a scan lying on its side or upside down:
     tesseract's orientation detection (``--psm 0``) says how far to turn it; the turned image
     is read again and kept when its confidence is higher.  (Tesseract reads text turned 90°
@@ -1222,11 +1225,11 @@ def _try_turned(image: _PageImage, got: OcrText, ctx: Context) -> tuple[OcrText,
         if degrees not in (90, 180, 270):
             return got, 0
         left = _time_left(ctx)
-        again = ocr_image(image.turned(degrees).pgm, ctx, dpi=image.dpi,
+        again = read_page(image.turned(degrees).pgm, ctx, dpi=image.dpi,
                           timeout=None if left is None else max(0.1, left))
     except ToolFailed:  # no orientation found, no time: the first reading stands
         return got, 0
-    if (again.confidence or 0.0) > (got.confidence or 0.0):
+    if (again.reading.confidence or 0.0) > (got.reading.confidence or 0.0):
         return again, degrees
     return got, 0
 
@@ -1267,7 +1270,8 @@ def _finish(
         sources.append(entry)
     candidates = [i for i, k in enumerate(kinds) if k != "text" and i not in got.failed]
     ocr = _ocr_pass(doc.data, candidates, kinds, ctx) if candidates else _OcrPass()
-    for i, (found, renderer, dpi, turned) in ocr.done.items():
+    for i, (choice, renderer, dpi, turned) in ocr.done.items():
+        found = choice.reading
         read_chars, own_chars = _measure(found.text)[0], _measure(texts[i])[0]
         if not read_chars:
             sources[i]["ocr_unused"] = "read nothing"
@@ -1279,7 +1283,7 @@ def _finish(
             texts[i] = _clean_page(found.text)
             sources[i] = {"page": i + 1, "source": "ocr", "engine": "tesseract",
                           "version": tesseract_version(ctx), "confidence": found.confidence,
-                          "renderer": renderer, "dpi": dpi}
+                          "renderer": renderer, "dpi": dpi, **provenance(choice)}
             if turned:
                 sources[i]["turned"] = turned
     for i in ocr.blank:
@@ -1312,7 +1316,9 @@ def _finish(
             sources[i]["annotations"] = len(notes)
     pages_ocr = sum(1 for s in sources if s["source"] == "ocr")
     extractor = f"{engine}+tesseract" if pages_ocr else engine
-    meta = {**got.meta, "page_sources": sources, "pages_ocr": pages_ocr}
+    kept = [ocr.done[i][0] for i, s in enumerate(sources) if s["source"] == "ocr"]
+    meta = {**got.meta, "page_sources": sources, "pages_ocr": pages_ocr,
+            **document_meta([c for c, *_ in ocr.done.values()], kept)}
     doc_meta = pdf_meta(doc.data, info_strings(meta.pop("info", None)), got.meta.get("pages"))
     put(meta, doc_meta)
     if not any(t.strip() for t in texts):
@@ -1433,12 +1439,14 @@ def _unreadable_message(failures: list[str]) -> str:
 
 READER = Reader(
     name="pdf",
-    version=4,  # 4: metadata (Info, XMP; a scan's metadata as its text), form field values
+    # 4: metadata (Info, XMP; a scan's metadata as its text), form field values; 5: and OCR
+    # in each page's language (the installed packs in the key)
+    version=5,
     mimes=("application/pdf",),
     extensions=(".pdf",),
-    tools=("pdftotext", "pdftoppm", "tesseract"),
+    tools=("pdftotext", "pdftoppm", "tesseract", TESSDATA),
     uses_tool_deadline=True,
-    settings=("pdf_engines", "max_pages", "ocr_max_pages", "ocr_dpi"),
+    settings=("pdf_engines", "max_pages", "ocr_max_pages", "ocr_dpi", "ocr_languages"),
     read=read,
     libraries=("pypdfium2", "pdfplumber"),
 )

@@ -10,6 +10,13 @@ cached, so it is asked again next run.
 The identities of the tools a reader may call, present or absent, are part of every task key
 (``bastion.tasks.extract.plan.task_key``): installing, removing or upgrading a tool re-runs exactly the files
 whose readers could use it.
+
+Tesseract's language packs are tools too (:func:`language_packs`): its data directory
+(``TESSDATA_PREFIX``, else the one ``tesseract --list-langs`` names) is the tool ``tessdata``,
+handed to the readers that OCR, and each ``<name>.traineddata`` in it the tool
+``tesseract:<name>``, identified by its sha256.  The packs are not in the task key: a
+document's verdict names the packs its OCR looked at (readers/ocr/packs.py), and the plan
+re-reads it when one of them changed.
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ import shutil
 from dataclasses import dataclass
 
 from ..errors import ToolFailed
-from .toolcall import RunningTool
+from ..ocr import packs as ocr_packs
+from .toolcall import RunningTool, run_tool
 
 KNOWN_TOOLS: dict[str, list[str]] = {
     "pdftotext": ["-v"],
@@ -141,8 +149,11 @@ class ToolProbe:
                 self.known[self.paths[name]] = [*ident, version, identity]
         self._unknown.clear()
         self._asking.clear()
-        return {name: Tool(name, exe, self.versions.get(name), self.identities.get(name))
-                for name, exe in self.paths.items()}
+        found = {name: Tool(name, exe, self.versions.get(name), self.identities.get(name))
+                 for name, exe in self.paths.items()}
+        if "tesseract" in found:
+            found.update(language_packs(found["tesseract"].path, self.known))
+        return found
 
     def close(self) -> None:
         """Abandon the questions still running (a run that stopped before its end)."""
@@ -151,3 +162,55 @@ class ToolProbe:
                 running.kill()
         self._asking.clear()
         self._unknown.clear()
+
+
+def _stat_id(path: str) -> list:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return []
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def tessdata_dir(tesseract: str, known: dict[str, list] | None = None) -> str | None:
+    """Tesseract's data directory: ``TESSDATA_PREFIX`` when set (tesseract 5 reads the packs
+    there), else the one ``tesseract --list-langs`` names (asked once per binary, kept in
+    ``known``)."""
+    prefix = os.environ.get("TESSDATA_PREFIX")
+    if prefix:
+        return os.path.abspath(prefix)
+    ident = _stat_id(tesseract)
+    entry = known.get(f"tessdata:{tesseract}") if known is not None else None
+    if ident and isinstance(entry, list) and len(entry) == 6 and entry[:4] == ident:
+        return entry[4]
+    try:
+        answer = run_tool([tesseract, "--list-langs"], timeout=30.0, max_output=1 << 16)
+    except ToolFailed:
+        return None
+    m = re.search(rb'"([^"\n]+)"', answer.stdout + b"\n" + answer.stderr)
+    where = os.fsdecode(m.group(1)).rstrip("/") if m else None
+    if where and ident and known is not None:
+        known[f"tessdata:{tesseract}"] = [*ident, where, "tessdata"]
+    return where
+
+
+def language_packs(tesseract: str, known: dict[str, list] | None = None) -> dict[str, Tool]:
+    """The ``tessdata`` tool (the data directory; its identity is constant: the packs key
+    each document, not the task) and one ``tesseract:<name>`` tool per pack, identified by
+    its sha256 (kept in ``known`` by the file's stat)."""
+    where = tessdata_dir(tesseract, known)
+    if not where or not os.path.isdir(where):
+        return {}
+    out = {ocr_packs.TESSDATA: Tool(ocr_packs.TESSDATA, where, None, "packs")}
+    for name, path in ocr_packs.listed(where).items():
+        ident = _stat_id(path)
+        entry = known.get(path) if known is not None else None
+        if ident and isinstance(entry, list) and len(entry) == 6 and entry[:4] == ident:
+            identity = entry[5]
+        else:
+            identity = ocr_packs.identity(path)
+            if ident and identity and known is not None:
+                known[path] = [*ident, None, identity]
+        tool = ocr_packs.TOOL_PREFIX + name
+        out[tool] = Tool(tool, path, None, identity)
+    return out

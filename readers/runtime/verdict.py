@@ -52,6 +52,12 @@ class Verdict:
     modified: str | None = None  # ISO 8601
     subject: str | None = None
     declared_language: str | None = None
+    # the text's main languages: (ISO 639-1, confidence 0-1), most first (readers/text/langid.py)
+    languages: tuple[tuple[str, float], ...] = ()
+    ocr_languages: tuple[str, ...] = ()  # tesseract packs whose reading is in the text
+    ocr_missing: tuple[str, ...] = ()  # packs OCR would have used, not installed
+    # the packs OCR looked at -> their identity then (None: absent): keys the verdict
+    ocr_packs: dict[str, str | None] | None = None
 
     MAX_WARNINGS = 20
     MAX_AUTHORS = 20
@@ -66,6 +72,9 @@ class Verdict:
             "encoding_source": self.encoding_source, "warnings": list(self.warnings),
             "authors": list(self.authors), "created": self.created, "modified": self.modified,
             "subject": self.subject, "declared_language": self.declared_language,
+            "languages": [{"code": c, "confidence": p} for c, p in self.languages],
+            "ocr_languages": list(self.ocr_languages), "ocr_missing": list(self.ocr_missing),
+            "ocr_packs": self.ocr_packs,
         }
 
     @classmethod
@@ -102,6 +111,13 @@ class Verdict:
             return tuple(s[:500] for s in v[:limit])
 
         members = d.get("members")
+        packs = d.get("ocr_packs")
+        if packs is not None:
+            if not isinstance(packs, dict) or not all(
+                    isinstance(k, str) and (v is None or isinstance(v, str))
+                    for k, v in packs.items()):
+                raise ValueError("ocr_packs must map packs to identities or null")
+            packs = dict(sorted(packs.items())) or None
         if members is not None:
             if not isinstance(members, dict) or not all(
                     isinstance(k, str) and isinstance(n, int) and not isinstance(n, bool)
@@ -118,6 +134,9 @@ class Verdict:
             authors=strings("authors", cls.MAX_AUTHORS), created=text("created"),
             modified=text("modified"), subject=text("subject"),
             declared_language=text("declared_language"),
+            languages=_languages(d.get("languages")),
+            ocr_languages=tuple(sorted(set(strings("ocr_languages")))),
+            ocr_missing=tuple(sorted(set(strings("ocr_missing")))), ocr_packs=packs,
         )
 
     @classmethod
@@ -136,6 +155,9 @@ class Verdict:
             authors=tuple(d.get("authors") or ()), created=d.get("created"),
             modified=d.get("modified"), subject=d.get("subject"),
             declared_language=d.get("declared_language"),
+            languages=tuple((x["code"], x["confidence"]) for x in d.get("languages") or ()),
+            ocr_languages=tuple(d.get("ocr_languages") or ()),
+            ocr_missing=tuple(d.get("ocr_missing") or ()), ocr_packs=d.get("ocr_packs"),
         )
 
     @classmethod
@@ -155,6 +177,17 @@ class Verdict:
         def text(name: str) -> str | None:
             v = meta.get(name)
             return v if isinstance(v, str) and v else None
+
+        packs = meta.get("ocr_packs")
+        if not (isinstance(packs, dict) and all(
+                isinstance(k, str) and (v is None or isinstance(v, str))
+                for k, v in packs.items())):
+            packs = None
+
+        def names(name: str) -> tuple[str, ...]:
+            v = meta.get(name)
+            return tuple(sorted({s for s in v if isinstance(s, str)})) if isinstance(
+                v, (list, tuple)) else ()
 
         members = meta.get("members")
         if not (isinstance(members, dict) and all(
@@ -181,12 +214,31 @@ class Verdict:
                           if isinstance(a, str) and a),
             created=main("created"), modified=main("modified"), subject=main("subject"),
             declared_language=main("language"),
+            languages=_languages(meta.get("languages")) if st is Status.OK else (),
+            ocr_languages=names("ocr_languages"), ocr_missing=names("ocr_missing"),
+            ocr_packs=dict(sorted(packs.items())) if packs else None,
         )
 
     @classmethod
     def failed(cls, kind: str, message: str, extractor: str | None = None) -> "Verdict":
         """An ``error`` verdict: the reader failed, or the parent failed the job for it."""
         return cls(status=Status.ERROR, extractor=extractor, error=message, error_kind=kind)
+
+
+def _languages(v: Any) -> tuple[tuple[str, float], ...]:
+    """``[{"code": "de", "confidence": 0.97}, …]`` (or ``(code, confidence)`` pairs) as
+    pairs; raises ValueError for anything else."""
+    if not v:
+        return ()
+    out = []
+    for x in list(v)[:10]:
+        code, conf = (x.get("code"), x.get("confidence")) if isinstance(x, dict) else (
+            x if isinstance(x, (list, tuple)) and len(x) == 2 else (None, None))
+        if not isinstance(code, str) or not isinstance(conf, (int, float)) or isinstance(
+                conf, bool) or not 0 <= conf <= 1:
+            raise ValueError("languages must be codes with a confidence from 0 to 1")
+        out.append((code[:20], float(conf)))
+    return tuple(out)
 
 
 VERDICT_FIELDS = tuple(f.name for f in fields(Verdict))

@@ -6,4 +6,5 @@
 - ``markup``   : HTML and XHTML
 - ``rtf``      : RTF
 - ``epub``     : EPUB 2 and 3 through the HTML reader
+- ``langid``   : the language of a text (py3langid): every document's, and a page's for OCR
 """

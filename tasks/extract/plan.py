@@ -6,9 +6,10 @@ registry, the tools found and the limits — so it is tested without processes. 
 key (:func:`task_key`) is everything besides its bytes that decides its verdict: the extractor
 version, the reader's name and version, the MIME type, the limits the reader's text depends
 on, the identity of every external tool the reader may call (present or absent), and the
-versions of the Python libraries it reads with.  Same
-key and same sha256 ⇒ the stored verdict stands, whatever its status, except ``error``, which
-is retried on every run.
+versions of the Python libraries it reads with (and py3langid's, which names every text's
+languages).  Same key and same sha256 ⇒ the stored verdict stands, whatever its status,
+except ``error``, which is retried on every run, and a verdict whose OCR looked at language
+packs (``ocr_packs``) that are no longer what they were (readers/ocr/packs.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from functools import lru_cache
 from typing import Any, Callable, Container, Iterable, Iterator, Mapping, Sequence, overload
 
 from bastion.readers.base import Limits, Reader
+from bastion.readers.ocr import packs as ocr_packs
 from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
@@ -31,6 +33,8 @@ from .store import text_stem
 EXTRACT_VERSION = 2
 
 COMMON_SETTINGS = ("max_chars", "max_parts")  # Limits that change every reader's text
+# Python distributions every reader's record depends on: the language identification
+COMMON_LIBRARIES = ("py3langid",)
 
 Select = Callable[[str, str], "Reader | None"]  # (mime, file name) -> reader
 
@@ -55,7 +59,8 @@ def task_key(reader: Reader | None, mime: str, limits: Limits,
         names = COMMON_SETTINGS + reader.settings
         settings = {name: getattr(limits, name) for name in names}
         used = [[t, tools[t].key if t in tools else None] for t in sorted(reader.tools)]
-        libs = [[lib, library_version(lib)] for lib in sorted(reader.libraries)]
+        libs = [[lib, library_version(lib)]
+                for lib in sorted(set(reader.libraries) | set(COMMON_LIBRARIES))]
         parts = [EXTRACT_VERSION, reader.name, reader.version, mime, settings, used]
         if libs:
             parts.append(libs)
@@ -334,6 +339,8 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
         records = walk
     items = Items()
     chosen: dict[tuple[str, str], int] = {}
+    installed = {n[len(ocr_packs.TOOL_PREFIX):]: t.key for n, t in tools.items()
+                 if n.startswith(ocr_packs.TOOL_PREFIX)}
     for rec in records:
         sha = rec.sha256
         if rec.kind != "file" or sha is None:
@@ -364,7 +371,8 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
             item = items.item(i)
             v = found.get((item.sha256, item.key))
             items.set_fresh(i, v is not None and v.status is not Status.ERROR and (
-                v.status is not Status.OK or f"{item.stem}.txt" in texts))
+                v.status is not Status.OK or f"{item.stem}.txt" in texts) and (
+                v.ocr_packs is None or ocr_packs.holds(v.ocr_packs, installed)))
     if held is not None:
         kept = tuple(held)
         return Plan(items, lambda: kept)
@@ -389,4 +397,7 @@ def describe(item: Item, verdict: Verdict | None, *, forgotten: bool, other_key:
         return "not up to date: not extracted yet"
     if verdict.status is Status.ERROR:
         return f"not up to date: error ({verdict.error_kind}) last time, retried on every run"
+    if verdict.ocr_packs is not None:
+        return ("not up to date: an OCR language pack it looked at was installed, removed or "
+                "changed (or its text is missing from the store)")
     return "not up to date: its text is missing from the store"
