@@ -139,8 +139,9 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
         extractor = getattr(cap, "extractor", None) or reader.name
         meta = _with_embedded(getattr(cap, "meta", None) or {}, ctx)
         text = normalize_text(text)
-        return Outcome("ok", text, extractor, limit=limit, meta=_languages(meta, text),
-                       warnings=list(getattr(cap, "warnings", None) or []))
+        warnings = list(getattr(cap, "warnings", None) or [])
+        return Outcome("ok", text, extractor, limit=limit,
+                       meta=_languages(meta, text, warnings), warnings=warnings)
     except Unsupported as u:
         return Outcome("unsupported", extractor=reader.name, error=u.message)
     except ReaderError as e:
@@ -155,15 +156,24 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
     limit = result.meta.pop("limit", None)
     return Outcome(status, text if status == "ok" else "", result.extractor, error=error,
                    limit=limit if isinstance(limit, str) and status == "ok" else None,
-                   meta=_languages(result.meta, text) if status == "ok" else result.meta,
+                   meta=(_languages(result.meta, text, result.warnings) if status == "ok"
+                         else result.meta),
                    warnings=result.warnings)
 
 
-def _languages(meta: dict[str, Any], text: str) -> dict[str, Any]:
-    """``meta`` with the main languages of every reader's text (readers/text/langid.py)."""
+def _languages(meta: dict[str, Any], text: str, warnings: list[str]) -> dict[str, Any]:
+    """``meta`` with the main languages of every reader's text (readers/text/langid.py).  A
+    worker whose memory cap leaves no room for the language model (≈ 200 MB while it loads)
+    keeps the text: no languages, and a warning that says why."""
     from .text.langid import main_languages
 
-    return {**meta, "languages": main_languages(text)}
+    try:
+        languages = main_languages(text)
+    except MemoryError:
+        languages = ()
+        warnings.append("languages not identified: the language model does not fit in the "
+                        "worker's memory cap (limits.memory_bytes)")
+    return {**meta, "languages": languages}
 
 
 def _with_embedded(meta: dict[str, Any], ctx: Context) -> dict[str, Any]:

@@ -36,7 +36,7 @@ def test_rows_become_tab_separated_lines():
     assert out.status == "ok" and out.extractor == "csv:utf-8"
     assert out.text == "name\tnote\tn\nCSVMARK\thas, comma\t1\nx\tmulti line cell\t2\n"
     assert out.meta == {"charset": "utf-8", "encoding_source": "utf-8", "delimiter": ",",
-                        "rows": 3}
+                        "rows": 3, "languages": ()}  # too few words to name a language
 
 
 def test_semicolon_dialect_sniffed():
@@ -164,7 +164,7 @@ def test_rtf_body_text_and_symbols():
         "## footer\n"
         "FOOTERMARK\n"
     )
-    assert out.meta == {"codepage": "cp1252"}
+    assert out.meta == {"codepage": "cp1252", "languages": ()}
 
 
 @pytest.mark.parametrize("word", [

@@ -176,7 +176,8 @@ def test_msg_headers_body_and_attached_message():
     out = sample("outer.msg")
     assert (out.status, out.extractor) == ("ok", "msg")
     assert out.meta.pop("metadata")["subject"] == "outer subject"
-    assert out.meta == {"attachments": 1, "subject": "outer subject", "title": "outer subject"}
+    assert out.meta == {"attachments": 1, "subject": "outer subject", "title": "outer subject",
+                        "languages": ()}
     assert out.text.splitlines() == [
         "To: outer@foo.bar", "Date: Tue, 15 Nov 2016 23:29:05 +0000", "Subject: outer subject",
         "", "Outer body", "[attachment: test (message/rfc822)]", "To: test@foobar.com",

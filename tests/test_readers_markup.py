@@ -43,7 +43,7 @@ def test_title_first_scripts_styles_dropped():
     assert out.status == "ok" and out.extractor == "html:utf-8"
     assert out.text == "Page TITLEMARK\nBODYMARK\n"
     assert out.meta == {"charset": "utf-8", "encoding_source": "utf-8", "title": "Page TITLEMARK",
-                        "metadata": {"title": "Page TITLEMARK"}}
+                        "metadata": {"title": "Page TITLEMARK"}, "languages": ()}
 
 
 def test_blocks_lines_whitespace_entities():

@@ -217,7 +217,7 @@ def test_pptx_twelve_slides_numeric_order_with_notes():
     for i in range(1, 13):
         expected += [f"# slide {i}", f"slideword{i}", "## notes", f"noteword{i}"]
     assert lines(out) == expected
-    assert out.meta == {"slides": 12}
+    assert out.meta == {"slides": 12, "languages": ()}
 
 
 def test_pptx_without_presentation_part_sorts_numerically():

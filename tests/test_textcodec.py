@@ -261,4 +261,5 @@ def test_a_text_cut_at_the_cap_keeps_its_encoding():
     out = read_document(Document(data, "big.txt", "text/plain"),
                         LocalContext(Limits(max_chars=1000)))
     assert out.limit == "max_chars" and out.extractor == "text:cp1251"
+    assert out.meta.pop("languages")[0][0] == "ru"
     assert out.meta == {"encoding_source": "detected"} and out.text.startswith("Город Москва")
