@@ -279,7 +279,12 @@ def test_tool_probe_asks_only_when_told(tmp_path: Path) -> None:
     calls = tmp_path / "calls"
     for name, version in (("pdftotext", "1.2"), ("tesseract", "5.3.0")):
         tool = bindir / name
-        tool.write_text(f"#!/bin/sh\nsleep 0.5\necho {name} >> {calls}\n"
+        # tesseract is also asked where its language packs are (--list-langs), as the real
+        # one answers (here a directory that does not exist: no packs)
+        langs = (f'if [ "$1" = --list-langs ]; then echo {name}-langs >> {calls}; echo '
+                 f"'List of available languages in \"{tmp_path}/no-tessdata/\" (0):'; exit 0; fi\n"
+                 if name == "tesseract" else "")
+        tool.write_text(f"#!/bin/sh\nsleep 0.5\n{langs}echo {name} >> {calls}\n"
                         f"echo '{name} {version}'\n")
         tool.chmod(0o755)
     known: dict[str, list] = {}
@@ -295,8 +300,9 @@ def test_tool_probe_asks_only_when_told(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 0.95  # at the same time: one after the other takes 1 s
     assert {t.name: t.version for t in tools.values()} == {"pdftotext": "1.2",
                                                           "tesseract": "5.3.0"}
-    assert sorted(calls.read_text().split()) == ["pdftotext", "tesseract"]
-    assert set(known) == {str(bindir / "pdftotext"), str(bindir / "tesseract")}
+    assert sorted(calls.read_text().split()) == ["pdftotext", "tesseract", "tesseract-langs"]
+    assert set(known) == {str(bindir / "pdftotext"), str(bindir / "tesseract"),
+                          f"tessdata:{bindir / 'tesseract'}"}
 
     calls.unlink()
     again = ToolProbe(path=str(bindir), known=known).result()  # result() without ask()

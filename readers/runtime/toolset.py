@@ -92,6 +92,7 @@ class ToolProbe:
         self.identities: dict[str, str | None] = {}
         self._unknown: dict[str, list] = {}  # name -> the binary's stat identity (or [])
         self._asking: dict[str, RunningTool | None] = {}
+        self._langs: RunningTool | None = None  # tesseract --list-langs, while it runs
         if no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1":
             return
         search = path if path is not None else os.environ.get("PATH", os.defpath)
@@ -114,7 +115,15 @@ class ToolProbe:
                 self._unknown[name] = ident
 
     def ask(self) -> None:
-        """Start the version questions not asked yet (they run while the caller goes on)."""
+        """Start the version questions not asked yet (they run while the caller goes on), and
+        tesseract's ``--list-langs`` when where its packs are is not known yet."""
+        tess = self.paths.get("tesseract")
+        if tess is not None and self._langs is None and _tessdata_known(tess, self.known) is None:
+            try:
+                self._langs = RunningTool([tess, "--list-langs"], timeout=30.0,
+                                          max_output=1 << 16)
+            except ToolFailed:
+                self._langs = None
         for name in self._unknown:
             if name in self._asking:
                 continue
@@ -152,7 +161,9 @@ class ToolProbe:
         found = {name: Tool(name, exe, self.versions.get(name), self.identities.get(name))
                  for name, exe in self.paths.items()}
         if "tesseract" in found:
-            found.update(language_packs(found["tesseract"].path, self.known))
+            listed = self._langs
+            self._langs = None
+            found.update(language_packs(found["tesseract"].path, self.known, listed))
         return found
 
     def close(self) -> None:
@@ -160,6 +171,9 @@ class ToolProbe:
         for running in self._asking.values():
             if running is not None:
                 running.kill()
+        if self._langs is not None:
+            self._langs.kill()
+            self._langs = None
         self._asking.clear()
         self._unknown.clear()
 
@@ -172,10 +186,9 @@ def _stat_id(path: str) -> list:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
-def tessdata_dir(tesseract: str, known: dict[str, list] | None = None) -> str | None:
-    """Tesseract's data directory: ``TESSDATA_PREFIX`` when set (tesseract 5 reads the packs
-    there), else the one ``tesseract --list-langs`` names (asked once per binary, kept in
-    ``known``)."""
+def _tessdata_known(tesseract: str, known: dict[str, list] | None) -> str | None:
+    """The data directory without asking: ``TESSDATA_PREFIX``, or what ``known`` kept for
+    this very binary (by its stat); None when tesseract must be asked."""
     prefix = os.environ.get("TESSDATA_PREFIX")
     if prefix:
         return os.path.abspath(prefix)
@@ -183,8 +196,23 @@ def tessdata_dir(tesseract: str, known: dict[str, list] | None = None) -> str | 
     entry = known.get(f"tessdata:{tesseract}") if known is not None else None
     if ident and isinstance(entry, list) and len(entry) == 6 and entry[:4] == ident:
         return entry[4]
+    return None
+
+
+def tessdata_dir(tesseract: str, known: dict[str, list] | None = None,
+                 listed: RunningTool | None = None) -> str | None:
+    """Tesseract's data directory: ``TESSDATA_PREFIX`` when set (tesseract 5 reads the packs
+    there), else the one ``tesseract --list-langs`` names (asked once per binary, kept in
+    ``known``; ``listed``: that question already started, by :meth:`ToolProbe.ask`)."""
+    where = _tessdata_known(tesseract, known)
+    if where is not None:
+        if listed is not None:
+            listed.kill()
+        return where
+    ident = _stat_id(tesseract)
     try:
-        answer = run_tool([tesseract, "--list-langs"], timeout=30.0, max_output=1 << 16)
+        answer = (listed.finish() if listed is not None else
+                  run_tool([tesseract, "--list-langs"], timeout=30.0, max_output=1 << 16))
     except ToolFailed:
         return None
     m = re.search(rb'"([^"\n]+)"', answer.stdout + b"\n" + answer.stderr)
@@ -194,11 +222,12 @@ def tessdata_dir(tesseract: str, known: dict[str, list] | None = None) -> str | 
     return where
 
 
-def language_packs(tesseract: str, known: dict[str, list] | None = None) -> dict[str, Tool]:
+def language_packs(tesseract: str, known: dict[str, list] | None = None,
+                   listed: RunningTool | None = None) -> dict[str, Tool]:
     """The ``tessdata`` tool (the data directory; its identity is constant: the packs key
     each document, not the task) and one ``tesseract:<name>`` tool per pack, identified by
     its sha256 (kept in ``known`` by the file's stat)."""
-    where = tessdata_dir(tesseract, known)
+    where = tessdata_dir(tesseract, known, listed)
     if not where or not os.path.isdir(where):
         return {}
     out = {ocr_packs.TESSDATA: Tool(ocr_packs.TESSDATA, where, None, "packs")}
