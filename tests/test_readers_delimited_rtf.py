@@ -164,7 +164,8 @@ def test_rtf_body_text_and_symbols():
         "## footer\n"
         "FOOTERMARK\n"
     )
-    assert out.meta == {"codepage": "cp1252"}
+    assert out.meta == {"codepage": "cp1252", "title": "INFOTITLEMARK",  # not text: metadata
+                        "metadata": {"title": "INFOTITLEMARK", "authors": ["AUTHORMARK"]}}
 
 
 @pytest.mark.parametrize("word", [

@@ -5,5 +5,6 @@
 - ``delimited``: CSV and TSV
 - ``markup``   : HTML and XHTML
 - ``rtf``      : RTF
+- ``rtfinfo``  : an RTF document's info group as its metadata
 - ``epub``     : EPUB 2 and 3 through the HTML reader
 """
