@@ -82,14 +82,15 @@ def _mapping() -> list[tuple[type[BaseException], type[BastionError]]]:
 
 @contextmanager
 def translated() -> Iterator[None]:
-    """Raise the API's exception for the internal one raised inside the block."""
-    mapping = _mapping()
+    """Raise the API's exception for the internal one raised inside the block.  The
+    internal modules are imported only when something was raised (``bastion text`` and
+    ``extract_file`` never load the manifest's, signing's or the output's modules)."""
     try:
         yield
     except BastionError:
         raise
     except Exception as e:
-        for internal, public in mapping:
+        for internal, public in _mapping():
             if isinstance(e, internal):
                 err = public(str(e))
                 for attr in ("problem", "key", "line", "file"):
