@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from .extractor import Extractor, OutlineEntry, Result
     from .outputs import ExtractSummary, Summary, ToolInfo, WalkSummary
     from .readers.base import Limits
+    from .readers.metadata import DocMeta
     from .readers.runtime.verdict import Status, Verdict
     from .tasks.records import ExtractRecord, WalkRecord
 
@@ -60,13 +61,14 @@ _EXPORTS = {
     **dict.fromkeys(["Extractor", "OutlineEntry", "Result"], ".extractor"),
     **dict.fromkeys(["ExtractSummary", "Summary", "ToolInfo", "WalkSummary"], ".outputs"),
     "Limits": ".readers.base",
+    "DocMeta": ".readers.metadata",
     **dict.fromkeys(["Status", "Verdict"], ".readers.verdict"),
     **dict.fromkeys(["ExtractRecord", "WalkRecord"], ".tasks.records"),
 }
 
 __all__ = [
     "extract_file", "extract_bytes", "sweep", "records", "read_summary",
-    "Extractor", "Result", "OutlineEntry", "Limits", "Status", "Verdict",
+    "Extractor", "Result", "OutlineEntry", "Limits", "DocMeta", "Status", "Verdict",
     "Summary", "WalkSummary", "ExtractSummary", "ToolInfo", "WalkRecord", "ExtractRecord",
     "BastionError", "ConfigError", "ManifestError", "SignatureError", "PrerequisiteError",
     "OutputError", "LockedError", "NotAnOutputError", "WorkerError",

@@ -2,6 +2,6 @@
 
 import sys
 
-from bastion.tasks.cli import main
+from bastion.tasks.entry import main
 
 sys.exit(main())

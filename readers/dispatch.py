@@ -39,6 +39,85 @@ MODULES: dict[str, str] = {
     "text": "text.plaintext",  # last: it also takes any text/* the others did not claim
 }
 
+# What each reader takes (its READER's mimes and extensions), in the registry's order: choosing
+# a reader imports only the chosen one's module, not every family's (the parent of
+# `bastion text`).  tests/test_text_command.py checks it is what the modules declare.
+SPECS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "pdf": (
+        ("application/pdf",),
+        (".pdf",)),
+    "officecrypt": (
+        ("application/x-ooxml-encrypted",),
+        ()),
+    "ooxml": (
+        ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+         "application/vnd.openxmlformats-officedocument.wordprocessingml.template",
+         "application/vnd.ms-word.document.macroEnabled.12",
+         "application/vnd.ms-word.template.macroEnabled.12",
+         "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+         "application/vnd.openxmlformats-officedocument.spreadsheetml.template",
+         "application/vnd.ms-excel.sheet.macroEnabled.12",
+         "application/vnd.ms-excel.template.macroEnabled.12",
+         "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+         "application/vnd.openxmlformats-officedocument.presentationml.template",
+         "application/vnd.openxmlformats-officedocument.presentationml.slideshow",
+         "application/vnd.ms-powerpoint.presentation.macroEnabled.12",
+         "application/vnd.ms-powerpoint.template.macroEnabled.12",
+         "application/vnd.ms-powerpoint.slideshow.macroEnabled.12"),
+        (".docx", ".docm", ".dotx", ".dotm", ".xlsx", ".xlsm", ".xltx", ".xltm", ".pptx",
+         ".pptm", ".potx", ".potm", ".ppsx", ".ppsm")),
+    "odf": (
+        ("application/vnd.oasis.opendocument.text",
+         "application/vnd.oasis.opendocument.text-template",
+         "application/vnd.oasis.opendocument.text-flat-xml",
+         "application/vnd.oasis.opendocument.spreadsheet",
+         "application/vnd.oasis.opendocument.spreadsheet-template",
+         "application/vnd.oasis.opendocument.spreadsheet-flat-xml",
+         "application/vnd.oasis.opendocument.presentation",
+         "application/vnd.oasis.opendocument.presentation-template",
+         "application/vnd.oasis.opendocument.presentation-flat-xml"),
+        (".odt", ".ods", ".odp", ".ott", ".ots", ".otp", ".fodt", ".fods", ".fodp")),
+    "rtf": (
+        ("application/rtf", "text/rtf"),
+        (".rtf",)),
+    "markup": (
+        ("text/html", "application/xhtml+xml"),
+        (".html", ".htm", ".xhtml")),
+    "mail": (
+        ("message/rfc822",),
+        (".eml",)),
+    "outlook": (
+        ("application/vnd.ms-outlook", "application/x-msg"),
+        (".msg",)),
+    "legacy": (
+        ("application/msword", "application/vnd.ms-excel", "application/vnd.ms-powerpoint",
+         "application/x-ole-storage", "application/vnd.ms-word", "application/x-msexcel",
+         "application/mspowerpoint"),
+        (".doc", ".dot", ".xls", ".xlt", ".ppt", ".pot", ".pps")),
+    "epub": (
+        ("application/epub+zip",),
+        (".epub",)),
+    "archive": (
+        ("application/zip", "application/x-tar", "application/gzip", "application/x-bzip2",
+         "application/x-xz", "application/x-7z-compressed", "application/x-gzip",
+         "application/x-gtar", "application/x-compressed-tar",
+         "application/x-xz-compressed-tar", "application/x-bzip2-compressed-tar"),
+        (".zip", ".tar", ".tgz", ".tar.gz", ".gz", ".bz2", ".xz", ".7z", ".tbz2", ".txz")),
+    "delimited": (
+        ("text/csv", "text/tab-separated-values"),
+        (".csv", ".tsv", ".tab")),
+    "ocr": (
+        ("image/png", "image/jpeg", "image/tiff", "image/bmp", "image/gif", "image/webp"),
+        (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp")),
+    "text": (
+        ("text/plain", "text/markdown", "text/x-python", "text/x-c", "text/x-shellscript",
+         "application/json", "application/yaml", "application/toml", "application/xml",
+         "text/xml", "application/sql", "application/x-pem-file", "image/svg+xml",
+         "application/javascript", "text/javascript", "text/css"),
+        (".txt", ".text", ".log", ".md", ".rst", ".json", ".yaml", ".yml", ".toml", ".xml",
+         ".sql", ".svg", ".pem", ".py", ".c", ".h", ".js", ".css", ".sh")),
+}
+
 _first: tuple[Reader, ...] = ()  # readers the embedding program put before the registry's
 
 
@@ -75,14 +154,31 @@ def put_first(readers: tuple[Reader, ...]) -> None:
 
 
 def select(mime: str, name: str = "") -> Reader | None:
-    """The reader for a MIME type (then the file name's extension), or None."""
-    readers = registry()
-    for reader in readers:
-        if mime in reader.mimes:
-            return reader
-    for reader in readers:
-        if reader.accepts(mime, name):
-            return reader
+    """The reader for a MIME type (then the file name's extension), or None.  Before the
+    registry is loaded the choice is made on :data:`SPECS` and only the chosen reader's
+    module is imported."""
+    readers = globals().get("REGISTRY")
+    if readers is not None:
+        for reader in readers:
+            if mime in reader.mimes:
+                return reader
+        for reader in readers:
+            if reader.accepts(mime, name):
+                return reader
+    else:
+        for reader in _first:
+            if mime in reader.mimes:
+                return reader
+        for reader_name, (mimes, _) in SPECS.items():
+            if mime in mimes:
+                return by_name(reader_name)
+        for reader in _first:
+            if reader.accepts(mime, name):
+                return reader
+        lower = name.lower()
+        for reader_name, (_, extensions) in SPECS.items():
+            if any(lower.endswith(ext) for ext in extensions):
+                return by_name(reader_name)
     if mime.startswith("text/"):
         return by_name("text")
     return None

@@ -20,23 +20,50 @@ not be read at all (missing, a directory), 1 for a usage error.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
 import sys
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn, Sequence
 
 EXIT_OK, EXIT_INVALID, EXIT_ERRORS, EXIT_PARTIAL = 0, 1, 2, 3
 STDIN = "-"
 
 
+HELP = "print each file's text (no manifest, no output directory)"
+DESCRIPTION = ("read each FILE in a sandboxed worker, as a sweep does, and print its text on "
+               "stdout ('-': read stdin); exit 0, 2 when a file is an error, 3 when a FILE "
+               "cannot be opened")
+
+
 def add_parser(sub: Any) -> None:
-    """The ``text`` subcommand's arguments."""
-    p = sub.add_parser(
-        "text", help="print each file's text (no manifest, no output directory)",
-        description="read each FILE in a sandboxed worker, as a sweep does, and print its text "
-                    "on stdout ('-': read stdin); exit 0, 2 when a file is an error, 3 when a "
-                    "FILE cannot be opened")
+    """The ``text`` subcommand in ``bastion``'s parser (its help and usage)."""
+    add_arguments(sub.add_parser("text", help=HELP, description=DESCRIPTION))
+
+
+class _Parser(argparse.ArgumentParser):
+    """A usage error exits 1 (2 means "a file is an error"), as ``bastion``'s parser."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_INVALID, f"{self.prog}: error: {message}\n")
+
+
+def main(argv: Sequence[str]) -> int:
+    """``bastion text …`` (from :mod:`bastion.tasks.entry`, before the pipeline loads)."""
+    p = _Parser(prog="bastion text", description=DESCRIPTION)
+    add_arguments(p)
+    args = p.parse_args(list(argv))
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("bastion: interrupted", file=sys.stderr)
+        return 130
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``text`` command's arguments."""
     p.add_argument("files", nargs="+", metavar="FILE", help="a file to read, or - for stdin")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per file (verdict, metadata, text) instead of the text")

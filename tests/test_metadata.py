@@ -152,6 +152,8 @@ def test_a_scan_whose_only_words_are_its_metadata_yields_them(ex: Extractor) -> 
         "title": "Unicode Plane 1 Example Using UTF-16", "authors": ["Tex Texin"],
         "language": "en-US"}),
     ("detect/serious_poem.epub", {"language": "en", "modified": "2008-07-17T20:53:03+00:00"}),
+    ("rtf/headers_footers.rtf", {"title": "Body Text", "authors": ["Cynthia Johnson"],
+                                 "created": "2003-09-25T15:27:00", "pages": 3, "words": 22}),
 ])
 def test_each_format_reports_its_own_metadata(ex: Extractor, sample: str, expect: dict) -> None:
     r = ex.extract_file(SAMPLES / sample)
@@ -159,6 +161,17 @@ def test_each_format_reports_its_own_metadata(ex: Extractor, sample: str, expect
     got = r.metadata.to_json()
     for key, value in expect.items():
         assert got.get(key) == value, (sample, key, got)
+
+
+def test_rtf_info_group_escapes_and_code_page(ex: Extractor) -> None:
+    rtf = (rb"{\rtf1\ansi\ansicpg1251{\info{\title \'cf\'f0\'e8\'e2\'e5\'f2 \{x\}}"
+           rb"{\author Ann\uc1\u8364?; Bob}{\keywords a, b}"
+           rb"{\creatim\yr2011\mo9\dy15\hr15\min22}{\nofpages4}}Body text\par}")
+    r = ex.extract_bytes(rtf, "i.rtf")
+    assert r.ok and r.text == "Body text\n"
+    assert r.metadata.to_json() == {
+        "title": "\u041f\u0440\u0438\u0432\u0435\u0442 {x}", "authors": ["Ann\u20ac", "Bob"],
+        "created": "2011-09-15T15:22:00", "keywords": ["a", "b"], "pages": 4}
 
 
 def test_email_and_outlook_fields(ex: Extractor) -> None:

@@ -137,3 +137,17 @@ def test_dates_of_one_libreoffice_workbook_alike_in_ods_xlsx_and_xls() -> None:
     rows = ["Meeting\t9/15/2011 15:22", "Deadline\t05-Jan-24", "Lunch\t12:30 PM"]
     for name, mime in (("lo-dates.ods", ODS), ("lo-dates.xlsx", XLSX), ("lo-dates.xls", XLS)):
         assert sample_lines("office", name, mime)[1:4] == rows, name
+
+
+def test_documents_inside_embedded_documents() -> None:
+    """A text with an embedded text that embeds a spreadsheet: as LibreOffice packages it
+    (``Object 1/Object 1/``) and as the flat file it came from (inline ``draw:object``
+    documents, whose inner ``office:body`` used to end the outer one: the rest was lost)."""
+    packaged = sample_lines("office", "lo-nested.odt", ODT)
+    assert packaged == ["Outer document text.", "[embedded: Object 1 (odt)]",
+                        "Inner document text.", "[embedded: Object 1 (ods)]", "# Deep",
+                        "Innermost cell words", "Outer closing text."]
+    flat = sample_lines("office-src", "lo-nested.fodt", ODT)
+    assert flat == ["Outer document text.", "[embedded: inline object (odt)]",
+                    "Inner document text.", "[embedded: inline object (ods)]",
+                    "Innermost cell words", "Outer closing text."]

@@ -164,7 +164,9 @@ def test_rtf_body_text_and_symbols():
         "## footer\n"
         "FOOTERMARK\n"
     )
-    assert out.meta == {"codepage": "cp1252", "languages": ()}
+    assert out.meta == {"codepage": "cp1252", "title": "INFOTITLEMARK",  # not text: metadata
+                        "metadata": {"title": "INFOTITLEMARK", "authors": ["AUTHORMARK"]},
+                        "languages": ()}
 
 
 @pytest.mark.parametrize("word", [

@@ -545,11 +545,28 @@ def test_same_records_and_texts_as_the_base_code(tmp_path: Path) -> None:
                        cwd=base, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert sweep(m, tmp_path / "after") == 0
-    assert compare_outputs(tmp_path / "before", tmp_path / "after") == []
+    assert _unplanned(tmp_path / "before", tmp_path / "after") == []
     umask = os.umask(0)
     os.umask(umask)
     assert modes_of(tmp_path / "before")["walk.jsonl"] == 0o644 & ~umask  # really the base
     assert_modes(tmp_path / "after", 0o700, 0o600)
+
+
+def _unplanned(before: Path, after: Path) -> list[str]:
+    """compare_outputs' differences less what was added on purpose since the base (issue 35:
+    the record's metadata fields, where the base has no key, and a sidecar's ``metadata``)."""
+    out = []
+    for d in compare_outputs(before, after):
+        if d.endswith(": authors: None != []"):
+            continue
+        rel = d.removeprefix("store: ").removesuffix(": contents differ")
+        if rel != d and rel.endswith(".meta.json"):
+            was, now = (json.loads((o / rel).read_text()) for o in (before, after))
+            now.pop("metadata", None)
+            if was == now:
+                continue
+        out.append(d)
+    return out
 
 
 def test_group_and_private_modes_are_the_only_ones() -> None:

@@ -115,3 +115,29 @@ def test_same_text_as_a_sweep_for_every_sample(tmp_path: Path) -> None:
         if theirs["status"] == "ok":
             stored = (out / theirs["text"]).read_text(encoding="utf-8")
             assert mine["text"] == stored, path
+
+
+def test_the_dispatch_table_is_what_the_readers_declare() -> None:
+    """readers/dispatch.py SPECS (which lets a one-file read import only its reader's module)
+    lists every reader, in the registry's order, with the MIME types and extensions its
+    READER declares; and it chooses as the loaded registry does."""
+    code = ("import json, sys\n"
+            "from bastion.readers import dispatch\n"
+            "picks = [(m, n) for m, n in json.loads(sys.argv[1])]\n"
+            "lazy = [getattr(dispatch.select(m, n), 'name', None) for m, n in picks]\n"
+            "assert 'REGISTRY' not in vars(dispatch)\n"
+            "specs = {r.name: [list(r.mimes), list(r.extensions)] for r in dispatch.registry()}\n"
+            "full = [getattr(dispatch.select(m, n), 'name', None) for m, n in picks]\n"
+            "print(json.dumps([specs, {k: [list(a), list(b)] for k, (a, b) in "
+            "dispatch.SPECS.items()}, list(dispatch.SPECS) == list(specs), lazy, full]))\n")
+    picks = [["application/pdf", "a.pdf"], ["text/plain", "a.txt"], ["text/x-unknown", "a.q"],
+             ["application/octet-stream", "a.docx"], ["application/octet-stream", "a.tar.gz"],
+             ["application/x-ole-storage", "a.msg"], ["image/png", "a.png"],
+             ["application/octet-stream", "a.bin"], ["message/rfc822", ""],
+             ["application/vnd.ms-outlook", "x"], ["text/html", "a.txt"]]
+    got = subprocess.run([sys.executable, "-c", code, json.dumps(picks)], capture_output=True,
+                         env=ENV, timeout=60)
+    assert got.returncode == 0, got.stderr.decode()
+    declared, table, same_order, lazy, full = json.loads(got.stdout)
+    assert table == declared and same_order
+    assert lazy == full and lazy[:3] == ["pdf", "text", "text"] and lazy[7] is None

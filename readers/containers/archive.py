@@ -440,7 +440,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="archive",
-    version=1,
+    version=2,  # 2: members' own metadata in the sidecar (embedded); their readers' issue-35 text
     mimes=(ZIP, TAR, GZIP, BZIP2, XZ, SEVEN_Z, "application/x-gzip", "application/x-gtar",
            "application/x-compressed-tar", "application/x-xz-compressed-tar",
            "application/x-bzip2-compressed-tar"),

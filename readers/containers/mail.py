@@ -134,7 +134,7 @@ def _write_message(msg: Message, state: _State, depth: int) -> str:
 
 def _addresses(msg: Message, name: str) -> list[str]:
     """A header's addresses, each as written (``Name <addr>``, or the address alone)."""
-    from email.utils import formataddr, getaddresses
+    from email.utils import getaddresses
 
     value = _header(msg, name)
     if not value:
@@ -143,7 +143,8 @@ def _addresses(msg: Message, name: str) -> list[str]:
         pairs = getaddresses([value])
     except Exception:  # noqa: BLE001 - a header the parser cannot split: kept whole
         return [value]
-    out = [formataddr((n, a)) if n else a for n, a in pairs if a or n]
+    # written out as shown, not re-encoded (formataddr would make a name RFC 2047 again)
+    out = [f"{n} <{a}>" if n and a else (a or n) for n, a in pairs if a or n]
     return out or [value]
 
 

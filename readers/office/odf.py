@@ -98,6 +98,8 @@ _STYLE_STYLE, _STYLE_NAME = STYLE + "style", STYLE + "name"
 _LIST_STYLE_NAME, _LEVEL = STYLE + "list-style-name", TEXT + "level"
 _OFFICE_BODY = OFFICE + "body"
 _MASTER_PAGE = STYLE + "master-page"
+_INLINE_KINDS = {"text": "odt", "spreadsheet": "ods", "presentation": "odp", "chart": "odc",
+                 "graphics": "odg", "formula": "odf"}
 _ALT = frozenset({SVG + "title", SVG + "desc"})
 # what a presentation's master page shows on its slides: shapes, frames, custom shapes (a
 # group is entered, its shapes taken one by one)
@@ -498,6 +500,7 @@ class _Content:
         self.kind = ""  # odt / ods / odp / odg once the body element is seen
         self.in_body = False
         self.in_master = False  # inside styles.xml's style:master-page
+        self.inner_bodies = 0  # open office:body elements of inline objects (a flat file's)
         self.skip = 0
         self.in_p = 0  # open text:p / text:h
         self.slides = 0
@@ -558,6 +561,13 @@ class _Content:
             if tag in _SKIPPED:
                 self._skip_subtree(tag)
                 return
+            if tag == _OFFICE_BODY:  # an inline object's document (draw:object in a flat file)
+                self.inner_bodies += 1
+                return
+            if tag == OFFICE + "document":
+                kind = attrs.get(OFFICE + "mimetype", "").rsplit(".", 1)[-1]
+                self.flow.emit(f"[embedded: inline object ({_INLINE_KINDS.get(kind, kind)})]")
+                return
             f = self.starts.get(tag)
             if f is not None:
                 f(attrs)
@@ -587,7 +597,10 @@ class _Content:
             self.captures.end(tag)
         elif self.in_body:
             if tag == _OFFICE_BODY:
-                self.in_body = False
+                if self.inner_bodies:
+                    self.inner_bodies -= 1
+                else:
+                    self.in_body = False
                 return
             f = self.ends.get(tag)
             if f is not None:

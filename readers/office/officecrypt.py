@@ -80,7 +80,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="officecrypt",
-    version=1,
+    version=2,  # 2: the decrypted package's metadata (ooxml 5)
     mimes=(ENCRYPTED_OOXML,),
     settings=("max_member_bytes", "max_xml_bytes"),
     read=read,

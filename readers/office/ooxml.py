@@ -19,12 +19,11 @@ import posixpath
 import re
 import zipfile
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, ReaderError, Unsupported
 from ..metadata import DocMeta, put, with_meta
-from .docprops import Props
 from .numfmt import NumberFormat, compile_format
 from .xmlsafe import (Budget,
                       Flow,
@@ -37,6 +36,9 @@ from .xmlsafe import (Budget,
                       open_zip,
                       parse_xml,
                       run_capped)
+
+if TYPE_CHECKING:
+    from .docprops import Props
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main "
 A = "http://schemas.openxmlformats.org/drawingml/2006/main "
@@ -1714,7 +1716,7 @@ def _doc_props(pkg: _Package, kind: str) -> DocMeta:
     text."""
     from .docprops import ooxml_meta, properties
 
-    parts: dict[str, Props | None] = {"core": None, "app": None}
+    parts: dict[str, "Props | None"] = {"core": None, "app": None}
     wanted = {"/core-properties": ("core", "docProps/core.xml"),
               "/extended-properties": ("app", "docProps/app.xml")}
     found = {key: default for key, default in wanted.values()}

@@ -5,6 +5,7 @@
 - ``delimited``: CSV and TSV
 - ``markup``   : HTML and XHTML
 - ``rtf``      : RTF
+- ``rtfinfo``  : an RTF document's info group as its metadata
 - ``epub``     : EPUB 2 and 3 through the HTML reader
 - ``langid``   : the language of a text (py3langid): every document's, and a page's for OCR
 """

@@ -19,7 +19,8 @@ state (skipping, ``\\ucN``, current font), so ``{``/``}`` nesting of any depth i
 * A table row with more than ``Limits.max_parts`` cells stops with ``max_parts``; the
   character budget is the sink's.
 
-Extractor ``rtf``; ``meta["codepage"]`` is the document code page.
+Extractor ``rtf``; ``meta["codepage"]`` is the document code page; ``meta["metadata"]`` the
+``{\\info}`` group (:mod:`bastion.readers.text.rtfinfo`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ import re
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument
+from ..metadata import put, with_meta
 from ..office.xmlsafe import clean
+from .rtfinfo import info_meta
 
 _FLUSH = 1 << 16  # characters buffered before one sink write
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -365,13 +368,16 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
                 sink.write(clean("\n".join([heading] + seen) + "\n"))
     except CapReached as cap:
         cap.extractor = cap.extractor or "rtf"
+        cap.meta = with_meta(cap.meta, info_meta(data))
         raise
-    return ReadResult("rtf", meta={"codepage": codepage})
+    meta = {"codepage": codepage}
+    put(meta, info_meta(data))
+    return ReadResult("rtf", meta=meta)
 
 
 READER = Reader(
     name="rtf",
-    version=2,
+    version=3,  # 3: the info group as metadata
     mimes=("application/rtf", "text/rtf"),
     extensions=(".rtf",),
     read=read,

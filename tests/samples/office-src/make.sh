@@ -12,7 +12,7 @@ export HOME="$tmp"  # a throw-away LibreOffice profile
 for conv in "lo-notes.fodt odt" "lo-notes.fodt docx" "lo-notes.fods ods" \
             "lo-notes.fods xlsx:Calc MS Excel 2007 XML" "lo-notes.fodp odp" "lo-notes.fodp pptx" \
             "lo-master.fodp odp" "lo-dates.fods ods" "lo-dates.fods xlsx:Calc MS Excel 2007 XML" \
-            "lo-dates.fods xls:MS Excel 97"; do
+            "lo-dates.fods xls:MS Excel 97" "lo-nested.fodt odt"; do
     file=${conv%% *}
     soffice --headless --convert-to "${conv#* }" --outdir "$out" "$src/$file"
 done
