@@ -2,6 +2,6 @@
 
 import sys
 
-from bastion.tasks.entry import main
+from bastion.tasks.commands.entry import main
 
 sys.exit(main())

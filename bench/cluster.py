@@ -19,7 +19,7 @@ from a copy of that walk into a fresh output directory, in three ways, alternate
 Reported: wall seconds, files/s and its ratio to local (target ≥ 0.8 on this 2-core machine,
 where a cluster can only add overhead), the client's peak RSS (``wait4``: the largest
 process of the tree), the scheduler's peak RSS (``VmHWM``), and
-every output is checked byte-identical to the local one (``bastion.tasks.compare``).
+every output is checked byte-identical to the local one (``bastion.tasks.commands.compare``).
 
 Then the data-movement question, measured on the warm cluster: the same batches sent as paths
 (each worker reads its files: what bastion does) or as the files' bytes (the client reads
@@ -136,7 +136,7 @@ def root_tag(name: str) -> str:
 
 def extract_runs(name: str, m: Path, base: Path, work: Path, warm: WarmCluster, rounds: int,
                  files: int, against: Path | None = None) -> tuple[list[str], dict]:
-    from bastion.tasks.compare import compare_outputs
+    from bastion.tasks.commands.compare import compare_outputs
 
     modes = {
         "local -j 2": ["-j", "2"],

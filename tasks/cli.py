@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     _stage_parser(sub, "sweep", "run the manifest's stages in order (walk, then extract)",
                   extract=True, walk=True)
 
-    from .onefile import add_parser as add_text_parser
+    from .commands.onefile import add_parser as add_text_parser
 
     add_text_parser(sub)
 
@@ -357,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     cmd = args.command
     if cmd == "text":
-        from .onefile import run as run_text
+        from .commands.onefile import run as run_text
 
         return run_text(args)
     if cmd in ("walk", "extract", "sweep"):
@@ -378,7 +378,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if cmd in ("keygen", "sign", "verify"):
         return _signing(args)
     if cmd == "compare":
-        from .compare import compare_outputs, not_an_output
+        from .commands.compare import compare_outputs, not_an_output
 
         for path in (args.a, args.b):
             why = not_an_output(path)
@@ -393,7 +393,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         print("identical", file=sys.stderr)
         return EXIT_OK
     if cmd == "report":
-        from .report import MAX_FILES, ReportError, gather, render_html, render_text
+        from .commands.report import MAX_FILES, ReportError, gather, render_html, render_text
 
         try:
             report = gather(args.out, args.max_files if args.max_files is not None

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from bastion.tasks.cli import main
-from bastion.tasks.compare import compare_outputs
+from bastion.tasks.commands.compare import compare_outputs
 
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS = ["walk", "extract", "sweep", "keygen", "sign", "verify", "compare", "pdftext"]

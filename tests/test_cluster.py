@@ -3,7 +3,7 @@
 One LocalCluster of two worker processes (processes=True, one thread each) serves the module;
 the scheduler-loss test starts its own ``dask scheduler`` and ``dask worker`` processes, since it
 kills the scheduler.  Every run is compared with a local ``-j 2`` run of the same tree
-(``bastion.tasks.compare.compare_outputs``): the output must be byte-identical whatever the cluster did.
+(``bastion.tasks.commands.compare.compare_outputs``): the output must be byte-identical whatever the cluster did.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from bastion.tasks.extract.batch import Doc, close_pools, extract_batch, kept_po
 from bastion.tasks.cli import main, run_stages  # noqa: E402
 from bastion.tasks.cluster.run import (Batch, ClusterError, batch_key, parse_cluster,  # noqa: E402
                            run_batch)
-from bastion.tasks.compare import compare_outputs  # noqa: E402
+from bastion.tasks.commands.compare import compare_outputs  # noqa: E402
 from bastion.tasks.config import RunConfig  # noqa: E402
 
 import hostile_readers  # noqa: E402  (tests/ is on sys.path)

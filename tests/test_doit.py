@@ -155,7 +155,7 @@ def test_a_single_file_run_on_a_fresh_output_leaves_a_complete_output(example) -
     assert doit("extract", manifest=m, out=out).returncode == 0
     fresh = out.parent / "fresh"
     assert doit("extract", manifest=m, out=fresh).returncode == 0
-    from bastion.tasks.compare import compare_outputs
+    from bastion.tasks.commands.compare import compare_outputs
 
     assert compare_outputs(out, fresh) == []
 

@@ -25,7 +25,7 @@ import pytest
 
 import bastion.tasks.extract.plan
 from bastion.tasks.cli import main
-from bastion.tasks.compare import compare_outputs
+from bastion.tasks.commands.compare import compare_outputs
 
 from procutil import workers_of  # tests/ is on sys.path
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bastion.tasks.cli import main
-from bastion.tasks.compare import compare_outputs
+from bastion.tasks.commands.compare import compare_outputs
 
 NAMES = ["a.txt", "b.md", "c.json", "d.csv", "sub/e.txt", "sub/f.html"]
 BODIES = [b"alpha beta\n", b"gamma\n", b'{"k": "delta"}\n', b"x,y\n1,2\n",

@@ -293,7 +293,7 @@ def test_same_bytes_as_json_and_as_txt_both_get_stable_correct_records(tmp_path:
     assert again == {p: dict(r, reused=True) for p, r in runs[0].items()}
     fresh = tmp_path / "fresh"
     sweep(m, fresh, "--no-external")
-    from bastion.tasks.compare import compare_outputs
+    from bastion.tasks.commands.compare import compare_outputs
 
     assert compare_outputs(out, fresh) == []
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bastion.tasks.extract import delta
 from bastion.tasks.output import lineindex
 from bastion.tasks.cli import main
-from bastion.tasks.compare import compare_outputs
+from bastion.tasks.commands.compare import compare_outputs
 
 PATTERN = b'"reused":false'
 

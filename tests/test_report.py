@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bastion.tasks.cli import main
-from bastion.tasks.report import gather, render_html, render_text, shown
+from bastion.tasks.commands.report import gather, render_html, render_text, shown
 
 SCRIPT_NAME = "<script>alert(1)</script>.docx"
 BIDI_NAME = "invoice\u202egnp.exe.docx"  # shows as "invoice" + reversed text without escaping

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from bastion.tasks.cli import main
-from bastion.tasks.compare import compare_outputs
+from bastion.tasks.commands.compare import compare_outputs
 from bastion.tasks.output.atomic import OutputLock, UnsafeOutputError
 from bastion.tasks.manifest import ManifestError, load_manifest
 from bastion.tasks.output.directory import GROUP, PRIVATE, open_output, secure_path

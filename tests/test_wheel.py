@@ -81,7 +81,7 @@ def test_the_wheel_holds_one_top_level_package(installed: tuple[Path, Path]) -> 
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     with zipfile.ZipFile(wheel) as z:
         points = z.read(entry).decode()
-    assert "bastion = bastion.tasks.entry:main" in points
+    assert "bastion = bastion.tasks.commands.entry:main" in points
     assert "bastion.tasks.doitdb:AtomicJsonDB" in points
 
 

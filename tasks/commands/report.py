@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .names import shown
-from .records import iter_jsonl
+from ..names import shown
+from ..records import iter_jsonl
 
 MAX_FILES = 50  # files listed per error kind, cap and type
 STATUSES = ("ok", "empty", "unsupported", "error", "skipped")

@@ -51,7 +51,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str]) -> int:
-    """``bastion text …`` (from :mod:`bastion.tasks.entry`, before the pipeline loads)."""
+    """``bastion text …`` (from :mod:`bastion.tasks.commands.entry`, before the pipeline loads)."""
     p = _Parser(prog="bastion text", description=DESCRIPTION)
     add_arguments(p)
     args = p.parse_args(list(argv))

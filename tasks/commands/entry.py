@@ -17,6 +17,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .onefile import main as text_main
 
         return text_main(args[1:])
-    from .cli import main as cli_main
+    from ..cli import main as cli_main
 
     return cli_main(args)

@@ -68,7 +68,7 @@ def _store_files(out: Path) -> dict[str, str]:
 def not_an_output(path: Path) -> str | None:
     """Why ``path`` is not a bastion output to compare (not a directory, or no bastion
     ``CACHEDIR.TAG`` in it); None when it is one."""
-    from .output.tag import OUTPUT_TAG, is_tagged
+    from ..output.tag import OUTPUT_TAG, is_tagged
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
