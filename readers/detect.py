@@ -265,8 +265,8 @@ def _signature(head: bytes, ext: str, src) -> str | None:
         return "image/webp"
     if head.startswith(b"BM") and len(head) >= 26 and _plausible_bmp(head):
         return "image/bmp"
-    for magic, mime in _OTHER_MAGIC:
-        if magic.match(head):
+    for pattern, mime in _OTHER_MAGIC:
+        if pattern.match(head):
             return mime
     if _is_tar(head):
         return TAR
@@ -361,7 +361,8 @@ def _ole_names(head: bytes, src) -> tuple[set[str], bool]:
             fat_sids.extend(entries[:-1][: n_fat - len(fat_sids)])
             difat, hops = entries[-1], hops + 1
         fats: dict[int, tuple[int, ...]] = {}
-        sid, seen = first_dir, set()
+        sid = first_dir
+        seen: set[int] = set()
         while sid != 0xFFFFFFFE:  # ENDOFCHAIN
             if sid in seen or len(seen) >= MAX_OLE_DIR_SECTORS or sid // per_fat >= len(
                     fat_sids):

@@ -127,7 +127,8 @@ def iso_date(value: Any, *, kind: str = "auto") -> str | None:
                                  tzinfo=tz))
         m = _EXIF_DATE.match(s)
         if m:
-            return _fmt(datetime(*(int(g) for g in m.groups())))
+            y, mo, d, h, mi, sec = (int(g) for g in m.groups())
+            return _fmt(datetime(y, mo, d, h, mi, sec))
         m = _PDF_DATE.match(s)
         if m and (s.lstrip().startswith("D:") or kind == "pdf"):
             y, mo, d, hh, mi, ss, sign, zh, zm = m.groups()
@@ -227,8 +228,9 @@ class DocMeta:
             return cls()
         raw_fields = d.get("fields") if isinstance(d.get("fields"), dict) else {}
         counts = {k: d[k] for k in COUNTS if k in d}
-        authors = d.get("authors") if isinstance(d.get("authors"), list) else ()
-        keywords = d.get("keywords") if isinstance(d.get("keywords"), list) else ()
+        got_authors, got_keywords = d.get("authors"), d.get("keywords")
+        authors: list[Any] = got_authors if isinstance(got_authors, list) else []
+        keywords: list[Any] = got_keywords if isinstance(got_keywords, list) else []
         return cls.make(title=d.get("title"), authors=authors, created=d.get("created"),
                         modified=d.get("modified"), subject=d.get("subject"),
                         description=d.get("description"), keywords=keywords,

@@ -366,7 +366,7 @@ class Progress:
             grid.add_row(Text(snap.label, style="bold"), counts)
         if snap.slow is None:
             return grid
-        return Group(grid, Text("  " + snap.reading(width - 2), no_wrap=True,
+        return Group(grid, Text("  " + (snap.reading(width - 2) or ""), no_wrap=True,
                                 overflow="ellipsis", style="dim"))
 
 

@@ -25,7 +25,7 @@ defects still yields its text.  Extractor ``email``; ``meta`` has ``subject`` an
 from __future__ import annotations
 
 import mimetypes
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 # The email package is imported where an e-mail is read: ~11 ms that every run's parent (which
 # only plans) and every worker's start would pay otherwise.
@@ -154,7 +154,7 @@ def message_metadata(msg: Message) -> "DocMeta":
     from ..metadata import DocMeta
 
     subject = _header(msg, "Subject")
-    fields = {key: _addresses(msg, name) for key, name in
+    fields: dict[str, Any] = {key: _addresses(msg, name) for key, name in
               (("from", "From"), ("to", "To"), ("cc", "Cc"), ("bcc", "Bcc"),
                ("reply_to", "Reply-To"))}
     fields.update(message_id=_header(msg, "Message-ID"), in_reply_to=_header(msg, "In-Reply-To"),

@@ -174,7 +174,7 @@ class _Chooser:
                 break
         if best is not None and best[0] >= OTHER_MIN_CONF:
             return self.done(best[1], best[2], best[3], best[4])
-        missing = ()
+        missing: tuple[str, ...] = ()
         if script and script != "Latin" and not self.script_packs(script):
             first_pack = P.SCRIPT_DEFAULT.get(script)
             missing = (first_pack,) if first_pack else ()

@@ -30,6 +30,7 @@ import atexit
 import ctypes
 import os
 from dataclasses import dataclass
+from typing import Any
 
 LIBRARY = "libtesseract.so.5"
 LEPTONICA = "liblept.so.5"
@@ -60,7 +61,7 @@ def _bind(path_tess: str, path_lept: str) -> _Libs:
     tess = ctypes.CDLL(path_tess)
     lept = ctypes.CDLL(path_lept)
     vp, cp, ci = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
-    sigs = {
+    sigs: dict[str, tuple[list[Any], Any]] = {
         "TessVersion": ([], cp),
         "TessBaseAPICreate": ([], vp),
         "TessBaseAPIDelete": ([vp], None),
@@ -86,7 +87,7 @@ def _bind(path_tess: str, path_lept: str) -> _Libs:
     for name, (args, res) in sigs.items():
         fn = getattr(tess, name)
         fn.argtypes, fn.restype = args, res
-    lsigs = {
+    lsigs: dict[str, tuple[list[Any], Any]] = {
         "pixReadMem": ([cp, ctypes.c_size_t], vp),
         "pixReadMemTiff": ([cp, ctypes.c_size_t, ci], vp),
         "findFileFormatBuffer": ([cp, ctypes.POINTER(ci)], ci),

@@ -152,7 +152,7 @@ def ocr_image(
         got = _ocr_warm(engine, image, ctx, dpi, timeout)
     else:
         got = _ocr_command(tesseract, image, ctx, dpi, timeout, language)
-    if key is not None:
+    if key is not None and memo is not None:
         memo.put(key, got, len(got.text))
     return got
 
@@ -262,8 +262,8 @@ def detect_osd(
     if got is not ocrmemo.MISSING:
         return got
     got = _osd(tesseract, engine, image, ctx, dpi, timeout)
-    if key is not None and engine is not None:  # the command's failures may be passing ones
-        memo.put(key, got)
+    if key is not None and memo is not None and engine is not None:  # the command's failures
+        memo.put(key, got)  # may be passing ones
     return got
 
 

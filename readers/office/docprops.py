@@ -10,7 +10,7 @@ format's properties to a :class:`bastion.readers.metadata.DocMeta`.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..metadata import DocMeta, split_keywords, split_people
 from .xmlsafe import parse_xml
@@ -50,9 +50,9 @@ class Props:
             for v in self.values.get(key, ()):
                 if v.strip():
                     return v
-            v = self.attrs.get(key)
-            if v and v.strip():
-                return v
+            attr = self.attrs.get(key)
+            if attr and attr.strip():
+                return attr
         return None
 
     def all(self, key: str) -> list[str]:
@@ -121,7 +121,7 @@ def ooxml_meta(core: Props | None, app: Props | None, kind: str) -> DocMeta:
     core = core or Props()
     app = app or Props()
     authors = split_people(core.first(f"{DC} creator"))
-    counts: dict[str, object] = {
+    counts: dict[str, Any] = {
         "pages": app.first(f"{EP} Pages"), "words": app.first(f"{EP} Words"),
         "characters": app.first(f"{EP} Characters"),
         "paragraphs": app.first(f"{EP} Paragraphs"),
@@ -150,7 +150,7 @@ def odf_meta(props: Props, kind: str) -> DocMeta:
     creator = props.first(f"{ODF_META} initial-creator")
     last = props.first(f"{DC} creator")
     authors = [creator] if creator else ([last] if last else [])
-    stats = {
+    stats: dict[str, Any] = {
         "pages": props.attrs.get(f"{ODF_META} page-count"),
         "words": props.attrs.get(f"{ODF_META} word-count"),
         "characters": props.attrs.get(f"{ODF_META} character-count"),

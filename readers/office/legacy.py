@@ -94,8 +94,9 @@ def _cell_text(book, cell, formats: dict[int, Any]) -> str:
     timey = fmt is not None and fmt.kind in ("date", "datetime", "time", "elapsed")
     if ctype == xlrd.XL_CELL_DATE or timey:
         base = datetime(1904, 1, 1) if book.datemode else datetime(1899, 12, 30)
-        return _serial_date(repr(value), fmt if timey else compile_format("yyyy-mm-dd"),
-                            base)
+        shown_as = fmt if timey and fmt is not None else compile_format("yyyy-mm-dd")
+        assert shown_as is not None  # a built-in date format compiles
+        return _serial_date(repr(value), shown_as, base)
     if fmt is not None and fmt.kind in ("number", "literal"):
         shown = fmt.render(value)
         if shown is not None:
@@ -239,6 +240,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
             ole.close()
             return officecrypt.read(doc, sink, ctx)
         own = summary_meta(ole, kind)
+        text: str | None
         if kind == "doc":
             text, extractor = _read_doc(ole, doc.data, False)
         elif kind == "ppt":

@@ -5,6 +5,7 @@ information (title, author, dates, counts) as metadata."""
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from ..errors import CorruptDocument
 from ..metadata import DocMeta, split_keywords, split_people
@@ -85,7 +86,7 @@ def summary_meta(ole, kind: str) -> DocMeta:
             return v.replace(tzinfo=timezone.utc) if v.tzinfo is None else v
         return None
 
-    counts: dict[str, object] = {}
+    counts: dict[str, Any] = {}
     if kind == "doc":
         counts = {"pages": m.num_pages, "words": m.num_words, "characters": m.num_chars,
                   "paragraphs": getattr(m, "par_count", None)}

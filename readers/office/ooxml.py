@@ -784,8 +784,8 @@ class _Numbering:
         counters = self.counters.setdefault(f"num:{num_id}" if own else abs_id,
                                             [None] * _MAX_LEVELS)
         # w:startOverride replaces the level's start in this list, at every restart of it
-        counters[ilvl] = (starts.get(ilvl, lvl.start) if counters[ilvl] is None
-                          else counters[ilvl] + 1)
+        count = counters[ilvl]
+        counters[ilvl] = starts.get(ilvl, lvl.start) if count is None else count + 1
         for d in range(ilvl + 1, _MAX_LEVELS):
             deeper = levels.get(d)
             if deeper is None or deeper.restart is None or (deeper.restart and
@@ -801,7 +801,8 @@ class _Numbering:
                 level = levels.get(k)
                 if level is None:
                     return ""
-                n = counters[k] if counters[k] is not None else level.start
+                count = counters[k]
+                n = count if count is not None else level.start
                 fmt = "decimal" if lvl.legal and level.fmt != "none" else level.fmt
                 return list_number(n, fmt)
             label = _LEVEL_REF.sub(number, text)

@@ -30,7 +30,7 @@ import operator
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Generator, Hashable, Protocol, TextIO
+from typing import Any, BinaryIO, Generator, Hashable, Protocol, TextIO, cast
 
 from ..base import Context, Document, Limits, MiB, Reader, ReadResult, TextSink
 from ..errors import (CapReached,
@@ -294,6 +294,7 @@ class _Pdfium:
 
         def plain(fn: Any, restype: Any, *argtypes: Any, hold_gil: bool = False) -> Any:
             address = ctypes.cast(fn, ctypes.c_void_p).value
+            assert address is not None  # a function of the loaded library
             kind = ctypes.PYFUNCTYPE if hold_gil else ctypes.CFUNCTYPE
             return kind(restype, *argtypes)(address)
 
@@ -796,9 +797,10 @@ def _miner_pages(doc: Any) -> list[tuple[int, dict[str, Any]]]:
             for kid in reversed(kids if isinstance(kids, list) else []):
                 stack.append((kid, passed))
         elif kind == "Page":
-            pages.append((ref.objid, attrs))
+            pages.append((int(ref.objid), attrs))
     if not pages:
-        pages = [(p.pageid, p.attrs) for p in PDFPage.create_pages(doc)]
+        pages = [(int(cast(Any, p.pageid)), dict(p.attrs))
+                 for p in PDFPage.create_pages(doc)]
     return pages
 
 

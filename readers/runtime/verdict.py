@@ -193,13 +193,15 @@ class Verdict:
         if not (isinstance(members, dict) and all(
                 isinstance(k, str) and isinstance(n, int) for k, n in members.items())):
             members = None
-        doc = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+        got = meta.get("metadata")
+        doc: dict[str, Any] = got if isinstance(got, dict) else {}
 
         def main(name: str) -> str | None:
             v = doc.get(name)
             return v[:cls.MAX_FIELD] if isinstance(v, str) and v else None
 
-        authors = doc.get("authors") if isinstance(doc.get("authors"), list) else []
+        got_authors = doc.get("authors")
+        authors: list[Any] = got_authors if isinstance(got_authors, list) else []
         st = Status(status)
         return cls(
             status=st, extractor=extractor, chars=chars if st is Status.OK else 0,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import codecs
 import csv
 import re
-from typing import Iterator
+from typing import Any, Iterator
 
 from . import textcodec
 from ..base import Context, Document, Reader, ReadResult, SinkBuffer, TextSink
@@ -178,7 +178,8 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     choice = textcodec.choose(doc.data)
     dialect = _dialect(doc.data, choice, tsv)
     extractor = ("tsv:" if dialect.delimiter == "\t" else "csv:") + choice.codec
-    meta = {"charset": choice.codec, **choice.meta(), "delimiter": dialect.delimiter}
+    meta: dict[str, Any] = {"charset": choice.codec, **choice.meta(),
+                            "delimiter": dialect.delimiter}
     # A field cannot be longer than its row, and _RowLines bounds the row first.
     csv.field_size_limit(max(csv.field_size_limit(), limits.max_chars + 2 * _ROW_SLACK))
     out = _Writer(sink)

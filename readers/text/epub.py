@@ -15,6 +15,7 @@ A DRM-encrypted book (``META-INF/encryption.xml`` naming a spine document) is
 from __future__ import annotations
 
 import posixpath
+from typing import Any
 from urllib.parse import unquote
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
@@ -65,7 +66,7 @@ def _package(data: bytes, name: str) -> tuple[str, Manifest, list[tuple[str, boo
     manifest: Manifest = {}
     spine: list[tuple[str, bool]] = []
     title: list[str] = []
-    state = {"title": False, "buf": []}
+    state: dict[str, Any] = {"title": False, "buf": []}
 
     def start(tag: str, a: dict[str, str]) -> None:
         if tag == OPF + "item" and a.get("id") and a.get("href"):
@@ -115,7 +116,7 @@ def _encrypted(zf, names, budget: Budget) -> set[str]:
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     zf = open_zip(doc.data)
-    names = {}
+    names: dict[str, str] = {}
     for n in zf.namelist():
         names.setdefault(n, n)
         names.setdefault(n.lower(), n)

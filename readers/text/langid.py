@@ -35,7 +35,8 @@ def _array(arr: Any) -> array:
     import numpy as np
 
     out = array({2: "H", 4: "I", 8: "L"}[arr.dtype.itemsize])
-    out.frombytes(memoryview(np.ascontiguousarray(arr)).cast("B"))
+    buffer: Any = np.ascontiguousarray(arr)  # a NumPy array is a buffer (its stubs say not)
+    out.frombytes(memoryview(buffer).cast("B"))
     return out
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import re
 from datetime import datetime
+from typing import Any
 
 from ..metadata import DocMeta, split_keywords, split_people
 
@@ -45,7 +46,7 @@ def info_meta(data: bytes) -> DocMeta:
     codec = _codec(data)
     texts: dict[bytes, list[str]] = {}
     times: dict[bytes, dict[bytes, int]] = {}
-    counts: dict[str, int] = {}
+    counts: dict[str, Any] = {}
     depth = 0
     dest: bytes | None = None  # the destination being read, and the depth it opened at
     dest_depth = 0

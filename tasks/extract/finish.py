@@ -66,7 +66,7 @@ def finish(run: Run) -> ExtractSummary | None:
     return run.summary
 
 
-def _drained(run: Run) -> Container[int]:
+def _drained(run: Run) -> IndexSet:
     """Wait for the documents in flight, stop the workers, lock the output; the verdicts this
     run made."""
     if run.session is not None:
@@ -102,7 +102,7 @@ def _summary(run: Run, tally: Tally, extracted: int, removed: int) -> ExtractSum
         cluster=run.session.describe() if hasattr(run.session, "describe") else None)
 
 
-def _finish_merge(run: Run) -> ExtractSummary:
+def _finish_merge(run: Run) -> ExtractSummary | None:
     """The end of a run that planned only the walk's change (tasks/extract/delta.py): the kept
     records are copied, the fresh ones put in their places, the counts adjusted."""
     from .records import build_records

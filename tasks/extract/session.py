@@ -183,7 +183,7 @@ class ExtractSession:
         if verdict.status is Status.OK and (text_path is not None or text is not None):
             if text is not None:
                 self.store.write_text(stem, text)
-            else:
+            elif text_path is not None:
                 self.store.adopt_text(stem, text_path)
             if ("outline" in sidecar or "page_sources" in sidecar or "metadata" in sidecar
                     or "embedded" in sidecar):

@@ -17,6 +17,7 @@ import ctypes
 import errno
 import os
 import stat
+from typing import Any
 
 __all__ = ["DIR_FLAGS", "FILE_FLAGS", "foreign_link", "open_beneath", "same_file",
            "uses_openat2"]
@@ -37,7 +38,7 @@ class _OpenHow(ctypes.Structure):
                 ("resolve", ctypes.c_uint64)]
 
 
-_syscall = None
+_syscall: Any = None  # libc's syscall(), once probed
 _have_openat2: bool | None = None  # None: not probed yet
 
 

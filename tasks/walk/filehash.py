@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from typing import TypeAlias
 
 from bastion.readers.detect import HEAD_BYTES, detect_file
 
@@ -15,7 +16,7 @@ READ_CHUNK = 1 << 20
 # (sha256, reason, mime, error): the hashed fields of a walk record
 Hashed = tuple["str | None", "str | None", "str | None", "str | None"]
 # where a file is: a path, or (a directory's descriptor, a path relative to it)
-Where = "str | bytes | tuple[int, str | bytes]"
+Where: TypeAlias = "str | bytes | tuple[int, str | bytes]"
 
 
 def hash_file(path: Where, name: str, st: os.stat_result, *, max_file_bytes: int,

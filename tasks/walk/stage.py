@@ -317,8 +317,9 @@ class Walker:
                 marks[i] = 1
             patch = None if self.spills else Patch.plan(self.cache, marks, self.fresh)
             if patch is not None:  # a small change: the previous files patched
-                fresh_at = patch.write(self.out, walk_jsonl, self.settings, self.manifest.roots)
-                write_delta(self.out, before, file_identity(walk_jsonl), len(marks), fresh_at,
+                patched_at = patch.write(self.out, walk_jsonl, self.settings,
+                                         self.manifest.roots)
+                write_delta(self.out, before, file_identity(walk_jsonl), len(marks), patched_at,
                             marks, [row[4] for row in self.fresh])
                 self.fresh = []
                 return

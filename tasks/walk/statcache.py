@@ -34,7 +34,7 @@ import marshal
 import sys
 from array import array
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator, TypeAlias
 
 from ..output.atomic import STATE_DIR, atomic_write, makedirs, open_read, read_bytes
 from ..output.atomic import stat as out_stat
@@ -108,7 +108,7 @@ class PackedDir:
                                       else other)
 
 
-DirCache = "PackedDir | dict[str, tuple]"  # one directory's entries (format 2, or format 1)
+DirCache: TypeAlias = "PackedDir | dict[str, tuple]"  # one directory's entries (format 2, or format 1)
 
 
 def _unpacked(blob: bytes, code: str) -> array:
@@ -158,14 +158,14 @@ class StatCache:
             if not isinstance(cached, dict) or not isinstance(count, int):
                 return cls()
             wanted = {root.name: root_settings(root) for root in roots}
+            kept: dict[str, Any] = {}
             if data.get("format") != FORMAT:  # format 1: dicts of tuples
-                kept = {}
                 for name, entry in cached.items():
                     if (name in wanted and isinstance(entry, list) and len(entry) == 2
                             and entry[0] == wanted[name]):
                         kept[name] = entry[1]
                 return cls(kept, count)
-            kept, dirs = {}, []
+            dirs: list[tuple[Any, Any, PackedDir] | None] = []
             for name, entry in cached.items():
                 keep = (name in wanted and isinstance(entry, list) and len(entry) == 2
                         and entry[0] == wanted[name])
