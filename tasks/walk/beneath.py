@@ -18,7 +18,7 @@ import errno
 import os
 import stat
 
-__all__ = ["DIR_FLAGS", "FILE_FLAGS", "foreign_link", "open_beneath", "same_file",
+__all__ = ["DIR_FLAGS", "FILE_FLAGS", "foreign_link", "open_beneath", "open_root", "same_file",
            "uses_openat2"]
 
 SYS_OPENAT2 = 437  # the same number on every Linux architecture (the unified table)
@@ -105,6 +105,17 @@ def open_beneath(dirfd: int, relpath: str | bytes, flags: int = FILE_FLAGS) -> i
     finally:
         if fd != dirfd:
             os.close(fd)
+
+
+def open_root(path: str) -> int:
+    """A root's directory, by its resolved absolute path, opened with no symlink followed
+    anywhere on it: the manifest resolved it once; a component swapped for a symlink since
+    is refused (``ELOOP``), never followed."""
+    top = os.open("/", DIR_FLAGS)
+    try:
+        return open_beneath(top, path.lstrip("/"), DIR_FLAGS)
+    finally:
+        os.close(top)
 
 
 def same_file(a: os.stat_result, b: os.stat_result) -> bool:

@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Iterator
 
 from ..output import lineindex
 from . import shared as sharedwalk
-from .beneath import DIR_FLAGS, open_beneath
+from .beneath import DIR_FLAGS, open_beneath, open_root
 from .filehash import READ_CHUNK, Where, hash_file
 from ..extract.delta import DELTA_LINES, drop_delta, write_delta
 from ..output.atomic import (OUTPUT_TAG,
@@ -73,17 +73,6 @@ def open_dir(dirfd: int, relpath: str) -> int:
     """A directory under a root, opened beneath the root's descriptor with no symlink
     followed on the way (module-level: tests interpose on it, as on the two above)."""
     return open_beneath(dirfd, relpath, DIR_FLAGS)
-
-
-def open_root(path: str) -> int:
-    """A root's directory, by its resolved absolute path, opened with no symlink followed
-    anywhere on it: the manifest resolved it once; a component swapped for a symlink since
-    is refused (``ELOOP``), never followed."""
-    top = os.open("/", DIR_FLAGS)
-    try:
-        return open_beneath(top, path.lstrip("/"), DIR_FLAGS)
-    finally:
-        os.close(top)
 
 
 @dataclass
