@@ -84,6 +84,8 @@ def open_beneath(dirfd: int, relpath: str | bytes, flags: int = FILE_FLAGS) -> i
     parts = path.split(b"/")
     if path.startswith(b"/") or b".." in parts:
         raise OSError(errno.EXDEV, "path leaves the directory", os.fsdecode(path))
+    if len(parts) == 1:  # one name (a file of the directory being walked): O_NOFOLLOW is all
+        return os.open(path, flags, dir_fd=dirfd)
     if uses_openat2():
         while True:
             try:
