@@ -61,6 +61,9 @@ def start_run(store: Any, *, count: bool = True) -> int:
     """Count one more extract run in ``store`` (a :class:`~bastion.tasks.extract.store.Store`;
     committed at once), set it as the store's ``run`` and return it.  ``count`` false: the
     number the next run would have, nothing counted (``doit list``/``info`` look, never run)."""
+    if not count and not store.db_path.exists():
+        store.run = 1  # nothing stored yet: looking creates nothing
+        return store.run
     db = store.db
     try:
         with db:
