@@ -38,14 +38,13 @@ from ..output.atomic import (OUTPUT_TAG,
                              STATE_DIR,
                              atomic_write,
                              file_identity,
-                             is_output_tag,
                              mark_output,
                              output,
                              remove_stale_temps,
                              scratch_file,
                              write_json)
 from ..output.directory import refuse
-from ..output.tag import root_conflict
+from ..output.tag import is_tagged, root_conflict
 from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
 from ..manifest import Manifest, Root
 from ..names import shown
@@ -421,7 +420,7 @@ class RootWalk:
                         stats.warn(f"{root.name}/{rel or '.'}: replaced during the walk, "
                                    "not walked")
                     continue
-                if _is_output(dfd):
+                if is_tagged(dfd):  # one open that fails for a directory without a tag
                     if owner == 0:
                         stats.outputs_skipped += 1
                         stats.warn(f"{root.name}/{rel or '.'}: a bastion output "
@@ -574,24 +573,6 @@ class RootWalk:
                           WalkRecord(self.root.name, relpath, "other", st.st_size,
                                      st.st_mtime_ns, st.st_ino, None,
                                      "not a regular file (never opened)", None, None))
-
-
-def _is_output(dfd: int) -> bool:
-    """Whether the directory open at ``dfd`` holds a bastion output's tag (one ``faccessat``
-    for a directory without one)."""
-    if not os.access(OUTPUT_TAG, os.F_OK, dir_fd=dfd, follow_symlinks=False):
-        return False
-    try:
-        fd = os.open(OUTPUT_TAG, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=dfd)
-    except OSError:
-        return False
-    try:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and is_output_tag(os.read(fd, 512))
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
 
 
 def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
