@@ -69,6 +69,7 @@ class ExtractSession:
         self.last_commit = time.monotonic()
         self._private_scratch: Path | None = None  # see _scratch_root
         self.dirs = DocumentDirs(roots)  # each job's directory, opened beneath its root
+        self.stopping = False  # close() has begun: the pool hands back what it held
 
     # -- workers --------------------------------------------------------------------------------
 
@@ -163,6 +164,13 @@ class ExtractSession:
         item = self.jobs.pop(result.job.id)
         self.dirs.done(result.job.id)
         full = _disk_full(result.verdict)
+        if self.stopping:  # answers the pool hands back while it stops: kept when they can be
+            if full is None:
+                try:
+                    self.record(item, result.verdict, result.text_path, result.sidecar)
+                except (OutputError, OSError):
+                    pass  # the run's one error line is said; the next run redoes this one
+            return
         if full is not None:  # the output's problem, not the document's: the run stops
             raise OutputError(f"cannot write texts to {self.out}: {full} (the texts stored so "
                               "far are kept: free space and run again)")
@@ -235,6 +243,7 @@ class ExtractSession:
         the jobs that answered while they stopped are committed too."""
         self._commit_quietly()
         if self.pool is not None:
+            self.stopping = True
             try:
                 self.pool.close()
             finally:
