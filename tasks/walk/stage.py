@@ -5,7 +5,10 @@ byte for byte without being read: the stat cache (:mod:`bastion.tasks.walk.statc
 directory and name, so a re-walk costs one ``lstat`` per file, and a big re-walk is shared
 with forked helpers (:mod:`bastion.tasks.walk.shared`), one per further core.  What a root's walk
 records, prunes and follows is its :class:`~bastion.tasks.walk.globs.Selector`'s decision; a file is read
-by :func:`bastion.tasks.walk.filehash.hash_file`.  Everything is written atomically; nothing a tree holds
+by :func:`bastion.tasks.walk.filehash.hash_file`.  The trees are other users' to change while they are
+walked: the root is opened once, and every directory and file beneath its descriptor with no
+symlink followed (:mod:`bastion.tasks.walk.beneath`), without blocking, and checked against the
+stat its listing made.  Everything is written atomically; nothing a tree holds
 (loops, unreadable directories, FIFOs, devices, vanishing or growing files, names that are
 not UTF-8, other bastion outputs) stops the walk: each is a record or a counted warning.
 
