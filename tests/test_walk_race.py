@@ -289,3 +289,40 @@ def test_a_racing_co_user_gets_nothing_outside_opened_by_walk_or_extract(shared:
         watch.close()
     assert int(out_text.strip()) > 200
     assert changed > 0  # the extract met the race too
+
+
+def test_a_directory_swapped_after_the_walk_is_a_changed_record_read_by_no_worker(
+        tmp_path: Path) -> None:
+    """The deterministic form of the race: walked, then ``sub`` renamed and a symlink to a
+    directory holding a same-named file put in its place, then extracted: the file's record
+    is ``error``/``changed`` ("a symbolic link on its path"), no worker opened anything in
+    the other directory (inotify), and the other files are read as usual."""
+    from bastion.tasks.cli import main
+
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.txt").write_text("public a\n")
+    (root / "b.txt").write_text("public b\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.txt").write_text("public a\n")  # the same bytes: only an open would tell
+    m = tmp_path / "m.yaml"
+    m.write_text(yaml.safe_dump({"version": 1, "stages": ["walk", "extract"],
+                                 "roots": [{"name": "r", "path": "root"}]}))
+    out = tmp_path / "out"
+    assert main(["walk", str(m), "--out", str(out), "-q"]) == 0
+    (root / "sub").rename(root / "sub.moved")
+    (root / "sub").symlink_to(outside)
+    watch = OpenWatch(outside)
+    try:
+        rc = main(["extract", str(m), "--out", str(out), "-q", "-j", "1", "--no-external"])
+        assert watch.events() == 0
+    finally:
+        watch.close()
+    assert rc == 2
+    recs = {json.loads(line)["path"]: json.loads(line)
+            for line in (out / "extract.jsonl").read_bytes().splitlines()}
+    assert recs["b.txt"]["status"] == "ok"
+    assert recs["sub/a.txt"]["status"] == "error"
+    assert recs["sub/a.txt"]["error_kind"] == "changed"
+    assert "symbolic link on its path" in recs["sub/a.txt"]["error"]
