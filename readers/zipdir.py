@@ -12,7 +12,10 @@ end record that claims 1 took the walk to 2 GB).
 
 The rules are ``zipfile``'s where a file is well formed (the end record found as it finds it,
 the offset of data prepended to the archive, names decoded as UTF-8 or CP437, a ``mimetype``
-member compared with its local header and its CRC), so a document gets the type it had.
+member compared with its local header and its CRC), so a document gets the type it had.  Where
+they differ, on damaged or hostile files only: a directory holding more than 100,000 entries
+behind an end record that declares fewer is a plain ZIP (``zipfile`` read them all), and so is
+a ``mimetype`` member compressed with bzip2 or LZMA (ODF and EPUB require it stored).
 """
 
 from __future__ import annotations

@@ -111,6 +111,9 @@ def _stage_parser(sub, name: str, help_: str, *, extract: bool, walk: bool) -> N
         p.add_argument("--no-external", action="store_true",
                        help="built-in readers only: never run pdftotext, tesseract, … "
                             "(also BASTION_NO_EXTERNAL=1)")
+        p.add_argument("--retry-errors", action="store_true",
+                       help="try again now the documents whose reading timed out, ran out "
+                            "of memory or crashed more than once (else: after 1, 2, 4 … runs)")
         p.add_argument("-j", "--jobs", type=int, default=None,
                        help=f"reader worker processes, 1 to {JOBS_PER_CORE} × the cores "
                             "(default: the number of cores)")
@@ -197,6 +200,7 @@ def _config(args: argparse.Namespace, walk_mode: str) -> RunConfig:
         jobs=max(0, getattr(args, "jobs", 0) or 0),
         quiet=bool(args.quiet),
         no_hash=bool(getattr(args, "no_hash", False)),
+        retry_errors=bool(getattr(args, "retry_errors", False)),
         walk=walk_mode,
         slice=EXTRACT_SLICE,
         cluster=str(getattr(args, "cluster", "") or "").strip(),

@@ -52,11 +52,16 @@ class ExtractRecord:
     v: int  # EXTRACT_VERSION
     reused: bool  # the verdict was not produced for this record in this run
     text: str | None = None  # the store file holding the text (ok only), relative to out
+    # a repeat offender's backoff (tasks/extract/store.py): {"failures": n in a row,
+    # "next_try_in_runs": k}; only on such an error record (absent from every other)
+    retry: dict[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = self.verdict.to_json()
         d.update(root=self.root, path=self.path, sha256=self.sha256, mime=self.mime, v=self.v,
                  reused=self.reused, text=self.text)
+        if self.retry is not None:
+            d["retry"] = self.retry
         return d
 
 

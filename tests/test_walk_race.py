@@ -218,3 +218,111 @@ def test_a_root_named_through_another_users_symlink_is_refused(shared: Path) -> 
     summary = json.loads((shared / "out" / "walk.summary.json").read_text())
     assert summary["roots"] == [{"name": "r", "path": str(shared / "real"),
                                  "given": str(mine)}]
+
+
+class OpenWatch:
+    """inotify on a directory: whether anything in it (or it) was opened or read since."""
+
+    IN_ACCESS, IN_OPEN, IN_NONBLOCK = 0x1, 0x20, 0o4000
+
+    def __init__(self, path: Path) -> None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = libc.inotify_init1(self.IN_NONBLOCK)
+        assert self.fd >= 0
+        assert libc.inotify_add_watch(self.fd, os.fsencode(str(path)),
+                                      self.IN_ACCESS | self.IN_OPEN) >= 0
+
+    def events(self) -> int:
+        try:
+            return len(os.read(self.fd, 1 << 16))
+        except BlockingIOError:
+            return 0
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+@as_root
+@pytest.mark.slow
+def test_a_racing_co_user_gets_nothing_outside_opened_by_walk_or_extract(shared: Path) -> None:
+    """The same race through whole sweeps (walk, then the sandboxed extract): directories
+    swapped for symlinks to a root-only directory holding files of the same names.  An
+    inotify watch on that directory sees no open and no read of it or anything in it: the
+    walk opens beneath the root, and each document reaches its worker through its directory
+    opened beneath the root (tasks/extract/docopen.py), never through the swapped name."""
+    uid, gid = second_user()
+    root, outside, links = build(shared, uid, gid)
+    for name in [f"f{i}.txt" for i in range(40)] + ["big.bin"]:
+        (outside / name).write_bytes(SECRET)
+    manifest = shared / "manifest.yaml"
+    manifest.write_text(yaml.safe_dump({"version": 1, "stages": ["walk", "extract"],
+                                        "roots": [{"name": "r", "path": "root"}]}))
+    watch = OpenWatch(outside)
+    stop = shared / "stop"
+    racer = subprocess.Popen(
+        ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", sys.executable,
+         "-c", RACER, str(root), str(outside), str(outside / "SECRET.txt"), str(links),
+         str(stop)], stdout=subprocess.PIPE, text=True)
+    assert racer.stdout is not None
+    assert racer.stdout.readline().strip() == "ready"
+    sweep = ("import sys\nfrom bastion.tasks.cli import main\n"
+             "sys.exit(main(['sweep', sys.argv[1], '--out', sys.argv[2], '-q', '-j', '2',"
+             " '--no-external']))\n")
+    changed = 0
+    try:
+        for n in range(4):
+            out = shared / f"out{n}"
+            r = subprocess.run([sys.executable, "-c", sweep, str(manifest), str(out)],
+                               cwd=REPO, capture_output=True, text=True, timeout=300)
+            assert r.returncode in (0, 2, 3, 4), r.stderr
+            recs = [json.loads(line) for line in (out / "extract.jsonl").read_bytes()
+                    .splitlines()]
+            assert not [rec for rec in recs if rec["sha256"] == hashlib.sha256(SECRET)
+                        .hexdigest()]
+            changed += sum(rec.get("error_kind") == "changed" for rec in recs)
+            assert watch.events() == 0, f"sweep {n} opened something outside the tree"
+    finally:
+        stop.touch()
+        out_text, _ = racer.communicate(timeout=60)
+        watch.close()
+    assert int(out_text.strip()) > 200
+    assert changed > 0  # the extract met the race too
+
+
+def test_a_directory_swapped_after_the_walk_is_a_changed_record_read_by_no_worker(
+        tmp_path: Path) -> None:
+    """The deterministic form of the race: walked, then ``sub`` renamed and a symlink to a
+    directory holding a same-named file put in its place, then extracted: the file's record
+    is ``error``/``changed`` ("a symbolic link on its path"), no worker opened anything in
+    the other directory (inotify), and the other files are read as usual."""
+    from bastion.tasks.cli import main
+
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.txt").write_text("public a\n")
+    (root / "b.txt").write_text("public b\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.txt").write_text("public a\n")  # the same bytes: only an open would tell
+    m = tmp_path / "m.yaml"
+    m.write_text(yaml.safe_dump({"version": 1, "stages": ["walk", "extract"],
+                                 "roots": [{"name": "r", "path": "root"}]}))
+    out = tmp_path / "out"
+    assert main(["walk", str(m), "--out", str(out), "-q"]) == 0
+    (root / "sub").rename(root / "sub.moved")
+    (root / "sub").symlink_to(outside)
+    watch = OpenWatch(outside)
+    try:
+        rc = main(["extract", str(m), "--out", str(out), "-q", "-j", "1", "--no-external"])
+        assert watch.events() == 0
+    finally:
+        watch.close()
+    assert rc == 2
+    recs = {json.loads(line)["path"]: json.loads(line)
+            for line in (out / "extract.jsonl").read_bytes().splitlines()}
+    assert recs["b.txt"]["status"] == "ok"
+    assert recs["sub/a.txt"]["status"] == "error"
+    assert recs["sub/a.txt"]["error_kind"] == "changed"
+    assert "symbolic link on its path" in recs["sub/a.txt"]["error"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

@@ -4,8 +4,10 @@
 - ``runplan``  : the plan side of a run: the plan computed once, the no-op check, stale slices
 - ``run``      : one invocation: the Run value the CLI and dodo.py build and the task generators close over
 - ``session``  : the running side: the worker pool, the batched commits, progress
+- ``docopen``  : a document's path for its worker: its directory opened beneath its root
 - ``batch``    : one batch of documents through the sandboxed workers: plain data in, verdicts out
 - ``store``    : the content-addressed text store and its verdicts database
+- ``backoff``  : repeat offenders (timeout, memory, crash) tried again after 1, 2, 4 … runs
 - ``records``  : extract.jsonl and extract.summary.json, built from the plan and the verdicts
 - ``finish``   : the end of a run: drain, write records and summary, drop unreferenced texts
 - ``delta``    : what changed between two walks, and the merge of it into the records

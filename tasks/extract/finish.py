@@ -13,7 +13,7 @@ from typing import Any, Container
 from bastion.readers.runtime.verdict import Status
 
 from ..output import lineindex
-from . import stamp
+from . import backoff, stamp
 from .records import ExtractSummary, Tally, summarize, write_records
 from ..forgotten import trim_forgotten
 from .plan import IndexSet
@@ -43,7 +43,8 @@ def finish(run: Run) -> ExtractSummary | None:
     try:
         produced = _drained(run)
         # every verdict of this run is committed: the records read them back from the store
-        tally = write_records(out, plan, run.store.verdicts_for, produced)
+        tally = write_records(out, plan, run.store.verdicts_for, produced,
+                              backoff.retries(run.store), run.store.run)
         # the records are durable (atomic_write fsyncs): texts they dropped can go
         removed = run.store.remove_unreferenced(tally.referenced)
         run.summary = _summary(run, tally, len(produced), removed)

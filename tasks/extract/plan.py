@@ -8,8 +8,10 @@ version, the reader's name and version, the MIME type, the limits the reader's t
 on, the identity of every external tool the reader may call (present or absent), and the
 versions of the Python libraries it reads with (and py3langid's, which names every text's
 languages).  Same key and same sha256 ⇒ the stored verdict stands, whatever its status,
-except ``error``, which is retried on every run, and a verdict whose OCR looked at language
-packs (``ocr_packs``) that are no longer what they were (readers/ocr/packs.py).
+except ``error``, which is retried on every run, or, for a repeat offender (a timeout, memory
+or crash verdict that keeps coming back: tasks/extract/store.py), at the runs its backoff
+says (``deferred``); and except a verdict whose OCR looked at language packs
+(``ocr_packs``) that are no longer what they were (readers/ocr/packs.py).
 """
 
 from __future__ import annotations
@@ -324,12 +326,13 @@ CHUNK = 2000  # items whose verdicts are looked up at once
 def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
          verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
          select: Select, tools: Mapping[str, Tool], limits: Limits,
-         texts: Container[str]) -> Plan:
+         texts: Container[str], deferred: Container[tuple[str, str]] = ()) -> Plan:
     """Plan every walked file.  ``walk`` is the records, or a function reading them again
     (then the records without a sha256 are not held: :attr:`Plan.skipped` re-reads them).
     ``verdicts`` are the stored ones by (sha256, key), or a function giving those of some
     sha256s (looked up :data:`CHUNK` items at a time); ``texts`` the file names in the store
-    (an ``ok`` verdict stands only while its text is there)."""
+    (an ``ok`` verdict stands only while its text is there); ``deferred`` the (sha256, key)
+    pairs whose ``error`` verdict stands in this run (repeat offenders not due yet)."""
     if callable(walk):
         reread: Callable[[], Iterable[WalkRecord]] = walk
         held: list[WalkRecord] | None = None
@@ -370,7 +373,8 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
         for i in chunk:
             item = items.item(i)
             v = found.get((item.sha256, item.key))
-            items.set_fresh(i, v is not None and v.status is not Status.ERROR and (
+            items.set_fresh(i, v is not None and (
+                v.status is not Status.ERROR or (item.sha256, item.key) in deferred) and (
                 v.status is not Status.OK or f"{item.stem}.txt" in texts) and (
                 v.ocr_packs is None or ocr_packs.holds(v.ocr_packs, installed)))
     if held is not None:
@@ -383,11 +387,16 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
     return Plan(items, skipped)
 
 
-def describe(item: Item, verdict: Verdict | None, *, forgotten: bool, other_key: bool) -> str:
+def describe(item: Item, verdict: Verdict | None, *, forgotten: bool, other_key: bool,
+             retry: tuple[int, int] | None = None) -> str:
     """Why an item's task is up to date or not, in words (``doit info``, ``doit list``).
-    ``other_key``: its bytes have a verdict under another key."""
+    ``other_key``: its bytes have a verdict under another key; ``retry``: (failures in a row,
+    the runs until its next try) of a repeat offender."""
     if forgotten:
         return "not up to date: forgotten (doit forget)"
+    if item.fresh and verdict is not None and verdict.status is Status.ERROR and retry:
+        return (f"up to date: error ({verdict.error_kind}) {retry[0]} times in a row; tried "
+                f"again in {retry[1]} run(s), or now with --retry-errors")
     if item.fresh and verdict is not None:
         return f"up to date: {verdict.status} under key {item.key}"
     if verdict is None:

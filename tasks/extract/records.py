@@ -133,12 +133,15 @@ class Tally:
 
 
 def build_records(plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
-                  produced: Container[int], tally: Tally) -> Iterator[bytes]:
+                  produced: Container[int], tally: Tally,
+                  retries: Mapping[tuple[str, str], tuple[int, int]] | None = None,
+                  run: int = 0) -> Iterator[bytes]:
     """The extract.jsonl lines, sorted by (root, path), counted into ``tally``.  ``verdicts``
     are by (sha256, key), or a function giving those of some sha256s (the store's, looked
     up a chunk of items at a time: nothing holds every verdict); ``produced`` the items
     (:attr:`Item.canonical`) whose verdicts this run made: the first record of each is not
-    ``reused``."""
+    ``reused``.  ``retries``: the repeat offenders' (failures, due run), this being run
+    ``run``: their error records say when they are tried again."""
     lookup: Lookup = verdicts if callable(verdicts) else (lambda shas: verdicts)
     skipped = iter(plan.skipped)
     pending_skip = next(skipped, None)
@@ -163,9 +166,13 @@ def build_records(plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Look
                 if v.status is Status.OK:
                     text = f"extract/{item.stem[:2]}/{item.stem}.txt"
                     tally.referenced.add(item.stem)
+                backoff = retries.get((item.sha256, item.key)) if (
+                    retries and v.status is Status.ERROR) else None
                 rec = ExtractRecord(root=item.root, path=item.path, sha256=item.sha256,
                                     mime=item.mime, verdict=v, v=_plan.EXTRACT_VERSION,
-                                    reused=reused, text=text)
+                                    reused=reused, text=text, retry=None if backoff is None else
+                                    {"failures": backoff[0],
+                                     "next_try_in_runs": max(backoff[1] - run, 1)})
             tally.add(rec)
             yield to_line(rec)
     while pending_skip is not None:
@@ -271,7 +278,9 @@ def summarize(manifest: Any, walk_digest: str | None, tally: Tally, *, extracted
 
 
 def write_records(out: Any, plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
-                  produced: Container[int]) -> Tally:
+                  produced: Container[int],
+                  retries: Mapping[tuple[str, str], tuple[int, int]] | None = None,
+                  run: int = 0) -> Tally:
     """Write extract.jsonl (atomically, streamed) and its line index; return its tally."""
     from ..output import lineindex
     from .delta import REUSED_FALSE
@@ -280,6 +289,7 @@ def write_records(out: Any, plan: Plan, verdicts: Mapping[tuple[str, str], Verdi
     tally = Tally()
     index = lineindex.Builder(REUSED_FALSE)
     path = out / "extract.jsonl"
-    write_jsonl(path, lineindex.indexed(build_records(plan, verdicts, produced, tally), index))
+    write_jsonl(path, lineindex.indexed(build_records(plan, verdicts, produced, tally, retries,
+                                                      run), index))
     lineindex.save_built(path, index)
     return tally

@@ -62,6 +62,7 @@ class Run(RunPlan):
         self.tools: dict[str, Tool] = {}
         self.toolcache: ToolCache | None = None
         self._plan: Plan | None = None
+        self.retries: dict[tuple[str, str], tuple[int, int]] = {}
         self.verdicts: dict[tuple[str, str], Verdict] = {}
         self.stale: Sequence[Item] = ()
         self.cursor = 0  # how many stale items were handed to doit (RunConfig.slice)

@@ -26,7 +26,7 @@ from ..names import task_name
 from . import plan as plan_module
 from .plan import Item, Plan, describe, plan
 from ..records import iter_walk
-from . import stamp
+from . import backoff, stamp
 from .store import Store
 from .toolcache import ToolCache
 from .delta import StoreTexts, plan_change
@@ -72,6 +72,8 @@ class RunPlan:
     noop_from: dict[str, Any] | None
     finished: bool
     _plan: Plan | None
+    retries: dict[tuple[str, str], tuple[int, int]]  # the store's repeat offenders
+
     def load(self) -> tuple[Manifest, Path]:
         """The manifest and the output directory (a :class:`Run` loads them once)."""
         raise NotImplementedError
@@ -99,6 +101,9 @@ class RunPlan:
         self.tools.update(probed)
         if self.store is None:
             self.store = Store(out)
+        # the runs a repeat offender waits are counted here: one per run that plans to extract
+        backoff.start_run(self.store, count=not self.cfg.listing)
+        self.retries = backoff.retries(self.store)
         merged = None if self.cfg.all_tasks or self.cfg.listing else plan_change(self, select)
         if merged is not None:  # only what the walk found changed (tasks/extract/delta.py)
             self._plan, self.verdicts, self.merge = merged
@@ -107,8 +112,10 @@ class RunPlan:
             return self._plan
         walk = out / "walk.jsonl"
         self.verdicts = {}  # looked up a chunk at a time, never all held (tasks/extract/plan.py)
+        deferred = () if self.cfg.retry_errors else backoff.deferred(self.retries,
+                                                                      self.store.run)
         self._plan = plan(lambda: iter_walk(walk), self.store.verdicts_for, select,
-                          self.tools, manifest.limits, StoreTexts(self.store.root))
+                          self.tools, manifest.limits, StoreTexts(self.store.root), deferred)
         self.forgotten = forgotten(out / STATE_DIR)
         if self.forgotten:  # doit forget: those files are redone, whatever the store says
             every = ALL in self.forgotten
@@ -150,10 +157,12 @@ class RunPlan:
         """Why a file's task is up to date or not, in words (``doit info``, ``doit list``)."""
         assert self.store is not None
         known = self.verdicts or self.store.verdicts_for([item.sha256])
+        retry = self.retries.get((item.sha256, item.key))
         return describe(item, known.get((item.sha256, item.key)),
                         forgotten=self.is_forgotten(item),
                         other_key=any(sha == item.sha256 and key != item.key
-                                      for sha, key in known))
+                                      for sha, key in known),
+                        retry=(retry[0], retry[1] - self.store.run) if retry else None)
 
     def _probe_tools(self) -> dict[str, Tool]:
         """The tools on PATH and their identities, before planning (they are in the keys);

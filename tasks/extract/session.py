@@ -33,6 +33,7 @@ from ..output.atomic import (STATE_DIR,
 from ..output.atomic import stat as out_stat
 from ..interrupts import critical
 from ..manifest import Root
+from .docopen import DocumentDirs, Unopenable
 from .plan import IndexSet, Item
 from .store import Store
 
@@ -67,6 +68,8 @@ class ExtractSession:
         self.pending: list[tuple[str, str, Verdict]] = []  # texts not yet known durable
         self.last_commit = time.monotonic()
         self._private_scratch: Path | None = None  # see _scratch_root
+        self.dirs = DocumentDirs(roots)  # each job's directory, opened beneath its root
+        self.stopping = False  # close() has begun: the pool hands back what it held
 
     # -- workers --------------------------------------------------------------------------------
 
@@ -144,11 +147,13 @@ class ExtractSession:
             return
         pool = self.start()
         self.job_seq += 1
+        try:  # its directory opened beneath the root: nothing swapped since the walk is followed
+            path = self.dirs.path(self.job_seq, item.root, item.path)
+        except Unopenable as e:
+            self.record(item, Verdict(status=Status.ERROR, error=str(e), error_kind="changed"),
+                        None, {})
+            return
         self.jobs[self.job_seq] = item
-        root = self.roots[item.root]
-        path = os.path.join(str(root.path), item.path)
-        if root.follow_symlinks:  # a file reached through a followed link: read the target
-            path = os.path.realpath(path)
         pool.submit(Job(
             id=self.job_seq, path=path, name=os.path.basename(item.path), mime=item.mime,
             sha256=item.sha256, size=item.size, deadline_s=item.deadline_s,
@@ -157,7 +162,15 @@ class ExtractSession:
 
     def _on_result(self, result: JobResult) -> None:
         item = self.jobs.pop(result.job.id)
+        self.dirs.done(result.job.id)
         full = _disk_full(result.verdict)
+        if self.stopping:  # answers the pool hands back while it stops: kept when they can be
+            if full is None:
+                try:
+                    self.record(item, result.verdict, result.text_path, result.sidecar)
+                except (OutputError, OSError):
+                    pass  # the run's one error line is said; the next run redoes this one
+            return
         if full is not None:  # the output's problem, not the document's: the run stops
             raise OutputError(f"cannot write texts to {self.out}: {full} (the texts stored so "
                               "far are kept: free space and run again)")
@@ -231,12 +244,14 @@ class ExtractSession:
         the jobs that answered while they stopped are committed too."""
         self._commit_quietly()
         if self.pool is not None:
+            self.stopping = True
             try:
                 self.pool.close()
             finally:
                 self._commit_quietly()
             if self.pool.closed:  # every job answered or stopped: nothing writing any more
                 self.release_store()
+                self.dirs.close()
         if self._private_scratch is not None and self.pool is not None and self.pool.closed:
             shutil.rmtree(self._private_scratch, ignore_errors=True)
             self._private_scratch = None

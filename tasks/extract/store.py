@@ -5,7 +5,8 @@ Layout under the output directory::
     extract/<aa>/<sha256>.txt              the text (UTF-8, normalised), status ok only
     extract/<aa>/<sha256>.meta.json        PDF sidecar (pages, title, outline, page sources)
     extract/<aa>/<sha256>.<key>.txt        the text of the same bytes read as another type
-    .bastion/verdicts.sqlite               one verdict per (sha256, task key)
+    .bastion/verdicts.sqlite               one verdict per (sha256, task key); the runs
+                                           counted, and when each repeat offender is tried
 
 A file's text is named by its content's sha256; when the walk holds the same bytes under two
 detected types (``a.json`` and its copy ``a.txt``), each (sha256, key) pair has its own verdict
@@ -21,6 +22,10 @@ A verdict is committed only after its text is in place and durable (texts are fl
 verdict always has its text; a text without a verdict is simply redone, and removed by the
 next successful run's clean-up (:meth:`Store.remove_unreferenced`).  doit's own database is
 only a cache in front of this: deleting it costs one quick pass, never a re-extraction.
+
+The verdict index also counts the extract runs and holds the backoff of repeat offenders
+(documents that keep timing out, running out of memory or crashing): its rules are
+:mod:`bastion.tasks.extract.backoff`'s, its rows written in the verdicts' transaction.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from bastion.readers.runtime.verdict import Verdict
 
 from ..output.atomic import STATE_DIR, TMP_PREFIX, OutputError, dumps, output
 from ..output.directory import OutputDir
+from . import backoff
 
 SCHEMA_VERSION = 2
 SCHEMA = """
@@ -84,6 +90,7 @@ class Store:
         self._db: sqlite3.Connection | None = None
         self._dirty = False  # texts or renames not yet made durable
         self._dir: OutputDir | None = None
+        self.run = 0  # this extract run's number (backoff.start_run), 0 before
 
     @property
     def dir(self) -> OutputDir:
@@ -123,6 +130,8 @@ class Store:
                     db.execute("DROP TABLE IF EXISTS verdicts")
                     db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 db.execute(SCHEMA)
+                for table in backoff.SCHEMA:
+                    db.execute(table)
             except (OSError, sqlite3.Error) as e:
                 raise OutputError(f"cannot open the verdict store {self.db_path}: {e}") from None
             self._db = db
@@ -190,6 +199,7 @@ class Store:
             with self.db:
                 self.db.execute("BEGIN")
                 self.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?)", rows)
+                backoff.record(self.db, verdicts, self.run)  # in the same transaction
         except sqlite3.Error as e:
             raise OutputError(f"cannot record verdicts in {self.db_path}: {e}") from None
 

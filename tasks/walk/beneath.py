@@ -19,7 +19,7 @@ import os
 import stat
 from typing import Any
 
-__all__ = ["DIR_FLAGS", "FILE_FLAGS", "foreign_link", "open_beneath", "same_file",
+__all__ = ["DIR_FLAGS", "FILE_FLAGS", "foreign_link", "open_beneath", "open_root", "same_file",
            "uses_openat2"]
 
 SYS_OPENAT2 = 437  # the same number on every Linux architecture (the unified table)
@@ -85,6 +85,8 @@ def open_beneath(dirfd: int, relpath: str | bytes, flags: int = FILE_FLAGS) -> i
     parts = path.split(b"/")
     if path.startswith(b"/") or b".." in parts:
         raise OSError(errno.EXDEV, "path leaves the directory", os.fsdecode(path))
+    if len(parts) == 1:  # one name (a file of the directory being walked): O_NOFOLLOW is all
+        return os.open(path, flags, dir_fd=dirfd)
     if uses_openat2():
         while True:
             try:
@@ -106,6 +108,17 @@ def open_beneath(dirfd: int, relpath: str | bytes, flags: int = FILE_FLAGS) -> i
     finally:
         if fd != dirfd:
             os.close(fd)
+
+
+def open_root(path: str) -> int:
+    """A root's directory, by its resolved absolute path, opened with no symlink followed
+    anywhere on it: the manifest resolved it once; a component swapped for a symlink since
+    is refused (``ELOOP``), never followed."""
+    top = os.open("/", DIR_FLAGS)
+    try:
+        return open_beneath(top, path.lstrip("/"), DIR_FLAGS)
+    finally:
+        os.close(top)
 
 
 def same_file(a: os.stat_result, b: os.stat_result) -> bool:

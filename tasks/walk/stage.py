@@ -5,7 +5,10 @@ byte for byte without being read: the stat cache (:mod:`bastion.tasks.walk.statc
 directory and name, so a re-walk costs one ``lstat`` per file, and a big re-walk is shared
 with forked helpers (:mod:`bastion.tasks.walk.shared`), one per further core.  What a root's walk
 records, prunes and follows is its :class:`~bastion.tasks.walk.globs.Selector`'s decision; a file is read
-by :func:`bastion.tasks.walk.filehash.hash_file`.  Everything is written atomically; nothing a tree holds
+by :func:`bastion.tasks.walk.filehash.hash_file`.  The trees are other users' to change while they are
+walked: the root is opened once, and every directory and file beneath its descriptor with no
+symlink followed (:mod:`bastion.tasks.walk.beneath`), without blocking, and checked against the
+stat its listing made.  Everything is written atomically; nothing a tree holds
 (loops, unreadable directories, FIFOs, devices, vanishing or growing files, names that are
 not UTF-8, other bastion outputs) stops the walk: each is a record or a counted warning.
 
@@ -31,21 +34,20 @@ from typing import Callable, Iterable, Iterator
 
 from ..output import lineindex
 from . import shared as sharedwalk
-from .beneath import DIR_FLAGS, open_beneath
+from .beneath import DIR_FLAGS, open_beneath, open_root
 from .filehash import READ_CHUNK, Where, hash_file
 from ..extract.delta import DELTA_LINES, drop_delta, write_delta
 from ..output.atomic import (OUTPUT_TAG,
                              STATE_DIR,
                              atomic_write,
                              file_identity,
-                             is_output_tag,
                              mark_output,
                              output,
                              remove_stale_temps,
                              scratch_file,
                              write_json)
 from ..output.directory import refuse
-from ..output.tag import root_conflict
+from ..output.tag import is_tagged, root_conflict
 from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
 from ..manifest import Manifest, Root
 from ..names import shown
@@ -73,17 +75,6 @@ def open_dir(dirfd: int, relpath: str) -> int:
     """A directory under a root, opened beneath the root's descriptor with no symlink
     followed on the way (module-level: tests interpose on it, as on the two above)."""
     return open_beneath(dirfd, relpath, DIR_FLAGS)
-
-
-def open_root(path: str) -> int:
-    """A root's directory, by its resolved absolute path, opened with no symlink followed
-    anywhere on it: the manifest resolved it once; a component swapped for a symlink since
-    is refused (``ELOOP``), never followed."""
-    top = os.open("/", DIR_FLAGS)
-    try:
-        return open_beneath(top, path.lstrip("/"), DIR_FLAGS)
-    finally:
-        os.close(top)
 
 
 @dataclass
@@ -433,7 +424,7 @@ class RootWalk:
                         stats.warn(f"{root.name}/{rel or '.'}: replaced during the walk, "
                                    "not walked")
                     continue
-                if _is_output(dfd):
+                if is_tagged(dfd):  # one open that fails for a directory without a tag
                     if owner == 0:
                         stats.outputs_skipped += 1
                         stats.warn(f"{root.name}/{rel or '.'}: a bastion output "
@@ -586,24 +577,6 @@ class RootWalk:
                           WalkRecord(self.root.name, relpath, "other", st.st_size,
                                      st.st_mtime_ns, st.st_ino, None,
                                      "not a regular file (never opened)", None, None))
-
-
-def _is_output(dfd: int) -> bool:
-    """Whether the directory open at ``dfd`` holds a bastion output's tag (one ``faccessat``
-    for a directory without one)."""
-    if not os.access(OUTPUT_TAG, os.F_OK, dir_fd=dfd, follow_symlinks=False):
-        return False
-    try:
-        fd = os.open(OUTPUT_TAG, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=dfd)
-    except OSError:
-        return False
-    try:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and is_output_tag(os.read(fd, 512))
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
 
 
 def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
