@@ -294,8 +294,10 @@ def test_tool_probe_asks_only_when_told(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 0.95  # at the same time: one after the other takes 1 s
     assert {t.name: t.version for t in tools.values()} == {"pdftotext": "1.2",
                                                           "tesseract": "5.3.0"}
-    assert sorted(calls.read_text().split()) == ["pdftotext", "tesseract"]
-    assert set(known) == {str(bindir / "pdftotext"), str(bindir / "tesseract")}
+    # tesseract is asked its version and, at the same time, its data directory (--list-langs)
+    assert sorted(calls.read_text().split()) == ["pdftotext", "tesseract", "tesseract"]
+    assert set(known) == {str(bindir / "pdftotext"), str(bindir / "tesseract"),
+                          f"tessdata:{bindir / 'tesseract'}"}
 
     calls.unlink()
     again = ToolProbe(path=str(bindir), known=known).result()  # result() without ask()
@@ -379,8 +381,11 @@ def test_unsupported_retried_when_a_tool_appears(tmp_path: Path,
     assert by["r/note.txt"]["reused"] is True
     s = summary(out)
     assert s["extracted"] == 1
-    assert [t["name"] for t in s["tools"]] == ["tesseract"]
-    assert s["tools"][0]["path"] == str(bindir / "tesseract")
+    names = [t["name"] for t in s["tools"]]  # with its data directory and language packs
+    assert [n for n in names if n != "tessdata" and not n.startswith("tesseract:")] == [
+        "tesseract"]
+    assert s["tools"][names.index("tesseract")]["path"] == str(bindir / "tesseract")
+    assert "tesseract:eng" in names
 
     assert run("sweep", m, out) == 0  # tool still there: the new verdict is kept
     assert summary(out)["extracted"] == 0
