@@ -139,8 +139,9 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
         extractor = getattr(cap, "extractor", None) or reader.name
         meta = getattr(cap, "meta", None) or {}
         text = normalize_text(text)
-        return Outcome("ok", text, extractor, limit=limit, meta=_languages(meta, text),
-                       warnings=list(getattr(cap, "warnings", None) or []))
+        warnings = list(getattr(cap, "warnings", None) or [])
+        return Outcome("ok", text, extractor, limit=limit,
+                       meta=_languages(meta, text, warnings), warnings=warnings)
     except Unsupported as u:
         return Outcome("unsupported", extractor=reader.name, error=u.message)
     except ReaderError as e:
@@ -154,15 +155,21 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
     limit = result.meta.pop("limit", None)
     return Outcome(status, text if status == "ok" else "", result.extractor, error=error,
                    limit=limit if isinstance(limit, str) and status == "ok" else None,
-                   meta=_languages(result.meta, text) if status == "ok" else result.meta,
+                   meta=(_languages(result.meta, text, result.warnings) if status == "ok"
+                         else result.meta),
                    warnings=result.warnings)
 
 
-def _languages(meta: dict[str, Any], text: str) -> dict[str, Any]:
-    """``meta`` with the main languages of every reader's text (readers/text/langid.py)."""
-    from .text.langid import main_languages
+def _languages(meta: dict[str, Any], text: str, warnings: list[str]) -> dict[str, Any]:
+    """``meta`` with the main languages of every reader's text (readers/text/langid.py);
+    none, and a warning, when the model does not fit the worker's memory cap."""
+    from .text import langid
 
-    return {**meta, "languages": main_languages(text)}
+    try:
+        return {**meta, "languages": langid.main_languages(text)}
+    except langid.Unavailable as e:
+        warnings.append(str(e))
+        return meta
 
 
 def read_nested(ctx: Context, data: bytes, name: str, sink: TextSink) -> str:
