@@ -400,3 +400,14 @@ def test_in_a_worker_whose_memory_cap_is_too_small_the_text_stays_and_the_record
     assert [r.status for r in results] == ["ok", "ok"]
     for r in results:
         assert r.verdict.languages == () and r.verdict.warnings == (langid.UNAVAILABLE,)
+
+
+def test_the_manifests_ocr_languages_keys_exactly_the_readers_that_ocr():
+    from bastion.readers.dispatch import REGISTRY
+    from bastion.tasks.extract.plan import task_key
+
+    fixed = Limits(ocr_languages=("deu", "eng"))
+    changed = {r.name for r in REGISTRY
+               for mime in r.mimes[:1]
+               if task_key(r, mime, Limits(), {}) != task_key(r, mime, fixed, {})}
+    assert changed == {"pdf", "ocr"}
