@@ -4,7 +4,8 @@ each language's pages with ``auto`` against the pack given outright and against 
     python bench/ocrlang.py --base /path/to/base/venv/python [--rounds N] [--out FILE]
 
 The pages are tests/langpages.py's, rendered once to a temporary directory (PNG, 300 dpi),
-English in three fonts.  Each measurement is one child process per tree and setting, started
+English in three fonts and as a full page, with the English scan of tests/samples/pdf
+(ocrmypdf's ``linn`` scan, through the PDF reader).  Each measurement is one child process per tree and setting, started
 by that tree's Python (``--base``: the base commit's virtualenv; this tree's otherwise), which
 reads every page through the image reader (``read_document``) with the tools the pipeline
 hands a worker: the warm engine on, no OCR memo.  A first read of another page loads the
@@ -39,9 +40,10 @@ spec = json.loads(sys.argv[1])
 tools = {n: t.path for n, t in toolset.discover().items() if n in ("tesseract", "tessdata")}
 limits = Limits(**({"ocr_languages": tuple(spec["languages"])} if spec["languages"] else {}))
 ctx = LocalContext(limits, tools, tmpdir=Path(spec["tmp"]))
-reader = select("image/png", "page.png")
 def read(path):
-    return read_document(Document(Path(path).read_bytes(), "page.png", "image/png"), ctx, reader)
+    name, mime = ("doc.pdf", "application/pdf") if path.endswith(".pdf") else ("page.png",
+                                                                            "image/png")
+    return read_document(Document(Path(path).read_bytes(), name, mime), ctx, select(mime, name))
 read(spec["warm"])  # the models load here
 out = []
 for path in spec["pages"]:
@@ -75,6 +77,7 @@ def main() -> None:
     ap.add_argument("--base", required=True, help="the base tree's Python")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--english-only", action="store_true")
     ap.add_argument("--out")
     args = ap.parse_args()
     sys.path.insert(0, str(TESTS))
@@ -94,6 +97,13 @@ def main() -> None:
             path = tmp / f"{s.lang}.png"
             path.write_bytes(lp.render(s))
             pages[s.lang] = str(path)
+    full = lp.Sample(eng.lang, eng.iso, eng.script, fonts[0], "\n".join([eng.text] * 7))
+    (tmp / "eng-a4.png").write_bytes(lp.render(full, points=11))
+    pages["eng-a4"] = str(tmp / "eng-a4.png")
+    for scan in sorted((HERE.parent / "examples" / "docs").glob("*.png")) + [
+            HERE.parent / "tests" / "samples" / "pdf" / "ocrmypdf-linn-scan.pdf"]:
+        if scan.exists():
+            pages[f"eng-{scan.name}"] = str(scan)
     warm = tmp / "warm.png"
     warm.write_bytes(lp.render(eng, points=10))
     (tmp / "scratch").mkdir()
@@ -110,20 +120,26 @@ def main() -> None:
             got[name] = run(python, base_spec)
         report["rounds"].append({
             name: {"page_cpu": sum(p["cpu"] for p in res), "process_cpu": cpu, "wall": wall,
-                   "texts": [p["text"] for p in res]} for name, (res, cpu, wall) in got.items()})
+                   "pages": [p["cpu"] for p in res], "texts": [p["text"] for p in res]}
+            for name, (res, cpu, wall) in got.items()})
     per = {name: statistics.median(r[name]["page_cpu"] for r in report["rounds"])
            for name in ("base", "new")}
     proc = {name: statistics.median(r[name]["process_cpu"] for r in report["rounds"])
             for name in ("base", "new")}
     same = all(r["base"]["texts"] == r["new"]["texts"] for r in report["rounds"])
+    print("English pages:", ", ".join(Path(p).name for p in english))
     print(f"English, {len(english)} pages: OCR CPU per round base {per['base']:.3f} s, "
           f"new {per['new']:.3f} s ({per['new'] / per['base'] - 1:+.1%}); whole child "
           f"{proc['base']:.2f} s vs {proc['new']:.2f} s; same text: {same}")
     report["english"] = {"page_cpu": per, "process_cpu": proc, "same_text": same}
+    for k, path in enumerate(english):
+        b, n = (statistics.median(r[name]["pages"][k] for r in report["rounds"])
+                for name in ("base", "new"))
+        print(f"  {Path(path).name:28} base {b:.3f} s  new {n:.3f} s  ({n / b - 1:+.1%})")
 
     langs: dict[str, dict] = {}
     for s in lp.SAMPLES:
-        if s.lang == "eng":
+        if s.lang == "eng" or args.english_only:
             continue
         row = {}
         for setting, languages in (("auto", None), ("given", [s.lang]), ("eng", ["eng"])):

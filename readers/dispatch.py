@@ -258,18 +258,15 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
 
 
 def _languages(meta: dict[str, Any], text: str, warnings: list[str]) -> dict[str, Any]:
-    """``meta`` with the main languages of every reader's text (readers/text/langid.py).  A
-    worker whose memory cap leaves no room for the language model (≈ 200 MB while it loads)
-    keeps the text: no languages, and a warning that says why."""
-    from .text.langid import main_languages
+    """``meta`` with the main languages of every reader's text (readers/text/langid.py);
+    none, and a warning, when the model does not fit the worker's memory cap."""
+    from .text import langid
 
     try:
-        languages = main_languages(text)
-    except MemoryError:
-        languages = ()
-        warnings.append("languages not identified: the language model does not fit in the "
-                        "worker's memory cap (limits.memory_bytes)")
-    return {**meta, "languages": languages}
+        return {**meta, "languages": langid.main_languages(text)}
+    except langid.Unavailable as e:
+        warnings.append(str(e))
+        return meta
 
 
 def _with_embedded(meta: dict[str, Any], ctx: Context) -> dict[str, Any]:

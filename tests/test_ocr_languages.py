@@ -89,14 +89,20 @@ def test_auto_reads_each_language_with_its_own_pack(sample, tmp_path, tessdata):
     assert english.meta["ocr_languages"] == ["eng"]
 
 
+NOTE = Path(__file__).resolve().parent.parent / "examples" / "docs" / "scanned-note.png"
+
+
 @pytest.mark.slow
 @needs_packs
-def test_an_english_page_is_read_once_and_depends_on_eng_alone(tmp_path, tessdata):
+@pytest.mark.parametrize("page", ["prose", "receipt"])
+def test_an_english_page_is_read_once_and_depends_on_eng_alone(page, tmp_path, tessdata):
     """An English page costs one recognition, as before the choice existed, and its result
-    depends on no other pack: installing one does not re-read it."""
+    depends on no other pack: installing one does not re-read it.  A receipt's few words
+    ("Scanned receipt: bastion / Total 42 euros") name no language, but eng reads them far
+    too confidently for another script."""
     calls: list[str] = []
     ctx = context(tmp_path, tessdata(*WANTED))
-    image = lp.render(lp.sample("eng"))
+    image = lp.render(lp.sample("eng")) if page == "prose" else NOTE.read_bytes()
     real = choose.choose
 
     def spy(recognise, detect, installed, languages):
@@ -364,3 +370,44 @@ def test_text_layers_in_other_scripts_are_text_never_unprintable(tmp_path):
         assert out.meta["languages"][0][0] == code, (code, out.meta["languages"], out.text)
         if not direction:  # right-to-left text comes out of PDFium in visual order in parts
             assert text[:12] in out.text, (code, out.text)
+
+
+@pytest.mark.slow
+def test_in_a_worker_whose_memory_cap_is_too_small_the_text_stays_and_the_record_says_so(
+        tmp_path):
+    """The language model needs ≈ 310 MB of address space to load: a worker capped at
+    256 MiB still gives the document's text, without languages, and a warning naming why."""
+    import hashlib
+
+    from bastion.readers.base import MiB
+    from bastion.readers.runtime.pool import Job, WorkerPool
+
+    results = []
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    path = docs / "vertrag.txt"
+    path.write_text(lp.sample("deu").text, encoding="utf-8")
+    data = path.read_bytes()
+    pool = WorkerPool(1, Limits(memory_bytes=256 * MiB), tmp_path / "pool", results.append)
+    try:
+        for n in (1, 2):  # the second document meets the same answer at once
+            pool.submit(Job(id=n, path=str(path), name=path.name, mime="text/plain",
+                            sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+                            deadline_s=30.0))
+        pool.drain()
+    finally:
+        pool.close()
+    assert [r.status for r in results] == ["ok", "ok"]
+    for r in results:
+        assert r.verdict.languages == () and r.verdict.warnings == (langid.UNAVAILABLE,)
+
+
+def test_the_manifests_ocr_languages_keys_exactly_the_readers_that_ocr():
+    from bastion.readers.dispatch import REGISTRY
+    from bastion.tasks.extract.plan import task_key
+
+    fixed = Limits(ocr_languages=("deu", "eng"))
+    changed = {r.name for r in REGISTRY
+               for mime in r.mimes[:1]
+               if task_key(r, mime, Limits(), {}) != task_key(r, mime, fixed, {})}
+    assert changed == {"pdf", "ocr"}

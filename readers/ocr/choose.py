@@ -8,7 +8,9 @@ the manifest (``ocr_languages``).
    language identified with probability ``LATIN_PROB`` or more is the page's: English ends
    there; another language is read again with its pack when installed (``deu``), and when it
    is not, the English reading stays and the pack is named missing.  A reading with too few
-   letters to identify, of good confidence (a page number, a short caption), is kept too.
+   letters to identify, of good confidence (a page number, a short caption), is kept too, and
+   so is one of ``LATIN_SURE_CONF`` or more that no Latin language was identified in (a
+   receipt's few words): ``eng`` reads pages of other scripts far less confidently.
 2. Otherwise the page is not in Latin script, or not readable by ``eng``: tesseract's
    orientation and script detection (OSD) names its script.  When a pack of that script is
    installed, the page is read with the script's first pack (``rus`` for Cyrillic, …), then
@@ -41,6 +43,9 @@ from .engine import Osd
 LATIN_PROB = 0.9  # a first reading identified this surely is in that Latin-script language
 LATIN_MIN_CONF = 30.0  # … when tesseract's mean word confidence is at least this
 SHORT_MIN_CONF = 60.0  # a reading too short to identify is kept from this confidence
+# ``eng`` reads a page of another script with a mean word confidence under 50 (17-46 on the
+# test pages): from this one, its reading is of a Latin-script page, identified or not
+LATIN_SURE_CONF = 75.0
 SCRIPT_PROB = 0.5  # a reading by a script's pack identified as one of its languages …
 SCRIPT_MIN_CONF = 40.0  # … with this mean word confidence, for the script OSD named
 OTHER_MIN_CONF = 60.0  # … or this one, for a script tried without OSD's word
@@ -150,6 +155,8 @@ class _Chooser:
                 again, lang2, _ = self.read(pack)
                 return self.done(again, pack, "Latin", lang2 or lang)
             return self.done(first, base, "Latin", lang, (pack,))
+        if conf >= LATIN_SURE_CONF and P.script_of(base) == "Latin":
+            return self.done(first, base, "Latin", lang if prob >= LATIN_PROB else None)
         osd = self.detect()
         script = P.SCRIPT_ALIASES.get(osd.script or "", osd.script) if osd else None
         tried: set[str] = {"Latin"}

@@ -19,8 +19,8 @@ and version therefore give the same text on both paths (tests/test_tessapi.py co
 real images and scanned pages).
 
 :func:`engine` returns None when the library cannot be used: not installed (``LIBRARY`` and
-``LEPTONICA`` name the shared objects; a test points them at a missing path), no English model,
-or a version other than the ``tesseract`` command's, which keys the task (readers/runtime/toolset.py asks
+``LEPTONICA`` name the shared objects; a test points them at a missing path), no model for
+the language, or a version other than the ``tesseract`` command's, which keys the task (readers/runtime/toolset.py asks
 the command); the caller then runs the command.
 """
 

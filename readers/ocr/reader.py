@@ -28,6 +28,11 @@ records the size OCRed.  An image whose pixels are all nearly the same (a blank 
 colour: the gray range of its pixels under ``BLANK_RANGE``) is not sent to OCR at all:
 ``meta["ocr"]["skipped"]`` says so, and the record is ``empty`` as tesseract would leave it.
 
+The language: each image (and each scanned PDF page) is read by the language pack(s) of its own
+language and script, chosen per page among the installed packs, or the manifest's
+``ocr_languages`` (:func:`read_page`, readers/ocr/choose.py, readers/ocr/packs.py); the packs
+that read it, its script and the packs missing go into ``meta["ocr"]`` and the record.
+
 Tesseract writes its TSV (one row per word with its confidence); the text is rebuilt from the
 rows — words joined by a space, lines by a line feed, paragraphs and blocks by a blank line —
 and the mean word confidence comes with it (:class:`OcrText`).

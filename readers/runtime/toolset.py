@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import ToolFailed
 from ..ocr import packs as ocr_packs
@@ -92,7 +93,7 @@ class ToolProbe:
         self.identities: dict[str, str | None] = {}
         self._unknown: dict[str, list] = {}  # name -> the binary's stat identity (or [])
         self._asking: dict[str, RunningTool | None] = {}
-        self._langs: RunningTool | None = None  # tesseract --list-langs, while it runs
+        self._listing: list[RunningTool | None] = []  # tesseract --list-langs, when asked
         if no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1":
             return
         search = path if path is not None else os.environ.get("PATH", os.defpath)
@@ -116,14 +117,14 @@ class ToolProbe:
 
     def ask(self) -> None:
         """Start the version questions not asked yet (they run while the caller goes on), and
-        tesseract's ``--list-langs`` when where its packs are is not known yet."""
-        tess = self.paths.get("tesseract")
-        if tess is not None and self._langs is None and _tessdata_known(tess, self.known) is None:
+        tesseract's ``--list-langs`` when its data directory is not known yet."""
+        exe = self.paths.get("tesseract")
+        if exe and not self._listing and _cached_dir(exe, self.known) is _UNKNOWN:
             try:
-                self._langs = RunningTool([tess, "--list-langs"], timeout=30.0,
-                                          max_output=1 << 16)
+                self._listing.append(RunningTool([exe, "--list-langs"], timeout=30.0,
+                                                 max_output=1 << 16))
             except ToolFailed:
-                self._langs = None
+                self._listing.append(None)
         for name in self._unknown:
             if name in self._asking:
                 continue
@@ -161,20 +162,22 @@ class ToolProbe:
         found = {name: Tool(name, exe, self.versions.get(name), self.identities.get(name))
                  for name, exe in self.paths.items()}
         if "tesseract" in found:
-            listed = self._langs
-            self._langs = None
-            found.update(language_packs(found["tesseract"].path, self.known, listed))
+            exe = found["tesseract"].path
+            where = _cached_dir(exe, self.known)
+            if where is _UNKNOWN:
+                running = self._listing[0] if self._listing else None
+                where = _listed_dir(exe, running, self.known)
+            self._listing.clear()
+            found.update(language_packs(exe, self.known, where))
         return found
 
     def close(self) -> None:
         """Abandon the questions still running (a run that stopped before its end)."""
-        for running in self._asking.values():
+        for running in [*self._asking.values(), *self._listing]:
             if running is not None:
                 running.kill()
-        if self._langs is not None:
-            self._langs.kill()
-            self._langs = None
         self._asking.clear()
+        self._listing.clear()
         self._unknown.clear()
 
 
@@ -186,9 +189,13 @@ def _stat_id(path: str) -> list:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
-def _tessdata_known(tesseract: str, known: dict[str, list] | None) -> str | None:
-    """The data directory without asking: ``TESSDATA_PREFIX``, or what ``known`` kept for
-    this very binary (by its stat); None when tesseract must be asked."""
+_UNKNOWN = object()  # no data directory cached for this binary
+
+
+def _cached_dir(tesseract: str, known: dict[str, list] | None) -> Any:
+    """The data directory: ``TESSDATA_PREFIX`` when set (tesseract 5 reads the packs there),
+    else the one kept in ``known`` for this very binary (None: it named none), else
+    :data:`_UNKNOWN`."""
     prefix = os.environ.get("TESSDATA_PREFIX")
     if prefix:
         return os.path.abspath(prefix)
@@ -196,38 +203,41 @@ def _tessdata_known(tesseract: str, known: dict[str, list] | None) -> str | None
     entry = known.get(f"tessdata:{tesseract}") if known is not None else None
     if ident and isinstance(entry, list) and len(entry) == 6 and entry[:4] == ident:
         return entry[4]
-    return None
+    return _UNKNOWN
 
 
-def tessdata_dir(tesseract: str, known: dict[str, list] | None = None,
-                 listed: RunningTool | None = None) -> str | None:
-    """Tesseract's data directory: ``TESSDATA_PREFIX`` when set (tesseract 5 reads the packs
-    there), else the one ``tesseract --list-langs`` names (asked once per binary, kept in
-    ``known``; ``listed``: that question already started, by :meth:`ToolProbe.ask`)."""
-    where = _tessdata_known(tesseract, known)
-    if where is not None:
-        if listed is not None:
-            listed.kill()
-        return where
-    ident = _stat_id(tesseract)
+def _listed_dir(tesseract: str, running: RunningTool | None,
+                known: dict[str, list] | None) -> str | None:
+    """The directory ``tesseract --list-langs`` names (``running``: the question asked
+    already; asked now when None), kept in ``known`` when it answered."""
     try:
-        answer = (listed.finish() if listed is not None else
+        answer = (running.finish() if running is not None else
                   run_tool([tesseract, "--list-langs"], timeout=30.0, max_output=1 << 16))
     except ToolFailed:
         return None
     m = re.search(rb'"([^"\n]+)"', answer.stdout + b"\n" + answer.stderr)
     where = os.fsdecode(m.group(1)).rstrip("/") if m else None
-    if where and ident and known is not None:
+    ident = _stat_id(tesseract)
+    if ident and known is not None:
         known[f"tessdata:{tesseract}"] = [*ident, where, "tessdata"]
     return where
 
 
+def tessdata_dir(tesseract: str, known: dict[str, list] | None = None) -> str | None:
+    """Tesseract's data directory: ``TESSDATA_PREFIX`` when set, else the one
+    ``tesseract --list-langs`` names (asked once per binary, kept in ``known``)."""
+    where = _cached_dir(tesseract, known)
+    return _listed_dir(tesseract, None, known) if where is _UNKNOWN else where
+
+
 def language_packs(tesseract: str, known: dict[str, list] | None = None,
-                   listed: RunningTool | None = None) -> dict[str, Tool]:
-    """The ``tessdata`` tool (the data directory; its identity is constant: the packs key
-    each document, not the task) and one ``tesseract:<name>`` tool per pack, identified by
-    its sha256 (kept in ``known`` by the file's stat)."""
-    where = tessdata_dir(tesseract, known, listed)
+                   where: Any = _UNKNOWN) -> dict[str, Tool]:
+    """The ``tessdata`` tool (the data directory ``where``, found by :func:`tessdata_dir`
+    when not given; its identity is constant: the packs key each document, not the task)
+    and one ``tesseract:<name>`` tool per pack, identified by its sha256 (kept in ``known``
+    by the file's stat)."""
+    if where is _UNKNOWN:
+        where = tessdata_dir(tesseract, known)
     if not where or not os.path.isdir(where):
         return {}
     out = {ocr_packs.TESSDATA: Tool(ocr_packs.TESSDATA, where, None, "packs")}

@@ -40,24 +40,43 @@ def _array(arr: Any) -> array:
     return out
 
 
+class Unavailable(Exception):
+    """The model does not fit this process's memory cap (``memory_bytes``): no language."""
+
+
 def _identifier() -> Any:
     """py3langid's identifier with normalised probabilities.  Its own loader unpacks the
     65 MiB model into a temporary file, which a worker may not write (its file size cap and
-    Landlock): the model is unpacked in memory instead, into the same arrays."""
+    Landlock): the model is unpacked in memory instead, into the same arrays (≈ 310 MB of
+    address space at the peak with numpy's, 100 MB resident after).  Raises :class:`Unavailable` when that
+    does not fit, then at once for the rest of the process."""
+    if _IDENTIFIER and _IDENTIFIER[0] is None:
+        raise Unavailable(UNAVAILABLE)
     if not _IDENTIFIER:
-        import numpy as np
-        from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
-
-        with lzma.open(MODEL_DIR / MODEL_FILE) as src:
-            raw = io.BytesIO(src.read())
-        with np.load(raw, allow_pickle=False) as d:
-            model = LanguageIdentifier(
-                np.asarray(d["ptc"]), np.asarray(d["pc"]), d["classes"].tolist(),
-                _array(d["nextmove"]), d["out_feat"].tolist(), norm_probs=True,
-                tk_row=_array(d["nextmove_row"]))
-        del raw
-        _IDENTIFIER.append(model)
+        try:
+            _IDENTIFIER.append(_load())
+        except MemoryError:
+            _IDENTIFIER.append(None)
+            raise Unavailable(UNAVAILABLE) from None
     return _IDENTIFIER[0]
+
+
+UNAVAILABLE = "languages not identified: the language model does not fit the memory cap"
+
+
+def _load() -> Any:
+    import numpy as np
+    from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
+
+    with lzma.open(MODEL_DIR / MODEL_FILE) as src:
+        raw = io.BytesIO(src.read())
+    with np.load(raw, allow_pickle=False) as d:
+        model = LanguageIdentifier(
+            np.asarray(d["ptc"]), np.asarray(d["pc"]), d["classes"].tolist(),
+            _array(d["nextmove"]), d["out_feat"].tolist(), norm_probs=True,
+            tk_row=_array(d["nextmove_row"]))
+    del raw
+    return model
 
 
 def letters(text: str) -> int:
@@ -66,11 +85,16 @@ def letters(text: str) -> int:
 
 def identify(text: str) -> tuple[str | None, float]:
     """The language of ``text`` (ISO 639-1) and its probability (0-1); ``(None, 0.0)`` for a
-    text of fewer than MIN_LETTERS letters."""
+    text of fewer than MIN_LETTERS letters, or when the model does not fit the memory cap
+    (the document's record says so: :func:`main_languages`)."""
     sample = text[:SAMPLE_CHARS * 4]
     if letters(sample) < MIN_LETTERS:
         return None, 0.0
-    lang, prob = _identifier().classify(sample)
+    try:
+        model = _identifier()
+    except Unavailable:
+        return None, 0.0
+    lang, prob = model.classify(sample)
     if lang in _NOT_LANGUAGES:
         return None, 0.0
     return str(lang), float(prob)
