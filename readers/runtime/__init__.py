@@ -4,7 +4,10 @@
 - ``worker``    : one worker seen from the parent: its start, job line, deadline, caps and death
 - ``workermain``: the worker process's own main loop: the sandbox first, then one job after another
 - ``procs``     : starting and killing processes: the only module that starts a child process
+- ``answers``   : a worker's answer, trusted for nothing: checked field by field, its text taken
 - ``sandbox``   : what a worker enters as its first act: limits, private I/O, no root, Landlock
+- ``identity``  : who a worker is: its slot's own uid, and its identity measured from /proc
+- ``seccomp``   : the seccomp filter a worker loads last: no socket, namespace, tracing, mount
 - ``toolset``   : external tools as sensors: found on PATH at run time, or absent, with their versions
 - ``toolcall``  : one call of an external tool: a deadline, an output cap, a group kill, a reap
 - ``context``   : the read context of one document: limits, tools, scratch directory, deadline

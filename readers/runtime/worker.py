@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from ..base import Limits
+from .identity import dropped, measure
 from .procs import CHILD_ENV, containment, start_worker, stop_worker, worker_status
-from .sandbox import WORKER_DIR
+from .sandbox import WORKER_DIR, passable, reachable
 
 # the directory holding the ``bastion`` package, which the worker imports
 # ``bastion.readers.runtime.workermain`` from: readers/.. is a checkout's root, or in an installation the
@@ -47,6 +48,10 @@ class StartError(Exception):
     """A worker's process could not be started (the pool says so as its ``PoolError``)."""
 
 
+class PoolError(Exception):
+    """The pool itself cannot go on (workers cannot be started, or kept root)."""
+
+
 class Misbehaved(Exception):
     """A worker broke its protocol or a cap: ``kind`` is the error kind of its job."""
 
@@ -60,9 +65,10 @@ class Worker:
     """One worker and what the parent keeps of it (``job``: the job it reads, if any)."""
 
     __slots__ = ("proc", "jobs", "dir", "buf", "err", "job", "deadline", "done", "ready",
-                 "killed", "started", "contained", "pid", "pidfd")
+                 "killed", "started", "contained", "pid", "pidfd", "user", "identity")
 
-    def __init__(self, proc: subprocess.Popen, jobs: socket.socket, wdir: Path) -> None:
+    def __init__(self, proc: subprocess.Popen, jobs: socket.socket, wdir: Path,
+                 user: tuple[int, int] | None = None) -> None:
         self.proc = proc
         self.jobs = jobs  # the parent's end of the job socket
         self.dir = wdir
@@ -77,6 +83,8 @@ class Worker:
         self.contained: str | None = None  # how it holds its descendants (its ready line)
         self.pid = proc.pid  # the worker itself, once its ready line says (else its keeper)
         self.pidfd: int | None = None  # readable once the worker (not its keeper) has exited
+        self.user = user  # the uid and gid it runs as (None: the pool's own)
+        self.identity: dict[str, Any] | None = None  # as measured from /proc at its ready line
 
     @classmethod
     def start(cls, wdir: Path, limits: Limits, *, user: tuple[int, int] | None,
@@ -90,6 +98,7 @@ class Worker:
             os.chmod(wdir, 0o700)
         seen_as = str(WORKER_DIR) if mount else str(wdir)
         config = {"dir": seen_as, "bind": str(wdir) if mount else None, "user": user,
+                  "view": view_paths() if mount else [],
                   "limits": limits.as_dict(), "extra_readers": list(extra_readers),
                   "contain": containment(contain, mount)[1]}
         argv = [sys.executable, "-I", "-S", "-c", _BOOT.format(path=worker_path()),
@@ -104,7 +113,7 @@ class Worker:
             raise StartError(str(e)) from None
         finally:
             theirs.close()
-        worker = cls(proc, ours, wdir)
+        worker = cls(proc, ours, wdir, user)
         assert proc.stdout is not None and proc.stderr is not None
         os.set_blocking(proc.stdout.fileno(), False)
         os.set_blocking(proc.stderr.fileno(), False)
@@ -157,7 +166,7 @@ class Worker:
             try:
                 msg = json.loads(line)
             except ValueError:
-                raise Misbehaved("crash", "reader worker broke the protocol") from None
+                raise Misbehaved("worker", "reader worker broke the protocol") from None
             if not msg.get("ready"):
                 return msg
             self.on_ready(msg)
@@ -173,6 +182,12 @@ class Worker:
                     self.pidfd = os.pidfd_open(self.pid)
                 except (AttributeError, OSError):
                     pass
+        try:
+            self.identity = measure(self.pid)
+        except (OSError, KeyError, ValueError):
+            self.identity = None
+        if self.user is not None and not dropped(self.identity):  # measured, not asked
+            raise PoolError(f"a reader worker kept root or a capability: {self.identity}")
         if self.job is not None:
             self.deadline = time.monotonic() + self.job.deadline_s
 
@@ -289,30 +304,6 @@ def _is_child(pid: Any, parent: int) -> bool:
         return False
 
 
-def reachable(path: str, uid: int, gid: int, need: int = 5) -> bool:
-    """Whether ``uid``/``gid`` (no other group) has the ``need`` bits on ``path`` (r-x: list
-    a directory; --x: run a file) and may pass every directory above it, both along the
-    path as written and along the one its symlinks lead to, by the permission bits (ACLs
-    are not read)."""
-    return all(passable(p, uid, gid, need)
-               for p in {os.path.abspath(path), os.path.realpath(path)})
-
-
-def passable(path: str, uid: int, gid: int, need: int) -> bool:
-    while True:
-        try:
-            st = os.stat(path)
-        except OSError:
-            return False
-        bits = (st.st_mode >> 6 if st.st_uid == uid else
-                st.st_mode >> 3 if st.st_gid == gid else st.st_mode) & 7
-        if bits & need != need:
-            return False
-        if path == "/":
-            return True
-        path, need = os.path.dirname(path), 1
-
-
 def open_document(path: str) -> tuple[int | None, str | None]:
     """A read-only descriptor of the document for its worker, or why there is none.
 
@@ -338,6 +329,24 @@ def open_document(path: str) -> tuple[int | None, str | None]:
         why = f"cannot open: {e.strerror}"
     os.close(fd)
     return None, why
+
+
+def view_paths() -> list[str]:
+    """What a worker that gives up root must reach (:func:`bastion.readers.runtime.sandbox.
+    build_view`): the interpreter, its standard library and extension modules, bastion's
+    tree and the environment's packages."""
+    import sysconfig
+
+    paths = [os.path.realpath(sys.executable), os.path.dirname(os.__file__),
+             sysconfig.get_path("platstdlib") or "", *worker_path()]
+    dynload = os.path.join(os.path.dirname(os.__file__), "lib-dynload")
+    paths.append(dynload)
+    out: list[str] = []
+    for path in paths:  # as written and as its links lead (a link's own directory may be hidden)
+        for form in ({os.path.abspath(path), os.path.realpath(path)} if path else ()):
+            if os.path.exists(form) and form not in out:
+                out.append(form)
+    return out
 
 
 def worker_path() -> list[str]:

@@ -178,7 +178,10 @@ def main() -> None:
         workdir = bind_worker_dir(config["bind"])
     user = config.get("user")
     limits = Limits.from_dict(config["limits"])
-    jobs, results, _abi = enter_sandbox(workdir, limits, tuple(user) if user else None)
+    pid = host_pid()  # before anything can change what /proc says
+    jobs, results, abi, filtered = enter_sandbox(workdir, limits,
+                                                 tuple(user) if user else None,
+                                                 config.get("view") or ())
     sys.setrecursionlimit(10_000)
     import importlib
 
@@ -191,7 +194,9 @@ def main() -> None:
     from ..ocr.memo import OcrMemo
 
     ocr_memo = OcrMemo()  # this worker's OCR answers, kept across its documents
-    ready = {"ready": True, "contained": contained, "pid": host_pid()}
+    # what it says of itself is informative only: the pool measures it from /proc
+    ready = {"ready": True, "contained": contained, "pid": pid, "landlock": abi,
+             "seccomp": filtered}
     results.write(json.dumps(ready).encode() + b"\n")
     seq = 0
     room = socket.CMSG_SPACE(4 * array("i").itemsize)
