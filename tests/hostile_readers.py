@@ -20,7 +20,8 @@ tool       runs ``sh -c 'sleep 1000.<arg> & sleep 999.<arg>'`` through run_tool 
 daemon     starts ``sleep 1000.<arg>`` in a session of its own (setsid), then sleeps forever
 symlink    plants a symlink where the worker writes the text file, then returns text
 garbage    writes a line that is not JSON on the protocol descriptor, then returns text
-write      tries to create the file named by the argument; returns ``wrote`` or ``denied: …``
+write      tries to create the file named by the argument (``$TMPDIR`` expanded); returns
+           ``wrote`` or ``denied: …``
 net        tries a TCP connection to 127.0.0.1:<argument>; returns ``connected`` or
            ``refused: …``
 env        returns the environment it sees, as JSON
@@ -44,12 +45,14 @@ peek       tries to read what is not its own: the argument is JSON ``{"paths": [
            returns ``{what: "read…" | "denied: …"}`` as JSON
 procs      starts ``sleep`` processes until refused (at most the argument); returns how many
            ran at once, and leaves them running
-plant      leaves a mark for the next document: a module attribute, a file in its scratch's
-           parent, an ``atexit`` hook, a child process (``sleep 1000.<arg>``); returns ``planted``
+plant      leaves a mark for the next document: a module attribute and a builtin, a file in its
+           scratch's parent, an ``atexit`` hook, a thread, a child process in a session of its
+           own (``sleep 1000.<arg>``); returns ``planted``
 planted    returns, as JSON, which marks of ``plant`` it sees
 forge      answers for the worker with a forged line (the argument: JSON merged into a valid
-           answer to its job; ``"text_is"`` makes the text a ``dir``, ``fifo``, ``symlink``,
-           ``hardlink`` or ``big`` file), then sleeps until killed
+           answer to its job; ``"text_is"`` first tries to make its text a ``dir``, ``fifo``,
+           ``symlink``, ``hardlink`` or a ``big`` file, and says in the verdict's warnings
+           whether it could), then exits
 ok         returns ``fine``
 =========  ===================================================================================
 """
@@ -64,6 +67,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from bastion.readers.base import Context, Document, Reader, ReadResult, TextSink
 
@@ -165,7 +169,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         sink.write("wrote garbage\n")
     elif cmd == "write":
         try:
-            with open(arg, "w") as f:
+            with open(os.path.expandvars(arg), "w") as f:
                 f.write("escaped the sandbox\n")
             sink.write("wrote\n")
         except OSError as e:
@@ -407,6 +411,9 @@ def _plant(arg: str, ctx: Context) -> dict:
     setattr(builtins, "_bastion_hostile_mark", _MARK)
     (ctx.tmpdir.parent / "planted.txt").write_text(_MARK)  # a file beside its scratch
     atexit.register(lambda: None)
+    import threading
+
+    threading.Thread(target=_sleep_forever, daemon=True).start()  # a thread
     subprocess.Popen(["sleep", f"1000.{arg}"], start_new_session=True,
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL)
@@ -415,12 +422,17 @@ def _plant(arg: str, ctx: Context) -> dict:
 
 def _planted(arg: str, ctx: Context) -> dict:
     builtins = sys.modules["builtins"]
-    alive = subprocess.run(["sh", "-c", f"ps -eo args | grep -c '^sleep 1000.{arg}$'"],
-                           capture_output=True, text=True).stdout.strip()
+    alive = False
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                alive = alive or f.read().split(b"\0")[:2] == [b"sleep", f"1000.{arg}".encode()]
+        except OSError:
+            pass
     return {"module": globals().get("PLANTED") == _MARK,
             "builtins": getattr(builtins, "_bastion_hostile_mark", None) == _MARK,
             "file": (ctx.tmpdir.parent / "planted.txt").exists(),
-            "child_seen": alive not in ("", "0"), "pid": os.getpid()}
+            "child_alive": alive}
 
 
 ATTACKS = {"status": _status, "sockets": _sockets, "syscalls": _syscalls,
@@ -429,7 +441,9 @@ ATTACKS = {"status": _status, "sockets": _sockets, "syscalls": _syscalls,
 
 
 def _forge(spec: dict, ctx: Context) -> None:
-    """Write a forged answer to the job this worker reads, then wait to be killed."""
+    """Write a forged answer to the job this worker reads, then wait to be killed.  Its text
+    file is first made something else (``text_is``) where the sandbox lets it; whether it
+    could goes in the forged verdict's warnings (``planted`` or ``plant denied: …``)."""
     import fcntl
 
     frame = sys._getframe()
@@ -437,26 +451,36 @@ def _forge(spec: dict, ctx: Context) -> None:
         frame = frame.f_back
     job_id = frame.f_locals["job"]["id"] if frame is not None else -1
     seq = ctx.tmpdir.name[len("job"):]
-    workdir = ctx.tmpdir.parent
     name = f"t{seq}.txt"
     kind = spec.pop("text_is", None)
-    target = workdir / name
-    if kind == "dir":
-        target.mkdir()
-        (target / "inside").write_text("x")
-    elif kind == "fifo":
-        os.mkfifo(target)
-    elif kind == "symlink":
-        os.symlink("/etc/passwd", target)
-    elif kind == "hardlink":
-        (workdir / "other").write_text("linked\n")
-        os.link(workdir / "other", target)
-    elif kind == "big":
-        with open(target, "wb") as f:
-            f.truncate(int(spec.pop("size", 3 << 20)))
-    else:
-        target.write_text("forged\n")
-    answer = {"id": job_id, "verdict": {"status": "ok", "extractor": "hostile", "chars": 7},
+    text_fd, target = None, None
+    for fdname in os.listdir("/proc/self/fd"):  # the text file the zygote opened for it
+        try:
+            link = os.readlink(f"/proc/self/fd/{fdname}")
+        except OSError:
+            continue
+        if link.endswith("/" + name):
+            text_fd, target = int(fdname), Path(link)
+    planted = "planted"
+    try:
+        if target is None:
+            raise FileNotFoundError(errno.ENOENT, "no text descriptor")
+        if kind == "big":
+            os.ftruncate(text_fd, int(spec.pop("size", 3 << 20)))
+        elif kind is not None:
+            os.unlink(target)  # to put something else in its place
+            if kind == "dir":
+                target.mkdir()
+            elif kind == "fifo":
+                os.mkfifo(target)
+            elif kind == "symlink":
+                os.symlink("/etc/passwd", target)
+            elif kind == "hardlink":
+                os.link("/etc/passwd", target)
+    except OSError as e:
+        planted = f"plant denied: {errno.errorcode.get(e.errno, e.errno)}"
+    answer = {"id": job_id, "verdict": {"status": "ok", "extractor": "hostile", "chars": 0,
+                                        "warnings": [planted]},
               "text": name, "sidecar": {}, "rss": 1, "fatal": False}
     answer.update(spec)
     line = json.dumps(answer).encode() + b"\n"
@@ -468,7 +492,7 @@ def _forge(spec: dict, ctx: Context) -> None:
                 os.write(fd, line)
         except OSError:
             pass
-    _sleep_forever()
+    os._exit(0)  # its answer goes out through the zygote, which waits for the end of it
 
 
 READER = Reader(

@@ -29,6 +29,7 @@ import pytest
 from bastion.readers.base import Limits
 from bastion.readers.runtime.identity import SLOT_BASE
 from bastion.readers.runtime.pool import Job, JobResult, PoolError, WorkerPool
+from bastion.readers.runtime.sandbox import MAX_PROCS, SCRATCH_DIR
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the pool drops root only as root")
 
@@ -202,27 +203,30 @@ def test_its_network_namespace_is_empty(pool: Pool) -> None:
 # -- workers share nothing ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_worker_reaches_neither_another_workers_scratch_nor_its_proc(tmp_path: Path) -> None:
     p = Pool(tmp_path, size=2)
     try:
         p.pool.warm()
-        hold = p.job("fork", deadline=20.0)  # writes grandchild.pid in its scratch, sleeps
+        hold = p.job("fork", deadline=4.0)  # writes grandchild.pid in its scratch, sleeps
         p.pool.submit(hold)
         holder = next(w for w in p.pool.workers if w.job is not None)
-        mark = holder.dir / "job1" / "grandchild.pid"
+        scratch = f"/proc/{holder.pid}/root{SCRATCH_DIR}"  # in its own mount namespace
+        mark = Path(scratch) / "job1" / "grandchild.pid"
         end = time.monotonic() + 10
         while not mark.exists() and time.monotonic() < end:
             time.sleep(0.01)
         assert mark.exists()
         other_doc = p.docs / "1.hostile"
-        spec = {"paths": [str(holder.dir), str(mark), str(other_doc)], "pids": [holder.pid]}
+        spec = {"paths": [str(holder.dir), scratch, str(mark), str(other_doc)],
+                "pids": [holder.pid]}
         peek = p.job("peek", json.dumps(spec))
         p.pool.submit(peek)  # the only idle worker takes it
         p.pool.drain()
         result, text = p.results[peek.id]
         assert result.status == "ok", result
         seen = json.loads(text or "{}")
-        assert len(seen) == 3 + 3 and all(v.startswith("denied:") for v in seen.values()), seen
+        assert len(seen) == 4 + 3 and all(v.startswith("denied:") for v in seen.values()), seen
     finally:
         p.pool.close()
 
@@ -231,13 +235,10 @@ def test_a_worker_reaches_neither_another_workers_scratch_nor_its_proc(tmp_path:
 
 
 FORGED = [
-    ({"text_is": "dir"}, "not a regular file"),
-    ({"text_is": "fifo"}, "not a regular file"),
-    ({"text_is": "symlink"}, "without following links"),
-    ({"text_is": "hardlink"}, "other links"),
     ({"text_is": "big", "size": (1 << 20) + (256 << 10)}, "output limit"),
     ({"text": "../../../../etc/passwd"}, "no valid text file"),
     ({"text": None}, "no valid text file"),
+    ({"text": "t999.txt"}, "missing"),
     ({"id": 999999}, "a job it was not given"),
     ({"id": True}, "a job it was not given"),
     ({"verdict": {"status": "ok", "chars": "many"}}, "invalid verdict"),
@@ -264,6 +265,75 @@ def test_a_forged_answer_is_one_worker_error_and_the_run_goes_on(
     assert not answers.exists() or list(answers.iterdir()) == []
     pool.goes_on()
     assert len(pool.pool.workers) == 1 and pool.pool.killed == 1
+
+
+@pytest.mark.parametrize("kind", ["dir", "fifo", "symlink", "hardlink"])
+def test_a_document_cannot_make_its_text_anything_but_its_text(pool: Pool, kind: str) -> None:
+    """The text file is the zygote's, handed to the child as a descriptor: the child may not
+    remove it or put a directory, FIFO or link in its place (Landlock: it writes only in its
+    scratch).  The answer it then forges names the zygote's file, which is what is taken."""
+    result, text = pool.run("forge", json.dumps({"text_is": kind}))
+    assert result.status == "ok", result
+    assert result.warnings == ("plant denied: EACCES",), result
+    assert text == ""
+
+
+@pytest.mark.parametrize("kind,why", [("dir", "not a regular file"),
+                                      ("fifo", "not a regular file"),
+                                      ("symlink", "without following links"),
+                                      ("hardlink", "other links"),
+                                      ("big", "output limit")])
+def test_the_parent_takes_only_a_regular_file_of_one_link_within_the_cap(
+        tmp_path: Path, kind: str, why: str) -> None:
+    """The parent's own check, behind the sandbox's: whatever a worker's directory holds at
+    the text's name, only a regular file of one link within the cap is taken; the rest is
+    removed and refused, never an exception that stops the run (a directory raised
+    IsADirectoryError before)."""
+    from types import SimpleNamespace
+
+    from bastion.readers.runtime.answers import Answers
+    from bastion.readers.runtime.worker import Misbehaved
+
+    wdir = tmp_path / "w1"
+    wdir.mkdir()
+    target = wdir / "t1.txt"
+    if kind == "dir":
+        target.mkdir()
+        (target / "inside").write_text("x")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "symlink":
+        os.symlink("/etc/passwd", target)
+    elif kind == "hardlink":
+        (tmp_path / "other").write_text("x")
+        os.link(tmp_path / "other", target)
+    else:
+        with open(target, "wb") as f:
+            f.truncate(LIMITS.max_output_bytes + 1)
+    answers = Answers(tmp_path / "answers", LIMITS, True)
+    with pytest.raises(Misbehaved) as refused:
+        answers.take(SimpleNamespace(dir=wdir), "t1.txt")
+    assert refused.value.kind == "worker" and why in refused.value.message
+    assert list((tmp_path / "answers").iterdir()) == []
+    assert os.stat("/etc/passwd").st_nlink >= 1
+
+
+# -- one document, one process -----------------------------------------------------------------
+
+
+def test_processes_are_capped_and_die_with_the_document(pool: Pool) -> None:
+    seen = pool.answer("procs", "1000")
+    assert seen["started"] < MAX_PROCS and seen["stopped_by"] == "denied: EAGAIN", seen
+    again = pool.answer("procs", "20")  # the last document's processes are gone
+    assert again["started"] == 20, again
+
+
+def test_nothing_a_document_does_survives_into_the_next(pool: Pool) -> None:
+    tag = uuid.uuid4().hex[:12]
+    assert pool.answer("plant", tag)["planted"] is True
+    seen = pool.answer("planted", tag)
+    assert seen == {"module": False, "builtins": False, "file": False,
+                    "child_alive": False}, seen
 
 
 # -- never silently --------------------------------------------------------------------------

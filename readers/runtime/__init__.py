@@ -3,6 +3,7 @@
 - ``pool``      : the pool of workers, parent side: jobs in, verdicts out, every limit enforced
 - ``worker``    : one worker seen from the parent: its start, job line, deadline, caps and death
 - ``workermain``: the worker process's own main loop: the sandbox first, then one job after another
+- ``zygote``    : one document, one process: the worker forks a child per document, sweeps after it
 - ``procs``     : starting and killing processes: the only module that starts a child process
 - ``answers``   : a worker's answer, trusted for nothing: checked field by field, its text taken
 - ``sandbox``   : what a worker enters as its first act: limits, private I/O, no root, Landlock

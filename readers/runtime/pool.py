@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from ..base import Limits
 from .procs import AUTO, PID_NAMESPACE, containment
-from .sandbox import WORKER_DIR
+from .sandbox import SCRATCH_DIR, WORKER_DIR
 from .answers import Answers
 from .identity import SLOT_BASE, SlotUsers
 from .verdict import Verdict
@@ -142,8 +142,7 @@ class WorkerPool:
         self.workers: list[Worker] = []
         self.sel = selectors.DefaultSelector()
         self._seq = 0
-        self.spawned = 0
-        self.killed = 0
+        self.spawned = self.killed = 0  # workers started; jobs failed by a death or a kill
         self.closed = False
         # results whose callback waits for the next dispatch (see submit): (result, text file)
         self._pending: list[tuple[JobResult, Path | None]] = []
@@ -297,14 +296,17 @@ class WorkerPool:
     def _on_output(self, w: Worker) -> None:
         while w in self.workers:
             try:
-                msg = w.next_message()
+                msg = w.next_message(self.limits.stderr_bytes)
             except Misbehaved as e:
                 self._fail(w, e.kind, e.message)
                 return
             self.identity = w.identity or self.identity  # checked at its ready line
             if msg is None:
                 return
-            self._on_result(w, msg)
+            if isinstance(msg, tuple):  # a document's process ended without an answer
+                self._end_job(w, *msg)  # its zygote, which never read it, goes on
+            else:
+                self._on_result(w, msg)
 
     # -- answers --------------------------------------------------------------------------------
 
@@ -328,24 +330,24 @@ class WorkerPool:
             self._retire(w)
 
     def _on_death(self, w: Worker) -> None:
-        job = w.job
         kind, message = w.death(self.limits.stderr_bytes)
         self._retire(w)
-        if job is not None:
-            self.killed += 1
-            self.callback(JobResult(job=job, verdict=Verdict.failed(kind, message)))
+        if w.job is not None:
+            self._end_job(w, kind, message)
+
+    def _end_job(self, w: Worker, kind: str, message: str) -> None:
+        job, w.job, w.deadline = w.job, None, None
+        self.killed += 1
+        self.callback(JobResult(job=job, verdict=Verdict.failed(kind, message)))
 
     def _fail(self, w: Worker, kind: str, message: str) -> None:
         """Kill a worker (with its process group) and fail its job."""
-        job = w.job
         w.killed = message
         self._retire(w)
-        if job is not None:
-            self.killed += 1
-            stderr = first_line(bytes(w.err))
-            if kind == "crash" and stderr:
-                message = f"{message}: {stderr}"
-            self.callback(JobResult(job=job, verdict=Verdict.failed(kind, message)))
+        stderr = first_line(bytes(w.err))
+        if w.job is not None:
+            self._end_job(w, kind, f"{message}: {stderr}" if kind == "crash" and stderr
+                          else message)
 
 
 def worker_user(name: str | None, contain: str = AUTO,
@@ -389,15 +391,16 @@ def _worker_user(name: str | None, contain: str) -> tuple[SlotUsers | None, str 
     for path in _essential():  # bound back as they are: each must itself be readable
         if not _readable_itself(path, uid, gid):
             return None, f"reader workers would run as root: {path} is not readable by others"
-    try:  # an empty directory to bind over: it hides nothing of the host's
-        os.makedirs(WORKER_DIR, mode=0o755, exist_ok=True)
-    except OSError as e:
-        return None, (f"reader workers would run as root: cannot make {WORKER_DIR}: "
-                      f"{e.strerror}")
-    hidden = _under(WORKER_DIR, [sys.executable, *needed])
-    if hidden is not None:  # the worker's own directory is bound over WORKER_DIR
-        return None, (f"reader workers would run as root: {hidden} is under {WORKER_DIR}, "
-                      f"which a worker sees replaced by its own directory")
+    for top in (WORKER_DIR, SCRATCH_DIR):
+        try:  # an empty directory to mount over: it hides nothing of the host's
+            os.makedirs(top, mode=0o755, exist_ok=True)
+        except OSError as e:
+            return None, (f"reader workers would run as root: cannot make {top}: "
+                          f"{e.strerror}")
+        hidden = _under(top, [sys.executable, *needed])
+        if hidden is not None:  # the worker's own directory or scratch is mounted there
+            return None, (f"reader workers would run as root: {hidden} is under {top}, "
+                          f"which a worker sees replaced by its own directory")
     if containment(contain, mount=True)[1] != PID_NAMESPACE:  # probed once per process
         return None, ("reader workers would run as root: no PID, mount and network "
                       "namespace here (unshare --pid --mount --net failed)")

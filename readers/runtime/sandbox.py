@@ -22,6 +22,9 @@ _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 2, 4, 8, 32, 4096
 # output's private directories and the bind hides nothing of the host's (once /tmp: a checkout
 # or a virtualenv under /tmp vanished from the worker's view)
 WORKER_DIR = Path("/run/bastion-worker")
+# Where such a worker's scratch is: a tmpfs of its own, mounted in its mount namespace over this
+# empty directory (made by the pool), capped in bytes, reachable by no other process on the host
+SCRATCH_DIR = Path("/run/bastion-scratch")
 
 # Landlock filesystem rights that change the filesystem (reading and executing stay allowed).
 _LL_WRITE_FILE = 1 << 1
@@ -143,6 +146,16 @@ def passable(path: str, uid: int, gid: int, need: int) -> bool:
         path, need = os.path.dirname(path), 1
 
 
+def mount_scratch(path: Path, size: int, uid: int, gid: int) -> Path:
+    """Mount a tmpfs of ``size`` bytes over ``path`` (``nosuid``, ``nodev``; mode 0700, owned
+    by ``uid``/``gid``) in this worker's own mount namespace: its scratch, which no process
+    outside the namespace sees, and which cannot outgrow ``size`` (``ENOSPC``).  Needs root
+    in that namespace (before :func:`drop_privileges`)."""
+    _mount("tmpfs", str(path), "tmpfs", _MS_NOSUID | _MS_NODEV,
+           f"size={size},nr_inodes=65536,mode=0700,uid={uid},gid={gid}")
+    return path
+
+
 def _mount(source: str | None, target: str, fstype: str | None, flags: int,
            data: str | None = None) -> None:
     import ctypes
@@ -248,7 +261,8 @@ def capabilities(pid: int | str = "self") -> dict[str, int]:
 
 
 def enter_sandbox(tmpdir: Path, limits: Limits, user: tuple[int, int] | None = None,
-                  view: list[str] | tuple[str, ...] = ()) -> tuple[socket.socket, IO[bytes], int, bool]:
+                  view: list[str] | tuple[str, ...] = (), scratch: Path | None = None,
+                  ) -> tuple[socket.socket, IO[bytes], int, bool]:
     """Called by a worker before it reads anything: limits, private I/O, no root, Landlock,
     seccomp.
 
@@ -264,8 +278,8 @@ def enter_sandbox(tmpdir: Path, limits: Limits, user: tuple[int, int] | None = N
       own, bound by :func:`bind_worker_dir`).
     * Dies with its parent (``PR_SET_PDEATHSIG``, set again after the change of user, which
       clears it).
-    * Landlock: no filesystem change outside ``tmpdir``, no TCP, no abstract unix socket
-      or signal outside its own domain (ABI 6).
+    * Landlock: no filesystem change outside ``tmpdir`` and ``scratch``, no TCP, no abstract
+      unix socket or signal outside its own domain (ABI 6).
     * seccomp (:mod:`bastion.readers.runtime.seccomp`): no socket, no namespace, no tracing.
 
     Returns (jobs in, results out, Landlock ABI or 0, whether the seccomp filter is loaded).
@@ -294,7 +308,7 @@ def enter_sandbox(tmpdir: Path, limits: Limits, user: tuple[int, int] | None = N
         build_view(list(view), *user)
         drop_privileges(*user)
         set_parent_death_signal()
-    abi = landlock_restrict([tmpdir])
+    abi = landlock_restrict([tmpdir, *([scratch] if scratch is not None else [])])
     filtered = seccomp.install()
     return (socket.socket(fileno=jobs_fd), os.fdopen(results_fd, "wb", buffering=0), abi,
             filtered)

@@ -29,7 +29,7 @@ from typing import Any
 from ..base import Limits
 from .identity import dropped, measure
 from .procs import CHILD_ENV, containment, start_worker, stop_worker, worker_status
-from .sandbox import WORKER_DIR, passable, reachable
+from .sandbox import SCRATCH_DIR, WORKER_DIR, passable, reachable
 
 # the directory holding the ``bastion`` package, which the worker imports
 # ``bastion.readers.runtime.workermain`` from: readers/.. is a checkout's root, or in an installation the
@@ -97,13 +97,15 @@ class Worker:
             os.chown(wdir, *user)
             os.chmod(wdir, 0o700)
         seen_as = str(WORKER_DIR) if mount else str(wdir)
+        scratch = str(SCRATCH_DIR) if mount else str(wdir / "scratch")
         config = {"dir": seen_as, "bind": str(wdir) if mount else None, "user": user,
+                  "scratch": scratch,
                   "view": view_paths() if mount else [],
                   "limits": limits.as_dict(), "extra_readers": list(extra_readers),
                   "contain": containment(contain, mount)[1]}
         argv = [sys.executable, "-I", "-S", "-c", _BOOT.format(path=worker_path()),
                 json.dumps(config)]
-        env = dict(CHILD_ENV, TMPDIR=seen_as)
+        env = dict(CHILD_ENV, TMPDIR=scratch)
         # one message per job, with the document's descriptor: SOCK_SEQPACKET keeps both whole
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -151,10 +153,11 @@ class Worker:
             self.deadline = time.monotonic() + job.deadline_s
         return True
 
-    def next_message(self) -> dict[str, Any] | None:
-        """Its next answer from what it wrote so far (None: no whole line yet); its ready
-        line is read on the way.  :class:`Misbehaved` when a line is over the cap or not
-        JSON."""
+    def next_message(self, stderr_cap: int) -> dict[str, Any] | tuple[str, str] | None:
+        """Its next answer from what it wrote so far (None: no whole line yet), or, where
+        its zygote reported (a line starting ``!``) that a document's process ended without
+        one, that job's (error kind, message) (:meth:`child_end`); its ready line is read on
+        the way.  :class:`Misbehaved` when a line is over the cap or not JSON."""
         while True:
             at = self.buf.find(b"\n")
             if at < 0:
@@ -163,13 +166,31 @@ class Worker:
                 return None
             line = bytes(self.buf[:at])
             del self.buf[: at + 1]
+            report = line[:1] == b"!"
             try:
-                msg = json.loads(line)
+                msg = json.loads(line[1:] if report else line)
             except ValueError:
                 raise Misbehaved("worker", "reader worker broke the protocol") from None
+            if not isinstance(msg, dict):
+                raise Misbehaved("worker", "reader worker broke the protocol")
+            if report:
+                return self.child_end(msg, stderr_cap)
             if not msg.get("ready"):
                 return msg
             self.on_ready(msg)
+
+    def child_end(self, report: dict[str, Any], stderr_cap: int) -> tuple[str, str]:
+        """(error kind, message) of the job whose child the zygote reports ended without an
+        answer: it died (by the status), its answer was over the cap, or not one line."""
+        if self.job is None or report.get("id") != self.job.id:
+            raise Misbehaved("worker", "reader worker reported on a job it was not given")
+        reason, status = report.get("reason"), report.get("status")
+        if reason == "over":
+            return "output_limit", "reader output over the result size limit"
+        if reason == "died" and isinstance(status, int) and not isinstance(status, bool):
+            self.read_stderr(stderr_cap)
+            return _classify_death(status, bytes(self.err))
+        return "worker", "reader worker broke the protocol"
 
     def on_ready(self, msg: dict[str, Any]) -> None:
         """Its ready line: how it holds its descendants, its own pid; the job's clock starts."""

@@ -1,4 +1,4 @@
-"""A worker: the child process that reads documents, many in a row.
+"""A worker: the zygote that forks one process per document (:mod:`bastion.readers.runtime.zygote`).
 
 Started by :class:`bastion.readers.runtime.pool.WorkerPool` as ``python -I -S -c …`` with one JSON argument
 (its private directory, the limits, how it holds its descendants).  It enters the sandbox
@@ -35,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import socket
 import sys
 import time
@@ -89,8 +88,10 @@ def _read_checked(fd: int, size: int, sha256: str) -> bytes:
     return data
 
 
-def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
-           seq: int, ocr_memo: Any = None) -> dict[str, Any]:
+def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
+           text_fd: int, ocr_memo: Any = None) -> dict[str, Any]:
+    """Read one document (in the child the zygote forked for it): the text goes to
+    ``text_fd`` (``t<seq>.txt``, opened by the zygote), the scratch is ``scratch``."""
     from ..base import Document
     from .context import LocalContext
     from ..dispatch import Outcome, by_name, read_document, read_nested
@@ -100,7 +101,6 @@ def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
 
     result: dict[str, Any] = {"id": job["id"], "fatal": False, "text": None}
     used: set[str] = set()
-    scratch = workdir / f"job{seq}"  # made only if the reader asks for it (ctx.tmpdir)
     try:
         try:
             if fd is None:  # the parent could not open it
@@ -132,16 +132,15 @@ def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
     finally:
         if fd is not None:
             os.close(fd)
-        if os.path.lexists(scratch):
-            shutil.rmtree(scratch, ignore_errors=True)
     if outcome.status == "ok":
         name = f"t{seq}.txt"
         try:
             encoded = outcome.text.encode("utf-8", "replace")  # lone surrogates → "?"
             if len(encoded) > limits.max_output_bytes:
                 raise OSError(27, "File too large")
-            with open(workdir / name, "wb") as f:  # made durable by the parent (syncfs)
-                f.write(encoded)
+            view = memoryview(encoded)  # made durable by the parent (syncfs)
+            while view:
+                view = view[os.write(text_fd, view):]
             result["text"] = name
         except OSError as e:
             if e.errno == 27:  # EFBIG: over RLIMIT_FSIZE / the output cap
@@ -152,7 +151,7 @@ def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
                 outcome = Outcome("error", extractor=outcome.extractor,
                                   error=f"cannot write text: {e.strerror}", error_kind="internal")
             try:
-                os.unlink(workdir / name)
+                os.ftruncate(text_fd, 0)
             except OSError:
                 pass
     verdict = Verdict.of_outcome(
@@ -167,37 +166,46 @@ def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
 def main() -> None:
     config = json.loads(sys.argv[1])
     workdir = Path(config["dir"])
-    from .procs import contain_descendants, host_pid
+    from .procs import NAMESPACES, contain_descendants, host_pid
 
     # first, before anything else runs: nothing a reader starts may outlive this worker
     contained = contain_descendants(config.get("contain", ""))
     from ..base import Limits
-    from .sandbox import bind_worker_dir, enter_sandbox
+    from .sandbox import bind_worker_dir, enter_sandbox, landlock_restrict, mount_scratch
 
+    limits = Limits.from_dict(config["limits"])
     if config.get("bind"):  # it gives up root: its directory where its user can reach it
         workdir = bind_worker_dir(config["bind"])
     user = config.get("user")
-    limits = Limits.from_dict(config["limits"])
+    scratch = Path(config["scratch"])
+    if user:  # its scratch: a tmpfs of its own, capped, seen by no other process
+        mount_scratch(scratch, scratch_bytes(limits), *user)
+    else:
+        scratch.mkdir(mode=0o700, exist_ok=True)
     pid = host_pid()  # before anything can change what /proc says
     jobs, results, abi, filtered = enter_sandbox(workdir, limits,
                                                  tuple(user) if user else None,
-                                                 config.get("view") or ())
+                                                 config.get("view") or (), scratch)
     sys.setrecursionlimit(10_000)
     import importlib
 
     from .. import dispatch  # the readers themselves are imported by the first job needing them
+    from ..ocr.memo import OcrMemo
+    from .zygote import clear, read_in_child
+    from . import context, verdict  # what every child uses, imported once here
+
+    del context, verdict
 
     extras = tuple(importlib.import_module(m).READER for m in config.get("extra_readers", ()))
     if extras:  # readers added by the embedding program (the tests' misbehaving readers)
         dispatch.put_first(extras)
 
-    from ..ocr.memo import OcrMemo
-
-    ocr_memo = OcrMemo()  # this worker's OCR answers, kept across its documents
     # what it says of itself is informative only: the pool measures it from /proc
     ready = {"ready": True, "contained": contained, "pid": pid, "landlock": abi,
              "seccomp": filtered}
     results.write(json.dumps(ready).encode() + b"\n")
+    pid1 = contained in NAMESPACES
+    own = (jobs.fileno(), results.fileno())
     seq = 0
     room = socket.CMSG_SPACE(4 * array("i").itemsize)
     while True:
@@ -211,14 +219,64 @@ def main() -> None:
         if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) > 1:
             os._exit(2)  # not the pool's protocol: the pool sees this worker die
         seq += 1
-        result = handle(json.loads(line), fds[0] if fds else None, workdir, limits, seq,
-                        ocr_memo)
-        out = json.dumps(result, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+        job = json.loads(line)
+        prepare(job, limits, scratch)  # imports and engines, in the zygote: no document
+        clear(workdir, keep=scratch.name)  # what the last document left (its text is taken)
+        clear(scratch)
+        text_fd = os.open(workdir / f"t{seq}.txt",
+                          os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        doc_fd = fds[0] if fds else None
+        n = seq
+
+        def work(job=job, doc_fd=doc_fd, text_fd=text_fd, n=n) -> dict[str, Any]:
+            return handle(job, doc_fd, scratch / f"job{n}", limits, n, text_fd, OcrMemo())
+
+        def narrow() -> None:  # the child may write only in its scratch (and its text fd)
+            landlock_restrict([scratch])
+
+        try:
+            out = read_in_child(job["id"], work, own, narrow, pid1)
+        finally:
+            os.close(text_fd)
+            if doc_fd is not None:
+                os.close(doc_fd)
         view = memoryview(out)
         while view:
             view = view[results.write(view):]
-        if result["fatal"]:
-            os._exit(0)
+
+
+def scratch_bytes(limits) -> int:
+    """The bytes a document may put in its scratch: what it may unpack, and its text."""
+    return limits.max_unpacked_bytes + limits.max_output_bytes
+
+
+_PREPARED: set[tuple[str, str]] = set()
+
+
+def prepare(job: dict[str, Any], limits, scratch: Path) -> None:
+    """What the zygote loads before it forks a child for ``job``: the reader family's module
+    and, for the families that OCR, the warm tesseract engine.  None of it reads the
+    document; each child inherits it, so no child pays for it again."""
+    from ..dispatch import by_name, registry
+
+    name = job.get("reader")
+    try:
+        if name is None:  # the child's registry chooses: every family, imported once here
+            registry()
+        else:
+            by_name(name)
+    except Exception:
+        return  # the child meets the same error and reports it
+    tesseract = (job.get("tools") or {}).get("tesseract")
+    if name in ("ocr", "pdf") and tesseract and ("tesseract", tesseract) not in _PREPARED:
+        _PREPARED.add(("tesseract", tesseract))
+        from ..ocr.reader import warm_engine
+        from .context import LocalContext
+
+        try:
+            warm_engine(LocalContext(limits, {"tesseract": tesseract}, scratch / "warm"))
+        except Exception:
+            pass
 
 
 if __name__ == "__main__":
