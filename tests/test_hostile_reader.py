@@ -377,3 +377,43 @@ def test_the_summary_records_the_measured_worker_identity(tmp_path: Path) -> Non
     assert ident["cap_eff"] == ident["cap_prm"] == ident["cap_bnd"] == 0
     assert ident["no_new_privs"] and ident["seccomp"] == 2
     assert {"mnt", "net", "pid", "ipc", "uts"} <= set(ident["namespaces"])
+
+
+# -- the one exception: plain text in bounded batches ------------------------------------------
+
+
+@pytest.mark.slow
+def test_plain_text_shares_a_process_for_a_bounded_batch_only(tmp_path: Path) -> None:
+    """Documents of the ``text`` family (pure-Python decoding) share a process for at most
+    BATCH_DOCS in a row; a document of any other family ends the batch; what one left in
+    the batch's process is gone after it.  (A reader named ``text`` stands in for the plain-
+    text reader, so the answers can say which process read them.)"""
+    from bastion.readers.runtime.zygote import BATCH_DOCS
+
+    p = Pool(tmp_path)
+    p.pool.extra_readers = ("tests.hostile_text", "tests.hostile_readers")
+    try:
+        def text_job(i: int) -> Job:
+            path = p.docs / f"t{i}.txt"
+            data = f"plain {i}\n".encode()
+            path.write_bytes(data)
+            return Job(10_000 + i, str(path), path.name, "text/plain",
+                       hashlib.sha256(data).hexdigest(), len(data), 30.0, reader="text")
+
+        jobs = [text_job(i) for i in range(BATCH_DOCS + 3)]
+        for job in jobs[:BATCH_DOCS + 2]:
+            p.pool.submit(job)
+        p.pool.drain()
+        assert p.run("ok")[0].status == "ok"  # another family: the batch ends
+        p.pool.submit(jobs[-1])
+        p.pool.drain()
+        seen = [json.loads(p.results[j.id][1] or "{}") for j in jobs]
+        pids = [s["pid"] for s in seen]
+        assert len(set(pids[:BATCH_DOCS])) == 1, pids
+        assert pids[BATCH_DOCS] not in pids[:BATCH_DOCS]
+        assert pids[BATCH_DOCS] == pids[BATCH_DOCS + 1]
+        assert pids[-1] not in pids[:-1]
+        marks = [s["marks"] for s in seen]
+        assert marks == [*range(BATCH_DOCS), 0, 1, 0], marks
+    finally:
+        p.pool.close()

@@ -50,6 +50,20 @@ def landlock_restrict(writable: list[Path]) -> int:
     Returns the Landlock ABI used, or 0 where the kernel has none (then the worker relies on
     its private working directory and the file-size limit alone; docs/architecture.md says so).
     """
+    abi, ruleset = landlock_ruleset(writable)
+    if ruleset is not None:
+        try:
+            landlock_enforce(ruleset)
+        finally:
+            os.close(ruleset)
+    return abi
+
+
+def landlock_ruleset(writable: list[Path]) -> tuple[int, int | None]:
+    """(Landlock ABI, a ruleset's descriptor) allowing filesystem changes only in ``writable``
+    and no TCP; (0, None) where the kernel has no Landlock.  Made once, it can be enforced by
+    many processes (:func:`landlock_enforce`: the zygote makes it, each document's child
+    enforces it, one system call)."""
     import ctypes
 
     lib = libc()
@@ -57,7 +71,7 @@ def landlock_restrict(writable: list[Path]) -> int:
     syscall.restype = ctypes.c_long
     abi = syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     if abi < 1:
-        return 0
+        return 0, None
     fs = _LL_WRITE_RIGHTS_V1
     if abi >= 2:
         fs |= _LL_REFER
@@ -79,7 +93,7 @@ def landlock_restrict(writable: list[Path]) -> int:
     ruleset = syscall(_SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
                       ctypes.c_uint32(0))
     if ruleset < 0:
-        return 0
+        return 0, None
     try:
         rules: list[tuple[str, int]] = [(str(p), fs) for p in writable]
         rules.append(("/dev/null", _LL_WRITE_FILE | (_LL_TRUNCATE if abi >= 3 else 0)))
@@ -95,12 +109,22 @@ def landlock_restrict(writable: list[Path]) -> int:
                     raise OSError(ctypes.get_errno(), "landlock_add_rule")
             finally:
                 os.close(fd)
-        lib.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        if syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) < 0:
-            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
-    finally:
+    except BaseException:
         os.close(ruleset)
-    return int(abi)
+        raise
+    os.set_inheritable(ruleset, False)
+    return int(abi), int(ruleset)
+
+
+def landlock_enforce(ruleset: int) -> None:
+    """Restrict this process (and all it will start) by the ruleset ``ruleset``."""
+    import ctypes
+
+    lib = libc()
+    lib.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    lib.syscall.restype = ctypes.c_long
+    if lib.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) < 0:
+        raise OSError(ctypes.get_errno(), "landlock_restrict_self")
 
 
 def bind_worker_dir(host_dir: str) -> Path:

@@ -3,7 +3,8 @@
 Started by :class:`bastion.readers.runtime.pool.WorkerPool` as ``python -I -S -c …`` with one JSON argument
 (its private directory, the limits, how it holds its descendants).  It enters the sandbox
 first, then answers one JSON line per job, importing a reader family's module when its first
-job comes (:func:`bastion.readers.dispatch.by_name`).  Jobs come on a ``SOCK_SEQPACKET`` socket,
+job comes (:func:`bastion.readers.dispatch.by_name`, :func:`prepare`) and reading each document
+in a process it forks for it (:mod:`bastion.readers.runtime.zygote`).  Jobs come on a ``SOCK_SEQPACKET`` socket,
 one message each, with the document's read-only descriptor attached (``SCM_RIGHTS``: the parent
 opened the file, so the worker needs no access to its path)::
 
@@ -19,15 +20,19 @@ The reader is the one the parent chose (``reader``; none: the registry chooses, 
 document handed over without a plan); ``verdict`` is a :class:`bastion.readers.runtime.verdict.Verdict` in its
 JSON form.
 
-``text`` names a file in the worker's directory holding the normalised UTF-8 text (written
-here; the parent moves it into the store and makes it durable with one ``syncfs`` per
-batch).  ``fatal`` asks the parent to replace this worker (after a MemoryError the
-interpreter's state is suspect).  The first line, before any job, is ``{"ready": true,
-"contained": …, "pid": …}``: how it holds what its readers start
-(:func:`bastion.readers.runtime.procs.containment`) and its pid as the pool numbers it.
+``text`` names a file in the worker's directory holding the normalised UTF-8 text (written by
+the document's process through a descriptor the zygote opened; the parent moves it into the
+store and makes it durable with one ``syncfs`` per batch).  ``fatal`` asks the parent to
+replace this worker.  A line starting ``!`` is the zygote's own report on a document whose
+process ended without an answer (:func:`bastion.readers.runtime.zygote.report`).  The first
+line, before any job, is ``{"ready": true, "contained": …, "pid": …, "landlock": …,
+"seccomp": …}``: how it holds what its readers start
+(:func:`bastion.readers.runtime.procs.containment`), its pid as the pool numbers it, and what it
+says of its sandbox (informative: the pool measures its identity in ``/proc``).
 
-A worker keeps one :class:`bastion.readers.ocr.memo.OcrMemo` for all its documents: an image
-OCRed once in the run (a logo in every message of a mailbox) is not recognised again.
+Each document's process has an :class:`bastion.readers.ocr.memo.OcrMemo` of its own: an image
+OCRed twice in one document (a logo on every page) is recognised once; nothing is kept across
+documents (what one document's process learnt could be forged for the next).
 """
 
 from __future__ import annotations
@@ -171,7 +176,8 @@ def main() -> None:
     # first, before anything else runs: nothing a reader starts may outlive this worker
     contained = contain_descendants(config.get("contain", ""))
     from ..base import Limits
-    from .sandbox import bind_worker_dir, enter_sandbox, landlock_restrict, mount_scratch
+    from .sandbox import (bind_worker_dir, enter_sandbox, landlock_enforce, landlock_ruleset,
+                          mount_scratch)
 
     limits = Limits.from_dict(config["limits"])
     if config.get("bind"):  # it gives up root: its directory where its user can reach it
@@ -191,7 +197,7 @@ def main() -> None:
 
     from .. import dispatch  # the readers themselves are imported by the first job needing them
     from ..ocr.memo import OcrMemo
-    from .zygote import clear, read_in_child
+    from .zygote import BATCH_DOCS, BATCH_READERS, Batch, clear, read_in_child
     from . import context, verdict  # what every child uses, imported once here
 
     del context, verdict
@@ -207,6 +213,19 @@ def main() -> None:
     pid1 = contained in NAMESPACES
     own = (jobs.fileno(), results.fileno())
     seq = 0
+    batch: Batch | None = None  # the child reading a run of plain-text documents, if any
+
+    _, narrower = landlock_ruleset([scratch])  # made once, enforced by each document's process
+
+    def narrow() -> None:  # a document's process may write only in its scratch (and its text)
+        if narrower is not None:
+            landlock_enforce(narrower)
+            os.close(narrower)
+
+    def in_batch(msg: dict[str, Any], doc_fd: int | None, text_fd: int) -> dict[str, Any]:
+        n = msg["seq"]
+        return handle(msg["job"], doc_fd, scratch / f"job{n}", limits, n, text_fd, OcrMemo())
+
     room = socket.CMSG_SPACE(4 * array("i").itemsize)
     while True:
         line, ancillary, flags, _ = jobs.recvmsg(MAX_JOB, room, socket.MSG_CMSG_CLOEXEC)
@@ -220,6 +239,10 @@ def main() -> None:
             os._exit(2)  # not the pool's protocol: the pool sees this worker die
         seq += 1
         job = json.loads(line)
+        batched = job.get("reader") in BATCH_READERS
+        if batch is not None and (not batched or batch.count >= BATCH_DOCS):
+            batch.end(pid1)  # and every process it started
+            batch = None
         prepare(job, limits, scratch)  # imports and engines, in the zygote: no document
         clear(workdir, keep=scratch.name)  # what the last document left (its text is taken)
         clear(scratch)
@@ -231,11 +254,17 @@ def main() -> None:
         def work(job=job, doc_fd=doc_fd, text_fd=text_fd, n=n) -> dict[str, Any]:
             return handle(job, doc_fd, scratch / f"job{n}", limits, n, text_fd, OcrMemo())
 
-        def narrow() -> None:  # the child may write only in its scratch (and its text fd)
-            landlock_restrict([scratch])
-
         try:
-            out = read_in_child(job["id"], work, own, narrow, pid1)
+            if batched:
+                if batch is None:
+                    batch = Batch(in_batch, own, narrow)
+                got = batch.read({"job": job, "seq": n}, doc_fd, text_fd)
+                if got is None:
+                    out, batch = batch.ended(job["id"], pid1), None
+                else:
+                    out = got
+            else:
+                out = read_in_child(job["id"], work, own, narrow, pid1)
         finally:
             os.close(text_fd)
             if doc_fd is not None:
@@ -255,8 +284,10 @@ _PREPARED: set[tuple[str, str]] = set()
 
 def prepare(job: dict[str, Any], limits, scratch: Path) -> None:
     """What the zygote loads before it forks a child for ``job``: the reader family's module
-    and, for the families that OCR, the warm tesseract engine.  None of it reads the
-    document; each child inherits it, so no child pays for it again."""
+    (the whole registry for a job naming none) and, for the PDF and OCR families, the warm
+    tesseract engines, PDFium's and pdfplumber's modules and the engines' versions (``pdftotext
+    -v`` is a process).  None of it reads a document; each child inherits it, so no child pays
+    for it again.  (What a child learns — its OCR memo — dies with it.)"""
     from ..dispatch import by_name, registry
 
     name = job.get("reader")
@@ -267,16 +298,36 @@ def prepare(job: dict[str, Any], limits, scratch: Path) -> None:
             by_name(name)
     except Exception:
         return  # the child meets the same error and reports it
-    tesseract = (job.get("tools") or {}).get("tesseract")
-    if name in ("ocr", "pdf") and tesseract and ("tesseract", tesseract) not in _PREPARED:
-        _PREPARED.add(("tesseract", tesseract))
-        from ..ocr.reader import warm_engine
-        from .context import LocalContext
+    tools = job.get("tools") or {}
+    key = (name or "", json.dumps(tools, sort_keys=True))
+    if name not in ("ocr", "pdf") or key in _PREPARED:
+        return
+    _PREPARED.add(key)
+    from .context import LocalContext
 
-        try:
-            warm_engine(LocalContext(limits, {"tesseract": tesseract}, scratch / "warm"))
-        except Exception:
-            pass
+    ctx = LocalContext(limits, tools, scratch / "warm")
+    try:
+        if tools.get("tesseract"):  # the warm engines, and the version that keys them
+            from ..ocr import engine as tessapi
+            from ..ocr.reader import tesseract_version, warm_engine
+
+            warm_engine(ctx)
+            tessapi.engine(tesseract_version(ctx), tessapi.OSD)
+        if name == "pdf":  # its engines' modules, and their versions (pdftotext -v: a process)
+            import importlib
+
+            from ..pdf.reader import engine_version
+
+            for module in ("pypdfium2", "pypdfium2.raw", "pdfplumber", "pdfminer.pdfpage",
+                           "pdfminer.pdftypes", "pdfminer.pdfdocument"):
+                try:
+                    importlib.import_module(module)
+                except ImportError:
+                    pass
+            for engine in (*limits.pdf_engines, "pdftotext"):
+                engine_version(engine, ctx)
+    except Exception:
+        pass  # the child meets the same error and reports it
 
 
 if __name__ == "__main__":

@@ -80,13 +80,13 @@ def read_in_child(job_id: int, work: Callable[[], dict[str, Any]],
     status = _wait(pid)
     sweep(pid1)
     if over:
-        return _report(job_id, "over", status)
+        return report(job_id, "over", status)
     if status == 0 and data[:1] == b"{" and data.endswith(b"\n") and data.count(b"\n") == 1:
         return data
-    return _report(job_id, "died" if status != 0 else "malformed", status)
+    return report(job_id, "died" if status != 0 else "malformed", status)
 
 
-def _report(job_id: int, reason: str, status: int) -> bytes:
+def report(job_id: int, reason: str, status: int) -> bytes:
     return b"!" + json.dumps({"id": job_id, "reason": reason, "status": status}).encode() + b"\n"
 
 
@@ -144,3 +144,121 @@ def sweep(pid1: bool) -> None:
             return
         except InterruptedError:
             continue
+
+
+# The one exception to one process per document: plain-text documents (the ``text`` family:
+# decoding in pure Python, no native parser) share a child for up to BATCH_DOCS documents in a
+# row.  Measured in docs/performance.md; the batch ends at BATCH_DOCS, at the first document of
+# any other family, and when its child misbehaves, and every process it started dies then.
+BATCH_READERS = frozenset({"text"})
+BATCH_DOCS = 64
+
+
+class Batch:
+    """A child that reads plain-text documents one after another, handed them by the zygote
+    over a socket (the job, the document's and the text's descriptors)."""
+
+    def __init__(self, work: Callable[[dict[str, Any], int | None, int], dict[str, Any]],
+                 close_in_child: tuple[int, ...], narrow: Callable[[], None]) -> None:
+        import socket
+
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        r, w = os.pipe()
+        gc.freeze()
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                os.close(r)
+                self.sock.close()
+                for fd in close_in_child:
+                    os.close(fd)
+                from .procs import set_parent_death_signal
+
+                set_parent_death_signal()
+                narrow()
+                _serve(theirs, w, work)
+                code = 0
+            except BaseException:
+                import traceback
+
+                traceback.print_exc(limit=3)
+            finally:
+                os._exit(code)
+        theirs.close()
+        os.close(w)
+        self.pid, self.answers, self.count = pid, r, 0
+        self.malformed = False  # its last answer was not one line of JSON
+
+    def read(self, job: dict[str, Any], doc_fd: int | None, text_fd: int) -> bytes | None:
+        """Its answer to ``job`` (one line), or None when it ended without one (then the
+        batch is over: :meth:`end` says how)."""
+        import socket
+        from array import array
+
+        self.count += 1
+        fds = [fd for fd in (text_fd, doc_fd) if fd is not None]
+        try:
+            self.sock.sendmsg([json.dumps(job).encode()],
+                              [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", fds))])
+        except OSError:
+            return None
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = os.read(self.answers, 1 << 20)
+            if not chunk:
+                return None
+            if len(data) + len(chunk) > MAX_ANSWER:
+                self.malformed = True
+                return None
+            data += chunk
+        if data[:1] != b"{" or data.count(b"\n") != 1:
+            self.malformed = True
+            return None
+        return data
+
+    def ended(self, job_id: int, pid1: bool) -> bytes:
+        """The zygote's report on ``job_id``, whose answer did not come: the batch is over."""
+        status = self.end(pid1)
+        if self.malformed:
+            return report(job_id, "malformed", status)
+        return report(job_id, "died" if status != 0 else "malformed", status)
+
+    def end(self, pid1: bool) -> int:
+        """Close it, reap it and everything it started; its exit status."""
+        self.sock.close()
+        os.close(self.answers)
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        status = _wait(self.pid)
+        sweep(pid1)
+        return status
+
+
+def _serve(sock: Any, answers: int, work: Callable[[dict[str, Any], int | None, int],
+                                                   dict[str, Any]]) -> None:
+    """A batch child's loop: a job, its answer, until the zygote closes the socket."""
+    import socket
+    from array import array
+
+    room = socket.CMSG_SPACE(2 * array("i").itemsize)
+    while True:
+        line, ancillary, _, _ = sock.recvmsg(1 << 20, room, socket.MSG_CMSG_CLOEXEC)
+        if not line:
+            return
+        fds = array("i")
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+        text_fd, doc_fd = fds[0], (fds[1] if len(fds) > 1 else None)
+        try:
+            answer = json.dumps(work(json.loads(line), doc_fd, text_fd), ensure_ascii=True,
+                                separators=(",", ":")).encode() + b"\n"
+        finally:
+            os.close(text_fd)
+        view = memoryview(answer)
+        while view:
+            view = view[os.write(answers, view):]
