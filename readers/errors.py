@@ -13,7 +13,7 @@ Exception tree (each class carries the ``kind`` written to the record)::
                                 and ends with one line naming the cap (see ``TextSink``)
 
 The runtime adds the kinds it detects from outside the reader: ``timeout``, ``memory``,
-``crash``, ``output_limit``, ``internal``; a cluster run (``tasks/cluster/run.py``) adds ``cluster``.
+``crash``, ``output_limit``, ``internal``, ``worker`` (an answer the parent refused); a cluster run (``tasks/cluster/run.py``) adds ``cluster``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ ERROR_KINDS: tuple[str, ...] = (
     "crash",
     "output_limit",
     "internal",
+    "worker",
     "cluster",
     "error",
 )

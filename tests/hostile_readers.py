@@ -20,7 +20,8 @@ tool       runs ``sh -c 'sleep 1000.<arg> & sleep 999.<arg>'`` through run_tool 
 daemon     starts ``sleep 1000.<arg>`` in a session of its own (setsid), then sleeps forever
 symlink    plants a symlink where the worker writes the text file, then returns text
 garbage    writes a line that is not JSON on the protocol descriptor, then returns text
-write      tries to create the file named by the argument; returns ``wrote`` or ``denied: …``
+write      tries to create the file named by the argument (``$TMPDIR`` expanded); returns
+           ``wrote`` or ``denied: …``
 net        tries a TCP connection to 127.0.0.1:<argument>; returns ``connected`` or
            ``refused: …``
 env        returns the environment it sees, as JSON
@@ -29,12 +30,36 @@ whoami     returns its uid, euid, gid, groups, and whether it can open the path 
            itself (``opened`` or ``denied: …``), as JSON
 pid        returns its pid as the pool sees it (in its PID namespace, ``os.getpid()`` is 1)
 modules    returns the ``bastion.readers`` modules its worker has imported, as a JSON list
+status     returns its ``/proc/self/status`` identity lines and a tool's (``cat``), as JSON
+sockets    tries every socket family and protocol against the listeners its argument names
+           (JSON: ``{"tcp4": port, "tcp6": port, "udp4": port, "unix": path, "abstract":
+           name}``); returns ``{attempt: "open…" | "denied: …"}`` as JSON
+syscalls   tries the calls a reader never needs (mount, unshare, setns, ptrace, keyctl, bpf,
+           io_uring_setup, perf_event_open, userfaultfd, chroot, TIOCSTI); returns
+           ``{call: "allowed" | errno name}`` as JSON
+metadata   tries to change what it does not own or may not (chmod and chown of the path in its
+           argument, chown of its own file to root, a setuid bit and a ``security.capability``
+           attribute, a device node); returns ``{attempt: "done" | "denied: …"}`` as JSON
+peek       tries to read what is not its own: the argument is JSON ``{"paths": [...],
+           "pids": [...]}`` (files and directories, and ``/proc/<pid>/cwd`` and ``environ``);
+           returns ``{what: "read…" | "denied: …"}`` as JSON
+procs      starts ``sleep`` processes until refused (at most the argument); returns how many
+           ran at once, and leaves them running
+plant      leaves a mark for the next document: a module attribute and a builtin, a file in its
+           scratch's parent, an ``atexit`` hook, a thread, a child process in a session of its
+           own (``sleep 1000.<arg>``); returns ``planted``
+planted    returns, as JSON, which marks of ``plant`` it sees
+forge      answers for the worker with a forged line (the argument: JSON merged into a valid
+           answer to its job; ``"text_is"`` first tries to make its text a ``dir``, ``fifo``,
+           ``symlink``, ``hardlink`` or a ``big`` file, and says in the verdict's warnings
+           whether it could), then exits
 ok         returns ``fine``
 =========  ===================================================================================
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -42,6 +67,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from bastion.readers.base import Context, Document, Reader, ReadResult, TextSink
 
@@ -143,7 +169,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         sink.write("wrote garbage\n")
     elif cmd == "write":
         try:
-            with open(arg, "w") as f:
+            with open(os.path.expandvars(arg), "w") as f:
                 f.write("escaped the sandbox\n")
             sink.write("wrote\n")
         except OSError as e:
@@ -180,12 +206,293 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         from bastion.readers.runtime.procs import host_pid
 
         sink.write(f"{host_pid()}\n")
+    elif cmd in ATTACKS:
+        sink.write(json.dumps(ATTACKS[cmd](arg, ctx), sort_keys=True) + "\n")
+    elif cmd == "forge":
+        _forge(json.loads(arg or "{}"), ctx)
     elif cmd == "ok":
         sink.write("fine\n")
     else:
         print(f"hostile: unknown command {cmd!r}", file=sys.stderr)
         raise ValueError(f"unknown hostile command {cmd!r}")
     return ReadResult(extractor="hostile")
+
+
+def _denied(e: OSError) -> str:
+    return f"denied: {errno.errorcode.get(e.errno, e.errno)}"
+
+
+def _status(arg: str, ctx: Context) -> dict:
+    from bastion.readers.runtime.toolcall import run_tool
+
+    keys = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
+            "NoNewPrivs", "Seccomp")
+
+    def pick(text: str) -> dict:
+        return {k: v.strip() for k, _, v in (ln.partition(":") for ln in text.splitlines())
+                if k in keys}
+
+    with open("/proc/self/status") as f:
+        own = pick(f.read())
+    tool = run_tool(["cat", "/proc/self/status"], timeout=10.0)
+    return {"worker": own, "tool": pick(tool.stdout.decode())}
+
+
+def _sockets(arg: str, ctx: Context) -> dict:
+    spec = json.loads(arg)
+    out: dict[str, str] = {}
+
+    def attempt(name: str, make, use) -> None:
+        try:
+            s = make()
+        except OSError as e:
+            out[name] = _denied(e)
+            return
+        try:
+            use(s)
+            out[name] = "open"
+        except OSError as e:
+            out[name] = f"open, then {_denied(e)}"
+        finally:
+            s.close()
+
+    S, I4, I6 = socket.socket, socket.AF_INET, socket.AF_INET6
+    tcp4, tcp6 = ("127.0.0.1", spec["tcp4"]), ("::1", spec["tcp6"])
+    mapped = ("::ffff:127.0.0.1", spec["tcp4"])
+    attempt("tcp4", lambda: S(I4, socket.SOCK_STREAM), lambda s: s.connect(tcp4))
+    attempt("tcp6", lambda: S(I6, socket.SOCK_STREAM), lambda s: s.connect(tcp6))
+    attempt("tcp6-mapped", lambda: S(I6, socket.SOCK_STREAM), lambda s: s.connect(mapped))
+    attempt("mptcp4", lambda: S(I4, socket.SOCK_STREAM, 262), lambda s: s.connect(tcp4))
+    attempt("mptcp6", lambda: S(I6, socket.SOCK_STREAM, 262), lambda s: s.connect(tcp6))
+    attempt("tcp4-fastopen", lambda: S(I4, socket.SOCK_STREAM),
+            lambda s: s.sendto(b"fastopen", socket.MSG_FASTOPEN, tcp4))
+    attempt("udp4", lambda: S(I4, socket.SOCK_DGRAM),
+            lambda s: s.sendto(b"udp", ("127.0.0.1", spec["udp4"])))
+    attempt("udp6", lambda: S(I6, socket.SOCK_DGRAM), lambda s: s.sendto(b"udp", ("::1", 9)))
+    attempt("listen-unbound", lambda: S(I4, socket.SOCK_STREAM), lambda s: s.listen(1))
+    attempt("bind4", lambda: S(I4, socket.SOCK_STREAM), lambda s: s.bind(("0.0.0.0", 0)))
+    attempt("unix-path", lambda: S(socket.AF_UNIX, socket.SOCK_STREAM),
+            lambda s: s.connect(spec["unix"]))
+    attempt("unix-abstract", lambda: S(socket.AF_UNIX, socket.SOCK_STREAM),
+            lambda s: s.connect("\0" + spec["abstract"]))
+    attempt("unix-dgram", lambda: S(socket.AF_UNIX, socket.SOCK_DGRAM),
+            lambda s: s.sendto(b"x", "\0" + spec["abstract"] + "-dgram"))
+    attempt("netlink", lambda: S(socket.AF_NETLINK, socket.SOCK_RAW, 0),
+            lambda s: s.bind((0, 0)))
+    attempt("packet", lambda: S(socket.AF_PACKET, socket.SOCK_RAW, 0x0300), lambda s: None)
+    attempt("raw4", lambda: S(I4, socket.SOCK_RAW, socket.IPPROTO_ICMP), lambda s: None)
+    attempt("sctp4", lambda: S(I4, socket.SOCK_STREAM, 132), lambda s: s.connect(tcp4))
+    attempt("vsock", lambda: S(40, socket.SOCK_STREAM), lambda s: s.connect((2, 1234)))
+    try:
+        a, b = socket.socketpair(I4, socket.SOCK_STREAM)
+        a.close(), b.close()
+        out["socketpair-inet"] = "open"
+    except OSError as e:
+        out["socketpair-inet"] = _denied(e)
+    return out
+
+
+def _syscalls(arg: str, ctx: Context) -> dict:
+    import ctypes
+    import fcntl
+    import termios
+
+    lib = ctypes.CDLL(None, use_errno=True)
+    lib.syscall.restype = ctypes.c_long
+    out: dict[str, str] = {}
+
+    def call(name: str, *args) -> None:
+        ctypes.set_errno(0)
+        rc = lib.syscall(*args)
+        out[name] = "allowed" if rc >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+
+    buf = ctypes.create_string_buffer(256)
+    call("mount", 165, b"tmpfs", str(ctx.tmpdir).encode(), b"tmpfs", 0, None)
+    call("unshare", 272, 0x40000000)  # CLONE_NEWNET
+    call("unshare-user", 272, 0x10000000)  # CLONE_NEWUSER
+    fd = os.open("/proc/self/ns/net", os.O_RDONLY)
+    call("setns", 308, fd, 0)
+    os.close(fd)
+    call("ptrace-traceme", 101, 0, 0, 0, 0)  # PTRACE_TRACEME
+    call("keyctl", 250, 0, -3, 0)  # KEYCTL_GET_KEYRING_ID of the session keyring
+    call("add_key", 248, b"user", b"k", b"v", 1, -3)
+    call("bpf", 321, 0, buf, 72)  # BPF_MAP_CREATE
+    call("io_uring_setup", 425, 4, buf)
+    call("perf_event_open", 298, buf, 0, -1, -1, 0)
+    call("userfaultfd", 323, 0)
+    call("chroot", 161, b"/")
+    ctx.tmpdir.mkdir(parents=True, exist_ok=True)
+    tty = os.open(os.devnull, os.O_RDWR)
+    try:
+        fcntl.ioctl(tty, termios.TIOCSTI, b"x")
+        out["ioctl-TIOCSTI"] = "allowed"
+    except OSError as e:
+        out["ioctl-TIOCSTI"] = errno.errorcode.get(e.errno, "?")
+    finally:
+        os.close(tty)
+    return out
+
+
+def _metadata(arg: str, ctx: Context) -> dict:
+    out: dict[str, str] = {}
+    ctx.tmpdir.mkdir(parents=True, exist_ok=True)
+    own = ctx.tmpdir / "own"
+    own.write_bytes(b"#!/bin/sh\n")
+
+    def attempt(name: str, fn) -> None:
+        try:
+            fn()
+            out[name] = "done"
+        except OSError as e:
+            out[name] = _denied(e)
+
+    attempt("chmod-host", lambda: os.chmod(arg, 0o666))
+    attempt("chown-host", lambda: os.chown(arg, os.getuid(), os.getgid()))
+    attempt("chown-own-to-root", lambda: os.chown(own, 0, 0))
+    attempt("setuid-bit-root", lambda: (os.chown(own, 0, -1), os.chmod(own, 0o4755)))
+    attempt("setxattr-capability", lambda: os.setxattr(own, "security.capability",
+                                                       b"\x01\x00\x00\x02" + b"\x00" * 16))
+    attempt("mknod", lambda: os.mknod(ctx.tmpdir / "dev", 0o600 | 0o020000, os.makedev(1, 3)))
+    attempt("write-etc", lambda: open("/etc/bastion-escape", "w").close())
+    attempt("read-shadow", lambda: open("/etc/shadow", "rb").close())
+    return out
+
+
+def _peek(arg: str, ctx: Context) -> dict:
+    spec = json.loads(arg)
+    out: dict[str, str] = {}
+    for path in spec.get("paths", []):
+        try:
+            if os.path.isdir(path):
+                out[path] = f"read: {sorted(os.listdir(path))}"
+            else:
+                with open(path, "rb") as f:
+                    out[path] = f"read: {f.read(4096)!r}"
+        except OSError as e:
+            out[path] = _denied(e)
+    for pid in spec.get("pids", []):
+        for what in ("cwd", "root"):
+            key = f"/proc/{pid}/{what}"
+            try:
+                out[key] = f"read: {sorted(os.listdir(key))}"
+            except OSError as e:
+                out[key] = _denied(e)
+        key = f"/proc/{pid}/environ"
+        try:
+            with open(key, "rb") as f:
+                out[key] = f"read: {f.read(100)!r}"
+        except OSError as e:
+            out[key] = _denied(e)
+    return out
+
+
+def _procs(arg: str, ctx: Context) -> dict:
+    started = 0
+    why = "limit of the test reached"
+    for _ in range(int(arg or 1000)):
+        try:
+            subprocess.Popen(["sleep", "1000"], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            started += 1
+        except OSError as e:
+            why = _denied(e)
+            break
+    return {"started": started, "stopped_by": why}
+
+
+_MARK = "bastion-hostile-mark"
+
+
+def _plant(arg: str, ctx: Context) -> dict:
+    import atexit
+
+    sys.modules[__name__].__dict__["PLANTED"] = _MARK  # module state
+    builtins = sys.modules["builtins"]
+    setattr(builtins, "_bastion_hostile_mark", _MARK)
+    (ctx.tmpdir.parent / "planted.txt").write_text(_MARK)  # a file beside its scratch
+    atexit.register(lambda: None)
+    import threading
+
+    threading.Thread(target=_sleep_forever, daemon=True).start()  # a thread
+    subprocess.Popen(["sleep", f"1000.{arg}"], start_new_session=True,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+    return {"planted": True, "pid": os.getpid()}
+
+
+def _planted(arg: str, ctx: Context) -> dict:
+    builtins = sys.modules["builtins"]
+    alive = False
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                alive = alive or f.read().split(b"\0")[:2] == [b"sleep", f"1000.{arg}".encode()]
+        except OSError:
+            pass
+    return {"module": globals().get("PLANTED") == _MARK,
+            "builtins": getattr(builtins, "_bastion_hostile_mark", None) == _MARK,
+            "file": (ctx.tmpdir.parent / "planted.txt").exists(),
+            "child_alive": alive}
+
+
+ATTACKS = {"status": _status, "sockets": _sockets, "syscalls": _syscalls,
+           "metadata": _metadata, "peek": _peek, "procs": _procs, "plant": _plant,
+           "planted": _planted}
+
+
+def _forge(spec: dict, ctx: Context) -> None:
+    """Write a forged answer to the job this worker reads, then wait to be killed.  Its text
+    file is first made something else (``text_is``) where the sandbox lets it; whether it
+    could goes in the forged verdict's warnings (``planted`` or ``plant denied: …``)."""
+    import fcntl
+
+    frame = sys._getframe()
+    while frame is not None and "job" not in frame.f_locals:  # the worker's handle()
+        frame = frame.f_back
+    job_id = frame.f_locals["job"]["id"] if frame is not None else -1
+    seq = ctx.tmpdir.name[len("job"):]
+    name = f"t{seq}.txt"
+    kind = spec.pop("text_is", None)
+    text_fd, target = None, None
+    for fdname in os.listdir("/proc/self/fd"):  # the text file the zygote opened for it
+        try:
+            link = os.readlink(f"/proc/self/fd/{fdname}")
+        except OSError:
+            continue
+        if link.endswith("/" + name):
+            text_fd, target = int(fdname), Path(link)
+    planted = "planted"
+    try:
+        if target is None:
+            raise FileNotFoundError(errno.ENOENT, "no text descriptor")
+        if kind == "big":
+            os.ftruncate(text_fd, int(spec.pop("size", 3 << 20)))
+        elif kind is not None:
+            os.unlink(target)  # to put something else in its place
+            if kind == "dir":
+                target.mkdir()
+            elif kind == "fifo":
+                os.mkfifo(target)
+            elif kind == "symlink":
+                os.symlink("/etc/passwd", target)
+            elif kind == "hardlink":
+                os.link("/etc/passwd", target)
+    except OSError as e:
+        planted = f"plant denied: {errno.errorcode.get(e.errno, e.errno)}"
+    answer = {"id": job_id, "verdict": {"status": "ok", "extractor": "hostile", "chars": 0,
+                                        "warnings": [planted]},
+              "text": name, "sidecar": {}, "rss": 1, "fatal": False}
+    answer.update(spec)
+    line = json.dumps(answer).encode() + b"\n"
+    for fdname in os.listdir("/proc/self/fd"):
+        fd = int(fdname)
+        try:
+            if fd > 2 and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY \
+                    and os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                os.write(fd, line)
+        except OSError:
+            pass
+    os._exit(0)  # its answer goes out through the zygote, which waits for the end of it
 
 
 READER = Reader(

@@ -107,9 +107,20 @@ def hostile_registry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def sandbox_workers(under: Path) -> list[int]:
-    """The reader workers themselves (not the ``unshare`` keeper each one runs under)."""
-    return [p for p in pids_with(str(under)) if _cmdline_has(p, b"bastion.readers.runtime.workermain")
-            and not _argv0_is(p, (b"unshare", b"setpriv"))]
+    """The reader workers themselves (not the ``unshare`` keeper each one runs under, nor the
+    process a worker forks to read documents, which has its command line)."""
+    found = [p for p in pids_with(str(under)) if _cmdline_has(p, b"bastion.readers.runtime.workermain")
+             and not _argv0_is(p, (b"unshare", b"setpriv"))]
+    return [p for p in found if _ppid(p) not in found]
+
+
+def _ppid(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rindex(b")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _argv0_is(pid: int, names: tuple[bytes, ...]) -> bool:

@@ -12,9 +12,7 @@ See ``docs/architecture.md``.
 from __future__ import annotations
 
 import os
-import re
 import selectors
-import shutil
 import stat
 import sys
 import time
@@ -25,8 +23,10 @@ from typing import Any, Callable
 from bastion.errors import WorkerError
 from ..base import Limits
 from .procs import AUTO, PID_NAMESPACE, containment
-from .sandbox import WORKER_DIR
-from .verdict import Status, Verdict
+from .sandbox import SCRATCH_DIR, WORKER_DIR
+from .answers import Answers
+from .identity import SLOT_BASE, SlotUsers
+from .verdict import Verdict
 from .worker import (Misbehaved,
                      StartError,
                      ToolPaths,
@@ -34,14 +34,14 @@ from .worker import (Misbehaved,
                      first_line,
                      open_document,
                      precompile_readers,
-                     reachable,
+                     view_paths,
                      worker_path)
 
-__all__ = ["DEFAULT_USER", "Job", "JobResult", "WorkerError", "WorkerPool", "open_document",
-           "worker_user"]
+__all__ = ["DEFAULT_USER", "SLOT_USER", "Job", "JobResult", "WorkerError", "WorkerPool",
+           "open_document", "worker_user"]
 
-_TEXT_NAME = re.compile(r"t[0-9]{1,12}\.txt")
-DEFAULT_USER = "nobody"  # whom the workers of a pool run as root run as
+SLOT_USER = ":slot"  # each worker slot its own unprivileged uid (no account can be named so)
+DEFAULT_USER = SLOT_USER  # whom the workers of a pool run as root run as
 
 
 @dataclass(frozen=True)
@@ -98,64 +98,6 @@ class JobResult:
         return self.verdict.warnings
 
 
-class _Answers:
-    """A worker's answer read: checked against its job, its text moved out of its reach,
-    into ``path``, a directory only this process can reach (made at the first text)."""
-
-    def __init__(self, path: Path, limits: Limits, user: tuple[int, int] | None) -> None:
-        self.path = path
-        self.limits = limits
-        self.user = user
-        self._made = False
-
-    def read(self, w: Worker, msg: dict[str, Any]) -> JobResult:
-        """The result of ``w``'s job its answer ``msg`` gives (:class:`~bastion.readers.
-        workers.Misbehaved` when it is not an answer to that job)."""
-        job = w.job
-        if job is None or msg.get("id") != job.id:
-            raise Misbehaved("crash", "reader worker answered a job it was not given")
-        text_path = None
-        try:
-            verdict = Verdict.from_json(msg.get("verdict"))
-        except ValueError as e:
-            raise Misbehaved("crash", f"reader worker sent an invalid verdict ({e})") from None
-        sidecar = msg.get("sidecar") if isinstance(msg.get("sidecar"), dict) else {}
-        if verdict.status is Status.OK:
-            text_path = self.take(w, msg.get("text"))
-            if text_path is None:
-                raise Misbehaved("crash", "reader worker's text file is missing or not a file")
-        return JobResult(job=job, verdict=verdict, text_path=text_path, sidecar=sidecar)
-
-    def take(self, w: Worker, name: Any) -> Path | None:
-        """The worker's text file, only if it is a plain regular file in its own directory.
-
-        It is first renamed out of the worker's directory, into one only this process can
-        reach, and checked there: checked in place, a worker could swap it for a symlink
-        between the check and the store's rename.  A worker's text then belongs to us."""
-        if not isinstance(name, str) or not _TEXT_NAME.fullmatch(name):
-            return None
-        if not self._made:
-            self.path.mkdir(mode=0o700, exist_ok=True)
-            self._made = True
-        path = self.path / f"{w.dir.name}-{name}"
-        try:
-            os.rename(w.dir / name, path)
-            st = os.lstat(path)
-        except OSError:
-            return None
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 \
-                or st.st_size > self.limits.max_output_bytes:
-            path.unlink()
-            return None
-        if self.user is not None:
-            os.chown(path, os.geteuid(), os.getegid())
-            os.chmod(path, 0o600)
-        return path
-
-    def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
-
-
 class WorkerPool:
     """N long-lived workers; jobs go to an idle one; every limit is enforced from here.
 
@@ -180,6 +122,7 @@ class WorkerPool:
         extra_readers: tuple[str, ...] = (),
         contain: str = AUTO,
         user: str | None = DEFAULT_USER,
+        allow_root: bool = False,
     ) -> None:
         self.size = max(1, size)
         self.limits = limits
@@ -189,20 +132,20 @@ class WorkerPool:
         self.rss_limit = rss_limit if rss_limit is not None else limits.memory_bytes // 2
         self.extra_readers = extra_readers
         self.contain = contain  # how workers hold their descendants (tests force a fallback)
-        # run as root: the workers run as ``user`` (uid, gid), or say why they cannot
-        self.user, self.user_note = worker_user(user, contain)
+        # run as root: the workers run as their slots' uids (or ``user``), or say why not
+        self.user, self.user_note = worker_user(user, contain, allow_root)
         # the answers read, their texts moved out of worker reach
-        self._answers = _Answers(self.tmp_root / f"s{os.getpid()}", limits, self.user)
-        self._tools_for_worker = ToolPaths(self.user)  # a tool's path -> the one workers run
+        self._answers = Answers(self.tmp_root / f"s{os.getpid()}", limits,
+                                self.user is not None)
+        self._tools_for_worker = ToolPaths(self.user and self.user.sample)  # for workers
+        self.identity: dict[str, Any] | None = None  # a worker's, measured from /proc
         self.workers: list[Worker] = []
         self.sel = selectors.DefaultSelector()
         self._seq = 0
-        self.spawned = 0
-        self.killed = 0
+        self.spawned = self.killed = 0  # workers started; jobs failed by a death or a kill
         self.closed = False
         # results whose callback waits for the next dispatch (see submit): (result, text file)
         self._pending: list[tuple[JobResult, Path | None]] = []
-        self.landlock_abi: int | None = None
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -252,6 +195,8 @@ class WorkerPool:
             self.closed = True
             self.sel.close()
             self._answers.remove()
+            if self.user is not None:
+                self.user.close()
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -260,8 +205,7 @@ class WorkerPool:
         self.close()
 
     def pids(self) -> list[int]:
-        """The workers' pids (as this process numbers them; a worker not ready yet: the
-        process started for it, its keeper)."""
+        """The workers' pids (as this process numbers them; one not ready yet: its keeper)."""
         return [w.pid for w in self.workers]
 
     # -- workers --------------------------------------------------------------------------------
@@ -270,11 +214,14 @@ class WorkerPool:
         if not self.spawned:
             precompile_readers()
         self._seq += 1
-        wdir = self.tmp_root / f"w{os.getpid()}-{self._seq}"
+        wdir, ids = self.tmp_root / f"w{os.getpid()}-{self._seq}", None
         try:
-            worker = Worker.start(wdir, self.limits, user=self.user,
+            ids = None if self.user is None else self.user.take()
+            worker = Worker.start(wdir, self.limits, user=ids,
                                   extra_readers=self.extra_readers, contain=self.contain)
-        except StartError as e:
+        except (OSError, StartError) as e:
+            if ids is not None and self.user is not None:
+                self.user.give(ids)
             raise WorkerError(f"cannot start a reader worker: {e}") from None
         self.sel.register(worker.proc.stdout, selectors.EVENT_READ, (worker, "out"))
         self.sel.register(worker.proc.stderr, selectors.EVENT_READ, (worker, "err"))
@@ -308,19 +255,17 @@ class WorkerPool:
                 self.sel.unregister(stream)
             except (KeyError, ValueError):
                 pass
-        w.stop()
+        w.stop()  # it and all it started are gone: its uid is free for the next one
+        if w.user is not None and self.user is not None:
+            self.user.give(w.user)
         if w in self.workers:
             self.workers.remove(w)
 
     # -- the event loop -------------------------------------------------------------------------
 
-    def _next_deadline(self) -> float | None:
-        times = [t for t in (w.due() for w in self.workers) if t is not None]
-        return min(times) if times else None
-
     def _poll(self) -> None:
-        deadline = self._next_deadline()
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        due = [t for t in (w.due() for w in self.workers) if t is not None]
+        timeout = max(0.0, min(due) - time.monotonic()) if due else None
         for key, _ in self.sel.select(timeout):
             worker, which = key.data
             if worker not in self.workers:
@@ -351,23 +296,27 @@ class WorkerPool:
     def _on_output(self, w: Worker) -> None:
         while w in self.workers:
             try:
-                msg = w.next_message()
+                msg = w.next_message(self.limits.stderr_bytes)
             except Misbehaved as e:
                 self._fail(w, e.kind, e.message)
                 return
+            self.identity = w.identity or self.identity  # checked at its ready line
             if msg is None:
                 return
-            self._on_result(w, msg)
+            if isinstance(msg, tuple):  # a document's process ended without an answer
+                self._end_job(w, *msg)  # its zygote, which never read it, goes on
+            else:
+                self._on_result(w, msg)
 
     # -- answers --------------------------------------------------------------------------------
 
     def _on_result(self, w: Worker, msg: dict[str, Any]) -> None:
         try:
-            result = self._answers.read(w, msg)
+            verdict, text_path, sidecar = self._answers.read(w, msg)
         except Misbehaved as e:
             self._fail(w, e.kind, e.message)
             return
-        text_path = result.text_path
+        result = JobResult(job=w.job, verdict=verdict, text_path=text_path, sidecar=sidecar)
         w.job = None
         w.deadline = None
         w.done += 1
@@ -381,62 +330,97 @@ class WorkerPool:
             self._retire(w)
 
     def _on_death(self, w: Worker) -> None:
-        job = w.job
         kind, message = w.death(self.limits.stderr_bytes)
         self._retire(w)
-        if job is not None:
-            self.killed += 1
-            self.callback(JobResult(job=job, verdict=Verdict.failed(kind, message)))
+        if w.job is not None:
+            self._end_job(w, kind, message)
+
+    def _end_job(self, w: Worker, kind: str, message: str) -> None:
+        job, w.job, w.deadline = w.job, None, None
+        self.killed += 1
+        self.callback(JobResult(job=job, verdict=Verdict.failed(kind, message)))
 
     def _fail(self, w: Worker, kind: str, message: str) -> None:
         """Kill a worker (with its process group) and fail its job."""
-        job = w.job
         w.killed = message
         self._retire(w)
-        if job is not None:
-            self.killed += 1
-            stderr = first_line(bytes(w.err))
-            if kind == "crash" and stderr:
-                message = f"{message}: {stderr}"
-            self.callback(JobResult(job=job, verdict=Verdict.failed(kind, message)))
+        stderr = first_line(bytes(w.err))
+        if w.job is not None:
+            self._end_job(w, kind, f"{message}: {stderr}" if kind == "crash" and stderr
+                          else message)
 
 
-def worker_user(name: str | None,
-                contain: str = AUTO) -> tuple[tuple[int, int] | None, str | None]:
-    """The (uid, gid) reader workers run as, and why not when they run as root.
+def worker_user(name: str | None, contain: str = AUTO,
+                allow_root: bool = False) -> tuple[SlotUsers | None, str | None]:
+    """Whom reader workers run as, and why not when they would run as root.
 
-    Only a pool running as root changes user: its workers become ``name`` (``nobody`` by
-    default; None keeps root) with that user's primary group and no other.  They need a PID
-    and mount namespace (their directory is bound where the user can reach it) and read
-    access to the interpreter's library and bastion's own modules: without either, they stay
-    root and the note says why.
+    Only a pool running as root changes user.  By default (:data:`SLOT_USER`) each worker
+    slot runs as a uid and gid of its own that no account has
+    (:class:`~bastion.readers.runtime.identity.SlotUsers`); a ``name`` runs them all as that
+    account (its primary group, no other); None keeps root, as the caller asked.  The
+    interpreter, its library and bastion's modules need not be readable by that uid on the
+    host: each worker binds them back, read-only, in its own mount namespace
+    (:func:`bastion.readers.runtime.sandbox.build_view`).  What a worker needs is a PID and
+    mount namespace and that each of those paths itself be readable by others; without
+    either, :class:`WorkerError` says why in one line, unless ``allow_root`` accepts root
+    workers: then the result is None and the note says why.
     """
+    users, note = _worker_user(name, contain)
+    if note is not None and not allow_root:
+        raise WorkerError(f"{note} (refusing to start them; accept root workers with "
+                        "allow_root_workers: true in the manifest)")
+    return users, note
+
+
+def _worker_user(name: str | None, contain: str) -> tuple[SlotUsers | None, str | None]:
     if name is None or os.geteuid() != 0:
         return None, None
-    import pwd
+    fixed = None
+    if name != SLOT_USER:
+        import pwd
 
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        raise WorkerError(f"no user {name!r} to run the reader workers as") from None
-    if entry.pw_uid == 0:
-        return None, None
-    needed = [os.path.dirname(os.__file__), *worker_path()]
-    for entry_path in needed:
-        if os.path.isdir(entry_path) and not reachable(entry_path, entry.pw_uid,
-                                                        entry.pw_gid):
-            return None, f"reader workers run as root: {entry_path} is not readable by {name}"
-    try:  # an empty directory to bind over: it hides nothing of the host's
-        os.makedirs(WORKER_DIR, mode=0o755, exist_ok=True)
-    except OSError as e:
-        return None, f"reader workers run as root: cannot make {WORKER_DIR}: {e.strerror}"
-    hidden = _under(WORKER_DIR, [sys.executable, *needed])
-    if hidden is not None:  # the worker's own directory is bound over WORKER_DIR
-        return None, (f"reader workers run as root: {hidden} is under {WORKER_DIR}, which a "
-                      f"worker that gives up root sees replaced by its own directory")
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            raise WorkerError(f"no user {name!r} to run the reader workers as") from None
+        if entry.pw_uid == 0:
+            return None, None
+        fixed = (entry.pw_uid, entry.pw_gid)
+    uid, gid = fixed or (SLOT_BASE, SLOT_BASE)
+    needed = view_paths()
+    for path in _essential():  # bound back as they are: each must itself be readable
+        if not _readable_itself(path, uid, gid):
+            return None, f"reader workers would run as root: {path} is not readable by others"
+    for top in (WORKER_DIR, SCRATCH_DIR):
+        try:  # an empty directory to mount over: it hides nothing of the host's
+            os.makedirs(top, mode=0o755, exist_ok=True)
+        except OSError as e:
+            return None, (f"reader workers would run as root: cannot make {top}: "
+                          f"{e.strerror}")
+        hidden = _under(top, [sys.executable, *needed])
+        if hidden is not None:  # the worker's own directory or scratch is mounted there
+            return None, (f"reader workers would run as root: {hidden} is under {top}, "
+                          f"which a worker sees replaced by its own directory")
     if containment(contain, mount=True)[1] != PID_NAMESPACE:  # probed once per process
-        return None, f"reader workers run as root: no PID and mount namespace to give {name}"
-    return (entry.pw_uid, entry.pw_gid), None
+        return None, ("reader workers would run as root: no PID, mount and network "
+                      "namespace here (unshare --pid --mount --net failed)")
+    return SlotUsers(fixed), None
+
+
+def _essential() -> list[str]:
+    """What a worker cannot run without: the standard library and bastion's own tree."""
+    return [os.path.dirname(os.__file__), worker_path()[0]]
+
+
+def _readable_itself(path: str, uid: int, gid: int) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    bits = (st.st_mode >> 6 if st.st_uid == uid else
+            st.st_mode >> 3 if st.st_gid == gid else st.st_mode) & 7
+    need = 5 if stat.S_ISDIR(st.st_mode) else 4
+    return bits & need == need
 
 
 def _under(top: Path, paths: list[str]) -> str | None:

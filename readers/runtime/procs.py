@@ -137,6 +137,10 @@ _NAMESPACE_FLAGS = {  # util-linux unshare(1): the worker is PID 1 of a namespac
 }
 
 
+# and, with it, an empty network namespace (only a loopback, down), its own IPC and host name
+_PRIVATE = ["--net", "--ipc", "--uts"]
+
+
 @functools.cache
 def containment(how: str = AUTO, mount: bool = False) -> tuple[tuple[str, ...], str]:
     """How workers started now hold their descendants: (argv prefix, mode).
@@ -154,7 +158,9 @@ def containment(how: str = AUTO, mount: bool = False) -> tuple[tuple[str, ...], 
     ``unshare``/``setpriv``, not root and user namespaces disabled) the mode is
     :data:`SUBREAPER` and the prefix empty: the worker makes itself a child subreaper
     (:func:`contain_descendants`).  ``how`` is :data:`AUTO` (the first mode this machine
-    allows) or a mode to force (the tests' way to reach the fallbacks).  ``mount`` adds a
+    allows) or a mode to force (the tests' way to reach the fallbacks).  Each namespace
+    mode comes with an empty network namespace (no interface but a loopback, down), and IPC
+    and UTS namespaces of its own: a worker has no network at all.  ``mount`` adds a
     mount namespace (``--mount``, private propagation) to the PID namespace, for a worker that
     binds its directory in place before it gives up root (:mod:`bastion.readers.runtime.sandbox`).
     """
@@ -164,7 +170,7 @@ def containment(how: str = AUTO, mount: bool = False) -> tuple[tuple[str, ...], 
     for mode in modes:
         if mode not in _NAMESPACE_FLAGS or not (unshare and SETPRIV and true):
             continue
-        flags = [*_NAMESPACE_FLAGS[mode], *(["--mount"] if mount else [])]
+        flags = [*_NAMESPACE_FLAGS[mode], *_PRIVATE, *(["--mount"] if mount else [])]
         prefix = (SETPRIV, "--pdeathsig", "KILL", "--", unshare, *flags, "--fork",
                   "--kill-child", "--")
         try:

@@ -26,9 +26,12 @@ from array import array
 from pathlib import Path
 from typing import Any
 
+from bastion.errors import WorkerError
+
 from ..base import Limits
+from .identity import dropped, measure
 from .procs import CHILD_ENV, containment, start_worker, stop_worker, worker_status
-from .sandbox import WORKER_DIR
+from .sandbox import SCRATCH_DIR, WORKER_DIR, passable, reachable
 
 # the directory holding the ``bastion`` package, which the worker imports
 # ``bastion.readers.runtime.workermain`` from: readers/.. is a checkout's root, or in an installation the
@@ -60,9 +63,10 @@ class Worker:
     """One worker and what the parent keeps of it (``job``: the job it reads, if any)."""
 
     __slots__ = ("proc", "jobs", "dir", "buf", "err", "job", "deadline", "done", "ready",
-                 "killed", "started", "contained", "pid", "pidfd")
+                 "killed", "started", "contained", "pid", "pidfd", "user", "identity")
 
-    def __init__(self, proc: subprocess.Popen, jobs: socket.socket, wdir: Path) -> None:
+    def __init__(self, proc: subprocess.Popen, jobs: socket.socket, wdir: Path,
+                 user: tuple[int, int] | None = None) -> None:
         self.proc = proc
         self.jobs = jobs  # the parent's end of the job socket
         self.dir = wdir
@@ -77,6 +81,8 @@ class Worker:
         self.contained: str | None = None  # how it holds its descendants (its ready line)
         self.pid = proc.pid  # the worker itself, once its ready line says (else its keeper)
         self.pidfd: int | None = None  # readable once the worker (not its keeper) has exited
+        self.user = user  # the uid and gid it runs as (None: the pool's own)
+        self.identity: dict[str, Any] | None = None  # as measured from /proc at its ready line
 
     @classmethod
     def start(cls, wdir: Path, limits: Limits, *, user: tuple[int, int] | None,
@@ -89,12 +95,15 @@ class Worker:
             os.chown(wdir, *user)
             os.chmod(wdir, 0o700)
         seen_as = str(WORKER_DIR) if mount else str(wdir)
+        scratch = str(SCRATCH_DIR) if mount else str(wdir / "scratch")
         config = {"dir": seen_as, "bind": str(wdir) if mount else None, "user": user,
+                  "scratch": scratch,
+                  "view": view_paths() if mount else [],
                   "limits": limits.as_dict(), "extra_readers": list(extra_readers),
                   "contain": containment(contain, mount)[1]}
         argv = [sys.executable, "-I", "-S", "-c", _BOOT.format(path=worker_path()),
                 json.dumps(config)]
-        env = dict(CHILD_ENV, TMPDIR=seen_as)
+        env = dict(CHILD_ENV, TMPDIR=scratch)
         # one message per job, with the document's descriptor: SOCK_SEQPACKET keeps both whole
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -104,7 +113,7 @@ class Worker:
             raise StartError(str(e)) from None
         finally:
             theirs.close()
-        worker = cls(proc, ours, wdir)
+        worker = cls(proc, ours, wdir, user)
         assert proc.stdout is not None and proc.stderr is not None
         os.set_blocking(proc.stdout.fileno(), False)
         os.set_blocking(proc.stderr.fileno(), False)
@@ -142,10 +151,11 @@ class Worker:
             self.deadline = time.monotonic() + job.deadline_s
         return True
 
-    def next_message(self) -> dict[str, Any] | None:
-        """Its next answer from what it wrote so far (None: no whole line yet); its ready
-        line is read on the way.  :class:`Misbehaved` when a line is over the cap or not
-        JSON."""
+    def next_message(self, stderr_cap: int) -> dict[str, Any] | tuple[str, str] | None:
+        """Its next answer from what it wrote so far (None: no whole line yet), or, where
+        its zygote reported (a line starting ``!``) that a document's process ended without
+        one, that job's (error kind, message) (:meth:`child_end`); its ready line is read on
+        the way.  :class:`Misbehaved` when a line is over the cap or not JSON."""
         while True:
             at = self.buf.find(b"\n")
             if at < 0:
@@ -154,13 +164,31 @@ class Worker:
                 return None
             line = bytes(self.buf[:at])
             del self.buf[: at + 1]
+            report = line[:1] == b"!"
             try:
-                msg = json.loads(line)
+                msg = json.loads(line[1:] if report else line)
             except ValueError:
-                raise Misbehaved("crash", "reader worker broke the protocol") from None
+                raise Misbehaved("worker", "reader worker broke the protocol") from None
+            if not isinstance(msg, dict):
+                raise Misbehaved("worker", "reader worker broke the protocol")
+            if report:
+                return self.child_end(msg, stderr_cap)
             if not msg.get("ready"):
                 return msg
             self.on_ready(msg)
+
+    def child_end(self, report: dict[str, Any], stderr_cap: int) -> tuple[str, str]:
+        """(error kind, message) of the job whose child the zygote reports ended without an
+        answer: it died (by the status), its answer was over the cap, or not one line."""
+        if self.job is None or report.get("id") != self.job.id:
+            raise Misbehaved("worker", "reader worker reported on a job it was not given")
+        reason, status = report.get("reason"), report.get("status")
+        if reason == "over":
+            return "output_limit", "reader output over the result size limit"
+        if reason == "died" and isinstance(status, int) and not isinstance(status, bool):
+            self.read_stderr(stderr_cap)
+            return _classify_death(status, bytes(self.err))
+        return "worker", "reader worker broke the protocol"
 
     def on_ready(self, msg: dict[str, Any]) -> None:
         """Its ready line: how it holds its descendants, its own pid; the job's clock starts."""
@@ -173,6 +201,12 @@ class Worker:
                     self.pidfd = os.pidfd_open(self.pid)
                 except (AttributeError, OSError):
                     pass
+        try:
+            self.identity = measure(self.pid)
+        except (OSError, KeyError, ValueError):
+            self.identity = None
+        if self.user is not None and not dropped(self.identity):  # measured, not asked
+            raise WorkerError(f"a reader worker kept root or a capability: {self.identity}")
         if self.job is not None:
             self.deadline = time.monotonic() + self.job.deadline_s
 
@@ -289,30 +323,6 @@ def _is_child(pid: Any, parent: int) -> bool:
         return False
 
 
-def reachable(path: str, uid: int, gid: int, need: int = 5) -> bool:
-    """Whether ``uid``/``gid`` (no other group) has the ``need`` bits on ``path`` (r-x: list
-    a directory; --x: run a file) and may pass every directory above it, both along the
-    path as written and along the one its symlinks lead to, by the permission bits (ACLs
-    are not read)."""
-    return all(passable(p, uid, gid, need)
-               for p in {os.path.abspath(path), os.path.realpath(path)})
-
-
-def passable(path: str, uid: int, gid: int, need: int) -> bool:
-    while True:
-        try:
-            st = os.stat(path)
-        except OSError:
-            return False
-        bits = (st.st_mode >> 6 if st.st_uid == uid else
-                st.st_mode >> 3 if st.st_gid == gid else st.st_mode) & 7
-        if bits & need != need:
-            return False
-        if path == "/":
-            return True
-        path, need = os.path.dirname(path), 1
-
-
 def open_document(path: str) -> tuple[int | None, str | None]:
     """A read-only descriptor of the document for its worker, or why there is none.
 
@@ -338,6 +348,24 @@ def open_document(path: str) -> tuple[int | None, str | None]:
         why = f"cannot open: {e.strerror}"
     os.close(fd)
     return None, why
+
+
+def view_paths() -> list[str]:
+    """What a worker that gives up root must reach (:func:`bastion.readers.runtime.sandbox.
+    build_view`): the interpreter, its standard library and extension modules, bastion's
+    tree and the environment's packages."""
+    import sysconfig
+
+    paths = [os.path.realpath(sys.executable), os.path.dirname(os.__file__),
+             sysconfig.get_path("platstdlib") or "", *worker_path()]
+    dynload = os.path.join(os.path.dirname(os.__file__), "lib-dynload")
+    paths.append(dynload)
+    out: list[str] = []
+    for path in paths:  # as written and as its links lead (a link's own directory may be hidden)
+        for form in ({os.path.abspath(path), os.path.realpath(path)} if path else ()):
+            if os.path.exists(form) and form not in out:
+                out.append(form)
+    return out
 
 
 def worker_path() -> list[str]:

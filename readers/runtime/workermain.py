@@ -1,9 +1,10 @@
-"""A worker: the child process that reads documents, many in a row.
+"""A worker: the zygote that forks one process per document (:mod:`bastion.readers.runtime.zygote`).
 
 Started by :class:`bastion.readers.runtime.pool.WorkerPool` as ``python -I -S -c …`` with one JSON argument
 (its private directory, the limits, how it holds its descendants).  It enters the sandbox
 first, then answers one JSON line per job, importing a reader family's module when its first
-job comes (:func:`bastion.readers.dispatch.by_name`).  Jobs come on a ``SOCK_SEQPACKET`` socket,
+job comes (:func:`bastion.readers.dispatch.by_name`, :func:`prepare`) and reading each document
+in a process it forks for it (:mod:`bastion.readers.runtime.zygote`).  Jobs come on a ``SOCK_SEQPACKET`` socket,
 one message each, with the document's read-only descriptor attached (``SCM_RIGHTS``: the parent
 opened the file, so the worker needs no access to its path)::
 
@@ -19,15 +20,19 @@ The reader is the one the parent chose (``reader``; none: the registry chooses, 
 document handed over without a plan); ``verdict`` is a :class:`bastion.readers.runtime.verdict.Verdict` in its
 JSON form.
 
-``text`` names a file in the worker's directory holding the normalised UTF-8 text (written
-here; the parent moves it into the store and makes it durable with one ``syncfs`` per
-batch).  ``fatal`` asks the parent to replace this worker (after a MemoryError the
-interpreter's state is suspect).  The first line, before any job, is ``{"ready": true,
-"contained": …, "pid": …}``: how it holds what its readers start
-(:func:`bastion.readers.runtime.procs.containment`) and its pid as the pool numbers it.
+``text`` names a file in the worker's directory holding the normalised UTF-8 text (written by
+the document's process through a descriptor the zygote opened; the parent moves it into the
+store and makes it durable with one ``syncfs`` per batch).  ``fatal`` asks the parent to
+replace this worker.  A line starting ``!`` is the zygote's own report on a document whose
+process ended without an answer (:func:`bastion.readers.runtime.zygote.report`).  The first
+line, before any job, is ``{"ready": true, "contained": …, "pid": …, "landlock": …,
+"seccomp": …}``: how it holds what its readers start
+(:func:`bastion.readers.runtime.procs.containment`), its pid as the pool numbers it, and what it
+says of its sandbox (informative: the pool measures its identity in ``/proc``).
 
-A worker keeps one :class:`bastion.readers.ocr.memo.OcrMemo` for all its documents: an image
-OCRed once in the run (a logo in every message of a mailbox) is not recognised again.
+Each document's process has an :class:`bastion.readers.ocr.memo.OcrMemo` of its own: an image
+OCRed twice in one document (a logo on every page) is recognised once; nothing is kept across
+documents (what one document's process learnt could be forged for the next).
 """
 
 from __future__ import annotations
@@ -35,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import socket
 import sys
 import time
@@ -90,8 +94,10 @@ def _read_checked(fd: int, size: int, sha256: str) -> bytes:
     return data
 
 
-def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
-           seq: int, ocr_memo: Any = None) -> dict[str, Any]:
+def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
+           text_fd: int, ocr_memo: Any = None) -> dict[str, Any]:
+    """Read one document (in the child the zygote forked for it): the text goes to
+    ``text_fd`` (``t<seq>.txt``, opened by the zygote), the scratch is ``scratch``."""
     from ..base import Document
     from .context import LocalContext
     from ..dispatch import Outcome, by_name, read_document, read_nested
@@ -101,7 +107,6 @@ def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
 
     result: dict[str, Any] = {"id": job["id"], "fatal": False, "text": None}
     used: set[str] = set()
-    scratch = workdir / f"job{seq}"  # made only if the reader asks for it (ctx.tmpdir)
     try:
         try:
             if fd is None:  # the parent could not open it
@@ -133,16 +138,15 @@ def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
     finally:
         if fd is not None:
             os.close(fd)
-        if os.path.lexists(scratch):
-            shutil.rmtree(scratch, ignore_errors=True)
     if outcome.status == "ok":
         name = f"t{seq}.txt"
         try:
             encoded = outcome.text.encode("utf-8", "replace")  # lone surrogates → "?"
             if len(encoded) > limits.max_output_bytes:
                 raise OSError(27, "File too large")
-            with open(workdir / name, "wb") as f:  # made durable by the parent (syncfs)
-                f.write(encoded)
+            view = memoryview(encoded)  # made durable by the parent (syncfs)
+            while view:
+                view = view[os.write(text_fd, view):]
             result["text"] = name
         except OSError as e:
             if e.errno == 27:  # EFBIG: over RLIMIT_FSIZE / the output cap
@@ -153,7 +157,7 @@ def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
                 outcome = Outcome("error", extractor=outcome.extractor,
                                   error=f"cannot write text: {e.strerror}", error_kind="internal")
             try:
-                os.unlink(workdir / name)
+                os.ftruncate(text_fd, 0)
             except OSError:
                 pass
     verdict = Verdict.of_outcome(
@@ -168,33 +172,61 @@ def handle(job: dict[str, Any], fd: int | None, workdir: Path, limits,
 def main() -> None:
     config = json.loads(sys.argv[1])
     workdir = Path(config["dir"])
-    from .procs import contain_descendants, host_pid
+    from .procs import NAMESPACES, contain_descendants, host_pid
 
     # first, before anything else runs: nothing a reader starts may outlive this worker
     contained = contain_descendants(config.get("contain", ""))
     from ..base import Limits
-    from .sandbox import bind_worker_dir, enter_sandbox
+    from .sandbox import (bind_worker_dir, enter_sandbox, landlock_enforce, landlock_ruleset,
+                          mount_scratch)
 
+    limits = Limits.from_dict(config["limits"])
     if config.get("bind"):  # it gives up root: its directory where its user can reach it
         workdir = bind_worker_dir(config["bind"])
     user = config.get("user")
-    limits = Limits.from_dict(config["limits"])
-    jobs, results, _abi = enter_sandbox(workdir, limits, tuple(user) if user else None)
+    scratch = Path(config["scratch"])
+    if user:  # its scratch: a tmpfs of its own, capped, seen by no other process
+        mount_scratch(scratch, scratch_bytes(limits), *user)
+    else:
+        scratch.mkdir(mode=0o700, exist_ok=True)
+    pid = host_pid()  # before anything can change what /proc says
+    jobs, results, abi, filtered = enter_sandbox(workdir, limits,
+                                                 tuple(user) if user else None,
+                                                 config.get("view") or (), scratch)
     sys.setrecursionlimit(10_000)
     import importlib
 
     from .. import dispatch  # the readers themselves are imported by the first job needing them
+    from ..ocr.memo import OcrMemo
+    from .zygote import BATCH_DOCS, BATCH_READERS, Batch, clear, read_in_child
+    from . import context, verdict  # what every child uses, imported once here
+
+    del context, verdict
 
     extras = tuple(importlib.import_module(m).READER for m in config.get("extra_readers", ()))
     if extras:  # readers added by the embedding program (the tests' misbehaving readers)
         dispatch.put_first(extras)
 
-    from ..ocr.memo import OcrMemo
-
-    ocr_memo = OcrMemo()  # this worker's OCR answers, kept across its documents
-    ready = {"ready": True, "contained": contained, "pid": host_pid()}
+    # what it says of itself is informative only: the pool measures it from /proc
+    ready = {"ready": True, "contained": contained, "pid": pid, "landlock": abi,
+             "seccomp": filtered}
     results.write(json.dumps(ready).encode() + b"\n")
+    pid1 = contained in NAMESPACES
+    own = (jobs.fileno(), results.fileno())
     seq = 0
+    batch: Batch | None = None  # the child reading a run of plain-text documents, if any
+
+    _, narrower = landlock_ruleset([scratch])  # made once, enforced by each document's process
+
+    def narrow() -> None:  # a document's process may write only in its scratch (and its text)
+        if narrower is not None:
+            landlock_enforce(narrower)
+            os.close(narrower)
+
+    def in_batch(msg: dict[str, Any], doc_fd: int | None, text_fd: int) -> dict[str, Any]:
+        n = msg["seq"]
+        return handle(msg["job"], doc_fd, scratch / f"job{n}", limits, n, text_fd, OcrMemo())
+
     room = socket.CMSG_SPACE(4 * array("i").itemsize)
     while True:
         line, ancillary, flags, _ = jobs.recvmsg(MAX_JOB, room, socket.MSG_CMSG_CLOEXEC)
@@ -207,14 +239,96 @@ def main() -> None:
         if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) > 1:
             os._exit(2)  # not the pool's protocol: the pool sees this worker die
         seq += 1
-        result = handle(json.loads(line), fds[0] if fds else None, workdir, limits, seq,
-                        ocr_memo)
-        out = json.dumps(result, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+        job = json.loads(line)
+        batched = job.get("reader") in BATCH_READERS
+        if batch is not None and (not batched or batch.count >= BATCH_DOCS):
+            batch.end(pid1)  # and every process it started
+            batch = None
+        prepare(job, limits, scratch)  # imports and engines, in the zygote: no document
+        clear(workdir, keep=scratch.name)  # what the last document left (its text is taken)
+        clear(scratch)
+        text_fd = os.open(workdir / f"t{seq}.txt",
+                          os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        doc_fd = fds[0] if fds else None
+        n = seq
+
+        def work(job=job, doc_fd=doc_fd, text_fd=text_fd, n=n) -> dict[str, Any]:
+            return handle(job, doc_fd, scratch / f"job{n}", limits, n, text_fd, OcrMemo())
+
+        try:
+            if batched:
+                if batch is None:
+                    batch = Batch(in_batch, own, narrow)
+                got = batch.read({"job": job, "seq": n}, doc_fd, text_fd)
+                if got is None:
+                    out, batch = batch.ended(job["id"], pid1), None
+                else:
+                    out = got
+            else:
+                out = read_in_child(job["id"], work, own, narrow, pid1)
+        finally:
+            os.close(text_fd)
+            if doc_fd is not None:
+                os.close(doc_fd)
         view = memoryview(out)
         while view:
             view = view[results.write(view):]
-        if result["fatal"]:
-            os._exit(0)
+
+
+def scratch_bytes(limits) -> int:
+    """The bytes a document may put in its scratch: what it may unpack, and its text."""
+    return limits.max_unpacked_bytes + limits.max_output_bytes
+
+
+_PREPARED: set[tuple[str, str]] = set()
+
+
+def prepare(job: dict[str, Any], limits, scratch: Path) -> None:
+    """What the zygote loads before it forks a child for ``job``: the reader family's module
+    (the whole registry for a job naming none) and, for the PDF and OCR families, the warm
+    tesseract engines, PDFium's and pdfplumber's modules and the engines' versions (``pdftotext
+    -v`` is a process).  None of it reads a document; each child inherits it, so no child pays
+    for it again.  (What a child learns — its OCR memo — dies with it.)"""
+    from ..dispatch import by_name, registry
+
+    name = job.get("reader")
+    try:
+        if name is None:  # the child's registry chooses: every family, imported once here
+            registry()
+        else:
+            by_name(name)
+    except Exception:
+        return  # the child meets the same error and reports it
+    tools = job.get("tools") or {}
+    key = (name or "", json.dumps(tools, sort_keys=True))
+    if name not in ("ocr", "pdf") or key in _PREPARED:
+        return
+    _PREPARED.add(key)
+    from .context import LocalContext
+
+    ctx = LocalContext(limits, tools, scratch / "warm")
+    try:
+        if tools.get("tesseract"):  # the warm engines, and the version that keys them
+            from ..ocr import engine as tessapi
+            from ..ocr.reader import tesseract_version, warm_engine
+
+            warm_engine(ctx)
+            tessapi.engine(tesseract_version(ctx), tessapi.OSD)
+        if name == "pdf":  # its engines' modules, and their versions (pdftotext -v: a process)
+            import importlib
+
+            from ..pdf.reader import engine_version
+
+            for module in ("pypdfium2", "pypdfium2.raw", "pdfplumber", "pdfminer.pdfpage",
+                           "pdfminer.pdftypes", "pdfminer.pdfdocument"):
+                try:
+                    importlib.import_module(module)
+                except ImportError:
+                    pass
+            for engine in (*limits.pdf_engines, "pdftotext"):
+                engine_version(engine, ctx)
+    except Exception:
+        pass  # the child meets the same error and reports it
 
 
 if __name__ == "__main__":

@@ -100,7 +100,8 @@ def _summary(run: Run, tally: Tally, extracted: int, removed: int) -> ExtractSum
         no_external=run.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
         started_at=run.started, duration_s=time.monotonic() - run.t0),
         tightened=run.tightened,
-        cluster=run.session.describe() if hasattr(run.session, "describe") else None)
+        cluster=run.session.describe() if hasattr(run.session, "describe") else None,
+        worker_identity=getattr(pool, "identity", None))
 
 
 def _finish_merge(run: Run) -> ExtractSummary | None:

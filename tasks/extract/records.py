@@ -224,6 +224,8 @@ class ExtractSummary:
     tightened: int = 0  # output files and directories this run narrowed to the output's modes
     stage: str = "extract"
     cluster: dict[str, Any] | None = None  # a cluster run: the scheduler and its workers
+    # a worker's identity as the pool measured it in /proc (uid, capabilities, namespaces…)
+    worker_identity: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

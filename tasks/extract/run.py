@@ -153,7 +153,8 @@ class Run(RunPlan):
                                               expected=lambda: len(self.stale),
                                               more_slices=lambda: self.more_slices, **common)
             else:
-                self.session = ExtractSession(workers=self.cfg.workers, **common)
+                self.session = ExtractSession(workers=self.cfg.workers,
+                                              allow_root=manifest.allow_root_workers, **common)
         if self.session.pool is None:
             self.session.start()
         return self.session

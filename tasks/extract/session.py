@@ -49,7 +49,7 @@ class ExtractSession:
     def __init__(self, *, out: Path, store: Store, limits: Limits, workers: int,
                  tools: Mapping[str, Tool], roots: Mapping[str, Root],
                  on_verdict: Callable[[Item, Verdict], None] | None = None,
-                 extra_readers: tuple[str, ...] = ()) -> None:
+                 extra_readers: tuple[str, ...] = (), allow_root: bool = False) -> None:
         self.out = out
         self.store = store
         self.limits = limits
@@ -58,6 +58,7 @@ class ExtractSession:
         self.roots = roots
         self.on_verdict = on_verdict
         self.extra_readers = extra_readers
+        self.allow_root = allow_root  # the manifest's allow_root_workers
         self.pool: WorkerPool | None = None
         # the items (by Item.canonical: one per (sha256, key)) handed out, and those whose verdicts
         # this run made; the verdicts themselves are in the store, not held here
@@ -85,7 +86,7 @@ class ExtractSession:
             except OSError:
                 pass
         self.pool = WorkerPool(self.workers, self.limits, tmp_root, self._on_result,
-                               extra_readers=self.extra_readers)
+                               extra_readers=self.extra_readers, allow_root=self.allow_root)
         self.pool.warm()
         return self.pool
 

@@ -1,0 +1,24 @@
+"""A hostile reader that takes the name ``text``, so that the worker batches its documents as
+plain text (:data:`bastion.readers.runtime.zygote.BATCH_READERS`): the tests' way to see the
+batch's bounds from inside.  Each document answers JSON: its process's pid (as the pool sees
+it) and whether the mark an earlier document of its process left is there; then it leaves one.
+"""
+
+from __future__ import annotations
+
+import json
+
+from bastion.readers.base import Context, Document, Reader, ReadResult, TextSink
+
+_MARKS: list[str] = []
+
+
+def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
+    from bastion.readers.runtime.procs import host_pid
+
+    sink.write(json.dumps({"pid": host_pid(), "marks": len(_MARKS)}) + "\n")
+    _MARKS.append(doc.name)
+    return ReadResult(extractor="hostile-text")
+
+
+READER = Reader(name="text", version=1, mimes=("text/plain",), extensions=(".txt",), read=read)

@@ -1,0 +1,419 @@
+"""A compromised reader gains nothing (issue 31, docs/security.md#a-compromised-reader).
+
+Each test runs attacker code inside the real sandbox: ``tests/hostile_readers.py`` put first
+in the registry of a real :class:`~bastion.readers.runtime.pool.WorkerPool` through its
+``extra_readers`` seam, as a parser exploit would run it.  The pool runs as root from this
+interpreter, which lives under ``/root`` here and in CI (pyenv): the case in which workers
+used to keep root.  Every route is asserted closed: no socket of any family or protocol
+(against real listeners this test starts), no uid 0 and no capability (measured from
+``/proc``, in the worker and in a tool it starts), no metadata change, no other worker's
+scratch or ``/proc`` entries, a bounded number of processes, and a forged answer is one
+``worker`` error while the run goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import stat
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from bastion.readers.base import Limits
+from bastion.readers.runtime.identity import SLOT_BASE
+from bastion.readers.runtime.pool import Job, JobResult, WorkerError, WorkerPool
+from bastion.readers.runtime.sandbox import MAX_PROCS, SCRATCH_DIR
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the pool drops root only as root")
+
+LIMITS = Limits(deadline_s=30, max_output_bytes=1 << 20)
+
+
+class Pool:
+    """A real pool with the hostile reader; documents 0600 root's, results collected."""
+
+    def __init__(self, tmp: Path, size: int = 1) -> None:
+        self.docs = tmp / "docs"
+        self.docs.mkdir(mode=0o700)
+        self.results: dict[int, tuple[JobResult, str | None]] = {}
+        self.seq = 0
+        self.pool = WorkerPool(size, LIMITS, tmp / "pool", self._collect,
+                               extra_readers=("tests.hostile_readers",))
+
+    def _collect(self, r: JobResult) -> None:
+        text = r.text_path.read_text() if r.text_path is not None else None
+        self.results[r.job.id] = (r, text)
+
+    def job(self, cmd: str, arg: str = "", deadline: float = 30.0) -> Job:
+        self.seq += 1
+        data = f"{cmd}\n{arg}".encode()
+        path = self.docs / f"{self.seq}.hostile"
+        path.write_bytes(data)
+        os.chmod(path, 0o600)
+        return Job(self.seq, str(path), path.name, "application/x-hostile",
+                   hashlib.sha256(data).hexdigest(), len(data), deadline, reader="hostile")
+
+    def run(self, cmd: str, arg: str = "", deadline: float = 30.0) -> tuple[JobResult, str | None]:
+        job = self.job(cmd, arg, deadline)
+        self.pool.submit(job)
+        self.pool.drain()
+        return self.results[job.id]
+
+    def answer(self, cmd: str, arg: str = "") -> dict:
+        result, text = self.run(cmd, arg)
+        assert result.status == "ok", result
+        return json.loads(text or "null")
+
+    def goes_on(self) -> None:
+        result, text = self.run("ok")
+        assert (result.status, text) == ("ok", "fine\n"), result
+
+
+@pytest.fixture()
+def pool(tmp_path: Path) -> Iterator[Pool]:
+    p = Pool(tmp_path)
+    yield p
+    p.pool.close()
+
+
+@pytest.fixture()
+def public_dir() -> Iterator[Path]:
+    """A directory any uid may enter (the test's tmp_path is root's alone)."""
+    d = Path("/run") / f"bastion-test-{uuid.uuid4().hex[:12]}"
+    d.mkdir(mode=0o755)
+    os.chmod(d, 0o777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+# -- never host root ---------------------------------------------------------------------------
+
+
+def _caps_zero(status: dict) -> bool:
+    return all(int(status[k], 16) == 0 for k in ("CapInh", "CapPrm", "CapEff", "CapBnd",
+                                                  "CapAmb"))
+
+
+def test_workers_and_their_tools_hold_no_uid_0_and_no_capability(pool: Pool) -> None:
+    seen = pool.answer("status")
+    for who in ("worker", "tool"):
+        status = seen[who]
+        uids = [int(u) for u in status["Uid"].split()]
+        assert 0 not in uids and uids[0] >= SLOT_BASE, (who, status)
+        assert len(set(uids)) == 1 and status["Groups"] == "", (who, status)
+        assert _caps_zero(status), (who, status)
+        assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2", (who, status)
+    ident = pool.pool.identity  # measured by the parent, not said by the worker
+    assert ident is not None and ident["uid"] == int(seen["worker"]["Uid"].split()[0])
+    assert ident["cap_eff"] == ident["cap_bnd"] == 0
+    assert {"mnt", "net", "pid", "ipc", "uts"} <= set(ident["namespaces"])
+
+
+def test_each_slot_runs_as_a_uid_of_its_own(tmp_path: Path) -> None:
+    """Two workers at once: two uids, each measured in /proc, neither an account's."""
+    p = Pool(tmp_path, size=2)
+    try:
+        p.pool.warm()
+        for _ in range(2):
+            p.pool.submit(p.job("ok"))
+        p.pool.drain()
+        measured = [w.identity["uid"] for w in p.pool.workers if w.identity]
+        assert len(measured) == 2 and len(set(measured)) == 2, measured
+        assert all(uid >= SLOT_BASE for uid in measured)
+        assert sorted(measured) == sorted(w.user[0] for w in p.pool.workers)
+    finally:
+        p.pool.close()
+
+
+def test_no_metadata_change_outside_its_own_files(pool: Pool, public_dir: Path) -> None:
+    victim = public_dir / "victim"
+    victim.write_text("root's\n")
+    os.chmod(victim, 0o644)
+    seen = pool.answer("metadata", str(victim))
+    assert all(v.startswith("denied:") for v in seen.values()), seen
+    st = os.stat(victim)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o644)
+    assert not os.path.exists("/etc/bastion-escape")
+
+
+# -- no network ------------------------------------------------------------------------------
+
+
+def test_no_socket_of_any_family_reaches_a_listener(pool: Pool, public_dir: Path) -> None:
+    tag = uuid.uuid4().hex[:12]
+    listeners = []
+
+    def listen(family: int, kind: int, address) -> socket.socket:
+        s = socket.socket(family, kind)
+        if family != socket.AF_UNIX:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(address)
+        if kind == socket.SOCK_STREAM:
+            s.listen(16)
+        s.setblocking(False)
+        listeners.append(s)
+        return s
+
+    tcp4 = listen(socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", 0))
+    tcp4.setsockopt(socket.IPPROTO_TCP, 23, 16)  # TCP_FASTOPEN: a server that takes it
+    tcp6 = listen(socket.AF_INET6, socket.SOCK_STREAM, ("::1", 0))
+    udp4 = listen(socket.AF_INET, socket.SOCK_DGRAM, ("127.0.0.1", 0))
+    unix = public_dir / "s.sock"
+    listen(socket.AF_UNIX, socket.SOCK_STREAM, str(unix))
+    os.chmod(unix, 0o777)
+    listen(socket.AF_UNIX, socket.SOCK_STREAM, f"\0bastion-{tag}")
+    listen(socket.AF_UNIX, socket.SOCK_DGRAM, f"\0bastion-{tag}-dgram")
+    try:
+        spec = {"tcp4": tcp4.getsockname()[1], "tcp6": tcp6.getsockname()[1],
+                "udp4": udp4.getsockname()[1], "unix": str(unix), "abstract": f"bastion-{tag}"}
+        seen = pool.answer("sockets", json.dumps(spec))
+        expected = {"tcp4", "tcp6", "tcp6-mapped", "mptcp4", "mptcp6", "tcp4-fastopen", "udp4",
+                    "udp6", "listen-unbound", "bind4", "unix-path", "unix-abstract",
+                    "unix-dgram", "netlink", "packet", "raw4", "sctp4", "vsock",
+                    "socketpair-inet"}
+        assert set(seen) == expected
+        assert all(v.startswith("denied:") for v in seen.values()), seen
+        for s in listeners:  # and nothing arrived
+            with pytest.raises(BlockingIOError):
+                s.accept() if s.type == socket.SOCK_STREAM else s.recv(100)
+    finally:
+        for s in listeners:
+            s.close()
+
+
+def test_the_calls_a_reader_never_needs_are_refused(pool: Pool) -> None:
+    seen = pool.answer("syscalls")
+    assert seen and all(v == "EPERM" for v in seen.values()), seen
+
+
+def test_its_network_namespace_is_empty(pool: Pool) -> None:
+    seen = pool.answer("peek", json.dumps({"paths": ["/proc/self/net/dev"]}))
+    dev = seen["/proc/self/net/dev"]
+    interfaces = [ln.split(":")[0].strip() for ln in dev.split("\\n")[2:] if ":" in ln]
+    assert interfaces == ["lo"], dev
+
+
+# -- workers share nothing ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_worker_reaches_neither_another_workers_scratch_nor_its_proc(tmp_path: Path) -> None:
+    p = Pool(tmp_path, size=2)
+    try:
+        p.pool.warm()
+        hold = p.job("fork", deadline=4.0)  # writes grandchild.pid in its scratch, sleeps
+        p.pool.submit(hold)
+        holder = next(w for w in p.pool.workers if w.job is not None)
+        scratch = f"/proc/{holder.pid}/root{SCRATCH_DIR}"  # in its own mount namespace
+        mark = Path(scratch) / "job1" / "grandchild.pid"
+        end = time.monotonic() + 10
+        while not mark.exists() and time.monotonic() < end:
+            time.sleep(0.01)
+        assert mark.exists()
+        other_doc = p.docs / "1.hostile"
+        spec = {"paths": [str(holder.dir), scratch, str(mark), str(other_doc)],
+                "pids": [holder.pid]}
+        peek = p.job("peek", json.dumps(spec))
+        p.pool.submit(peek)  # the only idle worker takes it
+        p.pool.drain()
+        result, text = p.results[peek.id]
+        assert result.status == "ok", result
+        seen = json.loads(text or "{}")
+        assert len(seen) == 4 + 3 and all(v.startswith("denied:") for v in seen.values()), seen
+    finally:
+        p.pool.close()
+
+
+# -- trust nothing a worker says ----------------------------------------------------------------
+
+
+FORGED = [
+    ({"text_is": "big", "size": (1 << 20) + (256 << 10)}, "output limit"),
+    ({"text": "../../../../etc/passwd"}, "no valid text file"),
+    ({"text": None}, "no valid text file"),
+    ({"text": "t999.txt"}, "missing"),
+    ({"id": 999999}, "a job it was not given"),
+    ({"id": True}, "a job it was not given"),
+    ({"verdict": {"status": "ok", "chars": "many"}}, "invalid verdict"),
+    ({"verdict": "ok"}, "invalid verdict"),
+    ({"verdict": {"status": "error", "error_kind": "owned", "error": "x"}}, "unknown error kind"),
+    ({"verdict": {"status": "error", "error_kind": "crash", "error": "x" * 10000}},
+     "over 4096 characters"),
+    ({"sidecar": {"evil": 1}}, "malformed sidecar"),
+    ({"sidecar": {"pages": "many"}}, "malformed sidecar"),
+    ({"sidecar": []}, "malformed sidecar"),
+    ({"rss": "huge"}, "malformed answer"),
+    ({"fatal": "yes"}, "malformed answer"),
+]
+
+
+@pytest.mark.parametrize("forged,why", FORGED, ids=[json.dumps(f)[:40] for f, _ in FORGED])
+def test_a_forged_answer_is_one_worker_error_and_the_run_goes_on(
+        pool: Pool, forged: dict, why: str) -> None:
+    result, text = pool.run("forge", json.dumps(forged))
+    assert (result.status, result.error_kind) == ("error", "worker"), result
+    assert why in (result.error or ""), result
+    assert text is None
+    answers = pool.pool._answers.path  # whatever it named was removed, not left to the store
+    assert not answers.exists() or list(answers.iterdir()) == []
+    pool.goes_on()
+    assert len(pool.pool.workers) == 1 and pool.pool.killed == 1
+
+
+@pytest.mark.parametrize("kind", ["dir", "fifo", "symlink", "hardlink"])
+def test_a_document_cannot_make_its_text_anything_but_its_text(pool: Pool, kind: str) -> None:
+    """The text file is the zygote's, handed to the child as a descriptor: the child may not
+    remove it or put a directory, FIFO or link in its place (Landlock: it writes only in its
+    scratch).  The answer it then forges names the zygote's file, which is what is taken."""
+    result, text = pool.run("forge", json.dumps({"text_is": kind}))
+    assert result.status == "ok", result
+    assert result.warnings == ("plant denied: EACCES",), result
+    assert text == ""
+
+
+@pytest.mark.parametrize("kind,why", [("dir", "not a regular file"),
+                                      ("fifo", "not a regular file"),
+                                      ("symlink", "without following links"),
+                                      ("hardlink", "other links"),
+                                      ("big", "output limit")])
+def test_the_parent_takes_only_a_regular_file_of_one_link_within_the_cap(
+        tmp_path: Path, kind: str, why: str) -> None:
+    """The parent's own check, behind the sandbox's: whatever a worker's directory holds at
+    the text's name, only a regular file of one link within the cap is taken; the rest is
+    removed and refused, never an exception that stops the run (a directory raised
+    IsADirectoryError before)."""
+    from types import SimpleNamespace
+
+    from bastion.readers.runtime.answers import Answers
+    from bastion.readers.runtime.worker import Misbehaved
+
+    wdir = tmp_path / "w1"
+    wdir.mkdir()
+    target = wdir / "t1.txt"
+    if kind == "dir":
+        target.mkdir()
+        (target / "inside").write_text("x")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "symlink":
+        os.symlink("/etc/passwd", target)
+    elif kind == "hardlink":
+        (tmp_path / "other").write_text("x")
+        os.link(tmp_path / "other", target)
+    else:
+        with open(target, "wb") as f:
+            f.truncate(LIMITS.max_output_bytes + 1)
+    answers = Answers(tmp_path / "answers", LIMITS, True)
+    with pytest.raises(Misbehaved) as refused:
+        answers.take(SimpleNamespace(dir=wdir), "t1.txt")
+    assert refused.value.kind == "worker" and why in refused.value.message
+    assert list((tmp_path / "answers").iterdir()) == []
+    assert os.stat("/etc/passwd").st_nlink >= 1
+
+
+# -- one document, one process -----------------------------------------------------------------
+
+
+def test_processes_are_capped_and_die_with_the_document(pool: Pool) -> None:
+    seen = pool.answer("procs", "1000")
+    assert seen["started"] < MAX_PROCS and seen["stopped_by"] == "denied: EAGAIN", seen
+    again = pool.answer("procs", "20")  # the last document's processes are gone
+    assert again["started"] == 20, again
+
+
+def test_nothing_a_document_does_survives_into_the_next(pool: Pool) -> None:
+    tag = uuid.uuid4().hex[:12]
+    assert pool.answer("plant", tag)["planted"] is True
+    seen = pool.answer("planted", tag)
+    assert seen == {"module": False, "builtins": False, "file": False,
+                    "child_alive": False}, seen
+
+
+# -- never silently --------------------------------------------------------------------------
+
+
+def test_a_pool_that_cannot_drop_root_refuses_in_one_line_unless_accepted(tmp_path: Path) -> None:
+    """Forced to the fallback containment (no PID and mount namespace: no way to give up
+    root), a root pool refuses to start; accepted explicitly, it starts, and the identity it
+    measures says root."""
+    with pytest.raises(WorkerError) as refused:
+        WorkerPool(1, LIMITS, tmp_path / "a", print, contain="subreaper")
+    message = str(refused.value)
+    assert "\n" not in message and "would run as root" in message
+    assert "allow_root_workers" in message
+    accepted = WorkerPool(1, LIMITS, tmp_path / "b", lambda r: None, contain="subreaper",
+                          allow_root=True, extra_readers=("tests.hostile_readers",))
+    try:
+        accepted.warm()
+        while accepted.identity is None:
+            accepted._poll()
+        assert accepted.identity["uid"] == 0 and accepted.identity["cap_eff"] != 0
+    finally:
+        accepted.close()
+
+
+def test_the_summary_records_the_measured_worker_identity(tmp_path: Path) -> None:
+    import yaml
+
+    from bastion.tasks.cli import main
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.txt").write_text("hello\n")
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(yaml.safe_dump({"version": 1, "roots": [{"name": "r", "path": "root"}]}))
+    out = tmp_path / "out"
+    assert main(["sweep", str(manifest), "--out", str(out), "-q", "-j", "1",
+                 "--no-external"]) == 0
+    ident = json.loads((out / "extract.summary.json").read_text())["worker_identity"]
+    assert ident["uid"] >= SLOT_BASE and 0 not in ident["uids"], ident
+    assert ident["cap_eff"] == ident["cap_prm"] == ident["cap_bnd"] == 0
+    assert ident["no_new_privs"] and ident["seccomp"] == 2
+    assert {"mnt", "net", "pid", "ipc", "uts"} <= set(ident["namespaces"])
+
+
+# -- the one exception: plain text in bounded batches ------------------------------------------
+
+
+@pytest.mark.slow
+def test_plain_text_shares_a_process_for_a_bounded_batch_only(tmp_path: Path) -> None:
+    """Documents of the ``text`` family (pure-Python decoding) share a process for at most
+    BATCH_DOCS in a row; a document of any other family ends the batch; what one left in
+    the batch's process is gone after it.  (A reader named ``text`` stands in for the plain-
+    text reader, so the answers can say which process read them.)"""
+    from bastion.readers.runtime.zygote import BATCH_DOCS
+
+    p = Pool(tmp_path)
+    p.pool.extra_readers = ("tests.hostile_text", "tests.hostile_readers")
+    try:
+        def text_job(i: int) -> Job:
+            path = p.docs / f"t{i}.txt"
+            data = f"plain {i}\n".encode()
+            path.write_bytes(data)
+            return Job(10_000 + i, str(path), path.name, "text/plain",
+                       hashlib.sha256(data).hexdigest(), len(data), 30.0, reader="text")
+
+        jobs = [text_job(i) for i in range(BATCH_DOCS + 3)]
+        for job in jobs[:BATCH_DOCS + 2]:
+            p.pool.submit(job)
+        p.pool.drain()
+        assert p.run("ok")[0].status == "ok"  # another family: the batch ends
+        p.pool.submit(jobs[-1])
+        p.pool.drain()
+        seen = [json.loads(p.results[j.id][1] or "{}") for j in jobs]
+        pids = [s["pid"] for s in seen]
+        assert len(set(pids[:BATCH_DOCS])) == 1, pids
+        assert pids[BATCH_DOCS] not in pids[:BATCH_DOCS]
+        assert pids[BATCH_DOCS] == pids[BATCH_DOCS + 1]
+        assert pids[-1] not in pids[:-1]
+        marks = [s["marks"] for s in seen]
+        assert marks == [*range(BATCH_DOCS), 0, 1, 0], marks
+    finally:
+        p.pool.close()
