@@ -175,7 +175,10 @@ class Context(Protocol):
 
     limits: Limits
     tools: dict[str, str]  # tool name -> absolute path, only the tools present and allowed
-    tmpdir: Path  # private scratch directory, emptied after each document
+    @property
+    def tmpdir(self) -> Path:
+        """The private scratch directory, emptied after each document."""
+        ...
 
     def run_tool(
         self, argv: list[str], *, input: bytes | None = None, timeout: float | None = None,

@@ -96,7 +96,8 @@ class LocalContext:
         """Read an embedded document through ``nested`` (given by whoever built the context;
         by default the registry's :func:`bastion.readers.dispatch.read_nested`, imported here only
         when needed, so no reader module imports the registry)."""
-        nested = self.nested
-        if nested is None:
-            from ..dispatch import read_nested as nested
-        return nested(self, data, name, sink)
+        if self.nested is not None:
+            return self.nested(self, data, name, sink)
+        from ..dispatch import read_nested
+
+        return read_nested(self, data, name, sink)

@@ -137,7 +137,7 @@ class WorkerPool:
         # the answers read, their texts moved out of worker reach
         self._answers = Answers(self.tmp_root / f"s{os.getpid()}", limits,
                                 self.user is not None)
-        self._tools_for_worker = ToolPaths(self.user and self.user.sample)  # for workers
+        self._tools_for_worker = ToolPaths(self.user.sample if self.user else None)  # workers
         self.identity: dict[str, Any] | None = None  # a worker's, measured from /proc
         self.workers: list[Worker] = []
         self.sel = selectors.DefaultSelector()
@@ -223,6 +223,7 @@ class WorkerPool:
             if ids is not None and self.user is not None:
                 self.user.give(ids)
             raise WorkerError(f"cannot start a reader worker: {e}") from None
+        assert worker.proc.stdout is not None and worker.proc.stderr is not None  # pipes
         self.sel.register(worker.proc.stdout, selectors.EVENT_READ, (worker, "out"))
         self.sel.register(worker.proc.stderr, selectors.EVENT_READ, (worker, "err"))
         self.workers.append(worker)
@@ -252,7 +253,8 @@ class WorkerPool:
         """Stop a worker (idle, dead or to be killed) and forget it."""
         for stream in (w.proc.stdout, w.proc.stderr):
             try:
-                self.sel.unregister(stream)
+                if stream is not None:
+                    self.sel.unregister(stream)
             except (KeyError, ValueError):
                 pass
         w.stop()  # it and all it started are gone: its uid is free for the next one

@@ -78,7 +78,7 @@ class Verdict:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Verdict":
+    def from_json(cls, d: Any) -> "Verdict":
         """The verdict a JSON object describes; raises ValueError when it is not one (a worker
         that broke the protocol, a damaged store row)."""
         if not isinstance(d, dict):

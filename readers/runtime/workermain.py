@@ -287,9 +287,17 @@ def prepare(job: dict[str, Any], limits, scratch: Path) -> None:
     """What the zygote loads before it forks a child for ``job``: the reader family's module
     (the whole registry for a job naming none) and, for the PDF and OCR families, the warm
     tesseract engines, PDFium's and pdfplumber's modules and the engines' versions (``pdftotext
-    -v`` is a process).  None of it reads a document; each child inherits it, so no child pays
-    for it again.  (What a child learns — its OCR memo — dies with it.)"""
+    -v`` is a process); for every family, the language model that names every text's
+    languages (readers/text/langid.py: ≈ 0.6 s of CPU to load, which a child would otherwise
+    pay for each document).  None of it reads a document; each child inherits it, so no child
+    pays for it again.  (What a child learns — its OCR memo — dies with it.)"""
     from ..dispatch import by_name, registry
+    from ..text import langid
+
+    try:
+        langid.preload()  # once: a model that does not fit the memory cap is remembered so
+    except langid.Unavailable:
+        pass  # every child keeps its text without languages, and says why
 
     name = job.get("reader")
     try:
@@ -310,10 +318,10 @@ def prepare(job: dict[str, Any], limits, scratch: Path) -> None:
     try:
         if tools.get("tesseract"):  # the warm engines, and the version that keys them
             from ..ocr import engine as tessapi
-            from ..ocr.reader import tesseract_version, warm_engine
+            from ..ocr.reader import tessdata, tesseract_version, warm_engine
 
             warm_engine(ctx)
-            tessapi.engine(tesseract_version(ctx), tessapi.OSD)
+            tessapi.engine(tesseract_version(ctx), tessapi.OSD, tessdata(ctx))
         if name == "pdf":  # its engines' modules, and their versions (pdftotext -v: a process)
             import importlib
 

@@ -91,7 +91,8 @@ def report(job_id: int, reason: str, status: int) -> bytes:
 
 
 def _read_all(fd: int) -> tuple[bytes, bool]:
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     try:
         while True:
             chunk = os.read(fd, 1 << 20)

@@ -79,6 +79,12 @@ def _load() -> Any:
     return model
 
 
+def preload() -> None:
+    """Load the model now (a worker's zygote, before it forks a process per document: each
+    inherits it); :class:`Unavailable` when it does not fit, remembered for the process."""
+    _identifier()
+
+
 def letters(text: str) -> int:
     return len(_LETTER.findall(text))
 
