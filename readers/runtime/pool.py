@@ -223,9 +223,8 @@ class WorkerPool:
             if ids is not None and self.user is not None:
                 self.user.give(ids)
             raise WorkerError(f"cannot start a reader worker: {e}") from None
-        assert worker.proc.stdout is not None and worker.proc.stderr is not None  # pipes
-        self.sel.register(worker.proc.stdout, selectors.EVENT_READ, (worker, "out"))
-        self.sel.register(worker.proc.stderr, selectors.EVENT_READ, (worker, "err"))
+        for pipe, kind in zip(worker.pipes, ("out", "err")):
+            self.sel.register(pipe, selectors.EVENT_READ, (worker, kind))
         self.workers.append(worker)
         self.spawned += 1
         return worker
@@ -251,10 +250,9 @@ class WorkerPool:
 
     def _retire(self, w: Worker) -> None:
         """Stop a worker (idle, dead or to be killed) and forget it."""
-        for stream in (w.proc.stdout, w.proc.stderr):
+        for stream in w.pipes:
             try:
-                if stream is not None:
-                    self.sel.unregister(stream)
+                self.sel.unregister(stream)
             except (KeyError, ValueError):
                 pass
         w.stop()  # it and all it started are gone: its uid is free for the next one

@@ -24,7 +24,7 @@ import sys
 import time
 from array import array
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from bastion.errors import WorkerError
 
@@ -262,6 +262,12 @@ class Worker:
                 rc = None
         self.read_stderr(stderr_cap)  # what it (or its keeper) said last may not be read yet
         return _classify_death(*worker_status(rc, bytes(self.err)))
+
+    @property
+    def pipes(self) -> tuple[IO[bytes], IO[bytes]]:
+        """Its stdout and stderr (both pipes: :func:`procs.start_worker` makes them)."""
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        return self.proc.stdout, self.proc.stderr
 
     def stop(self) -> None:
         """Stop it (idle, dead or to be killed) with every process it started, wherever it

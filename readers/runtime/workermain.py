@@ -285,13 +285,13 @@ _PREPARED: set[tuple[str, str]] = set()
 
 def prepare(job: dict[str, Any], limits, scratch: Path) -> None:
     """What the zygote loads before it forks a child for ``job``: the reader family's module
-    (the whole registry for a job naming none) and, for the PDF and OCR families, the warm
+    (for a job naming none, the one the registry selects) and, for the PDF and OCR families, the warm
     tesseract engines, PDFium's and pdfplumber's modules and the engines' versions (``pdftotext
     -v`` is a process); for every family, the language model that names every text's
     languages (readers/text/langid.py: ≈ 0.6 s of CPU to load, which a child would otherwise
     pay for each document).  None of it reads a document; each child inherits it, so no child
     pays for it again.  (What a child learns — its OCR memo — dies with it.)"""
-    from ..dispatch import by_name, registry
+    from ..dispatch import by_name, select
     from ..text import langid
 
     try:
@@ -301,8 +301,8 @@ def prepare(job: dict[str, Any], limits, scratch: Path) -> None:
 
     name = job.get("reader")
     try:
-        if name is None:  # the child's registry chooses: every family, imported once here
-            registry()
+        if name is None:  # the child chooses on the registry's SPECS: that family, imported here
+            select(str(job.get("mime") or ""), str(job.get("name") or ""))
         else:
             by_name(name)
     except Exception:
