@@ -249,6 +249,9 @@ FORGED = [
     ({"sidecar": {"evil": 1}}, "malformed sidecar"),
     ({"sidecar": {"pages": "many"}}, "malformed sidecar"),
     ({"sidecar": []}, "malformed sidecar"),
+    ({"sidecar": {"metadata": ["title"]}}, "malformed sidecar metadata"),
+    ({"sidecar": {"embedded": [{"path": 7, "metadata": {}}]}}, "malformed sidecar embedded"),
+    ({"sidecar": {"embedded": [{"path": "a"}] * 1001}}, "malformed sidecar embedded"),
     ({"rss": "huge"}, "malformed answer"),
     ({"fatal": "yes"}, "malformed answer"),
 ]
@@ -265,6 +268,20 @@ def test_a_forged_answer_is_one_worker_error_and_the_run_goes_on(
     assert not answers.exists() or list(answers.iterdir()) == []
     pool.goes_on()
     assert len(pool.pool.workers) == 1 and pool.pool.killed == 1
+
+
+def test_a_workers_metadata_is_made_again_in_the_parent(pool: Pool) -> None:
+    """The metadata a worker sends beside its text goes through DocMeta again in the parent:
+    strings cleaned and capped, dates that are no dates dropped, unknown keys left out."""
+    forged = {"sidecar": {"metadata": {"title": "\x1b]0;owned\x07T" + "x" * 100_000,
+                                       "created": "not a date", "evil": "y", "pages": 3},
+                          "embedded": [{"path": "a.docx", "metadata": {"authors": ["\x1b[2JA"]}}]}}
+    result, _ = pool.run("forge", json.dumps(forged))
+    assert result.status == "ok", result
+    meta = result.sidecar["metadata"]
+    assert set(meta) == {"title", "pages"} and meta["pages"] == 3
+    assert "\x1b" not in meta["title"] and len(meta["title"]) <= 2000
+    assert result.sidecar["embedded"] == [{"path": "a.docx", "metadata": {"authors": ["[2JA"]}}]
 
 
 @pytest.mark.parametrize("kind", ["dir", "fifo", "symlink", "hardlink"])

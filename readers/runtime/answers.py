@@ -124,7 +124,12 @@ def _check_verdict(v: Verdict) -> None:
 
 
 def _sidecar(v: Any) -> dict[str, Any]:
-    """What a worker sends beside a text, its known keys only, each of its type."""
+    """What a worker sends beside a text, its known keys only, each of its type; the
+    document's metadata (and its embedded documents') made again here through
+    :class:`~bastion.readers.metadata.DocMeta` (strings cleaned and capped, dates checked),
+    never taken as the worker wrote it."""
+    from ..metadata import MAX_EMBEDDED, DocMeta
+
     if v is None:
         return {}
     if not isinstance(v, dict) or not set(v) <= set(SIDECAR):
@@ -133,9 +138,19 @@ def _sidecar(v: Any) -> dict[str, Any]:
     for key, value in v.items():
         ok = (_count(value) if key == "pages" else
               isinstance(value, str) and len(value) <= MAX_FIELD if key == "title" else
+              isinstance(value, dict) if key == "metadata" else
+              isinstance(value, list) and len(value) <= MAX_EMBEDDED and all(
+                  isinstance(e, dict) and isinstance(e.get("path"), str)
+                  and len(e["path"]) <= MAX_FIELD and isinstance(e.get("metadata"), dict)
+                  for e in value) if key == "embedded" else
               isinstance(value, list))
         if not ok:
             raise Misbehaved("worker", f"reader worker sent a malformed sidecar {key}")
+        if key == "metadata":
+            value = DocMeta.from_json(value).to_json()
+        elif key == "embedded":
+            value = [{"path": e["path"], "metadata": DocMeta.from_json(e["metadata"]).to_json()}
+                     for e in value]
         out[key] = value
     return out
 
