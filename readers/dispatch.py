@@ -18,7 +18,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import Context, Document, Reader, ReadResult, TextSink, cap_note, normalize_text
+from .base import (Context, Document, Limits, Reader, ReadResult, TextSink, cap_note,
+                   normalize_text)
 from .errors import CapReached, ReaderError, Unsupported
 
 # reader name -> its module (relative to this package), in the registry's order
@@ -237,7 +238,7 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
         text = normalize_text(text)
         warnings = list(getattr(cap, "warnings", None) or [])
         return Outcome("ok", text, extractor, limit=limit,
-                       meta=_languages(meta, text, warnings), warnings=warnings)
+                       meta=_languages(meta, text, warnings, ctx.limits), warnings=warnings)
     except Unsupported as u:
         return Outcome("unsupported", extractor=reader.name, error=u.message)
     except ReaderError as e:
@@ -252,14 +253,19 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
     limit = result.meta.pop("limit", None)
     return Outcome(status, text if status == "ok" else "", result.extractor, error=error,
                    limit=limit if isinstance(limit, str) and status == "ok" else None,
-                   meta=(_languages(result.meta, text, result.warnings) if status == "ok"
+                   meta=(_languages(result.meta, text, result.warnings, ctx.limits)
+                         if status == "ok"
                          else result.meta),
                    warnings=result.warnings)
 
 
-def _languages(meta: dict[str, Any], text: str, warnings: list[str]) -> dict[str, Any]:
+def _languages(meta: dict[str, Any], text: str, warnings: list[str],
+               limits: Limits) -> dict[str, Any]:
     """``meta`` with the main languages of every reader's text (readers/text/langid.py);
-    none, and a warning, when the model does not fit the worker's memory cap."""
+    none, and a warning, when the model does not fit the worker's memory cap; ``meta`` as
+    it is when the caller asked for no languages (``limits.name_languages``)."""
+    if not limits.name_languages:
+        return meta
     from .text import langid
 
     try:

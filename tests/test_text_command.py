@@ -141,3 +141,30 @@ def test_the_dispatch_table_is_what_the_readers_declare() -> None:
     declared, table, same_order, lazy, full = json.loads(got.stdout)
     assert table == declared and same_order
     assert lazy == full and lazy[:3] == ["pdf", "text", "text"] and lazy[7] is None
+
+
+GERMAN = "Dies ist ein kleiner deutscher Text über das Wetter, die Arbeit und den Garten.\n"
+
+
+def test_languages_are_named_only_when_printed(tmp_path: Path) -> None:
+    """``bastion text`` prints only the text: its worker loads no language model (≈ 0.6 s of
+    CPU, three times the rest of a small file's reading); ``--json`` names the languages."""
+    doc = tmp_path / "brief.txt"
+    doc.write_text(GERMAN, encoding="utf-8")
+    code = ("import sys\n"
+            "from bastion.readers.base import Document, Limits\n"
+            "from bastion.readers.dispatch import read_document\n"
+            "from bastion.readers.runtime.context import LocalContext\n"
+            "out = read_document(Document(open(sys.argv[1], 'rb').read(), 'brief.txt',"
+            " 'text/plain'), LocalContext(Limits(name_languages=sys.argv[2] == '1')))\n"
+            "print(out.status, out.meta.get('languages'), 'py3langid' in sys.modules)\n")
+    for flag, want in (("0", "ok None False"), ("1", "ok (('de', 1.0),) True")):
+        done = subprocess.run([sys.executable, "-c", code, str(doc), flag], env=ENV,
+                              capture_output=True, text=True, timeout=120, check=True)
+        assert done.stdout.strip() == want, done.stdout
+    plain = subprocess.run([sys.executable, "-m", "bastion", "text", str(doc)], env=ENV,
+                           capture_output=True, text=True, timeout=120)
+    assert (plain.returncode, plain.stdout) == (0, GERMAN)
+    js = subprocess.run([sys.executable, "-m", "bastion", "text", "--json", str(doc)], env=ENV,
+                        capture_output=True, text=True, timeout=120)
+    assert json.loads(js.stdout)["languages"] == [{"code": "de", "confidence": 1.0}]

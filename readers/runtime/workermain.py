@@ -295,7 +295,8 @@ def prepare(job: dict[str, Any], limits, scratch: Path) -> None:
     from ..text import langid
 
     try:
-        langid.preload()  # once: a model that does not fit the memory cap is remembered so
+        if limits.name_languages:  # once: a model that does not fit the cap is remembered so
+            langid.preload()
     except langid.Unavailable:
         pass  # every child keeps its text without languages, and says why
 

@@ -130,13 +130,17 @@ def _terminated(signum: int, frame: Any) -> None:
 
 def _run(args: Any) -> int:
     from bastion.extractor import Extractor
+    from bastion.readers.base import Limits
 
     out = sys.stdout.buffer
     several = len(args.files) > 1
     code = EXIT_OK
     printed = 0
     tools = None if args.no_external else "auto"
-    with Extractor(tools=tools, tool_versions=False) as ex:
+    # the text's languages only when they are printed (--json): their model costs a worker
+    # ≈ 0.6 s of CPU to load, three times the rest of a small file's reading
+    limits = Limits(name_languages=bool(args.json))
+    with Extractor(limits=limits, tools=tools, tool_versions=False) as ex:
         ex.start()  # the worker boots while this process hashes and types the first file
         for label in args.files:
             try:
