@@ -207,6 +207,14 @@ def main() -> None:
     if extras:  # readers added by the embedding program (the tests' misbehaving readers)
         dispatch.put_first(extras)
 
+    from ..text import langid
+
+    try:  # before the ready line, where no job's clock runs yet: every child inherits it
+        if limits.name_languages:  # (a model that does not fit the cap is remembered so)
+            langid.preload()
+    except langid.Unavailable:
+        pass  # every child keeps its text without languages, and says why
+
     # what it says of itself is informative only: the pool measures it from /proc
     ready = {"ready": True, "contained": contained, "pid": pid, "landlock": abi,
              "seccomp": filtered}
@@ -287,18 +295,10 @@ def prepare(job: dict[str, Any], limits, scratch: Path) -> None:
     """What the zygote loads before it forks a child for ``job``: the reader family's module
     (for a job naming none, the one the registry selects) and, for the PDF and OCR families, the warm
     tesseract engines, PDFium's and pdfplumber's modules and the engines' versions (``pdftotext
-    -v`` is a process); for every family, the language model that names every text's
-    languages (readers/text/langid.py: ≈ 0.6 s of CPU to load, which a child would otherwise
-    pay for each document).  None of it reads a document; each child inherits it, so no child
-    pays for it again.  (What a child learns — its OCR memo — dies with it.)"""
+    -v`` is a process).  (The language model that names every text's languages is loaded
+    before the ready line: :func:`main`.)  None of it reads a document; each child inherits
+    it, so no child pays for it again.  (What a child learns — its OCR memo — dies with it.)"""
     from ..dispatch import by_name, select
-    from ..text import langid
-
-    try:
-        if limits.name_languages:  # once: a model that does not fit the cap is remembered so
-            langid.preload()
-    except langid.Unavailable:
-        pass  # every child keeps its text without languages, and says why
 
     name = job.get("reader")
     try:
