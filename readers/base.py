@@ -246,3 +246,7 @@ def normalize_text(text: str) -> str:
 # Every library a reader of nested documents (an archive, an e-mail) may reach through them.
 NESTED_LIBRARIES = ("charset-normalizer", "compressed-rtf", "msoffcrypto-tool", "olefile",
                     "pdfplumber", "pypdfium2", "xlrd")
+# Every tool such a reader may reach through them: 7-Zip for archives, the PDF reader's and
+# OCR's, with tesseract's data directory (``tessdata``, readers/ocr/packs.py), whose packs
+# OCR chooses among for an image or scanned page inside an archive or e-mail
+NESTED_TOOLS = ("7zz", "7z", "pdftotext", "pdftoppm", "tesseract", "tessdata")

@@ -277,11 +277,21 @@ def _languages(meta: dict[str, Any], text: str, warnings: list[str],
 
 def _with_embedded(meta: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """``meta`` with the metadata of the documents embedded in this one (gathered on the
-    context by :func:`bastion.readers.metadata.note_embedded`) under ``embedded``."""
+    context by :func:`bastion.readers.metadata.note_embedded`) under ``embedded``, and their
+    OCR facts (:func:`bastion.readers.containers.nested.note_ocr`) joined to its own."""
     kept = getattr(ctx, "embedded_meta", None)
     if kept:
         meta["embedded"] = list(kept)
         kept.clear()
+    seen = getattr(ctx, "nested_ocr", None)
+    if seen:
+        for key in ("ocr_languages", "ocr_missing"):
+            if seen.get(key):
+                meta[key] = sorted(set(meta.get(key) or ()) | seen[key])
+        if seen.get("ocr_packs"):
+            meta["ocr_packs"] = dict(sorted({**seen["ocr_packs"],
+                                             **(meta.get("ocr_packs") or {})}.items()))
+        seen.clear()
     return meta
 
 

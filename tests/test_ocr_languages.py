@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -253,6 +254,9 @@ def test_installing_packs_rereads_exactly_the_non_english_ocred_documents(
     for lang in ("eng", "deu", "fra", "rus", "chi_sim"):
         (root / f"{lang}.png").write_bytes(lp.render(lp.sample(lang)))
     (root / "note.txt").write_text(lp.sample("deu").text, encoding="utf-8")
+    with zipfile.ZipFile(root / "scans.zip", "w") as z:  # a German scan inside an archive
+        z.writestr("inside/deu.png", (root / "deu.png").read_bytes())
+        z.writestr("inside/readme.txt", "an archive of scans\n")
     m = tmp_path / "m.yaml"
     m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\n"
                  "stages: [walk, extract]\n", encoding="utf-8")
@@ -266,6 +270,7 @@ def test_installing_packs_rereads_exactly_the_non_english_ocred_documents(
     assert first["fra.png"]["ocr_missing"] == ["fra"]
     assert first["rus.png"]["ocr_missing"] == ["rus"]
     assert first["chi_sim.png"]["ocr_missing"] == ["chi_sim"]
+    assert first["scans.zip"]["ocr_missing"] == ["deu"], first["scans.zip"]
     assert [x["code"] for x in first["note.txt"]["languages"]] == ["de"]
     assert [x["code"] for x in first["deu.png"]["languages"]] == ["de"]
 
@@ -273,7 +278,8 @@ def test_installing_packs_rereads_exactly_the_non_english_ocred_documents(
     monkeypatch.setenv("TESSDATA_PREFIX", everything)
     second = sweep(m, out)
     redone = {p for p, r in second.items() if not r["reused"]}
-    assert redone == {"deu.png", "fra.png", "rus.png", "chi_sim.png"}, redone
+    assert redone == {"deu.png", "fra.png", "rus.png", "chi_sim.png", "scans.zip"}, redone
+    assert second["scans.zip"]["ocr_languages"] == ["deu"], second["scans.zip"]
     for lang in ("deu", "fra", "rus", "chi_sim"):
         r = second[f"{lang}.png"]
         assert r["ocr_languages"] == [lang] and r["ocr_missing"] == [], r
@@ -285,7 +291,7 @@ def test_installing_packs_rereads_exactly_the_non_english_ocred_documents(
 
     monkeypatch.setenv("TESSDATA_PREFIX", tessdata(*(n for n in WANTED if n != "deu")))
     third = sweep(m, out)  # deu removed: the German page alone is read again
-    assert {p for p, r in third.items() if not r["reused"]} == {"deu.png"}
+    assert {p for p, r in third.items() if not r["reused"]} == {"deu.png", "scans.zip"}
     assert third["deu.png"]["ocr_missing"] == ["deu"]
 
 
@@ -410,4 +416,5 @@ def test_the_manifests_ocr_languages_keys_exactly_the_readers_that_ocr():
     changed = {r.name for r in REGISTRY
                for mime in r.mimes[:1]
                if task_key(r, mime, Limits(), {}) != task_key(r, mime, fixed, {})}
-    assert changed == {"pdf", "ocr"}
+    # and the readers of documents inside documents, whose images and scans are OCR'd too
+    assert changed == {"pdf", "ocr", "archive", "mail", "outlook", "legacy"}

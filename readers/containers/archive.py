@@ -30,7 +30,7 @@ import zipfile
 import zlib
 from typing import Callable
 
-from ..base import NESTED_LIBRARIES, Context, Document, Reader, ReadResult, TextSink
+from ..base import NESTED_LIBRARIES, NESTED_TOOLS, Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, Unsupported
 from .nested import RATIO_GRACE, Members, Ratio, charge_unpacked
 
@@ -447,11 +447,11 @@ READER = Reader(
     extensions=(".zip", ".tar", ".tgz", ".tar.gz", ".gz", ".bz2", ".xz", ".7z", ".tbz2",
                 ".txz"),
     # Members go through the other readers: their tools and settings are this reader's too
-    tools=("7zz", "7z", "pdftotext", "pdftoppm", "tesseract"),
+    tools=NESTED_TOOLS,
     uses_tool_deadline=True,
     settings=("max_depth", "max_members", "max_member_bytes", "max_unpacked_bytes",
               "max_compression_ratio", "max_parts", "pdf_engines", "max_pages", "ocr_max_pages",
-              "ocr_dpi", "max_xml_bytes"),
+              "ocr_dpi", "max_xml_bytes", "ocr_languages"),
     read=read,
     libraries=NESTED_LIBRARIES,
 )

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from email.message import Message
 
-from ..base import NESTED_LIBRARIES, Context, Document, Reader, ReadResult, TextSink
+from ..base import NESTED_LIBRARIES, NESTED_TOOLS, Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, ReaderError, Unsupported
 from ..text import textcodec
 from ..text.markup import html_to_text
@@ -242,11 +242,11 @@ READER = Reader(
     # Attachments go through the other readers, so the mail reader declares their tools and
     # settings too: a scanned attachment is OCRed when tesseract is here, and installing it
     # re-tries the e-mails whose attachments needed it.
-    tools=("7zz", "7z", "pdftotext", "pdftoppm", "tesseract"),
+    tools=NESTED_TOOLS,
     uses_tool_deadline=True,
     settings=("pdf_engines", "max_pages", "ocr_max_pages", "ocr_dpi", "max_member_bytes",
               "max_xml_bytes", "max_depth", "max_members", "max_unpacked_bytes",
-              "max_compression_ratio"),
+              "max_compression_ratio", "ocr_languages"),
     read=read,
     libraries=NESTED_LIBRARIES,
 )

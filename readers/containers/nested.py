@@ -133,7 +133,34 @@ def read_embedded(ctx: Context, data: bytes, name: str, sink: TextSink, *,
         inner = prefix[:-2] if prefix.endswith("!/") else ""
         label = inner if inner.rsplit("/", 1)[-1] == name else prefix + name
         note_embedded(ctx, label, result.meta)
+    note_ocr(ctx, result.meta)
     return result
+
+
+OCR_LISTS = ("ocr_languages", "ocr_missing")
+
+
+def note_ocr(ctx: Context, meta: object) -> None:
+    """Keep an embedded document's OCR facts on the context, for the walked file's verdict
+    (:func:`bastion.readers.dispatch.read_document` adds them): the packs its reading used,
+    those missing, and the condition on the packs that keys it (``ocr_packs``), so that
+    installing a pack re-reads the archive or e-mail whose scan could use it, as it re-reads
+    the scan alone."""
+    if not isinstance(meta, dict) or not any(k in meta for k in (*OCR_LISTS, "ocr_packs")):
+        return
+    seen = getattr(ctx, "nested_ocr", None)
+    if seen is None:
+        seen = {}
+        try:
+            ctx.nested_ocr = seen  # type: ignore[attr-defined]
+        except AttributeError:
+            return
+    for key in OCR_LISTS:
+        seen.setdefault(key, set()).update(
+            x for x in meta.get(key) or () if isinstance(x, str))
+    packs = meta.get("ocr_packs")
+    if isinstance(packs, dict):
+        seen.setdefault("ocr_packs", {}).update(packs)
 
 
 def printable(name: str) -> str:

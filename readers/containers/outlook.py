@@ -25,7 +25,7 @@ import struct
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 
-from ..base import NESTED_LIBRARIES, Context, Document, Reader, ReadResult, TextSink
+from ..base import NESTED_LIBRARIES, NESTED_TOOLS, Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, ReaderError, Unsupported
 from ..metadata import DocMeta, put, with_meta
 from ..text import textcodec
@@ -333,11 +333,11 @@ READER = Reader(
     mimes=(MSG, "application/x-msg"),
     extensions=(".msg",),
     # attachments go through the other readers: their tools and settings are this reader's too
-    tools=("7zz", "7z", "pdftotext", "pdftoppm", "tesseract"),
+    tools=NESTED_TOOLS,
     uses_tool_deadline=True,
     settings=("max_depth", "max_parts", "max_member_bytes", "max_xml_bytes", "pdf_engines",
               "max_pages", "ocr_max_pages", "ocr_dpi", "max_unpacked_bytes", "max_members",
-              "max_compression_ratio"),
+              "max_compression_ratio", "ocr_languages"),
     read=read,
     libraries=NESTED_LIBRARIES,
 )

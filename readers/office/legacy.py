@@ -21,7 +21,8 @@ import io
 from datetime import datetime
 from typing import Any
 
-from ..base import NESTED_LIBRARIES, Context, Document, Reader, ReadResult, SinkBuffer, TextSink
+from ..base import (NESTED_LIBRARIES, NESTED_TOOLS, Context, Document, Reader, ReadResult,
+                   SinkBuffer, TextSink)
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, Unsupported
 from .officecrypt import decrypt_default
 from ..metadata import put, with_meta
@@ -274,11 +275,11 @@ READER = Reader(
            "application/mspowerpoint"),
     extensions=(".doc", ".dot", ".xls", ".xlt", ".ppt", ".pot", ".pps"),
     # an OLE2 file may be an Outlook message, whose attachments go through the other readers
-    tools=("7zz", "7z", "pdftotext", "pdftoppm", "tesseract"),
+    tools=NESTED_TOOLS,
     uses_tool_deadline=True,
     settings=("max_parts", "max_depth", "max_member_bytes", "max_xml_bytes", "pdf_engines",
               "max_pages", "ocr_max_pages", "ocr_dpi", "max_unpacked_bytes", "max_members",
-              "max_compression_ratio"),
+              "max_compression_ratio", "ocr_languages"),
     read=read,
     libraries=NESTED_LIBRARIES,
 )
