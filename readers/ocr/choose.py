@@ -10,7 +10,9 @@ the manifest (``ocr_languages``).
    is not, the English reading stays and the pack is named missing.  A reading with too few
    letters to identify, of good confidence (a page number, a short caption), is kept too, and
    so is one of ``LATIN_SURE_CONF`` or more that no Latin language was identified in (a
-   receipt's few words): ``eng`` reads pages of other scripts far less confidently.
+   receipt's few words), and one identified as a Latin language with ``LATIN_LIKELY`` or more
+   (a screenshot's words): ``eng`` reads pages of other scripts far less confidently, and
+   their readings are identified at 0.02-0.22.
 2. Otherwise the page is not in Latin script, or not readable by ``eng``: tesseract's
    orientation and script detection (OSD) names its script.  When a pack of that script is
    installed, the page is read with the script's first pack (``rus`` for Cyrillic, …), then
@@ -41,6 +43,10 @@ from . import packs as P
 from .engine import Osd
 
 LATIN_PROB = 0.9  # a first reading identified this surely is in that Latin-script language
+# … and this likely: a Latin page whose reading is poor (a screenshot's UI words, English at
+# 0.66-0.82 on the peers corpus): kept as read, no other script tried.  A page of another
+# script read with eng is identified at 0.02-0.22 (docs/performance.md)
+LATIN_LIKELY = 0.5
 LATIN_MIN_CONF = 30.0  # … when tesseract's mean word confidence is at least this
 SHORT_MIN_CONF = 60.0  # a reading too short to identify is kept from this confidence
 # ``eng`` reads a page of another script with a mean word confidence under 50 (17-46 on the
@@ -155,7 +161,9 @@ class _Chooser:
                 again, lang2, _ = self.read(pack)
                 return self.done(again, pack, "Latin", lang2 or lang)
             return self.done(first, base, "Latin", lang, (pack,))
-        if conf >= LATIN_SURE_CONF and P.script_of(base) == "Latin":
+        if P.script_of(base) == "Latin" and (
+                conf >= LATIN_SURE_CONF
+                or (pack is not None and prob >= LATIN_LIKELY and conf >= LATIN_MIN_CONF)):
             return self.done(first, base, "Latin", lang if prob >= LATIN_PROB else None)
         osd = self.detect()
         script = P.SCRIPT_ALIASES.get(osd.script or "", osd.script) if osd else None
