@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
 import stat
 import subprocess
@@ -28,12 +27,12 @@ from bastion.tasks.commands.compare import compare_outputs
 from bastion.tasks.output.atomic import OutputLock, UnsafeOutputError
 from bastion.tasks.manifest import ManifestError, load_manifest
 from bastion.tasks.output.directory import GROUP, PRIVATE, open_output, secure_path
+from seconduser import TEST_USER, second_user  # tests/ is on sys.path
 
 REPO = Path(__file__).resolve().parent.parent
 # main just before this change (the output written by name, with the umask's modes); pinned:
 # a later change of what a reader extracts is a legitimate difference, so move it then
 BASE = "d0748c3"
-TEST_USER = "bastion-test-user"
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create a second user")
 
 
@@ -99,17 +98,6 @@ def assert_modes(out: Path, dir_mode: int, file_mode: int) -> None:
         if mode != want:
             wrong[rel] = oct(mode)
     assert not wrong, wrong
-
-
-def second_user() -> tuple[int, int]:
-    """The uid and gid of the second user (created when missing)."""
-    try:
-        pw = pwd.getpwnam(TEST_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
-                        "/usr/sbin/nologin", TEST_USER], check=True, capture_output=True)
-        pw = pwd.getpwnam(TEST_USER)
-    return pw.pw_uid, pw.pw_gid
 
 
 def as_user(uid: int, gid: int, *argv: str) -> subprocess.CompletedProcess:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import sys
@@ -28,9 +27,9 @@ import pytest
 import yaml
 
 from bastion.tasks.walk.beneath import foreign_link, open_beneath, uses_openat2
+from seconduser import second_user  # tests/ is on sys.path
 
 REPO = Path(__file__).resolve().parent.parent
-TEST_USER = "bastion-test-user"
 SECRET = b"root-only secret: shadow-like bytes that must never be hashed\n"
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a second user")
 
@@ -70,14 +69,16 @@ WALK = ("import sys\n"
         "sys.exit(main(['walk', sys.argv[1], '--out', sys.argv[2], '-q']))\n")
 
 
-def second_user() -> tuple[int, int]:
-    try:
-        pw = pwd.getpwnam(TEST_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
-                        "/usr/sbin/nologin", TEST_USER], check=True, capture_output=True)
-        pw = pwd.getpwnam(TEST_USER)
-    return pw.pw_uid, pw.pw_gid
+def start_racer(uid: int, gid: int, root: Path, outside: Path, links: Path,
+                stop: Path) -> subprocess.Popen:
+    """The second user's racer (RACER), swapping until ``stop`` exists; returned once ready."""
+    racer = subprocess.Popen(
+        ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", sys.executable,
+         "-c", RACER, str(root), str(outside), str(outside / "SECRET.txt"), str(links),
+         str(stop)], stdout=subprocess.PIPE, text=True)
+    assert racer.stdout is not None
+    assert racer.stdout.readline().strip() == "ready"
+    return racer
 
 
 @pytest.fixture()
@@ -124,12 +125,7 @@ def test_a_racing_co_user_gets_nothing_outside_read_and_no_walk_hangs(
         "version": 1, "stages": ["walk"],
         "roots": [{"name": "r", "path": "root", "follow_symlinks": follow}]}))
     stop = shared / "stop"
-    racer = subprocess.Popen(
-        ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", sys.executable,
-         "-c", RACER, str(root), str(outside), str(outside / "SECRET.txt"), str(links),
-         str(stop)], stdout=subprocess.PIPE, text=True)
-    assert racer.stdout is not None
-    assert racer.stdout.readline().strip() == "ready"
+    racer = start_racer(uid, gid, root, outside, links, stop)
     secret_sha = hashlib.sha256(SECRET).hexdigest()
     seen_problems = 0
     try:
@@ -261,12 +257,7 @@ def test_a_racing_co_user_gets_nothing_outside_opened_by_walk_or_extract(shared:
                                         "roots": [{"name": "r", "path": "root"}]}))
     watch = OpenWatch(outside)
     stop = shared / "stop"
-    racer = subprocess.Popen(
-        ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", sys.executable,
-         "-c", RACER, str(root), str(outside), str(outside / "SECRET.txt"), str(links),
-         str(stop)], stdout=subprocess.PIPE, text=True)
-    assert racer.stdout is not None
-    assert racer.stdout.readline().strip() == "ready"
+    racer = start_racer(uid, gid, root, outside, links, stop)
     sweep = ("import sys\nfrom bastion.tasks.cli import main\n"
              "sys.exit(main(['sweep', sys.argv[1], '--out', sys.argv[2], '-q', '-j', '2',"
              " '--no-external']))\n")
