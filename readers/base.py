@@ -2,7 +2,7 @@
 
 A reader is a frozen :class:`Reader` spec (name, version, MIME types, extensions, tools) plus
 one ``read(doc, sink, ctx)`` function.  It writes text into a :class:`TextSink`, returns a
-:class:`ReadResult` with the extractor detail and metadata, and raises the named errors of
+:class:`~bastion.readers.result.ReadResult` (the extractor detail, metadata, pages …), and raises the named errors of
 :mod:`bastion.readers.errors`.  Readers never run in the parent: :mod:`bastion.readers.runtime.workermain` calls them
 inside a worker process.
 """
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from .errors import CapReached
+from .result import SIDECAR, ReadResult  # noqa: F401 - the reader contract's
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -162,15 +163,6 @@ class Document:
     data: bytes
     name: str  # the file's base name, for extension hints and messages only
     mime: str
-
-
-@dataclass
-class ReadResult:
-    """What a reader returns besides its text."""
-
-    extractor: str  # e.g. "html", "text:cp1252", "pdfium"
-    meta: dict[str, Any] = field(default_factory=dict)  # pages, title, outline, …
-    warnings: list[str] = field(default_factory=list)
 
 
 class Context(Protocol):

@@ -15,7 +15,7 @@ Office, e-mail or archive readers (a worker's start is ≈ 30 ms of CPU shorter 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .base import (Context, Document, Limits, Reader, ReadResult, TextSink, cap_note,
@@ -189,7 +189,7 @@ def reader_versions() -> dict[str, int]:
     return {r.name: r.version for r in registry()}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Outcome:
     """The result of reading one document, before it reaches the store."""
 
@@ -199,8 +199,8 @@ class Outcome:
     error: str | None = None
     error_kind: str | None = None
     limit: str | None = None  # the cap reached, when the text was cut short
-    meta: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    result: ReadResult | None = None  # the reader's result (none when it failed)
+    warnings: tuple[str, ...] = ()
 
 
 def by_name(name: str | None) -> Reader | None:
@@ -223,76 +223,74 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
     if reader is None:
         return Outcome("unsupported", extractor=None, error=f"no reader for {doc.mime}")
     sink = TextSink(ctx.limits.max_chars)
-    limit = None
-    result: ReadResult | None = None
     try:
         result = reader.read(doc, sink, ctx)
     except CapReached as cap:
-        limit = cap.cap
         sink_text = sink.getvalue()
         note = cap_note(cap.cap, cap.detail)
         text = (sink_text if sink_text.endswith("\n") or not sink_text else sink_text + "\n")
         text += note + "\n"
-        extractor = getattr(cap, "extractor", None) or reader.name
-        meta = _with_embedded(getattr(cap, "meta", None) or {}, ctx)
+        got = _with_embedded(cap.result or ReadResult(""), ctx)
         text = normalize_text(text)
-        warnings = list(getattr(cap, "warnings", None) or [])
-        return Outcome("ok", text, extractor, limit=limit,
-                       meta=_languages(meta, text, warnings, ctx.limits), warnings=warnings)
+        got, warnings = _languages(got, text, ctx.limits)
+        return Outcome("ok", text, got.extractor or reader.name, limit=cap.cap, result=got,
+                       warnings=warnings)
     except Unsupported as u:
         return Outcome("unsupported", extractor=reader.name, error=u.message)
     except ReaderError as e:
         return Outcome("error", extractor=getattr(e, "extractor", None) or reader.name,
                        error=e.message, error_kind=e.kind)
-    _with_embedded(result.meta, ctx)
+    result = _with_embedded(result, ctx)
     text = normalize_text(sink.getvalue())
     status = "ok" if text.strip() else "empty"
-    error = result.meta.pop("empty_reason", None) if status == "empty" else None
+    error = result.empty_reason if status == "empty" else None
     # a cap a reader met and went on past (an embedded document nested too deep, noted in
     # its place in the text): the record names it, the text is not cut short
-    limit = result.meta.pop("limit", None)
+    limit = result.limit
+    warnings = result.warnings
+    if status == "ok":
+        result, warnings = _languages(result, text, ctx.limits)
     return Outcome(status, text if status == "ok" else "", result.extractor, error=error,
-                   limit=limit if isinstance(limit, str) and status == "ok" else None,
-                   meta=(_languages(result.meta, text, result.warnings, ctx.limits)
-                         if status == "ok"
-                         else result.meta),
-                   warnings=result.warnings)
+                   limit=limit if status == "ok" else None, result=result, warnings=warnings)
 
 
-def _languages(meta: dict[str, Any], text: str, warnings: list[str],
-               limits: Limits) -> dict[str, Any]:
-    """``meta`` with the main languages of every reader's text (readers/text/langid.py);
-    none, and a warning, when the model does not fit the worker's memory cap; ``meta`` as
-    it is when the caller asked for no languages (``limits.name_languages``)."""
+def _languages(result: ReadResult, text: str,
+               limits: Limits) -> tuple[ReadResult, tuple[str, ...]]:
+    """``result`` with the main languages of every reader's text (readers/text/langid.py),
+    and its warnings; none, and a warning more, when the model does not fit the worker's
+    memory cap; ``result`` as it is when the caller asked for no languages
+    (``limits.name_languages``)."""
     if not limits.name_languages:
-        return meta
+        return result, result.warnings
     from .text import langid
 
     try:
-        return {**meta, "languages": langid.main_languages(text)}
+        return replace(result, languages=langid.main_languages(text)), result.warnings
     except langid.Unavailable as e:
-        warnings.append(str(e))
-        return meta
+        return result, (*result.warnings, str(e))
 
 
-def _with_embedded(meta: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    """``meta`` with the metadata of the documents embedded in this one (gathered on the
-    context by :func:`bastion.readers.metadata.note_embedded`) under ``embedded``, and their
+def _with_embedded(result: ReadResult, ctx: Context) -> ReadResult:
+    """``result`` with the metadata of the documents embedded in this one (gathered on the
+    context by :func:`bastion.readers.metadata.note_embedded`) as ``embedded``, and their
     OCR facts (:func:`bastion.readers.containers.nested.note_ocr`) joined to its own."""
     kept = getattr(ctx, "embedded_meta", None)
     if kept:
-        meta["embedded"] = list(kept)
+        result = replace(result, embedded=tuple(kept))
         kept.clear()
     seen = getattr(ctx, "nested_ocr", None)
     if seen:
-        for key in ("ocr_languages", "ocr_missing"):
-            if seen.get(key):
-                meta[key] = sorted(set(meta.get(key) or ()) | seen[key])
+        if seen.get("ocr_languages"):
+            result = replace(result, ocr_languages=tuple(sorted(
+                set(result.ocr_languages) | seen["ocr_languages"])))
+        if seen.get("ocr_missing"):
+            result = replace(result, ocr_missing=tuple(sorted(
+                set(result.ocr_missing) | seen["ocr_missing"])))
         if seen.get("ocr_packs"):
-            meta["ocr_packs"] = dict(sorted({**seen["ocr_packs"],
-                                             **(meta.get("ocr_packs") or {})}.items()))
+            result = replace(result, ocr_packs=dict(sorted(
+                {**seen["ocr_packs"], **(result.ocr_packs or {})}.items())))
         seen.clear()
-    return meta
+    return result
 
 
 def read_nested(ctx: Context, data: bytes, name: str, sink: TextSink) -> str:

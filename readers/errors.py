@@ -18,6 +18,11 @@ The runtime adds the kinds it detects from outside the reader: ``timeout``, ``me
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from .metadata import DocMeta
+from .result import ReadResult
+
 # Every ``error_kind`` a record may carry.  ``docs/records.md`` documents each one.
 ERROR_KINDS: tuple[str, ...] = (
     "corrupt",
@@ -79,15 +84,40 @@ class Unsupported(Exception):
 
 
 class CapReached(Exception):
-    """A budget was reached.  Not a failure: the text so far is kept, marked with the cap."""
+    """A budget was reached.  Not a failure: the text so far is kept, marked with the cap.
 
-    def __init__(
-        self, cap: str, detail: str = "", *, extractor: str | None = None,
-        meta: dict | None = None, warnings: list[str] | None = None,
-    ) -> None:
+    ``result`` is what the reader knew when it stopped (its extractor, metadata, the warnings
+    it keeps …): the document's :class:`~bastion.readers.result.ReadResult` as far as it got,
+    None when the reader had nothing to say (the cap raised by a :class:`TextSink` write)."""
+
+    def __init__(self, cap: str, detail: str = "", *,
+                 result: ReadResult | None = None) -> None:
         super().__init__(cap, detail)
         self.cap = cap
         self.detail = detail
-        self.extractor = extractor  # set by a reader that wants its detail kept on a cap
-        self.meta = meta or {}
-        self.warnings = list(warnings or [])  # what the reader survived before the cap
+        self.result = result
+
+    @property
+    def extractor(self) -> str | None:
+        """The reader's detail kept on a cap (None: the reader's name)."""
+        return (self.result.extractor or None) if self.result is not None else None
+
+    @extractor.setter
+    def extractor(self, name: str | None) -> None:
+        self.result = (replace(self.result, extractor=name or "") if self.result is not None
+                       else ReadResult(name or ""))
+
+    def put_over(self, result: ReadResult) -> None:
+        """The cap's result laid over ``result`` (what the cap's reader set wins)."""
+        self.result = self.result.over(result) if self.result is not None else result
+
+    def with_metadata(self, doc_meta: DocMeta) -> None:
+        """The document's own metadata put in the cap's result
+        (:meth:`~bastion.readers.result.ReadResult.with_metadata`)."""
+        self.result = (self.result or ReadResult("")).with_metadata(doc_meta)
+
+    def keep(self, result: ReadResult) -> None:
+        """``result`` (with the cap's extractor, when it names one) as the cap's, unless the
+        cap already carries facts of its own (a nested reader's)."""
+        if self.result is None or self.result == ReadResult(self.result.extractor):
+            self.result = replace(result, extractor=self.extractor or result.extractor)

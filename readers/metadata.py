@@ -2,9 +2,9 @@
 
 A reader that finds metadata (PDF Info/XMP, OOXML ``docProps``, ODF ``meta.xml``, OLE summary
 information, e-mail headers, HTML ``<title>``/``<meta>``, EPUB OPF, EXIF) builds a
-:class:`DocMeta` and puts it in its result with :func:`put`: ``meta["metadata"]`` holds its
-JSON form (what the sidecar keeps, ``extract/<aa>/<sha256>.meta.json``), and the title becomes
-the record's ``title`` when the reader set none.  Every string is cleaned like text (NFC, LF,
+:class:`DocMeta` and puts it in its result with ``ReadResult.with_metadata``: the result's
+``metadata`` (its JSON form is what the sidecar keeps, ``extract/<aa>/<sha256>.meta.json``),
+and its title the record's ``title`` when the reader set none.  Every string is cleaned like text (NFC, LF,
 no control characters, surrounding blanks stripped) and capped (:data:`MAX_STRING`
 characters, :data:`MAX_ITEMS` list items); dates are normalised to ISO 8601 by
 :func:`iso_date`, keeping the source's UTC offset when it has one.
@@ -245,30 +245,11 @@ class DocMeta:
         return DocMeta(**values)
 
 
-def put(meta: dict[str, Any], doc_meta: DocMeta) -> None:
-    """Put ``doc_meta`` in a reader's result metadata: its JSON form under ``metadata``, and
-    its title as the record's ``title`` unless the reader set one."""
-    if not doc_meta:
-        return
-    meta["metadata"] = doc_meta.to_json()
-    if doc_meta.title and not meta.get("title"):
-        meta["title"] = doc_meta.title
-
-
-def with_meta(meta: dict[str, Any] | None, doc_meta: DocMeta) -> dict[str, Any]:
-    """``meta`` (a cap's, which may be None) with ``doc_meta`` put in (:func:`put`)."""
-    meta = dict(meta or {})
-    put(meta, doc_meta)
-    return meta
-
-
-def note_embedded(ctx: Any, label: str, meta: Any) -> None:
+def note_embedded(ctx: Any, label: str, doc_meta: "DocMeta | None") -> None:
     """Keep an embedded document's metadata (an attachment, an archive member, an object in
     an Office file) on the context, for the walked file's sidecar (``embedded``)."""
-    if not isinstance(meta, dict):
-        return
-    own = meta.get("metadata")
-    if not isinstance(own, dict) or not own:
+    own = doc_meta.to_json() if doc_meta else None
+    if not own:
         return
     kept = getattr(ctx, "embedded_meta", None)
     if kept is None:

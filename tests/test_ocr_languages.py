@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import langpages as lp
-from bastion.readers.base import Document, Limits
+from bastion.readers.base import Document, Limits, ReadResult
 from bastion.readers.dispatch import read_document, select
 from bastion.readers.ocr import choose, packs
 from bastion.readers.ocr.reader import read_page
@@ -82,12 +82,12 @@ def test_auto_reads_each_language_with_its_own_pack(sample, tmp_path, tessdata):
     assert got >= 0.9, (sample.lang, got, auto.text[:300])
     if sample.lang != "eng":
         assert got - eng >= 0.1, (sample.lang, got, eng)
-    assert auto.meta["ocr_languages"] == [sample.lang]
-    assert auto.meta["ocr"]["script"] == sample.script
-    assert auto.meta["ocr"]["language"] == sample.iso
-    assert "ocr_missing" not in auto.meta
-    assert auto.meta["languages"][0][0] == sample.iso  # the document's main language
-    assert english.meta["ocr_languages"] == ["eng"]
+    assert list(auto.result.ocr_languages) == [sample.lang]
+    assert auto.result.details["ocr"]["script"] == sample.script
+    assert auto.result.details["ocr"]["language"] == sample.iso
+    assert auto.result.ocr_missing == ()
+    assert auto.result.languages[0][0] == sample.iso  # the document's main language
+    assert list(english.result.ocr_languages) == ["eng"]
 
 
 NOTE = Path(__file__).resolve().parent.parent / "examples" / "docs" / "scanned-note.png"
@@ -133,10 +133,10 @@ def test_without_its_pack_a_page_is_read_in_english_and_the_pack_named(
         lang, missing, key, tmp_path, tessdata):
     s = lp.sample(lang)
     out = ocr(lp.render(s), context(tmp_path, tessdata("eng", "osd")))
-    assert out.meta["ocr_languages"] == ["eng"]
-    assert out.meta["ocr_missing"] == [missing]
-    assert out.meta["ocr_packs"][key] is None  # looked for, absent
-    assert out.meta["ocr"]["missing"] == [missing]
+    assert list(out.result.ocr_languages) == ["eng"]
+    assert list(out.result.ocr_missing) == [missing]
+    assert out.result.ocr_packs[key] is None  # looked for, absent
+    assert out.result.details["ocr"]["missing"] == [missing]
 
 
 @pytest.mark.slow
@@ -146,8 +146,8 @@ def test_a_greek_page_osd_takes_for_latin_is_found_among_the_other_scripts(tmp_p
     and the page depends on every non-Latin pack (installing one may change it)."""
     s = lp.sample("ell")
     out = ocr(lp.render(s), context(tmp_path, tessdata(*WANTED)))
-    assert out.meta["ocr_languages"] == ["ell"]
-    assert "script/*" in out.meta["ocr_packs"]
+    assert list(out.result.ocr_languages) == ["ell"]
+    assert "script/*" in out.result.ocr_packs
     assert lp.recall(s.text, out.text, s.script) >= 0.9
 
 
@@ -157,10 +157,10 @@ def test_a_fixed_list_reads_with_those_packs_and_names_the_absent_ones(tmp_path,
     s = lp.sample("deu")
     where = tessdata("eng", "osd", "deu")
     out = ocr(lp.render(s), context(tmp_path, where, ocr_languages=("deu", "eng", "spa")))
-    assert out.meta["ocr_languages"] == ["deu", "eng"]
-    assert out.meta["ocr"]["languages"] == ["deu", "eng"]
-    assert out.meta["ocr_missing"] == ["spa"]
-    assert set(out.meta["ocr_packs"]) == {"deu", "eng", "spa"}
+    assert list(out.result.ocr_languages) == ["deu", "eng"]
+    assert out.result.details["ocr"]["languages"] == ["deu", "eng"]
+    assert list(out.result.ocr_missing) == ["spa"]
+    assert set(out.result.ocr_packs) == {"deu", "eng", "spa"}
     assert lp.recall(s.text, out.text, s.script) >= 0.9
 
 
@@ -200,9 +200,9 @@ def test_a_condition_holds_while_every_pack_it_looked_at_is_unchanged():
 def test_the_record_keeps_languages_and_the_ocr_condition():
     v = Verdict.of_outcome("ok", chars=5, extractor="tesseract", error=None, error_kind=None,
                            limit=None, warnings=[], tools_used=["tesseract"],
-                           meta={"languages": (("de", 0.98),), "ocr_languages": ["deu"],
-                                 "ocr_missing": [], "ocr_packs": {"eng": "sha256:e",
-                                                                  "deu": "sha256:d"}})
+                           result=ReadResult("tesseract", languages=(("de", 0.98),),
+                                             ocr_languages=("deu",), ocr_missing=(),
+                                             ocr_packs={"eng": "sha256:e", "deu": "sha256:d"}))
     j = v.to_json()
     assert j["languages"] == [{"code": "de", "confidence": 0.98}]
     assert j["ocr_languages"] == ["deu"] and j["ocr_missing"] == []
@@ -222,7 +222,7 @@ def test_every_text_gets_its_main_languages(tmp_path):
 
     def langs(text: str) -> list[str]:
         out = read_document(Document(text.encode(), "a.txt", "text/plain"), ctx)
-        return [code for code, _ in out.meta["languages"]]
+        return [code for code, _ in out.result.languages]
 
     assert langs(lp.sample("deu").text) == ["de"]
     assert langs(lp.sample("rus").text) == ["ru"]
@@ -320,11 +320,11 @@ def test_each_scanned_pdf_page_is_read_in_its_language_and_says_so(tmp_path, tes
     out = read_document(Document(data, "scan.pdf", "application/pdf"), ctx,
                         select("application/pdf", "scan.pdf"))
     assert out.status == "ok", out
-    pages = out.meta["page_sources"]
+    pages = out.result.page_sources
     assert [(p["source"], p["languages"], p["script"]) for p in pages] == [
         ("ocr", ["deu"], "Latin"), ("ocr", ["rus"], "Cyrillic"), ("ocr", ["eng"], "Latin")]
-    assert out.meta["ocr_languages"] == ["deu", "eng", "rus"]
-    assert {c for c, _ in out.meta["languages"]} == {"de", "ru", "en"}
+    assert list(out.result.ocr_languages) == ["deu", "eng", "rus"]
+    assert {c for c, _ in out.result.languages} == {"de", "ru", "en"}
     texts = out.text.split("\f")
     for text, lang in zip(texts, ("deu", "rus", "eng")):
         s = lp.sample(lang)
@@ -372,8 +372,8 @@ def test_text_layers_in_other_scripts_are_text_never_unprintable(tmp_path):
         out = read_document(Document(pdf.read_bytes(), pdf.name, "application/pdf"), ctx,
                             select("application/pdf", pdf.name))
         assert out.status == "ok", (code, out.error)
-        assert [p["source"] for p in out.meta["page_sources"]] == ["native"], code
-        assert out.meta["languages"][0][0] == code, (code, out.meta["languages"], out.text)
+        assert [p["source"] for p in out.result.page_sources] == ["native"], code
+        assert out.result.languages[0][0] == code, (code, out.result.languages, out.text)
         if not direction:  # right-to-left text comes out of PDFium in visual order in parts
             assert text[:12] in out.text, (code, out.text)
 

@@ -97,7 +97,7 @@ def test_zip_members_are_read_in_order_with_headers_and_counts():
     })
     out = read(data, "bundle.zip")
     assert out.status == "ok" and out.extractor == "zip" and out.limit is None
-    assert out.meta["members"] == {"ok": 4, "unsupported": 1, "error": 0, "empty": 1}
+    assert out.result.members == {"ok": 4, "unsupported": 1, "error": 0, "empty": 1}
     assert headers(out.text) == [
         "=== member: dir/a.txt ===",
         "=== member: b.html ===",
@@ -127,7 +127,7 @@ def test_zip_encrypted_and_damaged_members_are_counted_not_fatal():
     data[at + 5:at + 15] = bytes(10)
     out = read(bytes(data), "mixed.zip")
     assert out.status == "ok"
-    assert out.meta["members"] == {"ok": 1, "unsupported": 0, "error": 2, "empty": 0}
+    assert out.result.members == {"ok": 1, "unsupported": 0, "error": 2, "empty": 0}
     assert "goodword" in out.text and "secretword" not in out.text
     hs = headers(out.text)
     assert hs[1] == "=== member: locked.txt [error: encrypted: the member needs a password] ==="
@@ -173,7 +173,7 @@ def test_cp437_names_and_directories_from_cpython_samples():
                                  "=== member: filename_without.txt ==="]
     out = read((SAMPLES / "zipdir.zip").read_bytes(), "zipdir.zip")
     assert out.status == "empty"
-    assert out.meta["members"] == {"ok": 0, "unsupported": 0, "error": 0, "empty": 1}
+    assert out.result.members == {"ok": 0, "unsupported": 0, "error": 0, "empty": 1}
 
 
 # -- tar and single-file compression -----------------------------------------------------------
@@ -206,14 +206,14 @@ def test_tar_links_devices_and_fifos_are_not_members():
             link.linkname = "/etc/passwd"
             tf.addfile(link)
     out = read(buf.getvalue(), "links.tar")
-    assert out.meta["members"]["ok"] == 1 and headers(out.text) == ["=== member: real.txt ==="]
+    assert out.result.members["ok"] == 1 and headers(out.text) == ["=== member: real.txt ==="]
     assert "root:" not in out.text
 
 
 def test_cpython_tar_samples():
     out = read((SAMPLES / "testtar.tar.xz").read_bytes(), "testtar.tar.xz")
     assert (out.status, out.extractor) == ("empty", "tar+xz")
-    assert out.meta["members"]["empty"] == 1
+    assert out.result.members["empty"] == 1
     out = read((SAMPLES / "recursion.tar").read_bytes(), "recursion.tar")
     assert (out.status, out.error_kind) == ("error", "corrupt")
 
@@ -226,14 +226,14 @@ def test_single_file_compression_is_one_member(compress, name, extractor):
     out = read(compress(b"singleword in a compressed file\n"), name)
     assert (out.status, out.extractor) == ("ok", extractor)
     assert headers(out.text) == ["=== member: report.txt ==="]
-    assert out.meta["members"] == {"ok": 1, "unsupported": 0, "error": 0, "empty": 0}
+    assert out.result.members == {"ok": 1, "unsupported": 0, "error": 0, "empty": 0}
 
 
 def test_truncated_tgz_keeps_the_members_before_the_damage():
     data = make_tar({"first.txt": b"firstword\n", "second.bin": os.urandom(200_000)}, "w:gz")
     out = read(data[: len(data) // 2], "cut.tgz")
     assert out.status == "ok" and "firstword" in out.text
-    assert out.meta["members"]["error"] == 1
+    assert out.result.members["error"] == 1
     assert "=== member: second.bin [error: corrupt: damaged tar member" in out.text
 
 
@@ -266,7 +266,7 @@ def test_email_in_zip_in_tar_with_docx_attachment():
     for word in ("nestedsubject", "nestedbody", "attachedword", "topword"):
         assert word in out.text
     # the inner archive's members are counted, not the archive itself
-    assert out.meta["members"] == {"ok": 2, "unsupported": 0, "error": 0, "empty": 0}
+    assert out.result.members == {"ok": 2, "unsupported": 0, "error": 0, "empty": 0}
 
 
 def test_nesting_depth_cap_is_a_named_limit():
@@ -311,7 +311,7 @@ def test_member_count_cap():
     out = read(data, "many.zip", Limits(max_members=5))
     assert out.limit == "max_members" and out.status == "ok"
     assert "word04" in out.text and "word05" not in out.text
-    assert out.meta["members"]["ok"] == 5
+    assert out.result.members["ok"] == 5
 
 
 def test_member_size_cap_skips_that_member_only():
@@ -320,7 +320,7 @@ def test_member_size_cap_skips_that_member_only():
     assert out.status == "ok" and out.limit == "max_member_bytes"
     assert "smallword" in out.text
     assert "=== member: big.txt [limit: max_member_bytes: declares 3145728 bytes" in out.text
-    assert out.meta["members"] == {"ok": 1, "unsupported": 0, "error": 0, "empty": 0,
+    assert out.result.members == {"ok": 1, "unsupported": 0, "error": 0, "empty": 0,
                                    "limit": 1}
 
 
@@ -481,7 +481,7 @@ def test_7z_samples_from_py7zr():
     assert headers(out.text) == ["=== member: test/test2.txt ===", "=== member: test1.txt ==="]
     assert "This file is located in a folder." in out.text
     out = read((SAMPLES / "test_1.7z").read_bytes(), "test_1.7z")
-    assert out.meta["members"]["ok"] == 3 and "max-line-length = 125" in out.text
+    assert out.result.members["ok"] == 3 and "max-line-length = 125" in out.text
     out = read((SAMPLES / "umlaut-solid.7z").read_bytes(), "umlaut-solid.7z")
     assert headers(out.text) == ["=== member: täst.txt ==="]
 
@@ -562,7 +562,7 @@ def test_epub_spine_order_title_and_non_linear_last():
     assert detect_bytes(data, "book.epub") == "application/epub+zip"
     out = read(data, "book.epub")
     assert (out.status, out.extractor) == ("ok", "epub")
-    assert out.meta["title"] == "Booktitleword"
+    assert out.result.title == "Booktitleword"
     assert out.text.split() == ["secondchapter", "firstchapter", "notesword"]
 
 
@@ -582,7 +582,7 @@ def test_epub_drm_is_encrypted_and_missing_container_corrupt():
 
 def test_epub_written_by_libreoffice():
     out = read((SAMPLES / "hdr-header-footer.epub").read_bytes(), "hdr-header-footer.epub")
-    assert out.status == "ok" and out.meta["spine_items"] == 2
+    assert out.status == "ok" and out.result.details["spine_items"] == 2
     assert out.text.split("\n")[:2] == ["section with header",
                                         "section without header of its own."]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 import random
 import time
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bastion.readers.text import delimited
-from bastion.readers.base import Document, Limits
+from bastion.readers.base import Document, Limits, ReadResult
 from bastion.readers.dispatch import Outcome, read_document
 from bastion.readers.runtime.context import LocalContext
 
@@ -35,14 +36,14 @@ def test_rows_become_tab_separated_lines():
     out = read_csv('name,note,n\r\nCSVMARK,"has, comma",1\r\nx,"multi\nline\tcell",2\r\n')
     assert out.status == "ok" and out.extractor == "csv:utf-8"
     assert out.text == "name\tnote\tn\nCSVMARK\thas, comma\t1\nx\tmulti line cell\t2\n"
-    assert out.meta == {"charset": "utf-8", "encoding_source": "utf-8", "delimiter": ",",
-                        "rows": 3, "languages": ()}  # too few words to name a language
+    assert out.result == ReadResult("csv:utf-8", encoding_source="utf-8", details={
+        "charset": "utf-8", "delimiter": ",", "rows": 3}, languages=())  # too few words
 
 
 def test_semicolon_dialect_sniffed():
     out = read_csv("a;b;c\nSEMIMARK;2;3\n4;5;6\n")
     assert out.text == "a\tb\tc\nSEMIMARK\t2\t3\n4\t5\t6\n"
-    assert out.meta["delimiter"] == ";"
+    assert out.result.details["delimiter"] == ";"
 
 
 def test_tsv_by_extension_and_mime():
@@ -68,7 +69,7 @@ def test_decoding(encoding, expected):
     out = read_csv("name,city\nENCMARK,Zürich “q”\n".encode(encoding))
     assert out.text == "name\tcity\nENCMARK\tZürich “q”\n"
     if expected:
-        assert out.meta["charset"] == expected
+        assert out.result.details["charset"] == expected
 
 
 # ---------------------------------------------------------------------------- CSV caps
@@ -119,14 +120,14 @@ def test_many_rows_hit_char_cap():
 @pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
 def test_bomless_wide_csv_by_nul_pattern(codec):
     out = read_csv("a,b\nWIDEMARK,2\n".encode(codec) * 10)
-    assert out.extractor == f"csv:{codec}" and out.meta["encoding_source"] == "nul-pattern"
+    assert out.extractor == f"csv:{codec}" and out.result.encoding_source == "nul-pattern"
     assert out.text.startswith("a\tb\nWIDEMARK\t2\n")
 
 
 def test_legacy_csv_is_detected_not_cp1252():
     rows = "Город,Население\nМосква,13010112\nСанкт-Петербург,5601911\nНовосибирск,1633595\n"
     out = read_csv(rows.encode("cp1251"))
-    assert out.extractor == "csv:cp1251" and out.meta["encoding_source"] == "detected"
+    assert out.extractor == "csv:cp1251" and out.result.encoding_source == "detected"
     assert "Москва\t13010112" in out.text
 
 
@@ -164,9 +165,10 @@ def test_rtf_body_text_and_symbols():
         "## footer\n"
         "FOOTERMARK\n"
     )
-    assert out.meta == {"codepage": "cp1252", "title": "INFOTITLEMARK",  # not text: metadata
-                        "metadata": {"title": "INFOTITLEMARK", "authors": ["AUTHORMARK"]},
-                        "languages": ()}
+    assert out.result.metadata.to_json() == {"title": "INFOTITLEMARK",  # not text: metadata
+                                             "authors": ["AUTHORMARK"]}
+    assert replace(out.result, metadata=None) == ReadResult(
+        "rtf", title="INFOTITLEMARK", details={"codepage": "cp1252"}, languages=())
 
 
 @pytest.mark.parametrize("word", [
@@ -180,7 +182,7 @@ def test_rtf_destinations_dropped(word):
 def test_rtf_ansicpg_and_uc0():
     out = read_rtf(b"{\\rtf1\\ansi\\ansicpg1251 \\'cf\\'f0 CPMARK \\uc0\\u1046 end}")
     assert out.text == "Пр CPMARK Жend\n"
-    assert out.meta["codepage"] == "cp1251"
+    assert out.result.details["codepage"] == "cp1251"
 
 
 def test_rtf_uc_scoped_per_group():

@@ -7,6 +7,7 @@ Encrypted packages are made here with msoffcrypto-tool; hostile structures are b
 
 from __future__ import annotations
 
+from dataclasses import replace
 import io
 import shutil
 import struct
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bastion.readers.office import pptdoc, worddoc
-from bastion.readers.base import Document, Limits
+from bastion.readers.base import Document, Limits, ReadResult
 from bastion.readers.detect import detect_bytes
 from bastion.readers.dispatch import read_document, select
 from bastion.readers.runtime.context import LocalContext
@@ -175,9 +176,10 @@ def test_ppt_deeply_nested_containers_are_walked_without_recursion():
 def test_msg_headers_body_and_attached_message():
     out = sample("outer.msg")
     assert (out.status, out.extractor) == ("ok", "msg")
-    assert out.meta.pop("metadata")["subject"] == "outer subject"
-    assert out.meta == {"attachments": 1, "subject": "outer subject", "title": "outer subject",
-                        "languages": ()}
+    assert out.result.metadata.subject == "outer subject"
+    assert replace(out.result, metadata=None, warnings=()) == ReadResult(
+        "msg", details={"attachments": 1, "subject": "outer subject"}, title="outer subject",
+        languages=())
     assert out.text.splitlines() == [
         "To: outer@foo.bar", "Date: Tue, 15 Nov 2016 23:29:05 +0000", "Subject: outer subject",
         "", "Outer body", "[attachment: test (message/rfc822)]", "To: test@foobar.com",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 import base64
 import time
 from email.message import EmailMessage
@@ -11,7 +12,7 @@ import pytest
 
 from bastion.readers.containers import mail
 from bastion.readers.text import markup
-from bastion.readers.base import Document, Limits, TextSink
+from bastion.readers.base import Document, Limits, TextSink, ReadResult
 from bastion.readers.runtime.context import LocalContext
 from bastion.readers.dispatch import Outcome, read_document, read_nested
 
@@ -42,8 +43,10 @@ def test_title_first_scripts_styles_dropped():
     )
     assert out.status == "ok" and out.extractor == "html:utf-8"
     assert out.text == "Page TITLEMARK\nBODYMARK\n"
-    assert out.meta == {"charset": "utf-8", "encoding_source": "utf-8", "title": "Page TITLEMARK",
-                        "metadata": {"title": "Page TITLEMARK"}, "languages": ()}
+    assert out.result.metadata.to_json() == {"title": "Page TITLEMARK"}
+    assert replace(out.result, metadata=None) == ReadResult(
+        "html:utf-8", encoding_source="utf-8", title="Page TITLEMARK",
+        details={"charset": "utf-8"}, languages=())
 
 
 def test_blocks_lines_whitespace_entities():
@@ -100,7 +103,7 @@ def test_meta_charset_windows_1252():
     html = "<html><head><meta charset='windows-1252'></head><body>café “CP1252MARK”</body>"
     out = read_html(html.encode("cp1252"))
     assert out.text == "café “CP1252MARK”\n"
-    assert out.meta["charset"] == "cp1252"
+    assert out.result.details["charset"] == "cp1252"
 
 
 def test_http_equiv_charset_and_latin1_alias():
@@ -114,18 +117,18 @@ def test_bom_utf16_beats_declaration():
     html = "\ufeff<meta charset='windows-1252'><p>UTF16MARK Ωμέγα</p>"
     out = read_html(html.encode("utf-16-le"))
     assert out.text == "UTF16MARK Ωμέγα\n"
-    assert out.meta["charset"] == "utf-16-le"
+    assert out.result.details["charset"] == "utf-16-le"
 
 
 def test_undeclared_utf8_then_cp1252():
     assert read_html("<p>Grüße UTF8MARK</p>".encode("utf-8")).text == "Grüße UTF8MARK\n"
     out = read_html("<p>Grüße CPMARK</p>".encode("cp1252"))
-    assert out.text == "Grüße CPMARK\n" and out.meta["charset"] == "cp1252"
+    assert out.text == "Grüße CPMARK\n" and out.result.details["charset"] == "cp1252"
 
 
 def test_declared_non_text_codec_is_refused():
     out = read_html(b"<meta charset='zlib'><p>ZLIBMARK</p>")
-    assert out.text == "ZLIBMARK\n" and out.meta["charset"] == "utf-8"
+    assert out.text == "ZLIBMARK\n" and out.result.details["charset"] == "utf-8"
 
 
 def test_prescan_follows_whatwg():
@@ -144,14 +147,14 @@ def test_declared_charset_used_and_recorded():
     html = "<meta charset='koi8-r'><p>Привет, KOIHTMLMARK</p>"
     out = read_html(html.encode("koi8-r"))
     assert out.text == "Привет, KOIHTMLMARK\n"
-    assert out.extractor == "html:koi8-r" and out.meta["encoding_source"] == "declared"
+    assert out.extractor == "html:koi8-r" and out.result.encoding_source == "declared"
 
 
 def test_undeclared_legacy_html_is_detected():
     words = "Город Москва является столицей России. " * 20
     html = f"<html><body><p>{words}</p></body></html>"
     out = read_html(html.encode("cp1251"))
-    assert out.extractor == "html:cp1251" and out.meta["encoding_source"] == "detected"
+    assert out.extractor == "html:cp1251" and out.result.encoding_source == "detected"
     assert "Москва является столицей" in out.text
 
 
@@ -219,7 +222,7 @@ def test_multipart_alternative_prefers_plain():
         "Cc: c@example.org\nDate: Mon, 01 Jan 2024 10:00:00 +0000\nSubject: Plain PLAINSUBJ\n"
         "\nPlain body PLAINMARK\n"
     )
-    assert out.meta["subject"] == "Plain PLAINSUBJ"
+    assert out.result.details["subject"] == "Plain PLAINSUBJ"
 
 
 def test_html_only_body_goes_through_markup():
@@ -303,7 +306,7 @@ def test_attachments_listed_and_text_extracted():
     assert "Body BODYMARK\n[attachment: notes.txt (text/plain, 21 bytes)]\nattached ATTTEXTMARK\n" in text
     assert "[attachment: blob.bin (application/octet-stream, 1024 bytes): not read: " in text
     assert "[attachment: (unnamed) (message/rfc822)]\nSubject: Inner INNERSUBJ\n\ninner body INNERMARK\n" in text
-    assert out.meta["attachments"] == 3
+    assert out.result.details["attachments"] == 3
 
 
 def test_attachment_text_counts_against_the_cap():

@@ -135,7 +135,7 @@ def test_image_record_names_tesseract_and_its_confidence(tmp_path):
     out = read_document(Document(picture("WOMBAT 42", "PNG"), "scan.png", "image/png"),
                         ctx(tmp_path))
     assert out.status == "ok" and "WOMBAT" in out.text
-    info = out.meta["ocr"]
+    info = out.result.details["ocr"]
     assert info["engine"] == "tesseract" and info["version"][0].isdigit()
     assert 50 < info["confidence"] <= 100
 
@@ -155,9 +155,9 @@ def test_a_600_dpi_scan_is_read_at_300_dpi(tmp_path):
     out = read_document(Document(page(600), "scan.png", "image/png"), ctx(tmp_path))
     assert out.status == "ok" and "QUOKKA SLEEPS" in out.text
     with Image.open(io.BytesIO(page(600))) as im:
-        assert out.meta["ocr"]["scaled"] == [round(im.width / 2), round(im.height / 2)]
+        assert out.result.details["ocr"]["scaled"] == [round(im.width / 2), round(im.height / 2)]
     same = read_document(Document(page(300), "scan.png", "image/png"), ctx(tmp_path))
-    assert "scaled" not in same.meta["ocr"] and "QUOKKA SLEEPS" in same.text
+    assert "scaled" not in same.result.details["ocr"] and "QUOKKA SLEEPS" in same.text
 
 
 @needs_tesseract
@@ -168,7 +168,7 @@ def test_a_slightly_large_image_is_read_as_it_is(tmp_path, monkeypatch):
         pixels = im.width * im.height
     monkeypatch.setattr(ocr, "MAX_OCR_PIXELS", int(pixels * 0.81))  # a side x 0.9
     out = read_document(Document(data, "scan.png", "image/png"), ctx(tmp_path))
-    assert "scaled" not in out.meta["ocr"] and "QUOKKA" in out.text
+    assert "scaled" not in out.result.details["ocr"] and "QUOKKA" in out.text
 
 
 @needs_tesseract
@@ -179,7 +179,7 @@ def test_a_flat_image_is_not_sent_to_ocr(mode, colour, tmp_path, monkeypatch):
     monkeypatch.setattr(ocr, "ocr_image", lambda *a, **k: pytest.fail("OCR ran"))
     out = read_document(Document(buf.getvalue(), "flat.png", "image/png"), ctx(tmp_path))
     assert (out.status, out.error) == ("empty", "no text recognised in the image")
-    assert out.meta["ocr"]["skipped"] == ocr.SKIPPED_BLANK
+    assert out.result.details["ocr"]["skipped"] == ocr.SKIPPED_BLANK
 
 
 @needs_tesseract
@@ -189,7 +189,7 @@ def test_one_dark_speck_is_enough_to_ocr(tmp_path):
     buf = io.BytesIO()
     im.save(buf, "PNG")
     out = read_document(Document(buf.getvalue(), "speck.png", "image/png"), ctx(tmp_path))
-    assert "skipped" not in out.meta["ocr"] and out.status == "empty"
+    assert "skipped" not in out.result.details["ocr"] and out.status == "empty"
 
 
 # -- the worker's OCR memo (readers/ocr/memo.py) ---------------------------------------------
@@ -242,7 +242,7 @@ def test_an_image_seen_again_in_a_worker_is_not_recognised_again(warm, tmp_path,
                              ocr_memo=memo)
             got = read_document(doc, c)
             assert got.status == "ok" and "WOMBAT" in got.text and c.tools_used == {"tesseract"}
-            out.append((got.text, got.meta))
+            out.append((got.text, got.result))
         return out
 
     plain = read_all(None)
@@ -272,5 +272,5 @@ def test_a_converted_image_reads_as_its_png_did(fmt, name, tmp_path):
         im.convert("RGB").save(buf, "PNG")
     as_png = ocr.ocr_image(buf.getvalue(), ctx(tmp_path / "b"))
     assert out.status == "ok" and out.text == as_png.text + "\n"
-    assert out.meta["ocr"]["confidence"] == as_png.confidence
+    assert out.result.details["ocr"]["confidence"] == as_png.confidence
     assert not (tmp_path / "a").exists()  # the warm engine needs no scratch file

@@ -18,7 +18,7 @@ from xml.sax.saxutils import escape
 import pytest
 
 import officegen as og
-from bastion.readers.base import Document, Limits, MiB
+from bastion.readers.base import Document, Limits, MiB, ReadResult
 from bastion.readers.dispatch import Outcome, read_document
 from bastion.readers.errors import CapReached
 from bastion.readers.runtime.context import LocalContext
@@ -217,7 +217,7 @@ def test_pptx_twelve_slides_numeric_order_with_notes():
     for i in range(1, 13):
         expected += [f"# slide {i}", f"slideword{i}", "## notes", f"noteword{i}"]
     assert lines(out) == expected
-    assert out.meta == {"slides": 12, "languages": ()}
+    assert out.result == ReadResult("pptx", details={"slides": 12}, languages=())
 
 
 def test_pptx_without_presentation_part_sorts_numerically():
@@ -984,7 +984,7 @@ def test_xlsx_protected_with_default_password_is_read(tmp_path: Path):
         assert out.status == status, out.error
         if status == "ok":
             assert lines(out) == ["# Locked", "protectedword"]
-            assert out.meta["default_password"] is True
+            assert out.result.details["default_password"] is True
         else:
             assert out.error_kind == "encrypted"
     assert msoffcrypto
@@ -1324,7 +1324,7 @@ def test_libreoffice_workbook_under_the_default_password():
     assert raw[:8] == bytes.fromhex("d0cf11e0a1b11ae1")
     out = read(raw, "lo-velvet.xlsx", "application/x-ooxml-encrypted")
     assert lines(out) == LO_SHEET
-    assert out.meta["default_password"] is True
+    assert out.result.details["default_password"] is True
 
 
 def test_libreoffice_ods_annotations_and_text_boxes_read_as_the_xlsx():

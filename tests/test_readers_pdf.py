@@ -4,6 +4,7 @@ and the ``pdftext`` child mode run as a real child process with its deadline and
 
 from __future__ import annotations
 
+from dataclasses import replace
 import io
 import json
 import os
@@ -19,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import pdfgen  # noqa: E402
 import pdftext_client  # noqa: E402
 from bastion.readers.pdf import reader as pdfreader  # noqa: E402
-from bastion.readers.base import Document, Limits  # noqa: E402
+from bastion.readers.base import Document, Limits, ReadResult  # noqa: E402
 from bastion.readers.runtime.context import LocalContext  # noqa: E402
 from bastion.readers.dispatch import Outcome, read_document  # noqa: E402
 from bastion.readers.errors import CorruptDocument, EncryptedDocument, ReaderError  # noqa: E402
@@ -66,10 +67,11 @@ def test_text_pages_and_title(engine, compress, tmp_path):
     assert len(pages) == 2
     assert "Hello marker alpha" in pages[0] and "second line" in pages[0]
     assert "page two zebra" in pages[1]
-    sources = out.meta.pop("page_sources")
-    assert out.meta == {"pages": 2, "title": "My Title", "outline": [], "pages_ocr": 0,
-                        "metadata": {"pages": 2, "title": "My Title"},
-                        "languages": ()}  # too few words to name a language
+    sources = out.result.page_sources
+    assert out.result.metadata.to_json() == {"pages": 2, "title": "My Title"}
+    assert replace(out.result, page_sources=None, metadata=None) == ReadResult(
+        engine, pages=2, title="My Title", outline=(), pages_ocr=0,
+        languages=())  # too few words to name a language
     assert [(s["page"], s["source"], s["engine"]) for s in sources] == [
         (1, "native", engine), (2, "native", engine)]
     assert all(s["version"] for s in sources)  # PDFium's build, pdfplumber's, poppler's
@@ -176,14 +178,14 @@ def test_raw_text_calls_give_what_pypdfium2_gives(name):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_utf16_title(engine, tmp_path):
     data = pdfgen.make_text_pdf(["body"], title=pdfgen.utf16_text("  Ünïcode 標題 🦘 "))
-    assert read(data, ctx_for(engine, tmp_path)).meta["title"] == "Ünïcode 標題 🦘"
+    assert read(data, ctx_for(engine, tmp_path)).result.title == "Ünïcode 標題 🦘"
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_nested_outline(engine, tmp_path):
     out = read(pdfgen.make_nested_outline(), ctx_for(engine, tmp_path))
     assert out.status == "ok"
-    assert out.meta["outline"] == [
+    assert list(out.result.outline) == [
         {"title": "Introduction", "page": 1, "level": 1},
         {"title": "Part One", "page": 2, "level": 1},  # from a /A GoTo action
         {"title": "Section 1.1", "page": 2, "level": 2},
@@ -197,7 +199,7 @@ def test_nested_outline(engine, tmp_path):
 def test_looping_outline_ends(engine, tmp_path):
     out = read(pdfgen.make_looping_outline(), ctx_for(engine, tmp_path))
     assert out.status == "ok"
-    assert out.meta["outline"] == [
+    assert list(out.result.outline) == [
         {"title": "Loop A", "page": 1, "level": 1},
         {"title": "Loop child", "page": 2, "level": 2},
         {"title": "Loop B", "page": 2, "level": 1},
@@ -208,7 +210,7 @@ def test_looping_outline_ends(engine, tmp_path):
 @pytest.mark.slow
 def test_outline_stops_at_10000_items(engine, tmp_path):
     out = read(pdfgen.make_long_outline(10_050), ctx_for(engine, tmp_path))
-    outline = out.meta["outline"]
+    outline = out.result.outline
     assert len(outline) == pdfreader.MAX_OUTLINE_ITEMS
     assert outline[-1]["title"] == "item 9999"
 
@@ -218,7 +220,7 @@ def test_named_destinations(engine, tmp_path):
     """A named destination resolves through the /Names tree; an unknown name or a reference
     to a non-page is left out."""
     out = read(pdfgen.make_named_dests(), ctx_for(engine, tmp_path))
-    assert out.meta["outline"] == [
+    assert list(out.result.outline) == [
         {"title": "By name", "page": 2, "level": 1},
         {"title": "By array", "page": 3, "level": 1},
     ]
@@ -245,7 +247,7 @@ def test_owner_password_only_is_readable(engine, bits, tmp_path):
     out = read(data, ctx_for(engine, tmp_path))
     assert out.status == "ok", out.error
     assert f"owner only marker {bits}" in out.text
-    assert out.meta["title"] == "Locked title"
+    assert out.result.title == "Locked title"
 
 
 # --------------------------------------------------------------------------- hostile files
@@ -322,7 +324,7 @@ def test_pdftotext_is_the_last_resort(tmp_path):
     out = read(pdfgen.make_junk_header("junk header marker"), ctx)
     assert out.status == "ok" and out.extractor == "pdftotext"
     assert "junk header marker" in out.text
-    assert out.meta["pages"] == 1
+    assert out.result.pages == 1
 
 
 def test_unknown_engine_is_skipped_with_a_warning(tmp_path):
@@ -339,7 +341,7 @@ def test_max_pages_cap_keeps_pages_read(engine, tmp_path):
     out = read(pdfgen.make_many_pages(12), ctx_for(engine, tmp_path, max_pages=5))
     assert out.status == "ok" and out.limit == "max_pages"
     assert out.extractor == engine
-    assert out.meta["pages"] == 12
+    assert out.result.pages == 12
     assert out.text.rstrip("\n").endswith(
         "[bastion: text truncated, max_pages reached: 5 of 12 pages]")
     assert out.text.count("\f") == 4
@@ -350,7 +352,7 @@ def test_max_pages_cap_keeps_pages_read(engine, tmp_path):
 def test_max_chars_cap(engine, tmp_path):
     out = read(pdfgen.make_many_pages(20), ctx_for(engine, tmp_path, max_chars=1000))
     assert out.limit == "max_chars" and out.extractor == engine
-    assert out.meta["pages"] == 20
+    assert out.result.pages == 20
     assert len(out.text) < 1100
 
 
@@ -368,7 +370,7 @@ before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 out = read_document(Document(data, "big.pdf", "application/pdf"),
                     LocalContext(Limits(pdf_engines=(engine,)), tools))
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(out.status, out.meta.get("pages"), out.text.count(chr(12)), before, after)
+print(out.status, out.result.pages, out.text.count(chr(12)), before, after)
 """
 
 
@@ -395,7 +397,7 @@ def test_worker_rss_is_bounded_on_1000_pages(engine, tmp_path):
 def test_image_only_page_is_empty_without_ocr(engine, tmp_path):
     out = read(pdfgen.make_image_only("QUOKKA 42"), ctx_for(engine, tmp_path))
     assert (out.status, out.error) == ("empty", "no text layer (scanned PDF?)")
-    assert out.meta["pages"] == 1
+    assert out.result.pages == 1
 
 
 @needs_ocr
@@ -406,8 +408,8 @@ def test_image_only_page_is_ocred(engine, tmp_path):
     assert out.status == "ok", out.error
     assert out.extractor == f"{engine}+tesseract"  # the engine found no text layer
     assert "QUOKKA" in out.text
-    assert out.meta["pages"] == 1 and out.meta["pages_ocr"] == 1
-    (source,) = out.meta["page_sources"]
+    assert out.result.pages == 1 and out.result.pages_ocr == 1
+    (source,) = out.result.page_sources
     assert source["source"] == "ocr" and source["renderer"] == "pdfium"
     assert list(tmp_path.iterdir()) == []  # rendered in memory, read by tesseract from stdin
 
@@ -423,8 +425,8 @@ def test_ocr_page_cap(tmp_path):
     out = read(b.build(), ctx)
     assert out.limit == "ocr_max_pages" and out.extractor == "pdfium+tesseract"
     assert "WOMBAT" in out.text and "1 of 3 pages to OCR" in out.text
-    assert out.meta["pages_ocr"] == 1
-    assert [s.get("not_ocred") for s in out.meta["page_sources"]] == [
+    assert out.result.pages_ocr == 1
+    assert [s.get("not_ocred") for s in out.result.page_sources] == [
         None, "ocr_max_pages reached", "ocr_max_pages reached"]
 
 
@@ -447,13 +449,13 @@ def test_real_samples(engine, name, tmp_path):
     out = read(data, ctx_for(engine, tmp_path), name)
     assert out.status == "ok", out.error
     assert SAMPLE_PHRASES[name].lower() in " ".join(out.text.split()).lower()
-    assert out.meta["pages"] == out.text.count("\f") + 1
+    assert out.result.pages == out.text.count("\f") + 1
 
 
 def test_real_outline_uses_named_destinations(tmp_path):
     """pdfTeX outlines point at named destinations; both engines resolve them alike."""
     data = (SAMPLES / "pdflatex-outline.pdf").read_bytes()
-    outlines = [read(data, ctx_for(e, tmp_path)).meta["outline"] for e in ("pdfium", "pdfplumber")]
+    outlines = [read(data, ctx_for(e, tmp_path)).result.outline for e in ("pdfium", "pdfplumber")]
     assert outlines[0] and outlines[0] == outlines[1]
 
 
@@ -661,12 +663,12 @@ def test_mixed_pdf_ocrs_only_its_scanned_page(engine, tmp_path):
     ctx = ctx_for(engine, tmp_path, tools=OCR_TOOLS, ocr_dpi=150)
     out = read(mixed_scan(), ctx)
     assert out.status == "ok", out.error
-    assert out.extractor == f"{engine}+tesseract" and out.warnings == []
+    assert out.extractor == f"{engine}+tesseract" and list(out.warnings) == []
     pages = out.text.split("\f")
     assert len(pages) == 3
     assert COVER in pages[0] and CLOSING in pages[2]  # native text, in page order
     assert "QUOKKA" in pages[1] and COVER not in pages[1]
-    sources = out.meta["page_sources"]
+    sources = out.result.page_sources
     assert [s["source"] for s in sources] == ["native", "ocr", "native"]
     assert sources[0]["engine"] == engine and sources[0]["version"]
     ocr = sources[1]
@@ -674,25 +676,25 @@ def test_mixed_pdf_ocrs_only_its_scanned_page(engine, tmp_path):
                                                                          "pdfium", 150)
     assert ocr["version"] and ocr["version"][0].isdigit()  # "5.3.0"
     assert isinstance(ocr["confidence"], float) and 50 < ocr["confidence"] <= 100
-    assert out.meta["pages_ocr"] == 1
+    assert out.result.pages_ocr == 1
 
 
 @needs_ocr
 def test_ocr_is_deterministic(tmp_path):
     ctx = ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150)
     first, second = read(mixed_scan(), ctx), read(mixed_scan(), ctx)
-    assert first.text == second.text and first.meta == second.meta
+    assert first.text == second.text and first.result == second.result
 
 
 def test_mixed_pdf_without_tesseract_keeps_its_text_and_says_so(tmp_path):
     out = read(mixed_scan(), ctx_for("pdfium", tmp_path, tools=("pdftoppm",)))
     assert out.status == "ok" and out.extractor == "pdfium"
     assert out.text.split("\f")[1] == ""
-    assert out.warnings == [
+    assert list(out.warnings) == [
         "page 2: no text layer, not OCRed: needs tesseract on this machine"]
-    sources = out.meta["page_sources"]
+    sources = out.result.page_sources
     assert sources[1]["not_ocred"] == "needs tesseract on this machine"
-    assert out.meta["pages_ocr"] == 0
+    assert out.result.pages_ocr == 0
 
 
 @needs_ocr
@@ -707,7 +709,7 @@ def test_blank_pages_are_not_sent_to_tesseract(tmp_path, monkeypatch):
     b.add_page(b"")
     out = read(b.build(), ctx_for("pdfium", tmp_path, tools=OCR_TOOLS))
     assert out.status == "ok" and out.extractor == "pdfium" and calls == []
-    assert out.meta["pages_ocr"] == 0 and out.warnings == []
+    assert out.result.pages_ocr == 0 and list(out.warnings) == []
 
 
 def short_page_over_image(native: bytes, pictured: str) -> bytes:
@@ -748,7 +750,7 @@ def test_short_text_layer_is_kept_when_ocr_reads_no_more(tmp_path):
     out = read(data, ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150))
     assert out.status == "ok"
     assert out.text.split("\f")[1] == "Wombat\n"
-    source = out.meta["page_sources"][1]
+    source = out.result.page_sources[1]
     assert source["source"] == "native"
     assert source["ocr_unused"] in ("read no more than the text layer", "read nothing")
 
@@ -760,7 +762,7 @@ def test_short_text_layer_over_a_scan_takes_the_ocr_text(tmp_path):
     out = read(data, ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150))
     page = out.text.split("\f")[1]
     assert out.status == "ok" and "QUOKKA" in page and "koalas" in page
-    assert out.meta["page_sources"][1]["source"] == "ocr"
+    assert out.result.page_sources[1]["source"] == "ocr"
 
 
 @needs_ocr
@@ -772,7 +774,7 @@ def test_ocr_stops_before_the_deadline_and_keeps_the_text(tmp_path):
     assert out.status == "ok" and out.limit == "ocr_deadline"
     assert COVER in out.text and CLOSING in out.text
     assert "ocr_deadline reached: not OCRed: page 2" in out.text
-    assert out.meta["page_sources"][1]["not_ocred"] == "the deadline was near"
+    assert out.result.page_sources[1]["not_ocred"] == "the deadline was near"
 
 
 # ------------------------------------------------------------ garbage measured per page
@@ -782,7 +784,7 @@ def test_german_prose_is_read(engine, tmp_path):
     """Umlauts, ß and „…“ through /WinAnsiEncoding are letters, not garbage."""
     out = read(pdfgen.make_german_prose(), ctx_for(engine, tmp_path))
     assert out.status == "ok", out.error
-    assert out.warnings == []
+    assert list(out.warnings) == []
     text = " ".join(out.text.split())
     assert "Größere Änderungen überließ man „den Fachleuten“ – so hieß es." in text
     assert "Süße Äpfel, bittere Öfen: Maßstäbe für Qualität" in text
@@ -808,7 +810,7 @@ def test_one_garbage_page_does_not_throw_away_the_document(engine, tmp_path):
     assert pages[1] == ""  # never stored
     assert "page 2: garbage text dropped, not OCRed: needs tesseract on this machine" \
         in out.warnings
-    dropped = out.meta["page_sources"][1]
+    dropped = out.result.page_sources[1]
     assert dropped["source"] == "dropped" and dropped["reason"].startswith("garbage text (")
 
 
@@ -819,7 +821,7 @@ def test_garbage_page_is_ocred(tmp_path):
     out = read(data, ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150))
     assert out.status == "ok" and out.extractor == "pdfium+tesseract"
     assert "WOMBAT" in out.text.split("\f")[1]
-    assert out.meta["page_sources"][1]["source"] == "ocr" and out.warnings == []
+    assert out.result.page_sources[1]["source"] == "ocr" and list(out.warnings) == []
 
 
 @needs_ocr
@@ -854,7 +856,7 @@ NOTES = [("Text", "sticky NOTEMARKER one"), ("FreeText", "free TYPEDMARKER words
 def test_annotation_only_pdf_is_ok_and_not_ocred(engine, tmp_path):
     out = read(pdfgen.make_annotated(None, NOTES), ctx_for(engine, tmp_path, tools=OCR_TOOLS))
     assert out.status == "ok", out.error
-    assert out.extractor == engine and out.meta["pages_ocr"] == 0
+    assert out.extractor == engine and out.result.pages_ocr == 0
     if engine == "pdftotext":  # poppler draws the free text into the page, once
         assert out.text == ("free TYPEDMARKER words\n"
                             "[annotation] sticky NOTEMARKER one\n"
@@ -865,7 +867,7 @@ def test_annotation_only_pdf_is_ok_and_not_ocred(engine, tmp_path):
                         "[annotation] free TYPEDMARKER words\n"
                         "[annotation] highlight comment\nsecond line\n"
                         "[form field: field] field value\n")
-    assert out.meta["page_sources"][0]["annotations"] == 4  # the form field's value too
+    assert out.result.page_sources[0]["annotations"] == 4  # the form field's value too
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -902,7 +904,7 @@ def test_scan_lying_on_its_side_or_upside_down_is_turned(turned, tmp_path):
                ctx_for("pdfium", tmp_path, tools=("tesseract",), ocr_dpi=150))
     assert out.status == "ok", out.error
     assert "seven wombats watch quietly" in out.text
-    (source,) = out.meta["page_sources"]
+    (source,) = out.result.page_sources
     assert source["confidence"] > 80
     if turned == 180:  # at 90° tesseract's own reading may already be good enough
         assert source["turned"] == 180
@@ -918,7 +920,7 @@ def test_real_annotations(tmp_path):
     assert out.text.index("The round pegs") < out.text.index("[annotation] Note in second")
     assert "[annotation] note over \"kinds\"\n\nLike in \"kinds of people\"" in out.text
     assert "Umlaut: äöüß" in out.text
-    assert out.meta["page_sources"][0]["annotations"] == 2
+    assert out.result.page_sources[0]["annotations"] == 2
 
 
 def test_real_font_without_mapping(tmp_path):
@@ -954,7 +956,7 @@ def test_real_mixed_document(tmp_path):
     native, scanned = out.text.split("\f")
     assert "the round pegs in the square holes" in native.lower()
     assert "32 Track MIDI Sequence Recorder" in scanned
-    assert [s["source"] for s in out.meta["page_sources"]] == ["native", "ocr"]
+    assert [s["source"] for s in out.result.page_sources] == ["native", "ocr"]
 
 
 @needs_ocr
@@ -967,8 +969,8 @@ def test_two_caps_name_the_first_and_warn_of_the_second(tmp_path):
                   ocr_dpi=100)
     out = read(b.build(), ctx)
     assert out.limit == "max_pages" and "2 of 3 pages" in out.text
-    assert out.warnings == ["ocr_max_pages reached: 1 of 2 pages to OCR"]
-    assert len(out.meta["page_sources"]) == 2
+    assert list(out.warnings) == ["ocr_max_pages reached: 1 of 2 pages to OCR"]
+    assert len(out.result.page_sources) == 2
 
 
 def test_c1_bytes_by_their_font_encoding():
@@ -991,7 +993,7 @@ def test_pdftoppm_renders_what_pdfium_cannot_open(tmp_path):
     out = read(data, ctx)
     assert out.status == "ok", out.error
     assert out.extractor == "pdfplumber+tesseract" and "QUOKKA" in out.text
-    (source,) = out.meta["page_sources"]
+    (source,) = out.result.page_sources
     assert (source["source"], source["renderer"]) == ("ocr", "pdftoppm")
 
 

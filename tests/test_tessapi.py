@@ -164,7 +164,7 @@ def test_the_image_reader_reads_the_same_text_warm_and_by_the_command(tmp_path, 
                                            tmpdir=tmp_path / "b"))
     assert warm.status == cold.status == "ok"
     assert warm.text == cold.text and "bastion" in warm.text
-    assert warm.meta == cold.meta
+    assert warm.result == cold.result
     assert warm_ctx.tools_used == {"tesseract"}
     tessapi.reset()
 

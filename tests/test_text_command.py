@@ -157,8 +157,8 @@ def test_languages_are_named_only_when_printed(tmp_path: Path) -> None:
             "from bastion.readers.runtime.context import LocalContext\n"
             "out = read_document(Document(open(sys.argv[1], 'rb').read(), 'brief.txt',"
             " 'text/plain'), LocalContext(Limits(name_languages=sys.argv[2] == '1')))\n"
-            "print(out.status, out.meta.get('languages'), 'py3langid' in sys.modules)\n")
-    for flag, want in (("0", "ok None False"), ("1", "ok (('de', 1.0),) True")):
+            "print(out.status, out.result.languages, 'py3langid' in sys.modules)\n")
+    for flag, want in (("0", "ok () False"), ("1", "ok (('de', 1.0),) True")):
         done = subprocess.run([sys.executable, "-c", code, str(doc), flag], env=ENV,
                               capture_output=True, text=True, timeout=120, check=True)
         assert done.stdout.strip() == want, done.stdout

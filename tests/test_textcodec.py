@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 import codecs
 import re
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bastion.readers.text import textcodec
-from bastion.readers.base import Document, Limits, normalize_text
+from bastion.readers.base import Document, Limits, normalize_text, ReadResult
 from bastion.readers.detect import detect_bytes
 from bastion.readers.dispatch import Outcome, read_document
 from bastion.readers.runtime.context import LocalContext
@@ -67,10 +68,10 @@ def test_real_sample_reads_right(name):
     data = (TEXT / name).read_bytes()
     out = read(data, name)
     assert out.status == "ok", out.error
-    assert out.meta["encoding_source"] == source
+    assert out.result.encoding_source == source
     for word in words:
         assert word in out.text
-    assert "\ufffd" not in out.text and out.warnings == []
+    assert "\ufffd" not in out.text and list(out.warnings) == []
     family = out.extractor.split(":")[0]
     if family == "text":  # plain text: every character, not just the words
         assert out.text == normalize_text(data.decode(right))
@@ -189,7 +190,7 @@ def test_bytes_outside_the_sample_that_do_not_decode_are_replaced_and_said():
     assert (choice.codec, choice.clean) == ("cp1251", False)
     out = read(data)
     assert out.status == "ok" and out.text.endswith("tail \ufffd byte\n")
-    assert out.warnings == ["bytes that do not decode as cp1251 (detected) were replaced by "
+    assert list(out.warnings) == ["bytes that do not decode as cp1251 (detected) were replaced by "
                             "U+FFFD"]
 
 
@@ -261,5 +262,7 @@ def test_a_text_cut_at_the_cap_keeps_its_encoding():
     out = read_document(Document(data, "big.txt", "text/plain"),
                         LocalContext(Limits(max_chars=1000)))
     assert out.limit == "max_chars" and out.extractor == "text:cp1251"
-    assert out.meta.pop("languages")[0][0] == "ru"
-    assert out.meta == {"encoding_source": "detected"} and out.text.startswith("Город Москва")
+    assert out.result.languages[0][0] == "ru"
+    assert replace(out.result, languages=()) == ReadResult("text:cp1251",
+                                                          encoding_source="detected")
+    assert out.text.startswith("Город Москва")

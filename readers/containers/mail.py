@@ -25,6 +25,7 @@ defects still yields its text.  Extractor ``email``; ``meta`` has ``subject`` an
 from __future__ import annotations
 
 import mimetypes
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 # The email package is imported where an e-mail is read: ~11 ms that every run's parent (which
@@ -210,28 +211,28 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     from email.parser import BytesParser
 
     state = _State(ctx, sink)
-    own: dict = {}
+    own = ReadResult("")
     try:
         msg = BytesParser(policy=policy.default).parsebytes(doc.data)
-        own = {"metadata": message_metadata(msg).to_json()}
+        own = ReadResult("", metadata=message_metadata(msg))
         subject = _write_message(msg, state, 0)
     except CapReached as cap:
         cap.extractor = cap.extractor or "email"
-        cap.meta = {**own, **(cap.meta or {})}
+        cap.put_over(own)
         raise
     except (ReaderError, Unsupported, MemoryError):
         raise
     except Exception as e:  # noqa: BLE001 - the email package on hostile structure
         raise CorruptDocument(f"e-mail could not be parsed: {type(e).__name__}: {e}") from None
-    meta: dict = {"attachments": state.attachments, **own}
-    if "metadata" in meta:
-        meta["metadata"]["attachments"] = state.attachments
+    details: dict[str, Any] = {"attachments": state.attachments}
     if subject:
-        meta["subject"] = subject
+        details["subject"] = subject
+    result = ReadResult("email", metadata=replace(own.metadata, attachments=state.attachments)
+                        if own.metadata is not None else None, details=details)
     if state.caps:
         first = state.caps[0]
-        raise CapReached(first.cap, first.detail, extractor="email", meta=meta)
-    return ReadResult("email", meta=meta, warnings=state.warnings)
+        raise CapReached(first.cap, first.detail, result=result)
+    return replace(result, warnings=tuple(state.warnings))
 
 
 READER = Reader(

@@ -19,6 +19,7 @@ archive's record carries ``limit`` even when it went on past a member the cap st
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..base import Context, Document, ReadResult, TextSink
@@ -132,21 +133,21 @@ def read_embedded(ctx: Context, data: bytes, name: str, sink: TextSink, *,
         prefix = getattr(ctx, "member_prefix", "")
         inner = prefix[:-2] if prefix.endswith("!/") else ""
         label = inner if inner.rsplit("/", 1)[-1] == name else prefix + name
-        note_embedded(ctx, label, result.meta)
-    note_ocr(ctx, result.meta)
+        note_embedded(ctx, label, result.metadata)
+    note_ocr(ctx, result)
     return result
 
 
 OCR_LISTS = ("ocr_languages", "ocr_missing")
 
 
-def note_ocr(ctx: Context, meta: object) -> None:
+def note_ocr(ctx: Context, result: ReadResult) -> None:
     """Keep an embedded document's OCR facts on the context, for the walked file's verdict
     (:func:`bastion.readers.dispatch.read_document` adds them): the packs its reading used,
     those missing, and the condition on the packs that keys it (``ocr_packs``), so that
     installing a pack re-reads the archive or e-mail whose scan could use it, as it re-reads
     the scan alone."""
-    if not isinstance(meta, dict) or not any(k in meta for k in (*OCR_LISTS, "ocr_packs")):
+    if not (result.ocr_languages or result.ocr_missing or result.ocr_packs is not None):
         return
     seen = getattr(ctx, "nested_ocr", None)
     if seen is None:
@@ -156,11 +157,9 @@ def note_ocr(ctx: Context, meta: object) -> None:
         except AttributeError:
             return
     for key in OCR_LISTS:
-        seen.setdefault(key, set()).update(
-            x for x in meta.get(key) or () if isinstance(x, str))
-    packs = meta.get("ocr_packs")
-    if isinstance(packs, dict):
-        seen.setdefault("ocr_packs", {}).update(packs)
+        seen.setdefault(key, set()).update(getattr(result, key))
+    if result.ocr_packs is not None:
+        seen.setdefault("ocr_packs", {}).update(result.ocr_packs)
 
 
 def printable(name: str) -> str:
@@ -267,7 +266,7 @@ class Members:
 
     def _result(self, path: str, sub: TextSink, result: ReadResult) -> None:
         text = sub.getvalue()
-        inner = result.meta.get("members") if isinstance(result.meta, dict) else None
+        inner = result.members
         if isinstance(inner, dict):  # an archive inside: its members count, not itself
             for key, n in inner.items():
                 self._count(key, n)
@@ -287,7 +286,7 @@ class Members:
 
     def _capped_text(self, path: str, sub: TextSink, cap: CapReached) -> None:
         text = sub.getvalue()
-        inner = cap.meta.get("members") if isinstance(cap.meta, dict) else None
+        inner = cap.result.members if cap.result is not None else None
         if isinstance(inner, dict):
             for key, n in inner.items():
                 self._count(key, n)
@@ -307,37 +306,38 @@ class Members:
         if text.strip() and not isinstance(inner, dict):
             self.sink.write(f"[bastion: member truncated, {cap.cap} reached]\n")
 
-    def meta(self) -> dict:
-        return {"members": {k: v for k, v in self.counts.items() if v or k != "limit"}}
+    def members(self) -> dict[str, int]:
+        """The members' counts by outcome (``limit`` only when a cap stopped one)."""
+        return {k: v for k, v in self.counts.items() if v or k != "limit"}
 
-    def finish(self, extractor: str, meta: dict | None = None) -> ReadResult:
+    def finish(self, extractor: str) -> ReadResult:
         """The archive's result: ok when a member gave text (with the first deferred cap
         raised so the record names it), else the members' verdict."""
-        full = {**(meta or {}), **self.meta()}
+        full = ReadResult(extractor, members=self.members())
         if self.counts["ok"]:
             self._flush_pending()
             if self.caps:
                 first = self.caps[0]
-                raise CapReached(first.cap, first.detail, extractor=extractor, meta=full)
-            return ReadResult(extractor, meta=full)
+                raise CapReached(first.cap, first.detail, result=full)
+            return full
         if self.caps:
             self._flush_pending()
             first = self.caps[0]
-            raise CapReached(first.cap, first.detail, extractor=extractor, meta=full)
+            raise CapReached(first.cap, first.detail, result=full)
         if self.first_error is not None:
             e = self.first_error
             raise type(e)(f"no member could be read; first: {e.message}", kind=e.kind)
         if self.first_unsupported is not None:
             raise Unsupported(f"no member could be read; first: {self.first_unsupported}")
-        full["empty_reason"] = "no member holds text" if self.seen else "archive has no members"
-        return ReadResult(extractor, meta=full)
+        return replace(full, empty_reason="no member holds text" if self.seen
+                       else "archive has no members")
 
     def stop(self, cap: CapReached, extractor: str) -> CapReached:
         """A document-level cap reached while reading this archive: the text so far is kept,
         with the counts so far."""
         self._flush_pending()
         cap.extractor = cap.extractor or extractor
-        cap.meta = {**(cap.meta or {}), **self.meta()}
+        cap.result = replace(cap.result or ReadResult(""), members=self.members())
         return cap
 
 

@@ -22,12 +22,14 @@ is GPL and is not used.
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
+from typing import Any
 
 from ..base import NESTED_LIBRARIES, NESTED_TOOLS, Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, ReaderError, Unsupported
-from ..metadata import DocMeta, put, with_meta
+from ..metadata import DocMeta
 from ..text import textcodec
 from ..text.markup import html_to_text, prescan
 
@@ -291,7 +293,6 @@ def _write_attachment(msg: _Msg, storage: str, state: _State, level: int) -> Non
 def read_ole(ole, doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     """Read an opened OLE2 file that holds an Outlook message."""
     state = _State(ole, ctx, sink)
-    meta: dict = {}
     own = DocMeta()
     try:
         top = _Msg(ole, "", top=True)
@@ -299,20 +300,22 @@ def read_ole(ole, doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         subject = _write_message(top, state, 0)
     except CapReached as cap:
         cap.extractor = cap.extractor or "msg"
-        cap.meta = with_meta({**(cap.meta or {}), "attachments": state.attachments}, own)
+        cap.result = ReadResult("", details={"attachments": state.attachments}).over(cap.result)
+        cap.with_metadata(own)
         raise
     except (ReaderError, Unsupported, MemoryError):
         raise
     except Exception as e:  # noqa: BLE001 - a hostile structure
         raise CorruptDocument(f".msg could not be read: {type(e).__name__}: {e}") from None
-    meta["attachments"] = state.attachments
+    details: dict[str, Any] = {"attachments": state.attachments}
     if subject:
-        meta["subject"] = subject
-    put(meta, own.merged(DocMeta(attachments=state.attachments)))
+        details["subject"] = subject
+    result = ReadResult("msg", details=details).with_metadata(
+        own.merged(DocMeta(attachments=state.attachments)))
     if state.caps:
         first = state.caps[0]
-        raise CapReached(first.cap, first.detail, extractor="msg", meta=meta)
-    return ReadResult("msg", meta=meta, warnings=state.warnings)
+        raise CapReached(first.cap, first.detail, result=result)
+    return replace(result, warnings=tuple(state.warnings))
 
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:

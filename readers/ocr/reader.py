@@ -13,7 +13,7 @@ what the reader needs; inside a worker the recognition itself runs in a warm eng
 ``libtesseract`` through its C API (readers/ocr/engine.py), loaded on the worker's first image and
 used only when its version is the command's.  Both run the same library calls on the same
 image, so the text is the same; without the library (or with another version) the command
-runs, one process per image, as before.  ``tools_used`` and ``meta["ocr"]["engine"]`` say
+runs, one process per image, as before.  ``tools_used`` and ``details["ocr"]["engine"]`` say
 ``tesseract`` for both.  The orientation of a scanned PDF page (:func:`detect_rotation`) is
 asked of a second warm engine holding the ``osd`` model, the ``--psm 0`` command's call.  In a
 worker, an image read already in the run is not read again (readers/ocr/memo.py: same bytes,
@@ -23,15 +23,15 @@ Resolution: an image of more than ``MAX_OCR_PIXELS`` (an A4 page at 300 dpi), or
 it is over 300 dpi, is scaled down (Pillow, area average) to an effective 300 dpi before OCR,
 when that shrinks a side to ``MIN_GAIN`` or less: a 600-dpi page OCRs in 1/1.6 of the time
 with 99.3 % of its words (bench/ocr.py), while a page 15 % too large would gain nothing
-(recognition scales every text line to a fixed height anyway).  ``meta["ocr"]["scaled"]``
+(recognition scales every text line to a fixed height anyway).  ``details["ocr"]["scaled"]``
 records the size OCRed.  An image whose pixels are all nearly the same (a blank page, a flat
 colour: the gray range of its pixels under ``BLANK_RANGE``) is not sent to OCR at all:
-``meta["ocr"]["skipped"]`` says so, and the record is ``empty`` as tesseract would leave it.
+``details["ocr"]["skipped"]`` says so, and the record is ``empty`` as tesseract would leave it.
 
 The language: each image (and each scanned PDF page) is read by the language pack(s) of its own
 language and script, chosen per page among the installed packs, or the manifest's
 ``ocr_languages`` (:func:`read_page`, readers/ocr/choose.py, readers/ocr/packs.py); the packs
-that read it, its script and the packs missing go into ``meta["ocr"]`` and the record.
+that read it, its script and the packs missing go into ``details["ocr"]`` and the record.
 
 Tesseract writes its TSV (one row per word with its confidence); the text is rebuilt from the
 rows — words joined by a space, lines by a line feed, paragraphs and blocks by a blank line —
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import io
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -340,7 +340,7 @@ def _left(ctx: Context, timeout: float | None) -> float | None:
 
 
 def provenance(choice: chooser.PageChoice) -> dict[str, object]:
-    """A page's OCR language provenance (its ``meta["ocr"]`` or sidecar entry): the packs
+    """A page's OCR language provenance (its ``details["ocr"]`` or sidecar entry): the packs
     that read it, its script and language."""
     out: dict[str, object] = {"languages": list(choice.packs)}
     if choice.script:
@@ -353,7 +353,7 @@ def provenance(choice: chooser.PageChoice) -> dict[str, object]:
 
 
 def document_meta(choices: list[chooser.PageChoice],
-                  kept: list[chooser.PageChoice] | None = None) -> dict[str, object]:
+                  kept: list[chooser.PageChoice] | None = None) -> ReadResult:
     """What a document's pages' choices put in its record: the packs used by the readings
     ``kept`` (default: all) in ``ocr_languages``, the packs missing (``ocr_missing``) and the
     condition on the packs that keys it (``ocr_packs``)."""
@@ -362,14 +362,8 @@ def document_meta(choices: list[chooser.PageChoice],
     cond: dict[str, str | None] = {}
     for c in choices:
         cond.update(c.condition.items)
-    out: dict[str, object] = {}
-    if used:
-        out["ocr_languages"] = used
-    if missing:
-        out["ocr_missing"] = missing
-    if cond:
-        out["ocr_packs"] = dict(sorted(cond.items()))
-    return out
+    return ReadResult("", ocr_languages=tuple(used), ocr_missing=tuple(missing),
+                      ocr_packs=dict(sorted(cond.items())) if cond else None)
 
 
 def ocr_image_file(path: Path, ctx: Context) -> str:
@@ -494,12 +488,10 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         raise Unsupported(NEEDS_TESSERACT)
     prepared = _prepare(doc, ctx)
     info: dict[str, object] = {"engine": "tesseract", "version": tesseract_version(ctx)}
-    meta: dict[str, object] = {"ocr": info}
     if prepared.image is None:
         info["skipped"] = prepared.skipped
-        meta["empty_reason"] = NO_TEXT
         sink.write("")
-        return ReadResult(extractor="tesseract", meta=meta)
+        return ReadResult("tesseract", empty_reason=NO_TEXT, details={"ocr": info})
     path = None
     if prepared.suffix and warm_engine(ctx) is None:  # the command reads it from a file
         path = ctx.tmpdir / f"image{prepared.suffix}"
@@ -513,13 +505,11 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     text = got.text.strip("\n")
     info["confidence"] = got.confidence
     info.update(provenance(choice))
-    meta.update(document_meta([choice]))
     if prepared.scaled:
         info["scaled"] = list(prepared.scaled)
-    if not text.strip():
-        meta["empty_reason"] = NO_TEXT
     sink.write(text + "\n" if text.strip() else "")
-    return ReadResult(extractor="tesseract", meta=meta)
+    return replace(document_meta([choice]), extractor="tesseract",
+                   empty_reason=None if text.strip() else NO_TEXT, details={"ocr": info})
 
 
 READER = Reader(

@@ -25,7 +25,6 @@ from ..base import (NESTED_LIBRARIES, NESTED_TOOLS, Context, Document, Reader, R
                    SinkBuffer, TextSink)
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, Unsupported
 from .officecrypt import decrypt_default
-from ..metadata import put, with_meta
 from .ole import OLE_MAGIC, kind_of, open_ole, stream, summary_meta
 
 DOC = "application/msword"
@@ -228,7 +227,6 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         return ReadResult(extractor)
     ole = open_ole(doc.data)
     warnings: list[str] = []
-    meta: dict[str, Any] = {}
     try:
         kind = kind_of(ole)
         if kind == "msg":
@@ -251,21 +249,20 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
                 text, extractor = _read_xls(ole, doc.data, False, sink, ctx)
             except CapReached as cap:
                 cap.extractor = cap.extractor or "xls"
-                cap.meta = with_meta(cap.meta, own)
+                cap.with_metadata(own)
                 raise
         else:
             raise Unsupported("OLE2 file without a Word, Excel, PowerPoint or Outlook stream")
     finally:
         ole.close()
-    put(meta, own)
     if text is not None:
         try:
             sink.write(text)
         except CapReached as cap:
             cap.extractor = cap.extractor or extractor
-            cap.meta = with_meta(cap.meta, own)
+            cap.with_metadata(own)
             raise
-    return ReadResult(extractor, meta=meta, warnings=warnings)
+    return ReadResult(extractor, warnings=tuple(warnings)).with_metadata(own)
 
 
 READER = Reader(

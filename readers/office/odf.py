@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, ReaderError, Unsupported
-from ..metadata import DocMeta, put, with_meta
+from ..metadata import DocMeta
 from .ooxml import alt_line, comment_line, list_number
 
 if TYPE_CHECKING:
@@ -855,15 +855,14 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
             run_capped(flow, lambda: parse(chunks, name))
             run_capped(flow, content.headers_footers)
     except CapReached as cap:
-        cap.meta = with_meta(cap.meta, _doc_meta(props, content))
+        cap.with_metadata(_doc_meta(props, content))
         raise
     except (KeyError, IndexError, ValueError, RecursionError) as e:
         raise CorruptDocument(f"damaged {doc.name or 'document'}: {e!r}") from None
     if not content.kind:
         raise CorruptDocument("not an OpenDocument text, spreadsheet or presentation")
-    meta = {"slides": content.slides} if content.kind in ("odp", "odg") else {}
-    put(meta, _doc_meta(props, content))
-    return ReadResult(content.kind, meta)
+    details = {"slides": content.slides} if content.kind in ("odp", "odg") else {}
+    return ReadResult(content.kind, details=details).with_metadata(_doc_meta(props, content))
 
 
 def _package_props(zf: Any, names: set[str], budget: Budget) -> "Props | None":

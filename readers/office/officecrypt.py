@@ -15,6 +15,7 @@ registry) and hands the decrypted package to the reader of its type at the same 
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, EncryptedDocument
@@ -72,10 +73,10 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         raise
     finally:
         ctx.decrypting = False  # type: ignore[attr-defined]
-    result.extractor = f"{result.extractor}+velvetsweatshop"
-    result.warnings.append("decrypted with the default password VelvetSweatshop")
-    result.meta["default_password"] = True
-    return result
+    return replace(result, extractor=f"{result.extractor}+velvetsweatshop",
+                   warnings=(*result.warnings,
+                             "decrypted with the default password VelvetSweatshop"),
+                   details={**result.details, "default_password": True})
 
 
 READER = Reader(

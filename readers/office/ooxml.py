@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, ReaderError, Unsupported
-from ..metadata import DocMeta, put, with_meta
+from ..metadata import DocMeta
 from .numfmt import NumberFormat, compile_format
 from .xmlsafe import (Budget,
                       Flow,
@@ -385,8 +385,8 @@ class _Extras:
         try:
             result = read_embedded(self.ctx, data, name, sink)
             extractor = result.extractor
-            if isinstance(result.meta.get("limit"), str):  # met deeper down, gone past
-                self.pkg.limit = result.meta["limit"]
+            if result.limit is not None:  # met deeper down, gone past
+                self.pkg.limit = result.limit
         except CapReached as cap:
             if cap.cap != "max_depth" or sink.chars:
                 raise
@@ -1754,22 +1754,19 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         props = _doc_props(pkg, kind)
         try:
             if kind == "xlsx":
-                meta = _read_xlsx(pkg, main, sink, ctx)
+                details = _read_xlsx(pkg, main, sink, ctx)
             else:
                 flow = Flow(sink, ctx.limits)
                 reader = _read_docx if kind == "docx" else _read_pptx
-                meta = run_capped(flow, lambda: reader(pkg, main, flow, ctx))
+                details = run_capped(flow, lambda: reader(pkg, main, flow, ctx))
         except CapReached as cap:
-            cap.meta = with_meta(cap.meta, props)
+            cap.with_metadata(props)
             raise
-        put(meta, props)
     except (KeyError, IndexError, ValueError, RecursionError) as e:  # a structure we missed
         raise CorruptDocument(f"damaged {doc.name or 'document'}: {e!r}") from None
     finally:
         zf.close()
-    if pkg.limit:
-        meta["limit"] = pkg.limit
-    return ReadResult(kind, meta)
+    return ReadResult(kind, limit=pkg.limit or None, details=details).with_metadata(props)
 
 
 READER = Reader(

@@ -12,7 +12,7 @@ at least one readable page; the record names the engine that produced the text a
 warnings say why earlier ones were passed over.  Pages are separated by a form feed in the
 text, each page's annotation notes after its text.  Each page is judged on its own: a page
 whose text layer is blank, short or garbage (under 90% printable) is rendered (PDFium, or
-``pdftoppm``) and OCRed with ``tesseract`` when it is present, and ``meta["page_sources"]``
+``pdftoppm``) and OCRed with ``tesseract`` when it is present, and the result's ``page_sources``
 says how every page's text was made.  ``docs/readers/pdf.md`` has the rules and measurements.
 """
 
@@ -29,7 +29,7 @@ import math
 import operator
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, Generator, Hashable, Protocol, TextIO, cast
 
 from ..base import Context, Document, Limits, MiB, Reader, ReadResult, TextSink
@@ -39,7 +39,6 @@ from ..errors import (CapReached,
                       ReaderError,
                       ToolFailed,
                       Unsupported)
-from ..metadata import put
 from ..ocr.choose import PageChoice
 from ..ocr.packs import TESSDATA
 from ..ocr.reader import (NEEDS_TESSERACT, detect_rotation, document_meta, provenance,
@@ -1319,20 +1318,23 @@ def _finish(
     pages_ocr = sum(1 for s in sources if s["source"] == "ocr")
     extractor = f"{engine}+tesseract" if pages_ocr else engine
     kept = [ocr.done[i][0] for i, s in enumerate(sources) if s["source"] == "ocr"]
-    meta = {**got.meta, "page_sources": sources, "pages_ocr": pages_ocr,
-            **document_meta([c for c, *_ in ocr.done.values()], kept)}
-    doc_meta = pdf_meta(doc.data, info_strings(meta.pop("info", None)), got.meta.get("pages"))
-    put(meta, doc_meta)
+    packs = document_meta([c for c, *_ in ocr.done.values()], kept)
+    outline = got.meta.get("outline")
+    doc_meta = pdf_meta(doc.data, info_strings(got.meta.get("info")), got.meta.get("pages"))
+    result = ReadResult(
+        extractor, pages=got.meta.get("pages"), title=got.meta.get("title"),
+        outline=tuple(outline) if outline is not None else None, page_sources=tuple(sources),
+        pages_ocr=pages_ocr, ocr_languages=packs.ocr_languages, ocr_missing=packs.ocr_missing,
+        ocr_packs=packs.ocr_packs).with_metadata(doc_meta)
     if not any(t.strip() for t in texts):
         only = metadata_text(doc_meta)
         if not only:
-            return ReadResult(extractor=extractor, meta={**meta, "empty_reason": NO_TEXT_LAYER},
-                              warnings=warnings)
+            return replace(result, empty_reason=NO_TEXT_LAYER, warnings=tuple(warnings))
         # a scan whose only words are in its Info/XMP: those words are its text
         warnings.append(f"{NO_TEXT_LAYER}: the text is the document's metadata")
-        _write_pages(sink, [only], extractor, meta, warnings)
-        return ReadResult(extractor=extractor, meta=meta, warnings=warnings)
-    _write_pages(sink, texts, extractor, meta, warnings)
+        _write_pages(sink, [only], result, warnings)
+        return replace(result, warnings=tuple(warnings))
+    _write_pages(sink, texts, result, warnings)
     caps: list[tuple[str, str]] = []
     n = got.meta["pages"]
     if n > limits.max_pages and not got.chars_full:
@@ -1345,25 +1347,23 @@ def _finish(
     if caps:
         for cap, detail in caps[1:]:
             warnings.append(f"{cap} reached: {detail}")
-        raise CapReached(caps[0][0], caps[0][1], extractor=extractor, meta=meta,
-                         warnings=warnings)
-    return ReadResult(extractor=extractor, meta=meta, warnings=warnings)
+        raise CapReached(caps[0][0], caps[0][1],
+                         result=replace(result, warnings=tuple(warnings)))
+    return replace(result, warnings=tuple(warnings))
 
 
-def _write_pages(
-    sink: TextSink, texts: list[str], extractor: str, meta: dict[str, Any],
-    warnings: list[str],
-) -> None:
-    """Pages into the sink separated by form feeds; a character cap keeps extractor, meta and
-    warnings."""
+def _write_pages(sink: TextSink, texts: list[str], result: ReadResult,
+                 warnings: list[str]) -> None:
+    """Pages into the sink separated by form feeds; a character cap keeps the result and the
+    warnings so far."""
     try:
         for i, text in enumerate(texts):
             if i:
                 sink.write("\f")
             sink.write(text + "\n" if text else "")
     except CapReached as cap:
-        raise CapReached(cap.cap, cap.detail, extractor=extractor, meta=meta,
-                         warnings=warnings) from None
+        raise CapReached(cap.cap, cap.detail,
+                         result=replace(result, warnings=tuple(warnings))) from None
 
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:

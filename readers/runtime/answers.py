@@ -20,7 +20,7 @@ from typing import Any
 from ..base import Limits
 from .verdict import Status, Verdict
 from .worker import Misbehaved, Worker
-from .workermain import SIDECAR
+from ..base import SIDECAR
 
 _TEXT_NAME = re.compile(r"t[0-9]{1,12}\.txt")
 

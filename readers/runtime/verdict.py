@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from ..base import ReadResult
 
 
 class Status(StrEnum):
@@ -162,39 +165,23 @@ class Verdict:
 
     @classmethod
     def of_outcome(cls, status: str, *, chars: int, extractor: str | None, error: str | None,
-                   error_kind: str | None, limit: str | None, meta: dict[str, Any],
-                   warnings: list[str], tools_used: Any = ()) -> "Verdict":
+                   error_kind: str | None, limit: str | None, result: ReadResult | None,
+                   warnings: Sequence[str], tools_used: Iterable[str] = ()) -> "Verdict":
         """The verdict on a document a reader read (the worker's side): the reader's outcome
-        and what it put in its result's metadata (``pages``, ``title``, ``pages_ocr``,
-        ``members``, ``encoding_source``, and from ``metadata`` the main fields: ``title``
-        when the reader set none, ``authors``, ``created``, ``modified``, ``subject`` and
-        ``language`` as ``declared_language``)."""
+        and its typed result, field for field (``pages``, ``title``, ``pages_ocr``,
+        ``members``, ``encoding_source``, the languages and OCR packs, and from ``metadata``
+        the main fields: ``title`` when the reader set none, ``authors``, ``created``,
+        ``modified``, ``subject`` and ``language`` as ``declared_language``)."""
+        if result is None:
+            from ..base import ReadResult
 
-        def count(name: str) -> int | None:
-            v = meta.get(name)
+            result = ReadResult("")
+        got = result
+
+        def count(v: int | None) -> int | None:
             return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
-        def text(name: str) -> str | None:
-            v = meta.get(name)
-            return v if isinstance(v, str) and v else None
-
-        packs = meta.get("ocr_packs")
-        if not (isinstance(packs, dict) and all(
-                isinstance(k, str) and (v is None or isinstance(v, str))
-                for k, v in packs.items())):
-            packs = None
-
-        def names(name: str) -> tuple[str, ...]:
-            v = meta.get(name)
-            return tuple(sorted({s for s in v if isinstance(s, str)})) if isinstance(
-                v, (list, tuple)) else ()
-
-        members = meta.get("members")
-        if not (isinstance(members, dict) and all(
-                isinstance(k, str) and isinstance(n, int) for k, n in members.items())):
-            members = None
-        got = meta.get("metadata")
-        doc: dict[str, Any] = got if isinstance(got, dict) else {}
+        doc = got.metadata.to_json() if got.metadata else {}
 
         def main(name: str) -> str | None:
             v = doc.get(name)
@@ -206,19 +193,20 @@ class Verdict:
         return cls(
             status=st, extractor=extractor, chars=chars if st is Status.OK else 0,
             error=error, error_kind=error_kind, limit=limit,
-            tools_used=tuple(sorted({t for t in tools_used if isinstance(t, str)})),
-            pages=count("pages"), title=text("title") or main("title"),
-            pages_ocr=count("pages_ocr"),
-            members=dict(sorted(members.items())) if members else None,
-            encoding_source=text("encoding_source"),
+            tools_used=tuple(sorted(set(tools_used))),
+            pages=count(got.pages), title=got.title or main("title"),
+            pages_ocr=count(got.pages_ocr),
+            members=dict(sorted(got.members.items())) if got.members else None,
+            encoding_source=got.encoding_source or None,
             warnings=tuple(str(w)[:500] for w in list(warnings)[:cls.MAX_WARNINGS]),
             authors=tuple(a[:cls.MAX_FIELD] for a in authors[:cls.MAX_AUTHORS]
                           if isinstance(a, str) and a),
             created=main("created"), modified=main("modified"), subject=main("subject"),
             declared_language=main("language"),
-            languages=_languages(meta.get("languages")) if st is Status.OK else (),
-            ocr_languages=names("ocr_languages"), ocr_missing=names("ocr_missing"),
-            ocr_packs=dict(sorted(packs.items())) if packs else None,
+            languages=_languages(got.languages) if st is Status.OK else (),
+            ocr_languages=tuple(sorted(set(got.ocr_languages))),
+            ocr_missing=tuple(sorted(set(got.ocr_missing))),
+            ocr_packs=dict(sorted(got.ocr_packs.items())) if got.ocr_packs else None,
         )
 
     @classmethod

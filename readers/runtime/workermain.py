@@ -48,8 +48,6 @@ from pathlib import Path
 from typing import Any
 
 READ_CHUNK = 1 << 20
-# what the store keeps beside a text
-SIDECAR = ("pages", "title", "outline", "page_sources", "metadata", "embedded")
 MAX_JOB = 1 << 20  # bytes of one job message (a path, a name, the tools)
 
 
@@ -163,8 +161,8 @@ def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
     verdict = Verdict.of_outcome(
         outcome.status, chars=len(outcome.text), extractor=outcome.extractor,
         error=outcome.error, error_kind=outcome.error_kind, limit=outcome.limit,
-        meta=outcome.meta, warnings=outcome.warnings, tools_used=used)
-    sidecar = {k: outcome.meta[k] for k in SIDECAR if outcome.meta.get(k) is not None}
+        result=outcome.result, warnings=outcome.warnings, tools_used=used)
+    sidecar = outcome.result.sidecar() if outcome.result is not None else {}
     result.update(verdict=verdict.to_json(), sidecar=sidecar, rss=_rss())
     return result
 

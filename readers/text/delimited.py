@@ -178,20 +178,20 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     choice = textcodec.choose(doc.data)
     dialect = _dialect(doc.data, choice, tsv)
     extractor = ("tsv:" if dialect.delimiter == "\t" else "csv:") + choice.codec
-    meta: dict[str, Any] = {"charset": choice.codec, **choice.meta(),
-                            "delimiter": dialect.delimiter}
+    details: dict[str, Any] = {"charset": choice.codec, "delimiter": dialect.delimiter}
     # A field cannot be longer than its row, and _RowLines bounds the row first.
     csv.field_size_limit(max(csv.field_size_limit(), limits.max_chars + 2 * _ROW_SLACK))
     out = _Writer(sink)
     try:
         _convert(doc, choice, dialect, sink, limits.max_parts, out)
     except CapReached as cap:
-        meta["rows"] = out.rows
         cap.extractor = cap.extractor or extractor
-        cap.meta = cap.meta or meta
+        cap.keep(ReadResult(extractor, encoding_source=choice.source,
+                            details={**details, "rows": out.rows}))
         raise
-    meta["rows"] = out.rows
-    return ReadResult(extractor, meta=meta, warnings=textcodec.warnings(choice))
+    return ReadResult(extractor, encoding_source=choice.source,
+                      details={**details, "rows": out.rows},
+                      warnings=tuple(textcodec.warnings(choice)))
 
 
 READER = Reader(

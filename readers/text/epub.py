@@ -5,8 +5,8 @@ members and its ``<spine>`` lists them in reading order.  Each spine item that i
 read with :func:`bastion.readers.text.markup.html_to_text` (its charset sniffed as the HTML reader does);
 other spine items (images, SVG) are skipped; ``linear="no"`` items are kept, after the linear
 ones, as readers show them at the end.  The title is the first ``dc:title`` of the package
-metadata (``meta["title"]``); all of its Dublin Core metadata (creators, language, dates,
-description, subjects, publisher, identifier) is ``meta["metadata"]``.  Every member is read through :mod:`bastion.readers.office.xmlsafe`'s capped
+metadata (the result's ``title``); all of its Dublin Core metadata (creators, language, dates,
+description, subjects, publisher, identifier) is its ``metadata``.  Every member is read through :mod:`bastion.readers.office.xmlsafe`'s capped
 decompression (``max_member_bytes``, ``max_xml_bytes``) and XML parser that refuses DTDs.
 A DRM-encrypted book (``META-INF/encryption.xml`` naming a spine document) is
 ``error``/``encrypted``.  Extractor ``epub``.
@@ -15,12 +15,13 @@ A DRM-encrypted book (``META-INF/encryption.xml`` naming a spine document) is
 from __future__ import annotations
 
 import posixpath
+from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument
-from ..metadata import DocMeta, put
+from ..metadata import DocMeta
 from . import textcodec
 from .markup import html_to_text, prescan
 from ..office.xmlsafe import Budget, member_chunks, open_zip, parse_xml
@@ -121,7 +122,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         names.setdefault(n, n)
         names.setdefault(n.lower(), n)
     budget = Budget(ctx.limits)
-    meta: dict = {}
+    got = ReadResult("epub")
     try:
         opf = _rootfile(zf, names, budget)
         try:
@@ -129,9 +130,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         except KeyError:
             raise CorruptDocument(f"EPUB package document {opf} missing") from None
         title, manifest, spine = _package(data, opf)
-        if title:
-            meta["title"] = title
-        put(meta, _book_meta(data, opf))
+        got = replace(got, title=title or None).with_metadata(_book_meta(data, opf))
         base = posixpath.dirname(opf)
         encrypted = _encrypted(zf, names, budget)
         order = [i for i in spine if i[1]] + [i for i in spine if not i[1]]
@@ -155,15 +154,15 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
             text, _ = textcodec.decode(body, prescan(body) or textcodec.xml_declared(body))
             html_to_text(text, sink, ctx.limits)
             read_items += 1
-        meta["spine_items"] = read_items
+        got = replace(got, details={"spine_items": read_items})
     except CapReached as cap:
         cap.extractor = cap.extractor or "epub"
-        cap.meta = {**meta, **(cap.meta or {})}
+        cap.put_over(got)
         raise
-    warnings = [f"EPUB spine item missing: {p}" for p in missing[:20]]
+    warnings = tuple(f"EPUB spine item missing: {p}" for p in missing[:20])
     if not read_items:
-        meta["empty_reason"] = "EPUB spine holds no readable (X)HTML document"
-    return ReadResult("epub", meta=meta, warnings=warnings)
+        got = replace(got, empty_reason="EPUB spine holds no readable (X)HTML document")
+    return replace(got, warnings=warnings)
 
 
 READER = Reader(

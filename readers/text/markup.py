@@ -11,7 +11,7 @@ is fed to it in chunks and nesting depth costs nothing.  Rules:
 
 * ``script``, ``style``, ``noscript`` and ``template`` content is dropped, as are comments,
   processing instructions and declarations; ``<title>`` becomes its own line (the first, in
-  any normal document) and ``meta["title"]``.
+  any normal document) and the result's ``title``.
 * Block elements (``p``, ``div``, ``li``, ``tr``, ``h1``–``h6``, ``table``, …) start and end a
   line; ``<br>`` always breaks the line; table cells of one row are separated by a tab.
 * Entities are resolved; whitespace runs collapse to one space outside ``pre``/``textarea``.
@@ -28,12 +28,13 @@ reader's HTML bodies).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 
 from . import textcodec
 from ..base import Context, Document, Limits, Reader, ReadResult, SinkBuffer, TextSink
 from ..errors import CapReached
-from ..metadata import DocMeta, put, split_keywords, split_people, with_meta
+from ..metadata import DocMeta, split_keywords, split_people
 
 _PRESCAN = 1024  # bytes the WHATWG prescan looks at
 _CHUNK = 1 << 16  # characters fed to the parser at a time (grows with a long pending tag)
@@ -467,20 +468,19 @@ def html_to_text(html: str, sink: TextSink, limits: Limits) -> None:
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     choice = choose(doc.data)
-    meta: dict = {"charset": choice.codec, **choice.meta()}
     extractor = f"html:{choice.codec}"
+    facts = ReadResult("", encoding_source=choice.source, details={"charset": choice.codec})
     parser = _TextParser(None, ctx.limits.max_parts)  # type: ignore[arg-type]
     try:
         title = _convert(_byte_pieces(doc.data, choice), sink, ctx.limits, parser)
     except CapReached as cap:
         cap.extractor = cap.extractor or extractor
-        cap.meta = with_meta(cap.meta or meta, page_metadata(parser.meta_title,
-                                                             parser.declared))
+        cap.keep(facts)
+        cap.with_metadata(page_metadata(parser.meta_title, parser.declared))
         raise
-    if title:
-        meta["title"] = title
-    put(meta, page_metadata(title, parser.declared))
-    return ReadResult(extractor, meta=meta, warnings=textcodec.warnings(choice))
+    return replace(facts, extractor=extractor, title=title or None,
+                   warnings=tuple(textcodec.warnings(choice))).with_metadata(
+        page_metadata(title, parser.declared))
 
 
 READER = Reader(

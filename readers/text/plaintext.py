@@ -2,7 +2,7 @@
 
 The encoding is :func:`bastion.readers.text.textcodec.choose`'s (BOM, NUL pattern, strict UTF-8, an XML
 declaration's ``encoding`` for XML, the detector, windows-1252), recorded as
-``text:<encoding>`` and ``meta["encoding_source"]``.  The bytes are decoded a chunk at a time.
+``text:<encoding>`` and the result's ``encoding_source``.  The bytes are decoded a chunk at a time.
 NUL bytes are removed by the store's normalisation, so a few stray NULs or a NUL-padded log
 are text; binary masquerading as text (control characters beyond 2 %, or NULs scattered
 through it; :func:`bastion.readers.text.textcodec.binary_reason`) is ``unsupported``.
@@ -33,10 +33,10 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
             sink.write(piece)
     except CapReached as cap:
         cap.extractor = cap.extractor or extractor
-        cap.meta = cap.meta or choice.meta()
+        cap.keep(ReadResult(extractor, encoding_source=choice.source))
         raise
-    return ReadResult(extractor=extractor, meta=choice.meta(),
-                      warnings=textcodec.warnings(choice))
+    return ReadResult(extractor, encoding_source=choice.source,
+                      warnings=tuple(textcodec.warnings(choice)))
 
 
 READER = Reader(

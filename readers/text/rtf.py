@@ -19,7 +19,7 @@ state (skipping, ``\\ucN``, current font), so ``{``/``}`` nesting of any depth i
 * A table row with more than ``Limits.max_parts`` cells stops with ``max_parts``; the
   character budget is the sink's.
 
-Extractor ``rtf``; ``meta["codepage"]`` is the document code page; ``meta["metadata"]`` the
+Extractor ``rtf``; the result's ``details["codepage"]`` is the document code page, its ``metadata`` the
 ``{\\info}`` group (:mod:`bastion.readers.text.rtfinfo`).
 """
 
@@ -30,7 +30,6 @@ import re
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument
-from ..metadata import put, with_meta
 from ..office.xmlsafe import clean
 from .rtfinfo import info_meta
 
@@ -368,11 +367,9 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
                 sink.write(clean("\n".join([heading] + seen) + "\n"))
     except CapReached as cap:
         cap.extractor = cap.extractor or "rtf"
-        cap.meta = with_meta(cap.meta, info_meta(data))
+        cap.with_metadata(info_meta(data))
         raise
-    meta = {"codepage": codepage}
-    put(meta, info_meta(data))
-    return ReadResult("rtf", meta=meta)
+    return ReadResult("rtf", details={"codepage": codepage}).with_metadata(info_meta(data))
 
 
 READER = Reader(

@@ -128,9 +128,6 @@ class Choice:
     def errors(self) -> str:
         return "strict" if self.clean else "replace"
 
-    def meta(self) -> dict[str, str]:
-        return {"encoding_source": self.source}
-
 
 def bom(data: bytes) -> tuple[str, int] | None:
     """(codec, bytes to skip) when ``data`` starts with a byte-order mark, else None."""
