@@ -3,8 +3,8 @@
 An :class:`Extractor` owns a :class:`bastion.readers.runtime.pool.WorkerPool` (long-lived workers in their
 sandbox: deadline, output cap, memory cap, Landlock) with a private scratch root
 (``tempfile.mkdtemp``, mode 0700).  The parent picks the reader as the extract stage does
-(:func:`bastion.readers.detect.detect_file` then :func:`bastion.readers.dispatch.select`), hashes the file, and
-the worker re-checks the sha256 before reading, so what was read is what was hashed.  The
+(:func:`bastion.readers.detect.detect_file`, then :meth:`bastion.readers.dispatch.Registry.select`
+on the extractor's registry), hashes the file, and the worker re-checks the sha256 before reading, so what was read is what was hashed.  The
 verdict is the extract stage's own (:class:`bastion.readers.runtime.verdict.Verdict`, from the worker), so a :class:`Result`
 says exactly what an ``extract.jsonl`` record would.
 
@@ -162,10 +162,10 @@ class _Prepared:
         self.sha256, self.size, self.reader = sha256, size, reader
 
 
-def _prepare(path: str | os.PathLike[str], name: str | None,
-             extra: tuple[Any, ...] = ()) -> _Prepared:
-    """Hash and type one file (symlinks followed: the worker opens the target); ``extra``
-    readers are tried before the registry, as the workers put them first."""
+def _prepare(path: str | os.PathLike[str], name: str | None, registry: Any) -> _Prepared:
+    """Hash and type one file (symlinks followed: the worker opens the target); its reader
+    chosen on ``registry`` (a :class:`bastion.readers.dispatch.Registry`), as the workers
+    choose."""
     from bastion.readers.detect import HEAD_BYTES, detect_file
 
     real = os.path.realpath(os.fspath(path))
@@ -186,23 +186,7 @@ def _prepare(path: str | os.PathLike[str], name: str | None,
             size += len(chunk)
     name = name or os.path.basename(os.fspath(path))
     mime = detect_file(real, name, head)
-    return _Prepared(real, name, mime, digest.hexdigest(), size, _select(mime, name, extra))
-
-
-def _select(mime: str, name: str, extra: tuple[Any, ...]) -> Any:
-    """:func:`bastion.readers.dispatch.select` over ``extra`` + the registry, as a worker selects."""
-    from bastion.readers.dispatch import select
-
-    if not extra:
-        return select(mime, name)
-    by_mime = next((r for r in extra if mime in r.mimes), None)
-    if by_mime is not None:
-        return by_mime
-    from bastion.readers.dispatch import REGISTRY
-
-    if any(mime in r.mimes for r in REGISTRY):
-        return select(mime, name)
-    return next((r for r in extra if r.accepts(mime, name)), None) or select(mime, name)
+    return _Prepared(real, name, mime, digest.hexdigest(), size, registry.select(mime, name))
 
 
 def pool_module() -> Any:
@@ -232,10 +216,12 @@ class Extractor:
                  tool_versions: bool = True) -> None:
         if jobs < 1:
             raise ValueError("jobs must be at least 1")
-        import importlib
+        from bastion.readers.dispatch import Registry
 
         self.extra_readers = tuple(extra_readers)
-        self._extra = tuple(importlib.import_module(m).READER for m in self.extra_readers)
+        # the registry the reader of each document is chosen on, built once (the workers
+        # build the same: the extra readers first)
+        self.registry = Registry.with_modules(self.extra_readers)
         self.limits = limits if limits is not None else Limits()
         self.tools = find_tools(tools, versions=tool_versions)
         self.jobs = jobs
@@ -259,7 +245,7 @@ class Extractor:
 
     def extract_file(self, path: str | os.PathLike[str], *, name: str | None = None) -> Result:
         """Read one file (``name``: the name to choose its reader by, default its own)."""
-        return self._run([_prepare(path, name, self._extra)])[0]
+        return self._run([_prepare(path, name, self.registry)])[0]
 
     def extract_bytes(self, data: bytes, name: str | None = None) -> Result:
         """Read a document held in memory; ``name`` (e.g. ``"report.docx"``) helps choose the
@@ -273,7 +259,7 @@ class Extractor:
             try:
                 with open(fd, "wb") as f:
                     f.write(data)
-                return self._run([_prepare(tmp, name or "document", self._extra)])[0]
+                return self._run([_prepare(tmp, name or "document", self.registry)])[0]
             finally:
                 os.unlink(tmp)
 
@@ -283,7 +269,7 @@ class Extractor:
             pending: dict[int, _Prepared] = {}
             order: list[int] = []
             for path in paths:
-                prepared = _prepare(path, None, self._extra)
+                prepared = _prepare(path, None, self.registry)
                 order.append(self._submit(prepared, pending))
                 while order and order[0] in self._done:
                     yield self._collect(order.pop(0), pending)

@@ -5,18 +5,20 @@ family's module; :data:`MODULES` names those modules in the registry's order, re
 bottom: the first reader that accepts the MIME type wins, then the first that accepts the
 extension.
 
-The modules are imported when first needed.  :func:`registry` (also ``dispatch.REGISTRY``)
-imports them all: the parent, which selects among every reader and keys tasks on their
-versions, and a worker reading an e-mail or an archive, whose members may be of any family.
-:func:`by_name` imports only the family named: a worker handed only PDFs never imports the
-Office, e-mail or archive readers (a worker's start is ≈ 30 ms of CPU shorter on such a run).
+The registry is a frozen value, :class:`Registry` (:data:`BUILTIN`: the modules' readers alone),
+built once by what dispatches and passed in.  Its modules are imported when first needed, once
+per process: :meth:`Registry.readers` imports them all (the parent, which keys tasks on every
+reader's version); :meth:`Registry.select` and :meth:`Registry.by_name` only the family chosen,
+so a worker handed only PDFs never imports the Office, e-mail or archive readers (a worker's
+start is ≈ 30 ms of CPU shorter on such a run).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Iterable
 
 from .base import (Context, Document, Limits, Reader, ReadResult, TextSink, cap_note,
                    normalize_text)
@@ -119,74 +121,76 @@ SPECS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
          ".sql", ".svg", ".pem", ".py", ".c", ".h", ".js", ".css", ".sh")),
 }
 
-_first: tuple[Reader, ...] = ()  # readers the embedding program put before the registry's
-
-
+@functools.cache
 def _load(name: str) -> Reader:
+    """The READER of the registry's module ``name``, imported once per process."""
     reader: Reader = importlib.import_module(f"{__package__}.{MODULES[name]}").READER
     if reader.name != name:
         raise RuntimeError(f"{MODULES[name]}.READER is named {reader.name!r}, not {name!r}")
     return reader
 
 
-def registry() -> tuple[Reader, ...]:
-    """Every reader, in order (every family's module imported, once)."""
-    loaded = globals().get("REGISTRY")
-    if loaded is None:
-        loaded = _first + tuple(_load(name) for name in MODULES)
-        globals()["REGISTRY"] = loaded
-    return loaded
+@dataclass(frozen=True)
+class Registry:
+    """The readers, in the order they are chosen: ``first`` (an embedding program's own
+    readers, put before the registry's: the tests' misbehaving ones), then :data:`MODULES`'s.
 
+    Built once by whatever dispatches (a worker's main, the extract stage's plan, the API's
+    :class:`~bastion.extractor.Extractor` and so ``bastion text``) and passed in, to the read
+    context too (:class:`bastion.readers.runtime.context.LocalContext`): nothing is kept in a
+    module global.  The modules' readers are imported when first needed (:meth:`by_name`,
+    :meth:`select`: only the chosen family's; :meth:`readers`: every family's)."""
 
-def __getattr__(name: str) -> Any:  # PEP 562: ``dispatch.REGISTRY`` loads the registry
-    if name == "REGISTRY":
-        return registry()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    first: tuple[Reader, ...] = ()
 
+    @classmethod
+    def with_modules(cls, modules: Iterable[str]) -> "Registry":
+        """The registry with the ``READER`` of each of ``modules`` (import names) first."""
+        return cls(tuple(importlib.import_module(m).READER for m in modules))
 
-def put_first(readers: tuple[Reader, ...]) -> None:
-    """Put ``readers`` before the registry's (a worker's extra readers: the tests' hostile
-    ones), without loading the registry."""
-    global _first
-    _first = tuple(readers) + _first
-    loaded = globals().get("REGISTRY")
-    if loaded is not None:
-        globals()["REGISTRY"] = tuple(readers) + loaded
+    def readers(self) -> tuple[Reader, ...]:
+        """Every reader, in order (every family's module imported, once per process)."""
+        return self.first + tuple(_load(name) for name in MODULES)
 
+    def versions(self) -> dict[str, int]:
+        return {r.name: r.version for r in self.readers()}
 
-def select(mime: str, name: str = "") -> Reader | None:
-    """The reader for a MIME type (then the file name's extension), or None.  Before the
-    registry is loaded the choice is made on :data:`SPECS` and only the chosen reader's
-    module is imported."""
-    readers = globals().get("REGISTRY")
-    if readers is not None:
-        for reader in readers:
-            if mime in reader.mimes:
+    def by_name(self, name: str | None) -> Reader | None:
+        """The reader of that name (the one the parent chose for a job); only its module is
+        imported."""
+        for reader in self.first:
+            if reader.name == name:
                 return reader
-        for reader in readers:
-            if reader.accepts(mime, name):
-                return reader
-    else:
-        for reader in _first:
+        return _load(name) if name in MODULES else None
+
+    def select(self, mime: str, name: str = "") -> Reader | None:
+        """The reader for a MIME type (then the file name's extension), or None.  The choice
+        is made on :data:`SPECS` (what each module's reader declares) and only the chosen
+        reader's module is imported."""
+        for reader in self.first:
             if mime in reader.mimes:
                 return reader
         for reader_name, (mimes, _) in SPECS.items():
             if mime in mimes:
-                return by_name(reader_name)
-        for reader in _first:
+                return _load(reader_name)
+        for reader in self.first:
             if reader.accepts(mime, name):
                 return reader
         lower = name.lower()
         for reader_name, (_, extensions) in SPECS.items():
             if any(lower.endswith(ext) for ext in extensions):
-                return by_name(reader_name)
-    if mime.startswith("text/"):
-        return by_name("text")
-    return None
+                return _load(reader_name)
+        if mime.startswith("text/"):
+            return _load("text")
+        return None
 
 
-def reader_versions() -> dict[str, int]:
-    return {r.name: r.version for r in registry()}
+BUILTIN = Registry()  # the registry's own readers, nothing put first
+
+
+def select(mime: str, name: str = "") -> Reader | None:
+    """The built-in registry's reader for a MIME type (then the extension), or None."""
+    return BUILTIN.select(mime, name)
 
 
 @dataclass(frozen=True)
@@ -203,23 +207,11 @@ class Outcome:
     warnings: tuple[str, ...] = ()
 
 
-def by_name(name: str | None) -> Reader | None:
-    """The registry's reader of that name (the one the parent chose for a job); only its
-    module is imported, unless the whole registry already is."""
-    loaded = globals().get("REGISTRY")
-    for reader in _first if loaded is None else loaded:
-        if reader.name == name:
-            return reader
-    if loaded is not None or name not in MODULES:
-        return None
-    return _load(name)
-
-
 def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> Outcome:
-    """Run ``reader`` (selected here when not given: the parent gives the one it chose);
-    every way a reader can fail becomes an Outcome."""
+    """Run ``reader`` (selected by the context's registry when not given: the parent gives
+    the one it chose); every way a reader can fail becomes an Outcome."""
     if reader is None:
-        reader = select(doc.mime, doc.name)
+        reader = ctx.select(doc.mime, doc.name)
     if reader is None:
         return Outcome("unsupported", extractor=None, error=f"no reader for {doc.mime}")
     sink = TextSink(ctx.limits.max_chars)

@@ -126,7 +126,7 @@ def test_the_worker_rechecks_what_the_parent_hashed(tmp_path: Path) -> None:
     f = tmp_path / "a.txt"
     f.write_text("before\n")
     with Extractor(tools=None) as ex:
-        prepared = _prepare(f, None)
+        prepared = _prepare(f, None, ex.registry)
         f.write_text("after!\n")  # same size, other bytes
         r = ex._run([prepared])[0]
     assert (r.status, r.error_kind) == ("error", "changed")

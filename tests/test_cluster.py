@@ -25,7 +25,6 @@ import yaml
 
 distributed = pytest.importorskip("distributed")  # the test extra installs it (pyproject.toml)
 
-import bastion.readers.dispatch as dispatch  # noqa: E402
 from bastion.readers.base import Limits  # noqa: E402
 from bastion.tasks.extract.batch import Doc, close_pools, extract_batch, kept_pools  # noqa: E402
 from bastion.tasks.cli import main, run_stages  # noqa: E402
@@ -34,7 +33,6 @@ from bastion.tasks.cluster.run import (Batch, ClusterError, batch_key, parse_clu
 from bastion.tasks.commands.compare import compare_outputs  # noqa: E402
 from bastion.tasks.config import RunConfig  # noqa: E402
 
-import hostile_readers  # noqa: E402  (tests/ is on sys.path)
 from procutil import alive, pids_with  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here runs real pools, clusters or doit runs (> 1 s)
@@ -98,12 +96,6 @@ def hostile_tree(tmp: Path, sleepers: int, texts: int) -> Path:
     for i in range(texts):
         (root / f"t{i:03d}.txt").write_text(f"text {i}\n")
     return root
-
-
-@pytest.fixture()
-def hostile_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The client plans .hostile files with the hostile reader (its workers load it too)."""
-    monkeypatch.setattr(dispatch, "REGISTRY", (hostile_readers.READER,) + dispatch.REGISTRY)
 
 
 def sandbox_workers(under: Path) -> list[int]:
@@ -274,8 +266,7 @@ def test_shared_cluster_run_then_no_op_rerun(cluster, local_run, tmp_path: Path)
     assert compare_outputs(reference, out) == []
 
 
-def test_a_hanging_document_is_a_timeout_record(cluster, hostile_registry,
-                                                tmp_path: Path) -> None:
+def test_a_hanging_document_is_a_timeout_record(cluster, tmp_path: Path) -> None:
     address, _, _ = cluster
     root = hostile_tree(tmp_path, sleepers=1, texts=3)
     m = manifest(tmp_path, root, {"deadline_s": 1})
@@ -290,7 +281,7 @@ def test_a_hanging_document_is_a_timeout_record(cluster, hostile_registry,
     assert all(w["documents"] for w in s["cluster"]["workers"] if w["batches"])
 
 
-def test_a_dask_worker_killed_mid_batch(cluster, hostile_registry, tmp_path: Path) -> None:
+def test_a_dask_worker_killed_mid_batch(cluster, tmp_path: Path) -> None:
     """SIGKILL the Dask worker process running a batch: Dask runs the batch again elsewhere,
     and the output is the local run's, each record once."""
     address, client, _ = cluster
@@ -392,7 +383,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_scheduler_lost_mid_run_then_a_rerun_finishes(hostile_registry, tmp_path: Path,
+def test_scheduler_lost_mid_run_then_a_rerun_finishes(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture) -> None:
     """``dask scheduler`` and ``dask worker`` as an operator starts them; the scheduler is
     SIGKILLed while batches run: exit 1 with one line, the verdicts recorded are kept, and a
@@ -680,7 +671,7 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_local_cluster_worker_killed_mid_run(hostile_registry, tmp_path: Path) -> None:
+def test_local_cluster_worker_killed_mid_run(tmp_path: Path) -> None:
     """local:2 without nannies: SIGKILL one of its forked worker processes while the sleepers'
     batches run; Dask re-runs its batch on the other, the run completes with the local run's
     output, and nothing of the cluster is left."""

@@ -409,11 +409,11 @@ def test_in_a_worker_whose_memory_cap_is_too_small_the_text_stays_and_the_record
 
 
 def test_the_manifests_ocr_languages_keys_exactly_the_readers_that_ocr():
-    from bastion.readers.dispatch import REGISTRY
+    from bastion.readers.dispatch import BUILTIN
     from bastion.tasks.extract.plan import task_key
 
     fixed = Limits(ocr_languages=("deu", "eng"))
-    changed = {r.name for r in REGISTRY
+    changed = {r.name for r in BUILTIN.readers()
                for mime in r.mimes[:1]
                if task_key(r, mime, Limits(), {}) != task_key(r, mime, fixed, {})}
     # and the readers of documents inside documents, whose images and scans are OCR'd too

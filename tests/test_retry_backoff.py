@@ -6,32 +6,22 @@ tried on every run.
 
 Real runs through the CLI's run_stages, real sandboxed workers, a real 1 s deadline: the
 sleeper is ``tests.hostile_readers``' ``sleep`` (the parent plans ``.hostile`` files with it,
-as tests/test_cluster.py does)."""
+through the extra readers its run is given, as tests/test_cluster.py does)."""
 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from bastion.readers import dispatch
 from bastion.tasks.cli import run_stages
 from bastion.tasks.config import RunConfig, forget_manifests
 from bastion.tasks.extract.plan import describe
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import hostile_readers  # noqa: E402  (tests/ is on sys.path)
-
 HOSTILE = ("tests.hostile_readers",)
-
-
-@pytest.fixture()
-def hostile_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dispatch, "REGISTRY", (hostile_readers.READER,) + dispatch.REGISTRY)
 
 
 def write_manifest(tmp: Path, max_chars: int | None = None) -> Path:
@@ -59,7 +49,7 @@ def sweep(m: Path, out: Path, **cfg: object) -> tuple[int, dict, dict[str, dict]
 
 @pytest.mark.slow
 def test_a_repeat_timeout_costs_nothing_until_its_backoff_ends(
-        tmp_path: Path, hostile_registry: None) -> None:
+        tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
     (root / "slow.hostile").write_bytes(b"sleep\n" + b"\x00" * 4000)

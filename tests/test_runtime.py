@@ -172,9 +172,34 @@ def test_a_worker_imports_only_the_reader_families_its_jobs_need(tmp_path: Path)
 
 def test_the_registry_is_the_modules_in_order() -> None:
     """``dispatch.MODULES`` names each reader's module, in the registry's order."""
-    assert [r.name for r in dispatch.registry()] == list(dispatch.MODULES)
-    assert dispatch.by_name("text") is dispatch.registry()[-1]
-    assert dispatch.by_name("no such reader") is None
+    assert [r.name for r in dispatch.BUILTIN.readers()] == list(dispatch.MODULES)
+    assert dispatch.BUILTIN.by_name("text") is dispatch.BUILTIN.readers()[-1]
+    assert dispatch.BUILTIN.by_name("no such reader") is None
+
+
+def test_the_registry_is_a_value_passed_in() -> None:
+    """The reader registry is a frozen value that whoever dispatches builds and passes in (to
+    the read context too): a registry with a reader put first chooses it, for a document and
+    for the members of an archive read under it, and the built-in registry stays as it is."""
+    import io
+    import zipfile
+
+    mine = dispatch.Registry.with_modules(("tests.hostile_text",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        mine.first = ()  # type: ignore[misc]
+    for chosen in (mine.select("text/plain", "a.txt"), mine.by_name("text")):
+        assert chosen is not None and chosen.read.__module__ == "tests.hostile_text"
+    builtin = dispatch.BUILTIN.by_name("text")
+    assert builtin is not None and builtin.read.__module__ == "bastion.readers.text.plaintext"
+    assert dispatch.BUILTIN.first == () and dispatch.BUILTIN.select("text/plain", "a.txt") is builtin
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("a.txt", "MEMBERWORD\n")
+    doc = Document(buf.getvalue(), "a.zip", "application/zip")
+    theirs = read_document(doc, LocalContext(Limits(name_languages=False), registry=mine))
+    assert theirs.status == "ok" and '"marks"' in theirs.text and "MEMBERWORD" not in theirs.text
+    plain = read_document(doc, LocalContext(Limits(name_languages=False)))
+    assert plain.status == "ok" and "MEMBERWORD" in plain.text and '"marks"' not in plain.text
 
 
 def test_callbacks_run_after_the_next_dispatch_exactly_once(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """The read context of one document: its limits, its tools, its scratch dir, its deadline.
 
-:class:`LocalContext` implements :class:`bastion.readers.base.Context`.  It knows nothing of the
-reader registry: whoever builds one hands it the function that reads an embedded document
-(``nested``, normally :func:`bastion.readers.dispatch.read_nested`), so this module imports no reader.
+:class:`LocalContext` implements :class:`bastion.readers.base.Context`.  Whoever builds one
+hands it the reader registry (``registry``, a :class:`bastion.readers.dispatch.Registry`; the
+built-in one by default) and the function that reads an embedded document (``nested``,
+normally :func:`bastion.readers.dispatch.read_nested`); this module imports no reader.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..base import Context, Limits, TextSink, ToolResult
 from .toolcall import run_tool
 
 if TYPE_CHECKING:
+    from ..dispatch import Registry
     from ..ocr.memo import OcrMemo
 
 # (context, data, name, sink) -> extractor name; raises the errors a reader raises
@@ -30,14 +32,16 @@ class LocalContext:
 
     The worker builds one per document; tests build one to call a reader directly.  Embedded
     documents (attachments, archive members) are read through ``nested`` and chosen with
-    :meth:`select`: the registry's, unless the builder gives its own.
+    :meth:`select`, on the ``registry`` the builder gave (default: the built-in one).
     """
 
     def __init__(
         self, limits: Limits | None = None, tools: dict[str, str] | None = None,
         tmpdir: Path | None = None, deadline: float | None = None, *,
         nested: NestedRead | None = None, ocr_memo: "OcrMemo | None" = None,
+        registry: "Registry | None" = None,
     ) -> None:
+        self.registry = registry
         self.limits = limits or Limits()
         self.tools = dict(tools or {})
         # The scratch directory is made on first use: most readers never need one, and a
@@ -54,10 +58,13 @@ class LocalContext:
         self.ocr_memo = ocr_memo
 
     def select(self, mime: str, name: str) -> Any:
-        """The reader for an embedded document: the registry's (bastion.readers.dispatch.select)."""
-        from ..dispatch import select
+        """The reader the context's registry chooses (for a document handed over without one,
+        for an embedded document)."""
+        if self.registry is None:
+            from ..dispatch import BUILTIN
 
-        return select(mime, name)
+            self.registry = BUILTIN
+        return self.registry.select(mime, name)
 
     @property
     def tmpdir(self) -> Path:

@@ -3,7 +3,7 @@
 Started by :class:`bastion.readers.runtime.pool.WorkerPool` as ``python -I -S -c …`` with one JSON argument
 (its private directory, the limits, how it holds its descendants).  It enters the sandbox
 first, then answers one JSON line per job, importing a reader family's module when its first
-job comes (:func:`bastion.readers.dispatch.by_name`, :func:`prepare`) and reading each document
+job comes (:meth:`bastion.readers.dispatch.Registry.by_name`, :func:`prepare`) and reading each document
 in a process it forks for it (:mod:`bastion.readers.runtime.zygote`).  Jobs come on a ``SOCK_SEQPACKET`` socket,
 one message each, with the document's read-only descriptor attached (``SCM_RIGHTS``: the parent
 opened the file, so the worker needs no access to its path)::
@@ -93,12 +93,14 @@ def _read_checked(fd: int, size: int, sha256: str) -> bytes:
 
 
 def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
-           text_fd: int, ocr_memo: Any = None) -> dict[str, Any]:
-    """Read one document (in the child the zygote forked for it): the text goes to
-    ``text_fd`` (``t<seq>.txt``, opened by the zygote), the scratch is ``scratch``."""
+           text_fd: int, ocr_memo: Any = None, registry: Any = None) -> dict[str, Any]:
+    """Read one document (in the child the zygote forked for it) with a reader of
+    ``registry`` (the worker's, built once in :func:`main`; default the built-in one): the
+    text goes to ``text_fd`` (``t<seq>.txt``, opened by the zygote), the scratch is
+    ``scratch``."""
     from ..base import Document
     from .context import LocalContext
-    from ..dispatch import Outcome, by_name, read_document, read_nested
+    from ..dispatch import BUILTIN, Outcome, read_document, read_nested
     from ..errors import ChangedSinceWalk, ReaderError
 
     from .verdict import Verdict
@@ -114,10 +116,11 @@ def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
         except ReaderError as e:
             outcome = Outcome("error", extractor=None, error=e.message, error_kind=e.kind)
         else:
+            registry = registry or BUILTIN
             ctx = LocalContext(limits, job.get("tools") or {}, scratch,
                                deadline=time.monotonic() + float(job.get("deadline", 60)),
-                               nested=read_nested, ocr_memo=ocr_memo)
-            reader = by_name(job.get("reader"))  # chosen by the parent, not again here
+                               nested=read_nested, ocr_memo=ocr_memo, registry=registry)
+            reader = registry.by_name(job.get("reader"))  # chosen by the parent, not again here
             if reader is None and job.get("reader") is not None:
                 raise RuntimeError(f"no reader named {job.get('reader')!r} in this worker")
             outcome = read_document(Document(data, job["name"], job["mime"]), ctx, reader)
@@ -192,18 +195,16 @@ def main() -> None:
                                                  tuple(user) if user else None,
                                                  config.get("view") or (), scratch)
     sys.setrecursionlimit(10_000)
-    import importlib
-
-    from .. import dispatch  # the readers themselves are imported by the first job needing them
+    from ..dispatch import Registry  # the readers: imported by the first job needing them
     from ..ocr.memo import OcrMemo
     from .zygote import BATCH_DOCS, BATCH_READERS, Batch, clear, read_in_child
     from . import context, verdict  # what every child uses, imported once here
 
     del context, verdict
 
-    extras = tuple(importlib.import_module(m).READER for m in config.get("extra_readers", ()))
-    if extras:  # readers added by the embedding program (the tests' misbehaving readers)
-        dispatch.put_first(extras)
+    # the worker's registry, built once: the readers the embedding program put first (the
+    # tests' misbehaving readers), then the registry's own
+    registry = Registry.with_modules(config.get("extra_readers", ()))
 
     from ..text import langid
 
@@ -231,7 +232,8 @@ def main() -> None:
 
     def in_batch(msg: dict[str, Any], doc_fd: int | None, text_fd: int) -> dict[str, Any]:
         n = msg["seq"]
-        return handle(msg["job"], doc_fd, scratch / f"job{n}", limits, n, text_fd, OcrMemo())
+        return handle(msg["job"], doc_fd, scratch / f"job{n}", limits, n, text_fd, OcrMemo(),
+                      registry)
 
     room = socket.CMSG_SPACE(4 * array("i").itemsize)
     while True:
@@ -250,7 +252,7 @@ def main() -> None:
         if batch is not None and (not batched or batch.count >= BATCH_DOCS):
             batch.end(pid1)  # and every process it started
             batch = None
-        prepare(job, limits, scratch)  # imports and engines, in the zygote: no document
+        prepare(job, limits, scratch, registry)  # imports and engines, in the zygote
         clear(workdir, keep=scratch.name)  # what the last document left (its text is taken)
         clear(scratch)
         text_fd = os.open(workdir / f"t{seq}.txt",
@@ -259,7 +261,8 @@ def main() -> None:
         n = seq
 
         def work(job=job, doc_fd=doc_fd, text_fd=text_fd, n=n) -> dict[str, Any]:
-            return handle(job, doc_fd, scratch / f"job{n}", limits, n, text_fd, OcrMemo())
+            return handle(job, doc_fd, scratch / f"job{n}", limits, n, text_fd, OcrMemo(),
+                          registry)
 
         try:
             if batched:
@@ -289,21 +292,22 @@ def scratch_bytes(limits) -> int:
 _PREPARED: set[tuple[str, str]] = set()
 
 
-def prepare(job: dict[str, Any], limits, scratch: Path) -> None:
+def prepare(job: dict[str, Any], limits, scratch: Path, registry: Any = None) -> None:
     """What the zygote loads before it forks a child for ``job``: the reader family's module
     (for a job naming none, the one the registry selects) and, for the PDF and OCR families, the warm
     tesseract engines, PDFium's and pdfplumber's modules and the engines' versions (``pdftotext
     -v`` is a process).  (The language model that names every text's languages is loaded
     before the ready line: :func:`main`.)  None of it reads a document; each child inherits
     it, so no child pays for it again.  (What a child learns — its OCR memo — dies with it.)"""
-    from ..dispatch import by_name, select
+    from ..dispatch import BUILTIN
 
+    registry = registry or BUILTIN
     name = job.get("reader")
     try:
         if name is None:  # the child chooses on the registry's SPECS: that family, imported here
-            select(str(job.get("mime") or ""), str(job.get("name") or ""))
+            registry.select(str(job.get("mime") or ""), str(job.get("name") or ""))
         else:
-            by_name(name)
+            registry.by_name(name)
     except Exception:
         return  # the child meets the same error and reports it
     tools = job.get("tools") or {}

@@ -11,9 +11,10 @@ the walk's change needs planning.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Verdict
@@ -30,6 +31,9 @@ from . import backoff, stamp
 from .store import Store
 from .toolcache import ToolCache
 from .delta import StoreTexts, plan_change
+
+if TYPE_CHECKING:
+    from bastion.readers.dispatch import Registry
 
 TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # the tools' versions, by binary (bastion.readers.runtime.toolset)
 
@@ -82,6 +86,14 @@ class RunPlan:
     def manifest(self) -> Manifest:
         return self.load()[0]
 
+    @functools.cached_property
+    def registry(self) -> Registry:
+        """The reader registry this run's plan chooses from, built once: the extra readers
+        (the tests' misbehaving ones, which the workers put first too), then the registry's."""
+        from bastion.readers.dispatch import Registry
+
+        return Registry.with_modules(self.extra_readers)
+
     @property
     def out(self) -> Path:
         return self.load()[1]
@@ -94,8 +106,7 @@ class RunPlan:
             return self._plan
         manifest, out = self.load()
         self.walk_read = check_walk(manifest, out)
-        from bastion.readers.dispatch import select
-
+        select = self.registry.select
         probed = self._probe_tools()
         self.tools.clear()  # the same dict the session (started early) holds
         self.tools.update(probed)
@@ -140,11 +151,9 @@ class RunPlan:
 
     def inputs(self) -> str:
         """The digest of every input that decides a task key (tasks/extract/stamp.py)."""
-        from bastion.readers.dispatch import REGISTRY
-
         return stamp.inputs_digest(
             manifest_digest=self.manifest.digest, extract_version=plan_module.EXTRACT_VERSION,
-            registry=REGISTRY, tools=self.tools, limits=self.manifest.limits,
+            registry=self.registry.readers(), tools=self.tools, limits=self.manifest.limits,
             no_external=self.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
             extra=self.extra_readers)
 
