@@ -16,6 +16,7 @@ exit; a forked child forgets its parent's workers (and starts its own on first u
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import os
 import shutil
@@ -117,8 +118,15 @@ def _embedded(meta: dict[str, Any]) -> tuple[tuple[str, DocMeta], ...]:
                  if isinstance(item, dict) and isinstance(item.get("path"), str))
 
 
-_PROBED: dict[str, Tool] | None = None
 _PROBE_LOCK = threading.Lock()
+
+
+@functools.cache
+def _probed() -> dict[str, Tool]:
+    """Every known tool on PATH, with its version: asked once per process."""
+    from bastion.readers.runtime.toolset import ToolProbe
+
+    return ToolProbe().result()
 
 
 def find_tools(tools: Tools, *, versions: bool = True) -> dict[str, Tool]:
@@ -127,7 +135,6 @@ def find_tools(tools: Tools, *, versions: bool = True) -> dict[str, Tool]:
     none, or the named ones that are on PATH (a name bastion does not know is a ValueError).
     ``versions=False`` finds them on PATH without asking their versions (nothing is keyed on
     them: ``bastion text``), which saves starting each tool once."""
-    global _PROBED
     if tools is None or (not isinstance(tools, str) and len(tools) == 0):
         return {}
     if isinstance(tools, str) and tools != "auto":
@@ -142,12 +149,8 @@ def find_tools(tools: Tools, *, versions: bool = True) -> dict[str, Tool]:
 
         found = {n: Tool(n, p, None) for n, p in ToolProbe().paths.items()}
         return found if names is None else {n: t for n, t in found.items() if n in names}
-    with _PROBE_LOCK:
-        if _PROBED is None:
-            from bastion.readers.runtime.toolset import ToolProbe
-
-            _PROBED = ToolProbe().result()
-        found = dict(_PROBED)
+    with _PROBE_LOCK:  # one probe, whichever thread asks first
+        found = dict(_probed())
     return found if names is None else {n: t for n, t in found.items() if n in names}
 
 

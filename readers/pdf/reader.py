@@ -990,33 +990,45 @@ def _engine_chain(ctx: Context) -> list[str]:
     return [e for e in chain if e != "pdftotext" or "pdftotext" in ctx.tools]
 
 
-_ENGINE_VERSIONS: dict[str, str | None] = {}  # engine (or tool path) -> version, per worker
-
-
 def engine_version(engine: str, ctx: Context) -> str | None:
     """The version of a text engine: PDFium's build, pdfplumber's release, poppler's
-    (``pdftotext -v``, asked once per worker)."""
-    key = ctx.tools.get(engine, engine) if engine == "pdftotext" else engine
-    if key not in _ENGINE_VERSIONS:
-        version = None
-        try:
-            if engine == "pdfium":
-                import pypdfium2.version
+    (``pdftotext -v`` of the context's pdftotext); each asked once per process."""
+    if engine == "pdftotext":
+        path = ctx.tools.get("pdftotext")
+        return _pdftotext_version(path, ctx.limits.stderr_bytes) if path else None
+    return _library_version(engine)
 
-                version = str(pypdfium2.version.PDFIUM_INFO.version).split("@")[0]
-            elif engine == "pdfplumber":
-                import pdfplumber
 
-                version = str(pdfplumber.__version__)
-            elif engine == "pdftotext" and "pdftotext" in ctx.tools:
-                res = ctx.run_tool([ctx.tools["pdftotext"], "-v"], timeout=10,
-                                   max_output=64 * 1024, scratch=False)
-                line = (res.stderr + res.stdout).decode("utf-8", "replace").split("\n")[0]
-                version = line.rsplit(" ", 1)[-1].strip() or None
-        except (ImportError, ToolFailed, AttributeError):
-            version = None
-        _ENGINE_VERSIONS[key] = version
-    return _ENGINE_VERSIONS[key]
+@functools.cache
+def _library_version(engine: str) -> str | None:
+    """PDFium's build or pdfplumber's release (None for another name, or when it is not
+    installed)."""
+    try:
+        if engine == "pdfium":
+            import pypdfium2.version
+
+            return str(pypdfium2.version.PDFIUM_INFO.version).split("@")[0]
+        if engine == "pdfplumber":
+            import pdfplumber
+
+            return str(pdfplumber.__version__)
+    except (ImportError, AttributeError):
+        pass
+    return None
+
+
+@functools.cache
+def _pdftotext_version(path: str, max_stderr: int) -> str | None:
+    """``pdftotext -v``'s version (poppler's), asked once per tool path and process (the
+    document whose text is pdftotext's has run it already: its tools name it)."""
+    from ..runtime.toolcall import run_tool
+
+    try:
+        res = run_tool([path, "-v"], timeout=10, max_output=64 * 1024, max_stderr=max_stderr)
+    except ToolFailed:
+        return None
+    line = (res.stderr + res.stdout).decode("utf-8", "replace").split("\n")[0]
+    return line.rsplit(" ", 1)[-1].strip() or None
 
 
 def page_kind(text: str) -> str:
