@@ -7,9 +7,9 @@ Each engine runs in a process of its own (so its CPU time and peak RSS are its o
 ``*.pdf`` in DIR, one file after another:
 
 * ``pdftotext``      a bare ``pdftotext -layout -enc UTF-8 FILE -`` loop (CPU of the children);
-* ``pdfium``         bastion's PDFium engine (:func:`bastion.readers.pdf.reader.iter_pdf`, ``get_text_bounded``);
+* ``pdfium``         bastion's PDFium engine (:func:`bastion.readers.pdf.engines.iter_pdf`, ``get_text_bounded``);
 * ``pdfium-range``   the same pages through PDFium's ``get_text_range`` instead;
-* ``pdfplumber``     bastion's pdfplumber engine (:func:`bastion.readers.pdf.reader.iter_pdf`);
+* ``pdfplumber``     bastion's pdfplumber engine (:func:`bastion.readers.pdf.engines.iter_pdf`);
 * ``reader``         the whole PDF reader (``read_document``: engine chain, per-page verdicts,
                      annotations, provenance), no external tools.
 
@@ -62,7 +62,7 @@ TOKEN = re.compile(r"\w+")
 def _run_engine(engine: str, files: list[Path], out: Path) -> None:
     """Child: extract every file with one engine; write per-file texts, CPU and RSS as JSON."""
     sys.path.insert(0, str(ROOT))
-    from bastion.readers.pdf.reader import iter_pdf
+    from bastion.readers.pdf.engines import iter_pdf
 
     results = []
     for path in files:

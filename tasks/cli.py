@@ -416,7 +416,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"report: {args.html}", file=sys.stderr)
         return EXIT_OK
     if cmd == "pdftext":
-        from bastion.readers.pdf.reader import pdftext_main
+        from bastion.readers.pdf.engines import pdftext_main
 
         child_argv: list[str] = []
         if args.max_pages is not None:

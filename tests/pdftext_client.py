@@ -1,4 +1,4 @@
-"""The parent's side of the ``bastion pdftext`` protocol (:func:`bastion.readers.pdf.reader.pdftext_main`).
+"""The parent's side of the ``bastion pdftext`` protocol (:func:`bastion.readers.pdf.engines.pdftext_main`).
 
 Only the tests run a ``pdftext`` child and read its lines back: the worker reads PDFs in its
 own process.  :func:`run_pdftext` runs one with a deadline and an output cap;
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bastion.readers.errors import CorruptDocument, EncryptedDocument, ReaderError, ToolFailed
-from bastion.readers.pdf.reader import ENCRYPTED, NO_TEXT_LAYER, OVER_OUTPUT, TIMED_OUT
+from bastion.readers.pdf.engines import ENCRYPTED, OVER_OUTPUT, TIMED_OUT
+from bastion.readers.pdf.reader import NO_TEXT_LAYER
 from bastion.readers.runtime.toolcall import run_tool
 
 

@@ -20,6 +20,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 import pdfgen  # noqa: E402
 import pdftext_client  # noqa: E402
 from bastion.readers.pdf import reader as pdfreader  # noqa: E402
+from bastion.readers.pdf import engines as pdfengines, ocrpass as pdfocr  # noqa: E402
+from bastion.readers.pdf import outline as pdfoutline, pdfium as pdfiumc  # noqa: E402
+from bastion.readers.pdf import text as pagetext  # noqa: E402
 from bastion.readers.base import Document, Limits, ReadResult  # noqa: E402
 from bastion.readers.runtime.context import LocalContext  # noqa: E402
 from bastion.readers.dispatch import Outcome, read_document  # noqa: E402
@@ -116,13 +119,13 @@ def test_word_gaps_probe_skips_documents_that_need_none(tmp_path, monkeypatch):
     data = pdfgen.make_text_pdf([f"page {i} with ordinary words and spaces " * 40
                                  for i in range(8)])
     calls: list[int] = []
-    real = pdfreader._Gaps.respace
+    real = pdfiumc.Gaps.respace
 
     def spy(self, textpage, text, limit=None):
         calls.append(limit)
         return real(self, textpage, text, limit)
 
-    monkeypatch.setattr(pdfreader._Gaps, "respace", spy)
+    monkeypatch.setattr(pdfiumc.Gaps, "respace", spy)
     out = read(data, ctx_for("pdfium", tmp_path))
     assert out.status == "ok" and "page 7 with ordinary words" in out.text
     assert 1 <= len(calls) < 8 and None not in calls  # probes only, never a whole page
@@ -144,7 +147,7 @@ def _raw_texts(data: bytes) -> list[tuple[str, str]]:
 
     import pypdfium2 as pdfium
 
-    api = pdfreader._api()
+    api = pdfiumc.pdfium_api()
     pdf = pdfium.PdfDocument(data)
     handle = ctypes.cast(pdf.raw, ctypes.c_void_p).value
     texts = []
@@ -211,7 +214,7 @@ def test_looping_outline_ends(engine, tmp_path):
 def test_outline_stops_at_10000_items(engine, tmp_path):
     out = read(pdfgen.make_long_outline(10_050), ctx_for(engine, tmp_path))
     outline = out.result.outline
-    assert len(outline) == pdfreader.MAX_OUTLINE_ITEMS
+    assert len(outline) == pdfoutline.MAX_OUTLINE_ITEMS
     assert outline[-1]["title"] == "item 9999"
 
 
@@ -462,7 +465,7 @@ def test_real_outline_uses_named_destinations(tmp_path):
 # ---------------------------------------------------------------------- the pdftext child
 
 def test_iter_pdf_protocol_shape():
-    events = list(pdfreader.iter_pdf(pdfgen.make_many_pages(3), "pdfium", 2))
+    events = list(pdfengines.iter_pdf(pdfgen.make_many_pages(3), "pdfium", 2))
     assert events[0] == {"meta": {"pages": 3, "title": None, "outline": []}}
     assert [e["page"] for e in events[1:]] == [1, 2]
     assert "page 2 begins here" in events[2]["text"]
@@ -471,7 +474,7 @@ def test_iter_pdf_protocol_shape():
 @pytest.mark.parametrize("engine", ["pdfium", "pdfplumber"])
 def test_pdftext_main_in_process(engine):
     out = io.StringIO()
-    rc = pdfreader.pdftext_main(["-max-pages", "2", "-engine", engine],
+    rc = pdfengines.pdftext_main(["-max-pages", "2", "-engine", engine],
                                 io.BytesIO(pdfgen.make_many_pages(4)), out)
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert rc == 0
@@ -486,24 +489,24 @@ def test_pdftext_main_in_process(engine):
     (pdfgen.make_zero_pages(), 4),
 ])
 def test_pdftext_main_exit_codes(data, code):
-    assert pdfreader.pdftext_main([], io.BytesIO(data), io.StringIO()) == code
+    assert pdfengines.pdftext_main([], io.BytesIO(data), io.StringIO()) == code
 
 
 def test_pdftext_main_rejects_bad_flags():
-    assert pdfreader.pdftext_main(["-max-pages"], io.BytesIO(b""), io.StringIO()) == 1
-    assert pdfreader.pdftext_main(["-bogus", "1"], io.BytesIO(b""), io.StringIO()) == 1
-    assert pdfreader.pdftext_main(["-engine", "nosuch"], io.BytesIO(
+    assert pdfengines.pdftext_main(["-max-pages"], io.BytesIO(b""), io.StringIO()) == 1
+    assert pdfengines.pdftext_main(["-bogus", "1"], io.BytesIO(b""), io.StringIO()) == 1
+    assert pdfengines.pdftext_main(["-engine", "nosuch"], io.BytesIO(
         pdfgen.make_text_pdf(["x"])), io.StringIO()) == 1
 
 
-CHILD = ("import sys; from bastion.readers.pdf.reader import pdftext_main; "
+CHILD = ("import sys; from bastion.readers.pdf.engines import pdftext_main; "
          "sys.exit(pdftext_main(sys.argv[1:], sys.stdin.buffer, sys.stdout))")
 # The deadline hook exists only here: a child that records its pid, starts a sleeping
 # grandchild in its process group, sleeps, and only then becomes the real pdftext child.
 SLOW_CHILD = ("import os, subprocess, sys, time; "
               "kid = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
               "open(sys.argv[1], 'w').write(f'{os.getpid()} {kid.pid}'); time.sleep(60); "
-              "from bastion.readers.pdf.reader import pdftext_main; "
+              "from bastion.readers.pdf.engines import pdftext_main; "
               "sys.exit(pdftext_main(sys.argv[2:], sys.stdin.buffer, sys.stdout))")
 
 
@@ -615,10 +618,10 @@ def test_parse_pdftext_output_pages():
 
 
 def test_printable_ratio():
-    assert pdfreader.printable_ratio("plain text\n\f") == 1.0
-    assert pdfreader.printable_ratio("") == 1.0
-    assert pdfreader.printable_ratio("(cid:3)(cid:4)ab") == 0.5
-    assert pdfreader.printable_ratio("\x01\x02\ue000x") == 0.25
+    assert pagetext.printable_ratio("plain text\n\f") == 1.0
+    assert pagetext.printable_ratio("") == 1.0
+    assert pagetext.printable_ratio("(cid:3)(cid:4)ab") == 0.5
+    assert pagetext.printable_ratio("\x01\x02\ue000x") == 0.25
 
 
 def test_an_engine_refusing_a_password_falls_through_to_the_next(
@@ -701,8 +704,8 @@ def test_mixed_pdf_without_tesseract_keeps_its_text_and_says_so(tmp_path):
 def test_blank_pages_are_not_sent_to_tesseract(tmp_path, monkeypatch):
     """A page with no text and no ink renders white: nothing to read, no tesseract run."""
     calls = []
-    real = pdfreader.read_page
-    monkeypatch.setattr(pdfreader, "read_page",
+    real = pdfocr.read_page
+    monkeypatch.setattr(pdfocr, "read_page",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     b = pdfgen.PdfBuilder()
     b.add_text_page("A page of ordinary text before the blank one")
@@ -731,8 +734,8 @@ def short_page_over_image(native: bytes, pictured: str) -> bytes:
 @needs_ocr
 def test_short_text_layer_without_an_image_is_not_ocred(tmp_path, monkeypatch):
     calls = []
-    real = pdfreader.read_page
-    monkeypatch.setattr(pdfreader, "read_page",
+    real = pdfocr.read_page
+    monkeypatch.setattr(pdfocr, "read_page",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     b = pdfgen.PdfBuilder()
     b.add_text_page("A page of ordinary text comes first")
@@ -769,7 +772,7 @@ def test_short_text_layer_over_a_scan_takes_the_ocr_text(tmp_path):
 def test_ocr_stops_before_the_deadline_and_keeps_the_text(tmp_path):
     ctx = LocalContext(Limits(pdf_engines=("pdfium",)),
                        {n: shutil.which(n) for n in OCR_TOOLS}, tmpdir=tmp_path,
-                       deadline=time.monotonic() + pdfreader.OCR_RESERVE_S - 1)
+                       deadline=time.monotonic() + pdfocr.OCR_RESERVE_S - 1)
     out = read(mixed_scan(), ctx)
     assert out.status == "ok" and out.limit == "ocr_deadline"
     assert COVER in out.text and CLOSING in out.text
@@ -836,13 +839,13 @@ def test_all_garbage_is_ocred_when_tesseract_is_there(tmp_path):
 
 
 def test_page_kind():
-    assert pdfreader.page_kind("") == "blank"
-    assert pdfreader.page_kind(" \n\f ") == "blank"
-    assert pdfreader.page_kind("p. 12") == "short"
-    assert pdfreader.page_kind("Größe und Maß, überall") == "text"
-    assert pdfreader.page_kind("Ελληνικά και русский текст") == "text"
-    assert pdfreader.page_kind("(cid:3)(cid:4)(cid:5) ab") == "garbage"
-    assert pdfreader.page_kind("\ue000\ue001\ue002\ue003 text") == "garbage"
+    assert pagetext.page_kind("") == "blank"
+    assert pagetext.page_kind(" \n\f ") == "blank"
+    assert pagetext.page_kind("p. 12") == "short"
+    assert pagetext.page_kind("Größe und Maß, überall") == "text"
+    assert pagetext.page_kind("Ελληνικά και русский текст") == "text"
+    assert pagetext.page_kind("(cid:3)(cid:4)(cid:5) ab") == "garbage"
+    assert pagetext.page_kind("\ue000\ue001\ue002\ue003 text") == "garbage"
 
 
 # ------------------------------------------------------------------------- annotations
@@ -975,12 +978,12 @@ def test_two_caps_name_the_first_and_warn_of_the_second(tmp_path):
 
 def test_c1_bytes_by_their_font_encoding():
     """Windows-1252 punctuation stands between words, Mac Roman letters inside them."""
-    assert pdfreader.repair_c1("Er sagte \x84hallo\x93 \x96 dann, don\x92t \x85") == (
+    assert pagetext.repair_c1("Er sagte \x84hallo\x93 \x96 dann, don\x92t \x85") == (
         "Er sagte „hallo“ – dann, don’t …")
-    assert pdfreader.repair_c1("\x84Zitat\x93") == "„Zitat“"
+    assert pagetext.repair_c1("\x84Zitat\x93") == "„Zitat“"
     mac = "Die M\x8anner m\x9fssen gr\x9a\xa7ere \x80pfel sch\x8alen: \xe3so\xd2."
-    assert pdfreader.repair_c1(mac) == "Die Männer müssen größere Äpfel schälen: „so“."
-    assert pdfreader.repair_c1("Größe") == "Größe"
+    assert pagetext.repair_c1(mac) == "Die Männer müssen größere Äpfel schälen: „so“."
+    assert pagetext.repair_c1("Größe") == "Größe"
 
 
 @needs_ocr

@@ -328,7 +328,7 @@ def prepare(job: dict[str, Any], limits, scratch: Path, registry: Any = None) ->
         if name == "pdf":  # its engines' modules, and their versions (pdftotext -v: a process)
             import importlib
 
-            from ..pdf.reader import engine_version
+            from ..pdf.engines import engine_version
 
             for module in ("pypdfium2", "pypdfium2.raw", "pdfplumber", "pdfminer.pdfpage",
                            "pdfminer.pdftypes", "pdfminer.pdfdocument"):
