@@ -56,7 +56,7 @@ class ReadResult:
         if not doc_meta:
             return self
         return replace(self, metadata=doc_meta,
-                       title=self.title or doc_meta.title or self.title)
+                       title=self.title if self.title or not doc_meta.title else doc_meta.title)
 
     def over(self, under: "ReadResult | None") -> "ReadResult":
         """``under`` with every field this result sets (not at its default) put over it, the
