@@ -381,8 +381,10 @@ def test_text_layers_in_other_scripts_are_text_never_unprintable(tmp_path):
 @pytest.mark.slow
 def test_in_a_worker_whose_memory_cap_is_too_small_the_text_stays_and_the_record_says_so(
         tmp_path):
-    """The language model needs ≈ 310 MB of address space to load: a worker capped at
-    256 MiB still gives the document's text, without languages, and a warning naming why."""
+    """The language model unpacked in memory needs ≈ 310 MB of address space: a worker
+    capped at 256 MiB that has no mapped copy of it (tests/unmapped_langid.py: as for a user
+    whose cache cannot be had; readers/text/langmodel.py) still gives the document's text,
+    without languages, and a warning naming why."""
     import hashlib
 
     from bastion.readers.base import MiB
@@ -394,7 +396,8 @@ def test_in_a_worker_whose_memory_cap_is_too_small_the_text_stays_and_the_record
     path = docs / "vertrag.txt"
     path.write_text(lp.sample("deu").text, encoding="utf-8")
     data = path.read_bytes()
-    pool = WorkerPool(1, Limits(memory_bytes=256 * MiB), tmp_path / "pool", results.append)
+    pool = WorkerPool(1, Limits(memory_bytes=256 * MiB), tmp_path / "pool", results.append,
+                      extra_readers=("tests.unmapped_langid",))
     try:
         for n in (1, 2):  # the second document meets the same answer at once
             pool.submit(Job(id=n, path=str(path), name=path.name, mime="text/plain",

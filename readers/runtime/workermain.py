@@ -190,6 +190,9 @@ def main() -> None:
     else:
         scratch.mkdir(mode=0o700, exist_ok=True)
     pid = host_pid()  # before anything can change what /proc says
+    from ..text import langid
+
+    langid.map_model()  # the language model's cache, mapped before the sandbox may hide it
     jobs, results, abi, filtered = enter_sandbox(workdir, limits,
                                                  tuple(user) if user else None,
                                                  config.get("view") or (), scratch)
@@ -206,8 +209,6 @@ def main() -> None:
     extras = tuple(importlib.import_module(m).READER for m in config.get("extra_readers", ()))
     if extras:  # readers added by the embedding program (the tests' misbehaving readers)
         dispatch.put_first(extras)
-
-    from ..text import langid
 
     try:  # before the ready line, where no job's clock runs yet: every child inherits it
         if limits.name_languages:  # (a model that does not fit the cap is remembered so)
