@@ -320,10 +320,11 @@ def prepare(job: dict[str, Any], limits, scratch: Path) -> None:
     try:
         if tools.get("tesseract"):  # the warm engines, and the version that keys them
             from ..ocr import engine as tessapi
-            from ..ocr.reader import tessdata, tesseract_version, warm_engine
+            from ..ocr.reader import installed_packs, tessdata, tesseract_version, warm_engine
 
             warm_engine(ctx)
             tessapi.engine(tesseract_version(ctx), tessapi.OSD, tessdata(ctx))
+            installed_packs(ctx)  # the packs' identities (SHA-256), not hashed per document
         if name == "pdf":  # its engines' modules, and their versions (pdftotext -v: a process)
             import importlib
 

@@ -13,6 +13,7 @@ Why py3langid: docs/performance.md, "OCR in the document's language".
 
 from __future__ import annotations
 
+import functools
 import io
 import lzma
 import re
@@ -27,8 +28,6 @@ PIECE_LETTERS = 200  # letters of one piece identified on its own
 MIN_CHUNK_PROB = 0.5  # a chunk counts for its language from this probability
 MIN_SHARE = 0.2  # a language is one of the document's from this share of its counted text
 
-_IDENTIFIER: list[Any] = []
-_MAPPED: list[Any] = []  # a worker's cache file, mapped before its sandbox (None: not had)
 _LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
 _NOT_LANGUAGES = {"zxx", "und"}
 
@@ -54,15 +53,19 @@ def _identifier() -> Any:
     cache (≈ 220 MB of address space with NumPy's, the model's 68 MB shared), else unpacked in
     memory into the same arrays (≈ 310 MB at the peak, 100 MB resident after).  Raises
     :class:`Unavailable` when that does not fit, then at once for the rest of the process."""
-    if _IDENTIFIER and _IDENTIFIER[0] is None:
+    got = _model()
+    if got is None:
         raise Unavailable(UNAVAILABLE)
-    if not _IDENTIFIER:
-        try:
-            _IDENTIFIER.append(_load())
-        except MemoryError:
-            _IDENTIFIER.append(None)
-            raise Unavailable(UNAVAILABLE) from None
-    return _IDENTIFIER[0]
+    return got
+
+
+@functools.cache
+def _model() -> Any:
+    """:func:`_load`'s identifier, once per process; None when it did not fit."""
+    try:
+        return _load()
+    except MemoryError:
+        return None
 
 
 UNAVAILABLE = "languages not identified: the language model does not fit the memory cap"
@@ -74,9 +77,7 @@ def _load() -> Any:
     unpacked here in memory.  The same arrays either way, so the same answers."""
     from py3langid.langid import LanguageIdentifier
 
-    from . import langmodel
-
-    mapped = _MAPPED[0] if _MAPPED else langmodel.mapped()
+    mapped = _mapped()
     if mapped is not None:
         return of_mapped(mapped)
     import numpy as np
@@ -109,9 +110,16 @@ def map_model() -> None:
     its sandbox, whose view may hide the cache and which may not write there): the later
     load in this process (:func:`preload`) uses this mapping or, when there is none,
     unpacks in memory without trying again."""
+    _mapped()
+
+
+@functools.cache
+def _mapped() -> Any:
+    """The model's cache file mapped (readers/text/langmodel.py), once per process; None
+    when it cannot be had."""
     from . import langmodel
 
-    _MAPPED[:] = [langmodel.mapped()]
+    return langmodel.mapped()
 
 
 def preload() -> None:

@@ -194,8 +194,8 @@ class Mapped:
         spec = self.arrays[name]
         kind, size = spec["dtype"][1], int(spec["dtype"][2:])
         start = self.base + spec["offset"]
-        view = memoryview(self.region)[start:start + spec["nbytes"]]
-        return view.cast(_TYPECODES[(kind, size)])
+        view: Any = memoryview(self.region)[start:start + spec["nbytes"]]
+        return view.cast(_TYPECODES[(kind, size)])  # a format from a table (typeshed: literals)
 
 
 def _open(path: Path) -> Mapped | None:
