@@ -37,6 +37,9 @@ def test_the_mapped_model_answers_exactly_as_py3langids_own_loader(tmp_path):
     for text in TEXTS:
         assert ours.rank(text) == own.rank(text), text[:40]
         assert ours.classify(text) == own.classify(text)
+    assert not ours.nb_ptc.flags.writeable and ours.tk_nextmove.readonly
+    with pytest.raises(TypeError):
+        mapped.region[0:1] = b"x"  # a read-only mapping
 
 
 @pytest.mark.slow
@@ -105,10 +108,19 @@ def test_a_worker_maps_the_copy_before_its_sandbox_and_names_languages(tmp_path)
                         sha256=hashlib.sha256(data).hexdigest(), size=len(data),
                         deadline_s=30.0))
         pool.drain()
-        maps = Path(f"/proc/{pool.pids()[0]}/maps").read_text()
+        pid = pool.pids()[0]
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        fds = {fd: os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        modes = {fd: int(Path(f"/proc/{pid}/fdinfo/{fd}").read_text().split("flags:")[1]
+                         .split()[0], 8) & os.O_ACCMODE for fd in fds}
     finally:
         pool.close()
     assert results[0].verdict.languages == (("de", 1.0),)
     cache = langmodel.cache_dir()
     assert cache is not None
-    assert str(cache / langmodel.source().name) in maps
+    name = str(cache / langmodel.source().name)
+    assert name in maps
+    # mmap keeps a descriptor of its file (Python < 3.13 has no trackfd=False): read-only
+    assert all(modes[fd] == os.O_RDONLY for fd, target in fds.items() if target == name)
+    line = next(l for l in maps.splitlines() if l.endswith(name))
+    assert line.split()[1].startswith("r--")  # read-only

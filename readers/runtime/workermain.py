@@ -192,7 +192,8 @@ def main() -> None:
     pid = host_pid()  # before anything can change what /proc says
     from ..text import langid
 
-    langid.map_model()  # the language model's cache, mapped before the sandbox may hide it
+    if limits.name_languages:  # the language model's cache, mapped before the sandbox hides it
+        langid.map_model()
     jobs, results, abi, filtered = enter_sandbox(workdir, limits,
                                                  tuple(user) if user else None,
                                                  config.get("view") or (), scratch)
