@@ -124,3 +124,20 @@ def test_a_worker_maps_the_copy_before_its_sandbox_and_names_languages(tmp_path)
     assert all(modes[fd] == os.O_RDONLY for fd, target in fds.items() if target == name)
     line = next(l for l in maps.splitlines() if l.endswith(name))
     assert line.split()[1].startswith("r--")  # read-only
+
+
+@pytest.mark.slow
+def test_a_writer_killed_mid_write_blocks_no_later_one(tmp_path):
+    """Workers in PID namespaces all have pid 1: a temporary file a killed writer left never
+    stands in the next one's way, and one over an hour old is removed."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    name = langmodel.source().name
+    old = cache / f".{name}.1.tmp"
+    fresh = cache / f".{name}.abc.tmp"
+    for left in (old, fresh):
+        left.write_bytes(b"half a model")
+    os.utime(old, (0, os.stat(old).st_mtime - 2 * langmodel.STALE))
+    assert langmodel.mapped(cache) is not None
+    assert not old.exists() and fresh.exists()
+    assert sorted(p.name for p in cache.iterdir()) == sorted([name, fresh.name])

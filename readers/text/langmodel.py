@@ -4,7 +4,8 @@ py3langid ships its model LZMA-compressed (a 4.5 MB ``model.npz.xz``, 68 MB unpa
 it costs each worker ≈ 0.5 s of CPU (the decompression, then the parse and copies of the
 arrays) and ≈ 200 MB at the peak.  The unpacked arrays are written once, by the first process
 that needs them, into a file of the user's cache (:func:`cache_dir`), named by py3langid's
-version and the SHA-256 of its model file (a new model, or a new format here, is a new name);
+version and the SHA-256 of its model file (a new model is a new name; a file of another
+format than this module's ``MAGIC`` is made again);
 every later load maps that file read-only (``mmap``): the arrays are views of the mapping, the
 pages are the page cache's, shared by all workers and their document processes, and nothing
 is decompressed.  The arrays have the same bytes as the ones py3langid's own loader makes, so
@@ -13,7 +14,8 @@ every probability is the same (tests/test_langmodel.py compares them).
 The file: ``MAGIC``, a little-endian 4-byte header length, a JSON header (the classes, and per
 array its dtype, shape and offset), then the arrays, each at a 64-byte boundary.  It is made in
 a temporary file beside it and renamed into place (two makers write the same bytes; the last
-rename wins, a reader never sees half a file), mode 0444.  A file is mapped only when this
+rename wins, a reader never sees half a file), mode 0444; a temporary file a killed writer
+left is removed by the next writer after an hour.  A file is mapped only when this
 user owns it, its directory too, and neither is writable by group or others; anything else —
 no home, a read-only cache, a file that does not parse — makes :func:`mapped` return None and
 the caller unpacks in memory as before.
@@ -136,10 +138,14 @@ def _safe(st: os.stat_result) -> bool:
 def write(directory: Path, src: Source, model: dict[str, Any]) -> Path:
     """Write the cache file for ``model`` into ``directory`` (made 0700 when missing) by a
     temporary file and a rename; its path.  Raises OSError."""
+    import tempfile
+
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = directory / src.name
-    tmp = directory / f".{src.name}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o400)
+    _sweep(directory)
+    # a name of its own (workers in PID namespaces all have pid 1), mode 0600
+    fd, name = tempfile.mkstemp(prefix=f".{src.name}.", suffix=".tmp", dir=directory)
+    tmp = Path(name)
     try:
         data = memoryview(encode(model))
         while data:
@@ -157,6 +163,21 @@ def write(directory: Path, src: Source, model: dict[str, Any]) -> Path:
         except FileNotFoundError:
             pass
     return path
+
+
+STALE = 3600.0  # seconds: a temporary file this old was left by a writer that died
+
+
+def _sweep(directory: Path) -> None:
+    """Remove the temporary files of writers that died (``kill -9`` mid-write)."""
+    import time
+
+    for entry in directory.glob(".langid-*.tmp"):
+        try:
+            if time.time() - entry.stat().st_mtime > STALE:
+                entry.unlink()
+        except OSError:
+            pass
 
 
 class Mapped:
