@@ -6,7 +6,7 @@ arrays) and ≈ 200 MB at the peak.  The unpacked arrays are written once, by th
 that needs them, into a file of the user's cache (:func:`cache_dir`), named by py3langid's
 version and the SHA-256 of its model file (a new model is a new name; a file of another
 format than this module's ``MAGIC`` is made again);
-every later load maps that file read-only (``mmap``): the arrays are views of the mapping, the
+every later load maps that file read-only (``mmap(2)``): the arrays are views of the mapping, the
 pages are the page cache's, shared by all workers and their document processes, and nothing
 is decompressed.  The arrays have the same bytes as the ones py3langid's own loader makes, so
 every probability is the same (tests/test_langmodel.py compares them).
@@ -21,7 +21,9 @@ no home, a read-only cache, a file that does not parse — makes :func:`mapped` 
 the caller unpacks in memory as before.
 
 A worker opens and maps the file before it enters its sandbox (readers/runtime/workermain.py):
-the sandbox's view may hide the cache directory, and the mapping outlives that.
+the sandbox's view may hide the cache directory, and the mapping outlives that.  The mapping
+stays for the life of the process, and no descriptor of the file stays open (every document's
+process inherits the worker's descriptors).
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ def _sweep(directory: Path) -> None:
 class Mapped:
     """The cache file mapped read-only: its header, and views of its arrays."""
 
-    def __init__(self, region: mmap.mmap) -> None:
+    def __init__(self, region: memoryview) -> None:
         if region[:len(MAGIC)] != MAGIC:
             raise ValueError("not a bastion language model file")
         (size,) = struct.unpack_from("<I", region, len(MAGIC))
@@ -219,24 +221,57 @@ class Mapped:
         return view.cast(_TYPECODES[(kind, size)])  # a format from a table (typeshed: literals)
 
 
+def _map(fd: int, size: int) -> tuple[memoryview, int]:
+    """``size`` bytes of the file ``fd`` mapped shared and read-only, as a read-only byte
+    view, and the mapping's address.  By ``mmap(2)`` itself: Python's ``mmap`` object keeps a
+    descriptor of the file open (before 3.13), which every document's process would inherit.
+    Raises OSError."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if addr is None or addr == ctypes.c_void_p(-1).value:
+        raise OSError(ctypes.get_errno(), "mmap")
+    view = ctypes.pythonapi.PyMemoryView_FromMemory
+    view.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int]
+    view.restype = ctypes.py_object
+    return view(addr, size, 0x100), addr  # PyBUF_READ
+
+
+def _unmap(region: memoryview, addr: int) -> None:
+    import ctypes
+
+    size = len(region)
+    region.release()
+    libc = ctypes.CDLL(None)
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.munmap(addr, size)
+
+
 def _open(path: Path) -> Mapped | None:
+    """The file at ``path`` mapped (for the rest of the process), when it is safe to map
+    and whole; None otherwise.  No descriptor of it stays open."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or not _safe(st) or not _safe(os.stat(path.parent)):
+        if (not stat.S_ISREG(st.st_mode) or not st.st_size or not _safe(st)
+                or not _safe(os.stat(path.parent))):
             return None
-        region = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
-    except (OSError, ValueError):
+        region, addr = _map(fd, st.st_size)
+    except OSError:
         return None
     finally:
         os.close(fd)
     try:
         return Mapped(region)
     except (ValueError, KeyError, TypeError, struct.error):
-        region.close()
+        _unmap(region, addr)
         return None
 
 
