@@ -70,8 +70,9 @@ class Limits:
     max_members: int = _limit(10_000, "count")  # members read from one archive
     max_unpacked_bytes: int = _limit(256 * MiB, "size")  # decompressed from archives, per doc
     max_compression_ratio: float = _limit(100.0, "ratio")  # unpacked / packed, past 1 MiB
-    # every text's languages named (readers/text/langid.py; its model costs ≈ 0.6 s of CPU
-    # per worker to load): a sweep always; ``bastion text`` without --json leaves them out
+    # every text's languages named (readers/text/langid.py; its model costs ≈ 0.15 s of CPU
+    # per worker to map, readers/text/langmodel.py): a sweep always; ``bastion text`` without
+    # --json leaves them out
     name_languages: bool = _limit(True, "internal")
 
     def as_dict(self) -> dict[str, Any]:

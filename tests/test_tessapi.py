@@ -158,7 +158,9 @@ def test_the_image_reader_reads_the_same_text_warm_and_by_the_command(tmp_path, 
     tessapi.reset()
     warm_ctx = LocalContext(Limits(), {"tesseract": TESSERACT}, tmpdir=tmp_path / "a")
     warm = read_document(doc, warm_ctx)
-    assert tessapi._ENGINE.get((cli_version(), "eng", None)) is not None  # the library ran
+    loaded = tessapi._loaded.cache_info()  # the library ran: its engine is loaded already
+    assert tessapi.engine(cli_version()) is not None
+    assert tessapi._loaded.cache_info()[:2] == (loaded.hits + 1, loaded.misses)
     monkeypatch.setattr(ocr, "USE_LIBRARY", False)
     cold = read_document(doc, LocalContext(Limits(), {"tesseract": TESSERACT},
                                            tmpdir=tmp_path / "b"))

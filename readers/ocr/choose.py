@@ -18,13 +18,17 @@ the manifest (``ocr_languages``).
    installed, the page is read with the script's first pack (``rus`` for Cyrillic, …), then
    with the pack of the language identified in that reading when it is another installed one
    of the same script.
-3. When OSD names no script, Latin (it takes Greek for Latin), or one whose packs did not give a
-   reading identified as one of their languages, every other script with packs installed is
-   tried, one pack each (scripts in name order), until one reads it with a mean word
-   confidence of ``OTHER_GOOD_CONF``; of the readings identified as their script's language
-   (``SCRIPT_PROB``), the most confident wins from ``OTHER_MIN_CONF``.  Nothing convincing:
-   the English reading stays, and when OSD named a
-   script without an installed pack, its first pack is named missing.
+3. When OSD is unsure of the script it names (Latin, or one whose packs did not give a
+   reading identified as one of their languages), the scripts that look like it are tried
+   (``packs.LOOKALIKE``: it takes Greek for Latin or Cyrillic); when it names none, every
+   script with packs installed is; one pack each (scripts in name order), until one reads
+   the page with a mean word confidence of ``OTHER_GOOD_CONF``; of the readings identified
+   as their script's language (``SCRIPT_PROB``), the most confident wins from
+   ``OTHER_MIN_CONF``.  Nothing is tried when OSD is sure of its script (``OSD_SURE``:
+   tesseract's own acceptance), nor when the first reading found no word and OSD no script
+   (a picture), nor when OSD names Latin unsure of a page whose first reading holds
+   ``LATIN_SURE_WORDS`` long words read surely (a diagram's labels).  Nothing convincing: the English reading stays, and when OSD named a script
+   without an installed pack, its first pack is named missing.
 
 Every pack (and set of a script's packs) a step looked at goes into the page's
 :class:`~bastion.readers.ocr.packs.Condition`, which keys the document (readers/ocr/packs.py).
@@ -56,6 +60,17 @@ SCRIPT_PROB = 0.5  # a reading by a script's pack identified as one of its langu
 SCRIPT_MIN_CONF = 40.0  # … with this mean word confidence, for the script OSD named
 OTHER_MIN_CONF = 60.0  # … or this one, for a script tried without OSD's word
 OTHER_GOOD_CONF = 80.0  # a tried script read this well: the others are not tried
+# OSD is sure of a page's script from this confidence on: tesseract's is (best script's score /
+# second's - 1) / (kScriptAcceptRatio - 1), 1.0 where the best scores kScriptAcceptRatio (1.3)
+# times the second, the ratio tesseract itself accepts a script at (osdetect.cpp).  English and
+# other Latin pages rendered in the tests: 5.7-85; Cyrillic, Greek and Arabic pages: 2.0-160
+# but a Greek one in DejaVu Serif, taken for Latin at 0.35 (Cyrillic at 0.16 at 200 dpi)
+OSD_SURE = 1.0
+# ``eng`` read this many words of 5 letters or more at a confidence of 90 or more (the
+# reading's ``sure_words``): Latin text, when OSD also names Latin (unsure).  ``eng`` reads at
+# most one such word on the Cyrillic, Greek, Arabic and Chinese test pages, 4 on a circuit
+# diagram's labels OSD names Latin at 0.97
+LATIN_SURE_WORDS = 3
 AUTO = "auto"
 
 
@@ -68,6 +83,8 @@ class Reading(Protocol):
     def confidence(self) -> float | None: ...
     @property
     def words(self) -> int: ...
+    @property
+    def sure_words(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -142,6 +159,24 @@ class _Chooser:
                 return again, better, lang2, prob2
         return got, found[0], lang, prob
 
+    def others(self, osd: Osd | None, script: str | None, first: Reading,
+               tried: set[str]) -> list[str]:
+        """The scripts step 3 tries: none when OSD is sure of the script (``OSD_SURE``), or
+        found no script on a page the first reading found no word in (a picture), nor when
+        it named Latin unsure on a page ``eng`` read ``LATIN_SURE_WORDS`` long words of
+        surely; else the ones that look like the one OSD named unsure (``packs.LOOKALIKE``);
+        every script with packs installed when OSD named none."""
+        if script is not None and osd is not None and osd.script_confidence >= OSD_SURE:
+            return []
+        if script == "Latin" and first.sure_words >= LATIN_SURE_WORDS:
+            return []
+        if script is not None:
+            return sorted(P.lookalikes(script) - tried)
+        if not first.words:
+            return []
+        self.cond["script/*"] = P.current("script/*", self.installed)
+        return sorted({s for n in self.installed if (s := P.script_of(n)) and s not in tried})
+
     def auto(self) -> PageChoice:
         base = "eng" if self.have("eng") else None
         if base is None:  # no English pack: the first installed one reads first
@@ -175,9 +210,7 @@ class _Chooser:
                     and (got[0].confidence or 0.0) >= SCRIPT_MIN_CONF):
                 return self.done(got[0], got[1], script, got[2])
         best: tuple[float, Reading, str, str, str | None] | None = None
-        self.cond["script/*"] = P.current("script/*", self.installed)
-        others = sorted({s for n in self.installed if (s := P.script_of(n)) and s not in tried})
-        for other in others:
+        for other in self.others(osd, script, first, tried):
             got = self.in_script(other)
             if (got is None or got[2] is None or got[3] < SCRIPT_PROB
                     or P.script_of(P.BY_ISO.get(got[2], "")) != other):

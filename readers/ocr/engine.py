@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -262,15 +263,13 @@ class Engine:
             self._free(pixes)
 
     def close(self) -> None:
-        if self._api:
+        if getattr(self, "_api", None):
             self._libs.tess.TessBaseAPIEnd(self._api)
             self._libs.tess.TessBaseAPIDelete(self._api)
             self._api = None
 
-
-# (expected version, model, data directory) -> the engine (None: unusable)
-_ENGINE: dict[tuple[str, str, str | None], Engine | None] = {}
-_EXIT: list[bool] = []  # reset() registered at exit
+    def __del__(self) -> None:
+        self.close()
 
 
 def engine(version: str | None, language: str = LANGUAGE,
@@ -282,27 +281,27 @@ def engine(version: str | None, language: str = LANGUAGE,
     2-10 MB)."""
     if version is None:
         return None
-    key = (version, language, datapath)
-    if key not in _ENGINE:
-        got: Engine | None = None
-        # the worker's environment has it already (CHILD_ENV); libgomp reads it when loaded
-        os.environ.setdefault("OMP_THREAD_LIMIT", "1")
-        try:
-            libs = _bind(LIBRARY, LEPTONICA)
-            if libs.tess.TessVersion().decode("ascii", "replace") == version:
-                got = Engine(libs, language, datapath)
-        except (OSError, AttributeError, EngineError):
-            got = None
-        _ENGINE[key] = got
-        if got is not None and not _EXIT:
-            _EXIT.append(True)
-            atexit.register(reset)
-    return _ENGINE[key]
+    return _loaded(version, language, datapath)
+
+
+@functools.cache
+def _loaded(version: str, language: str, datapath: str | None) -> Engine | None:
+    """:func:`engine`'s, once per process and arguments (None remembered too)."""
+    # the worker's environment has it already (CHILD_ENV); libgomp reads it when loaded
+    os.environ.setdefault("OMP_THREAD_LIMIT", "1")
+    try:
+        libs = _bind(LIBRARY, LEPTONICA)
+        if libs.tess.TessVersion().decode("ascii", "replace") == version:
+            return Engine(libs, language, datapath)
+    except (OSError, AttributeError, EngineError):
+        pass
+    return None
 
 
 def reset() -> None:
-    """Forget the loaded engines (tests that change ``LIBRARY``)."""
-    for e in _ENGINE.values():
-        if e is not None:
-            e.close()
-    _ENGINE.clear()
+    """Forget the loaded engines (tests that change ``LIBRARY``): each is closed as it goes
+    (:meth:`Engine.__del__`)."""
+    _loaded.cache_clear()
+
+
+atexit.register(reset)  # the engines are ended before the interpreter goes

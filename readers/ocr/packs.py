@@ -18,6 +18,7 @@ choice looked for ``deu``, and nothing else.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -64,6 +65,13 @@ SCRIPT_DEFAULT: dict[str, str] = {
 }
 # OSD's names for scripts whose text a pack of another script name reads
 SCRIPT_ALIASES = {"Katakana": "Japanese", "Hiragana": "Japanese", "Korean": "Hangul"}
+# Scripts whose letters look alike, that OSD takes one for another when it is unsure of the
+# script (a Greek page in DejaVu Serif: "Latin" at 0.35, at 200 dpi "Cyrillic" at 0.16; a
+# Chinese page: "Han" at 0.83): a script not listed looks like none other
+LOOKALIKE: tuple[frozenset[str], ...] = (
+    frozenset({"Latin", "Greek", "Cyrillic"}),
+    frozenset({"Han", "Japanese", "Hangul"}),
+)
 BY_ISO: dict[str, str] = {}  # ISO 639-1 -> the first pack of that language
 for _name, (_iso, _script) in PACKS.items():
     BY_ISO.setdefault(_iso, _name)
@@ -73,6 +81,11 @@ def script_of(pack: str) -> str | None:
     """The script a pack reads (None: not a single-script pack bastion knows)."""
     got = PACKS.get(pack)
     return got[1] if got else None
+
+
+def lookalikes(script: str) -> frozenset[str]:
+    """The scripts OSD may have meant when it named ``script`` unsure (itself included)."""
+    return next((f for f in LOOKALIKE if script in f), frozenset({script}))
 
 
 def iso_of(pack: str) -> str | None:
@@ -98,9 +111,6 @@ def listed(directory: str | None) -> dict[str, str]:
     return out
 
 
-_IDENTITIES: dict[tuple[str, int, int, int], str | None] = {}  # (path, stat) -> identity
-
-
 def identity(path: str) -> str | None:
     """``sha256:<first 32 hex digits>`` of a pack file (the identity that keys it), computed
     once per process for one file state; None when it cannot be read."""
@@ -108,17 +118,20 @@ def identity(path: str) -> str | None:
         st = os.stat(path)
     except OSError:
         return None
-    key = (path, st.st_size, st.st_mtime_ns, st.st_ino)
-    if key not in _IDENTITIES:
-        h = hashlib.sha256()
-        try:
-            with open(path, "rb") as f:
-                while chunk := f.read(1 << 20):
-                    h.update(chunk)
-            _IDENTITIES[key] = f"sha256:{h.hexdigest()[:32]}"
-        except OSError:
-            _IDENTITIES[key] = None
-    return _IDENTITIES[key]
+    return _identity(path, st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+@functools.cache
+def _identity(path: str, size: int, mtime_ns: int, inode: int) -> str | None:
+    """:func:`identity` of ``path`` in the state its stat gave."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+    except OSError:
+        return None
+    return f"sha256:{h.hexdigest()[:32]}"
 
 
 def script_digest(installed: Mapping[str, str | None], script: str) -> str | None:

@@ -75,6 +75,7 @@ class OcrText:
     text: str  # lines without trailing spaces, no form feed
     confidence: float | None  # mean word confidence 0-100, one decimal; None without words
     words: int
+    sure_words: int = 0  # words of SURE_LETTERS letters or more read at SURE_CONF or more
 
 
 def tesseract_version(ctx: Context) -> str | None:
@@ -98,12 +99,22 @@ def tesseract_version(ctx: Context) -> str | None:
     return _VERSIONS[path]
 
 
+SURE_CONF = 90.0
+SURE_LETTERS = 5
+
+
+def _sure(word: str, conf: float) -> bool:
+    return conf >= SURE_CONF and sum(c.isalpha() for c in word) >= SURE_LETTERS
+
+
 def parse_tsv(tsv: str) -> OcrText:
     """Tesseract's TSV (``level page block par line word left top width height conf text``)
-    to the text and the mean confidence of its words."""
+    to the text, the mean confidence of its words and how many long words it read surely
+    (:attr:`OcrText.sure_words`)."""
     lines: list[tuple[tuple[str, str], list[str]]] = []  # ((block, par), words) per line
     key: tuple[str, ...] | None = None
     confs: list[float] = []
+    sure = 0
     for row in tsv.split("\n")[1:]:
         cols = row.split("\t")
         if len(cols) < 12 or cols[0] != "5":
@@ -117,6 +128,7 @@ def parse_tsv(tsv: str) -> OcrText:
             conf = -1.0
         if conf >= 0:
             confs.append(conf)
+            sure += _sure(word, conf)
         line_key = (cols[1], cols[2], cols[3], cols[4])
         if line_key != key:
             key = line_key
@@ -130,7 +142,7 @@ def parse_tsv(tsv: str) -> OcrText:
         out.append(" ".join(words))
         previous = par
     mean = round(sum(confs) / len(confs), 1) if confs else None
-    return OcrText("\n".join(out), mean, sum(len(w) for _, w in lines))
+    return OcrText("\n".join(out), mean, sum(len(w) for _, w in lines), sure)
 
 
 def ocr_image(

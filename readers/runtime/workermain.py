@@ -191,6 +191,10 @@ def main() -> None:
     else:
         scratch.mkdir(mode=0o700, exist_ok=True)
     pid = host_pid()  # before anything can change what /proc says
+    from ..text import langid
+
+    if limits.name_languages:  # the language model's cache, mapped before the sandbox hides it
+        langid.map_model()
     jobs, results, abi, filtered = enter_sandbox(workdir, limits,
                                                  tuple(user) if user else None,
                                                  config.get("view") or (), scratch)
@@ -205,8 +209,6 @@ def main() -> None:
     # the worker's registry, built once: the readers the embedding program put first (the
     # tests' misbehaving readers), then the registry's own
     registry = Registry.with_modules(config.get("extra_readers", ()))
-
-    from ..text import langid
 
     try:  # before the ready line, where no job's clock runs yet: every child inherits it
         if limits.name_languages:  # (a model that does not fit the cap is remembered so)
@@ -321,10 +323,11 @@ def prepare(job: dict[str, Any], limits, scratch: Path, registry: Any = None) ->
     try:
         if tools.get("tesseract"):  # the warm engines, and the version that keys them
             from ..ocr import engine as tessapi
-            from ..ocr.reader import tessdata, tesseract_version, warm_engine
+            from ..ocr.reader import installed_packs, tessdata, tesseract_version, warm_engine
 
             warm_engine(ctx)
             tessapi.engine(tesseract_version(ctx), tessapi.OSD, tessdata(ctx))
+            installed_packs(ctx)  # the packs' identities (SHA-256), not hashed per document
         if name == "pdf":  # its engines' modules, and their versions (pdftotext -v: a process)
             import importlib
 

@@ -3,14 +3,17 @@
 Two uses.  OCR asks :func:`identify` which language a first reading of a page is in, to choose
 the pack that reads it (readers/ocr/choose.py).  Every document with text gets its main
 languages (:func:`main_languages`) in its record, so the stages after bastion can route by
-language.  The model is loaded on first use, once per worker (≈ 0.5 s of CPU); its version
-(the ``py3langid`` distribution's) is in every task key (tasks/extract/plan.py).
+language.  The model is loaded on first use, once per worker: a view of its unpacked copy in
+the user's cache, mapped read-only and shared by every worker (readers/text/langmodel.py;
+≈ 0.1 s of CPU, most of it importing NumPy), else unpacked in memory (≈ 0.5 s more).  Its
+version (the ``py3langid`` distribution's) is in every task key (tasks/extract/plan.py).
 
 Why py3langid: docs/performance.md, "OCR in the document's language".
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import lzma
 import re
@@ -25,7 +28,6 @@ PIECE_LETTERS = 200  # letters of one piece identified on its own
 MIN_CHUNK_PROB = 0.5  # a chunk counts for its language from this probability
 MIN_SHARE = 0.2  # a language is one of the document's from this share of its counted text
 
-_IDENTIFIER: list[Any] = []
 _LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
 _NOT_LANGUAGES = {"zxx", "und"}
 
@@ -45,28 +47,41 @@ class Unavailable(Exception):
 
 
 def _identifier() -> Any:
-    """py3langid's identifier with normalised probabilities.  Its own loader unpacks the
-    65 MiB model into a temporary file, which a worker may not write (its file size cap and
-    Landlock): the model is unpacked in memory instead, into the same arrays (≈ 310 MB of
-    address space at the peak with numpy's, 100 MB resident after).  Raises :class:`Unavailable` when that
-    does not fit, then at once for the rest of the process."""
-    if _IDENTIFIER and _IDENTIFIER[0] is None:
+    """py3langid's identifier with normalised probabilities (:func:`_load`).  Its own
+    loader unpacks the 65 MiB model into a temporary file, which a worker may not write (its
+    file size cap and Landlock): the model is mapped from its unpacked copy in the user's
+    cache (≈ 220 MB of address space with NumPy's, the model's 68 MB shared), else unpacked in
+    memory into the same arrays (≈ 310 MB at the peak, 100 MB resident after).  Raises
+    :class:`Unavailable` when that does not fit, then at once for the rest of the process."""
+    got = _model()
+    if got is None:
         raise Unavailable(UNAVAILABLE)
-    if not _IDENTIFIER:
-        try:
-            _IDENTIFIER.append(_load())
-        except MemoryError:
-            _IDENTIFIER.append(None)
-            raise Unavailable(UNAVAILABLE) from None
-    return _IDENTIFIER[0]
+    return got
+
+
+@functools.cache
+def _model() -> Any:
+    """:func:`_load`'s identifier, once per process; None when it did not fit."""
+    try:
+        return _load()
+    except MemoryError:
+        return None
 
 
 UNAVAILABLE = "languages not identified: the language model does not fit the memory cap"
 
 
 def _load() -> Any:
+    """The identifier, its arrays views of the unpacked model's cache file
+    (readers/text/langmodel.py: mapped, nothing decompressed) when it can be had, else
+    unpacked here in memory.  The same arrays either way, so the same answers."""
+    from py3langid.langid import LanguageIdentifier
+
+    mapped = _mapped()
+    if mapped is not None:
+        return of_mapped(mapped)
     import numpy as np
-    from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
+    from py3langid.langid import MODEL_DIR, MODEL_FILE
 
     with lzma.open(MODEL_DIR / MODEL_FILE) as src:
         raw = io.BytesIO(src.read())
@@ -77,6 +92,34 @@ def _load() -> Any:
             tk_row=_array(d["nextmove_row"]))
     del raw
     return model
+
+
+def of_mapped(mapped: Any) -> Any:
+    """py3langid's identifier over the arrays of a mapped cache file
+    (:class:`~bastion.readers.text.langmodel.Mapped`), normalised probabilities."""
+    from py3langid.langid import LanguageIdentifier
+
+    return LanguageIdentifier(
+        mapped.numpy("ptc"), mapped.numpy("pc"), list(mapped.classes),
+        mapped.flat("nextmove"), mapped.flat("out_feat"), norm_probs=True,
+        tk_row=mapped.flat("nextmove_row"))
+
+
+def map_model() -> None:
+    """Map the model's cache file now, making it when missing (a worker, before it enters
+    its sandbox, whose view may hide the cache and which may not write there): the later
+    load in this process (:func:`preload`) uses this mapping or, when there is none,
+    unpacks in memory without trying again."""
+    _mapped()
+
+
+@functools.cache
+def _mapped() -> Any:
+    """The model's cache file mapped (readers/text/langmodel.py), once per process; None
+    when it cannot be had."""
+    from . import langmodel
+
+    return langmodel.mapped()
 
 
 def preload() -> None:
