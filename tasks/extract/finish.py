@@ -205,8 +205,10 @@ def _remove_dropped_texts(run: Run, fresh_referenced: Container[str]) -> int:
                     still.add(stem)
             tail = bytes(buf[max(0, n - 512):n])
     removed = 0
+    store = run.store
+    assert store is not None  # (a merge ran: its store is open)
     for stem in candidates.keys() - still:
-        for path in (run.store.text_path(stem), run.store.meta_path(stem)):
+        for path in (store.text_path(stem), store.meta_path(stem)):
             if unlink(path):  # through the output's descriptor
                 removed += 1
     return removed
