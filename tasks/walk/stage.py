@@ -252,7 +252,7 @@ class Walker:
         stats.bytes += st.st_size
         key = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
         c = dc.get(name)
-        if c is not None and c[4] and c[:4] == key:  # a followed symlink's unchanged target
+        if c is not None and c[5] and c[1:5] == key:  # a followed symlink's unchanged target
             stats.reused += 1
             self.take(dc, name)
         else:
@@ -284,7 +284,7 @@ class Walker:
         reason, mime, error).  One that does not depend only on the stat and is made the
         same as last time keeps its row."""
         c = self.take(dc, name)
-        if c is not None and not stat_only and not c[4] and \
+        if c is not None and not stat_only and not c[5] and \
                 self.table.record(root.name, rel, name) == fields:
             return  # made again, the same as last time
         row = (root.name, encode(rel), encode(name), encode(relpath), fields[0], fields[1],
@@ -424,10 +424,10 @@ class RootWalk:
                     if shared and hash(name) % owners != owner:
                         continue
                     c = dc.get(name)
-                    if c is not None and real is None and c[4]:  # a re-walk's path: one lstat
+                    if c is not None and real is None and c[5]:  # a re-walk's path: one lstat
                         st = entry.stat(follow_symlinks=False)
-                        if (c[0] == st.st_size and c[1] == st.st_mtime_ns
-                                and c[2] == st.st_ino and c[3] == st.st_ctime_ns):
+                        if (c[1] == st.st_size and c[2] == st.st_mtime_ns
+                                and c[3] == st.st_ino and c[4] == st.st_ctime_ns):
                             del dc[name]
                             reused += 1
                             nbytes += st.st_size

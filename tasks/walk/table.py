@@ -32,7 +32,7 @@ REMOVED_KEPT = 200_000  # keys of removed rows held for the export's delta, at m
 # One row as inserted: (root, dir, name, path, kind, size, mtime_ns, ctime_ns, inode,
 # device, sha256, reason, mime, error, stat_only, gen)
 Row = tuple
-Previous = dict  # name -> (size, mtime_ns, inode, ctime_ns, stat_only)
+Previous = dict  # name -> (name, size, mtime_ns, inode, ctime_ns, stat_only)
 
 COLUMNS = ("root, dir, name, path, kind, size, mtime_ns, ctime_ns, inode, device, sha256, "
            "reason, mime, error, stat_only, gen")
@@ -135,12 +135,12 @@ class WalkTable:
     # -- reading -------------------------------------------------------------------------
 
     def previous(self, root: str, rel: str) -> Previous:
-        """The rows of one directory as the previous walk left them, by name."""
+        """The rows of one directory as the previous walk left them, by name: each
+        ``(name, size, mtime_ns, inode, ctime_ns, stat_only)`` as fetched."""
         rows = self.db.execute(
             "SELECT name, size, mtime_ns, inode, ctime_ns, stat_only FROM walk "
             "WHERE root = ? AND dir = ?", (root, encode(rel))).fetchall()
-        return {decode(n): (size, mtime, ino, ctime, so)
-                for n, size, mtime, ino, ctime, so in rows}
+        return {str(r[0], "utf-8", "surrogatepass"): r for r in rows}
 
     def record(self, root: str, rel: str, name: str) -> tuple | None:
         """(kind, size, mtime_ns, inode, sha256, reason, mime, error) of one previous row."""
