@@ -155,10 +155,14 @@ def test_an_earlier_cache_that_does_not_hold_is_not_imported(tmp_path: Path,
     out = tmp_path / "out"
     walk(m, out)
     before = (out / "walk.jsonl").read_bytes()
-    for spoil in ("settings", "walk.jsonl", "garbage"):
+    for spoil in ("settings", "walk.jsonl", "garbage", "garbled"):
         earlier_layout(out, m, 2, settings=[0, 1, False] if spoil == "settings" else None)
         if spoil == "walk.jsonl":  # not the file the cache describes
             os.utime(out / "walk.jsonl", ns=(1, 1))
+        if spoil == "garbled":  # the file the cache describes by size and time, not JSON
+            st = os.stat(out / "walk.jsonl")
+            (out / "walk.jsonl").write_bytes(b"x" * st.st_size)
+            os.utime(out / "walk.jsonl", ns=(st.st_atime_ns, st.st_mtime_ns))
         if spoil == "garbage":
             (out / LEGACY_CACHE).write_bytes(b"\x00garbage")
         reads.clear()

@@ -322,7 +322,7 @@ class Walker:
 class RootWalk:
     """One root's traversal (or one owner's share of it): a stack of directories, each
     opened, checked for a bastion output's tag, listed, and its entries compared with the
-    stat cache, recorded through the :class:`Walker` or pushed."""
+    directory's previous rows, recorded through the :class:`Walker` or pushed."""
 
     def __init__(self, walker: Walker, root: Root, owner: int = 0, owners: int = 1) -> None:
         self.walker = walker
@@ -400,7 +400,7 @@ class RootWalk:
                             f"{e.strerror}")
 
     def _dir(self, dfd: int, dirpath: str, rel: str, real: str | None) -> None:
-        """One directory: files compared with the stat cache (or read), subdirectories
+        """One directory: files compared with their previous rows (or read), subdirectories
         pushed on the stack."""
         walker, sel, stats, stack = self.walker, self.sel, self.stats, self.stack
         owner, owners = self.owner, self.owners

@@ -76,6 +76,17 @@ def import_walk(out: Path, db: sqlite3.Connection, settings: list,
         unlink(cache)
         return None
     identity = file_identity(walk_jsonl)
+    try:
+        n = _insert(db, walk_jsonl, known, identity, settings, roots)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        n = None  # a walk.jsonl that is not one (rolled back): the next walk reads everything
+    unlink(cache)
+    return n
+
+
+def _insert(db: sqlite3.Connection, walk_jsonl: Path, known: dict, identity: list[int] | None,
+            settings: list, roots: dict[str, list]) -> int:
+    """The rows of walk.jsonl inserted, in one transaction; how many."""
     n = 0
     with db:
         db.execute("BEGIN IMMEDIATE")
@@ -105,7 +116,6 @@ def import_walk(out: Path, db: sqlite3.Connection, settings: list,
         set_state(db, "gen", 1)
         set_state(db, "count", n)
         set_state(db, "export", [1, identity])
-    unlink(cache)
     return n
 
 
