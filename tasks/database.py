@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 
 from .output.directory import OutputDir
 from .output.modes import OutputError
@@ -90,11 +91,11 @@ def connect(od: OutputDir) -> sqlite3.Connection:
         # made here with the output's mode: sqlite gives its -wal and -shm files the
         # database's permissions; opened through the state directory's descriptor
         od.create(rel)
+        for suffix in ("-wal", "-shm"):  # files of an earlier, looser run
+            _tighten(od, rel + suffix)
         db = sqlite3.connect(od.proc(rel), isolation_level=None)
         _check_opened(db, od, rel)
         db.execute("PRAGMA journal_mode=WAL")
-        for suffix in ("-wal", "-shm"):
-            od.chmod_file(rel + suffix)  # files of an earlier, looser run
         db.execute("PRAGMA synchronous=NORMAL")
         with db:
             db.execute("BEGIN IMMEDIATE")
@@ -110,6 +111,21 @@ def connect(od: OutputDir) -> sqlite3.Connection:
     except (OSError, sqlite3.Error) as e:
         raise OutputError(f"cannot open the database {od.path / rel}: {e}") from None
     return db
+
+
+def _tighten(od: OutputDir, rel: str) -> None:
+    """Give sqlite's journal file ``rel`` the output's mode, before this process connects:
+    the file is opened only when its mode is wrong, never while a connection of this process
+    is open (closing any descriptor of a file drops every POSIX lock the process holds on it,
+    sqlite's lock on ``-shm`` included: another process would then take the shared memory for
+    unused, truncate it, and this one die of SIGBUS)."""
+    dfd, name = od.split(rel)
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_IMODE(st.st_mode) != od.modes.file:
+        od.chmod_file(rel)
 
 
 def _check_opened(db: sqlite3.Connection, od: OutputDir, rel: str) -> None:
