@@ -226,3 +226,34 @@ def test_the_runs_are_recorded(tmp_path: Path) -> None:
 
     assert [stage for stage, _ in got] == ["walk", "walk"]
     assert [json.loads(s)["hashed"] for _, s in got] == [12, 1]
+
+
+def test_a_walk_killed_after_a_batch_leaves_an_exact_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The row count is committed with each batch: after a walk that died once its new rows
+    were committed, the next walk still finds the rows of a directory deleted since (the
+    count decides whether rows outside the directories listed are looked for)."""
+    root = tmp_path / "root"
+    tree(root, 60)
+    m = manifest(tmp_path, root)
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    walk(m, out)
+    (root / "new").mkdir()
+    for i in range(50):
+        (root / "new" / f"n{i:02d}.txt").write_text(f"new {i}\n")
+    monkeypatch.setattr(table_module, "BATCH_ROWS", 50)
+
+    def dies(*a):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(table_module.WalkTable, "finish", dies)
+    with pytest.raises(KeyboardInterrupt):
+        walk(m, out)
+    monkeypatch.undo()
+    for f in (root / "d5" / "deep").iterdir():
+        f.unlink()
+    (root / "d5" / "deep").rmdir()
+    walk(m, out)
+    walk(m, fresh)
+    assert (out / "walk.jsonl").read_bytes() == (fresh / "walk.jsonl").read_bytes()
+    assert rows(out) == rows(fresh)

@@ -121,10 +121,8 @@ class WalkTable:
             db.execute("BEGIN IMMEDIATE")
             n = db.execute(sql, args).rowcount
             self._begin_gen(db)
-        self.count_before -= n
-        with db:
-            db.execute("BEGIN IMMEDIATE")
-            set_state(db, "count", self.count_before)
+            self.count_before -= n
+            set_state(db, "count", self.count_before)  # in the same transaction: exact
         self.reset = True
 
     def _begin_gen(self, db: sqlite3.Connection) -> None:
@@ -201,6 +199,10 @@ class WalkTable:
                 db.executemany("DELETE FROM walk WHERE root = ? AND dir = ? AND name = ?",
                                self.gone)
                 db.executemany(INSERT, self.rows)
+                # the count of what is committed, with it: a walk killed after this batch
+                # leaves the next one an exact count (it decides whether rows outside the
+                # directories listed must be looked for)
+                set_state(db, "count", self.count_before + self.added - self.deleted)
         except sqlite3.Error as e:
             raise OutputError(f"cannot record the walk in the database: {e}") from None
         self.rows, self.gone = [], []
@@ -228,8 +230,6 @@ class WalkTable:
                 db.execute("BEGIN IMMEDIATE")
                 db.execute("DELETE FROM walk_roots WHERE root NOT IN (%s)"
                            % ",".join("?" * len(self.roots)), list(self.roots))
-                if self.written:
-                    set_state(db, "count", count)
         except sqlite3.Error as e:
             raise OutputError(f"cannot record the walk in the database: {e}") from None
         return count
