@@ -5,6 +5,8 @@ text files (1,000 per directory).
     python bench/scale.py                          # 10k and 100k files
     python bench/scale.py --sizes 10000,100000,300000,1000000 --rounds 3
     python bench/scale.py --sizes 1000000 --rounds 7 --reuse   # no-op and change rounds only
+    python bench/scale.py --sizes 100000,300000 --against /tmp/main   # side by side with
+        # another checkout (its own .venv), on the same trees, each run alternated with its twin
 
 Each round runs the walk alone, the no-op sweep and a sweep after one change (a different
 file each round), so drift hits all three alike; the one-change ratios are also given pairwise.  Writes a table to stdout, the raw figures
@@ -30,9 +32,9 @@ REPO = HERE.parent
 BASTION = [sys.executable, "-m", "bastion"]
 
 
-def run(argv: list[str]) -> dict:
+def run(argv: list[str], cwd: Path = REPO) -> dict:
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     _, status, ru = os.wait4(proc.pid, 0)
     wall = time.monotonic() - t0
@@ -60,34 +62,50 @@ def median(xs: list[float]) -> float:
     return xs[len(xs) // 2]
 
 
-def measure(work: Path, n: int, rounds: int, reuse: bool = False) -> dict:
+def measure(work: Path, n: int, rounds: int, reuse: bool = False,
+            repos: tuple[Path, ...] = (REPO,)) -> list[dict]:
+    """The figures of each checkout in ``repos`` (this one first) on one tree of ``n`` files:
+    each its own output, every step run by each in turn."""
     root = work / f"tree{n}"
     make_tree(root, n)
     m = work / f"m{n}.yaml"
     m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\n    exclude: ['.done']\n"
                  "stages: [walk, extract]\n")
-    out = work / f"out{n}"
-    sweep = [*BASTION, "sweep", str(m), "--out", str(out), "-q", "-j", "2"]
-    walk = [*BASTION, "walk", str(m), "--out", str(out), "-q"]
-    first = None
-    if not (reuse and (out / "extract.summary.json").exists()):
-        shutil.rmtree(out, ignore_errors=True)
-        first = run(sweep)
-    res: dict[str, list[dict]] = {"walk": [], "noop": [], "change": []}
-    run(sweep)  # settle: the stat cache and the stamp are in place
+    sides = []
+    for k, repo in enumerate(repos):
+        py = sys.executable if repo == REPO else str(repo / ".venv" / "bin" / "python")
+        out = work / (f"out{n}" if k == 0 else f"out{n}.{k}")
+        sides.append({"repo": repo, "out": out,
+                      "sweep": [py, "-m", "bastion", "sweep", str(m), "--out", str(out), "-q",
+                                "-j", "2"],
+                      "walk": [py, "-m", "bastion", "walk", str(m), "--out", str(out), "-q"],
+                      "first": None, "res": {"walk": [], "noop": [], "change": []}})
+    for side in sides:
+        if not (reuse and (side["out"] / "extract.summary.json").exists()):
+            shutil.rmtree(side["out"], ignore_errors=True)
+            side["first"] = run(side["sweep"], side["repo"])
+    for side in sides:
+        run(side["sweep"], side["repo"])  # settle: the walk's rows and the stamp are in place
     for r in range(rounds):  # walk, no-op, one change: alternated, so drift hits all three
-        res["walk"].append(run(walk))
-        res["noop"].append(run(sweep))
+        for kind in ("walk", "noop"):
+            for side in sides:
+                side["res"][kind].append(run(side["walk" if kind == "walk" else "sweep"],
+                                             side["repo"]))
         i = min(n - 1, ((r * 7) % max(1, n // 1000)) * 1000 + r)
         victim = root / f"d{i // 1000:04d}" / f"f{i:07d}.txt"
         victim.write_bytes(f"edited in round {r} at {time.time()}\n".encode())
-        res["change"].append(run(sweep))
-    row = {"files": n, "first": first,
-           "pairs": [c["wall"] / no["wall"] for c, no in zip(res["change"], res["noop"])],
-           "load": os.getloadavg()[0]}
-    for k, runs in res.items():
-        row[k] = {f: median([x[f] for x in runs]) for f in ("wall", "cpu", "rss")}
-    return row
+        for side in sides:
+            side["res"]["change"].append(run(side["sweep"], side["repo"]))
+    rows = []
+    for side in sides:
+        res = side["res"]
+        row = {"files": n, "repo": str(side["repo"]), "first": side["first"],
+               "pairs": [c["wall"] / no["wall"] for c, no in zip(res["change"], res["noop"])],
+               "load": os.getloadavg()[0]}
+        for k, runs in res.items():
+            row[k] = {f: median([x[f] for x in runs]) for f in ("wall", "cpu", "rss")}
+        rows.append(row)
+    return rows
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -149,27 +167,34 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", type=Path, default=HERE / ".corpus" / "scale")
     ap.add_argument("--results", type=Path, default=HERE / "results")
+    ap.add_argument("--against", type=Path, action="append", default=[],
+                    help="another checkout (with its own .venv) measured side by side")
     ap.add_argument("--reuse", action="store_true",
                     help="keep an existing output of a size (no first sweep): for the no-op "
                          "and one-change rounds alone")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    compile_trees(REPO)  # bytecode, as an installed package has it (bench/benchlib.py)
+    repos = (REPO, *args.against)
+    for repo in repos:
+        compile_trees(repo)  # bytecode, as an installed package has it (bench/benchlib.py)
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
-        row = measure(args.work, n, args.rounds, args.reuse)
-        rows.append(row)
-        f, w, no, ch = row["first"], row["walk"], row["noop"], row["change"]
-        first = (f"first {f['wall']:7.2f} s {f['rss']:6.0f} MiB ({n / f['wall']:6.0f} files/s)"
-                 if f else "first (reused)")
-        pairs = " ".join(f"{x:.2f}" for x in row["pairs"])
-        print(f"{n:>9,} files | {first} | walk {w['wall']:6.3f} s | no-op "
-              f"{no['wall']:6.3f} s ({no['wall'] / w['wall']:.2f}x walk, {no['rss']:4.0f} MiB)"
-              f" | one change {ch['wall']:6.3f} s ({ch['wall'] / no['wall']:.2f}x no-op, "
-              f"{ch['rss']:4.0f} MiB; pairs {pairs}; load {row['load']:.1f})", flush=True)
+        for row in measure(args.work, n, args.rounds, args.reuse, repos):
+            rows.append(row)
+            f, w, no, ch = row["first"], row["walk"], row["noop"], row["change"]
+            first = (f"first {f['wall']:7.2f} s ({f['cpu']:6.1f} s CPU) {f['rss']:6.0f} MiB "
+                     f"({n / f['wall']:6.0f} files/s)" if f else "first (reused)")
+            pairs = " ".join(f"{x:.2f}" for x in row["pairs"])
+            name = "" if len(repos) == 1 else f"{Path(row['repo']).name:>12} "
+            print(f"{name}{n:>9,} files | {first} | walk {w['wall']:6.3f} s "
+                  f"({w['cpu']:.2f} s CPU) | no-op {no['wall']:6.3f} s ({no['cpu']:.2f} s CPU, "
+                  f"{no['wall'] / w['wall']:.2f}x walk, {no['rss']:4.0f} MiB) | one change "
+                  f"{ch['wall']:6.3f} s ({ch['cpu']:.2f} s CPU, {ch['wall'] / no['wall']:.2f}x "
+                  f"no-op, {ch['rss']:4.0f} MiB; pairs {pairs}; load {row['load']:.1f})",
+                  flush=True)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "scale.json").write_text(json.dumps(rows, indent=1))
-    plot(rows, args.results / "scale.png")
+    plot([r for r in rows if r["repo"] == str(REPO)], args.results / "scale.png")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 """``doit clean`` on bastion's tasks: remove what a task made.
 
-The extract group removes the records, the summary, the store and the verdict index; a file's
+The extract group removes the records, the summary, the store and the verdicts (the
+database's extract tables); a file's
 task its text, sidecar and verdict (its record becomes ``skipped``, not extracted yet), unless
 another file's record names the same text (a copy of the same bytes): then only its record is
 reset, and the text and verdict the other record needs stay.  The walk's task removes its
-records and its stat cache.  doit's own database stays (``doit forget`` is for it).
+export and its rows in the database (tasks/database.py; the file goes once it holds neither).  doit's own database stays (``doit forget`` is for it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .output.atomic import STATE_DIR, rmtree, unlink
+from .database import EXTRACT_TABLES, WALK_TABLES, clear
+from .output.atomic import STATE_DIR, output, rmtree, unlink
 from .extract.store import Store
 
 if TYPE_CHECKING:
@@ -30,9 +32,9 @@ def clean_extract(run: Run) -> None:
     for name in ("extract.jsonl", "extract.summary.json"):  # through the output's descriptor
         unlink(out / name)
     rmtree(out / "extract")
-    for name in ("verdicts.sqlite", "verdicts.sqlite-wal", "verdicts.sqlite-shm",
-                 "forgotten.json", "tools.json", "extract-stamp.json", "extract.jsonl.lines"):
+    for name in ("forgotten.json", "tools.json", "extract-stamp.json", "extract.jsonl.lines"):
         unlink(out / STATE_DIR / name)
+    clear(output(out), EXTRACT_TABLES)  # the verdicts; the walk's rows stay
     run.cleaned_all = True
     run.say(f"removed the extract stage's outputs in {out}")
 
@@ -78,7 +80,8 @@ def _named_elsewhere(records: Path, item: Item) -> int:
 def clean_walk(run: Run) -> None:
     out = run.out
     run.lock()
-    for name in ("walk.jsonl", "walk.summary.json", f"{STATE_DIR}/walk-cache",
-                 f"{STATE_DIR}/walk.jsonl.lines"):
+    for name in ("walk.jsonl", "walk.summary.json", f"{STATE_DIR}/walk.jsonl.lines",
+                 f"{STATE_DIR}/walk-delta"):
         unlink(out / name)
+    clear(output(out), WALK_TABLES)  # the walk's rows; the verdicts stay
     run.say(f"removed the walk's outputs in {out}")

@@ -88,7 +88,7 @@ def test_clean_one_file_then_everything(example) -> None:
     assert doit("clean", manifest=m, out=out).returncode == 0
     left = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     assert not [p for p in left if p.startswith("extract") or p.endswith(".jsonl")
-                or "summary" in p or "verdicts" in p or "walk-cache" in p], left
+                or "summary" in p or "verdicts" in p or ".lines" in p], left
 
 
 @pytest.mark.parametrize("parallel", [["-n", "2"], ["-n", "2", "-P", "thread"], ["-n2"]])

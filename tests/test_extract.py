@@ -195,7 +195,9 @@ def test_awkward_names(tmp_path: Path) -> None:
     first = (out / "extract.jsonl").read_bytes()
     assert run("sweep", m, out) == 0
     assert summary(out)["extracted"] == 0
-    assert (out / "extract.jsonl").read_bytes() == first  # nothing to do: left as it is
+    # nothing to do: every verdict kept, and the records say so (issue 33)
+    assert (out / "extract.jsonl").read_bytes() == first.replace(b'"reused":false',
+                                                                 b'"reused":true')
 
 
 # -- reuse and retry across runs ----------------------------------------------------------------
@@ -211,8 +213,16 @@ def test_second_run_reuses_everything_and_one_edit_redoes_one(tree: tuple[Path, 
     s = summary(out)
     assert s["extracted"] == 0 and s["reused"] == len(recs)
     assert {p: p.stat().st_mtime_ns for p in store_texts(out)} == texts  # nothing rewritten
-    # nothing to do: extract.jsonl is left exactly as the run that wrote it left it
-    assert (out / "extract.jsonl").read_bytes() == first
+    # nothing to do: every verdict was kept, and the records say so as the summary does
+    # (issue 33: they used to keep the flags of the run that had work)
+    assert all(r["reused"] for r in recs)
+    assert (out / "extract.jsonl").read_bytes() == first.replace(b'"reused":false',
+                                                                 b'"reused":true')
+    # and the next run with nothing to do writes nothing at all
+    flipped = (out / "extract.jsonl").stat()
+    assert run("sweep", m, out) == 0 and summary(out)["extracted"] == 0
+    again = (out / "extract.jsonl").stat()
+    assert (again.st_ino, again.st_mtime_ns) == (flipped.st_ino, flipped.st_mtime_ns)
     # without the no-op stamp, the full plan gives the same records, all reused
     (out / ".bastion" / "extract-stamp.json").unlink()
     assert run("sweep", m, out) == 0
@@ -461,6 +471,33 @@ def test_raising_extract_version_redoes_everything(tree: tuple[Path, Path],
     assert [r["path"] for r in recs if r["reused"]] == ["dup2.txt"]  # the in-run duplicate
     assert run("sweep", m, out) == 0
     assert summary(out)["extracted"] == 0
+
+
+def test_records_and_summary_agree_on_reused_after_every_run(tree: tuple[Path, Path]) -> None:
+    """``reused``: this run kept a prior verdict.  The summary counts what the records say,
+    after a first run, runs with nothing to do, a change merged in, a deletion, a full plan."""
+    m, out = tree
+
+    def agree() -> int:
+        s = summary(out)
+        assert s["reused"] == sum(r["reused"] for r in records(out)), s
+        return s["reused"]
+
+    assert run("sweep", m, out) == 0
+    assert agree() == 1  # the in-run duplicate
+    assert run("sweep", m, out) == 0
+    assert agree() == len(records(out))
+    assert run("sweep", m, out) == 0
+    assert agree() == len(records(out))
+    (m.parent / "a" / "one.txt").write_bytes(b"edited once more\n")
+    assert run("sweep", m, out) == 0
+    assert agree() == len(records(out)) - 1
+    (m.parent / "a" / "one.txt").unlink()
+    assert run("sweep", m, out) == 0
+    assert agree() == len(records(out))
+    (out / ".bastion" / "extract-stamp.json").unlink()
+    assert run("sweep", m, out) == 0
+    agree()
 
 
 def test_deleting_doits_db_costs_nothing(tree: tuple[Path, Path]) -> None:

@@ -288,7 +288,7 @@ def test_installing_packs_rereads_exactly_the_non_english_ocred_documents(
         s = lp.sample(lang)
         assert lp.recall(s.text, (out / r["text"]).read_text(), s.script) >= 0.9
 
-    sweep(m, out)  # the same packs: nothing is read (the no-op run leaves the records)
+    sweep(m, out)  # the same packs: nothing is read (the no-op run keeps every verdict)
     assert json.loads((out / "extract.summary.json").read_text())["extracted"] == 0
 
     monkeypatch.setenv("TESSDATA_PREFIX", tessdata(*(n for n in WANTED if n != "deu")))

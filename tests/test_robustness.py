@@ -4,8 +4,9 @@ What tests/test_walk.py, test_cli.py, test_runtime.py and test_extract.py alread
 repeated here (hostile names in the walk, symlink loops, FIFOs, the lock against a holder
 process, -j1 vs -j2, hostile readers, one kill -9 mid-extract).  Here:
 
-* kill -9 of the parent at chosen points (mid-walk, while walk.jsonl / the walk cache /
-  extract.jsonl / the summary is being replaced, after some verdicts) and at fixed delays, then
+* kill -9 of the parent at chosen points (mid-walk, after some of the walk's batches are
+  committed, while walk.jsonl / extract.jsonl / the summary is being replaced, after some
+  verdicts) and at fixed delays, then
   a re-run: complete, consistent, no ``.tmp-*`` left, every ``ok`` record's text present;
 * a worker SIGKILLed from outside while it reads: one ``error`` record, the run goes on;
 * the output filesystem full (a 2 MiB tmpfs): exit 1 with one line, no half-written records,
@@ -191,6 +192,18 @@ elif point == "extract-mid":  # after n verdicts (some committed, some texts wit
         if seen[0] == n:
             die()
     session.ExtractSession.record = record
+elif point == "walk-batch":  # after n batches of the walk's rows committed, before walk.jsonl
+    import bastion.tasks.walk.table as table
+    table.BATCH_ROWS = 50
+    orig_flush = table.WalkTable.flush
+    seen = [0]
+    def flush(self):
+        had = bool(self.rows or self.gone)
+        orig_flush(self)
+        seen[0] += had
+        if seen[0] == n:
+            die()
+    table.WalkTable.flush = flush
 elif point == "rewalk-shared":  # killed while forked helpers share a re-walk
     walk.Walker._helpers = lambda self: 1  # whatever the cores: one helper
     orig_shared = walk.Walker._run_shared
@@ -229,7 +242,7 @@ sys.exit(main(sys.argv[1:]))
 KILL_POINTS = [
     ("walk-mid", 150),
     ("walk.jsonl", 0),
-    ("walk-cache", 0),
+    ("walk-batch", 3),
     ("walk.summary.json", 0),
     ("extract-mid", 120),
     ("extract.jsonl", 0),
@@ -266,9 +279,16 @@ def test_kill_9_of_the_parent_at_a_point_then_rerun(point: str, n: int, tmp_path
     proc = subprocess.run([sys.executable, "-c", KILLER, point, str(n), "sweep", str(m),
                            "--out", str(out), "-q", "-j", "2"], cwd=str(REPO), env=ENV,
                           capture_output=True, timeout=RUN_TIMEOUT)
-    if point.endswith((".jsonl", ".json", "-cache")):
+    if point.endswith((".jsonl", ".json")):
         assert list(out.glob(f".tmp-{point}.*")) or list(out.glob(f".bastion/.tmp-{point}.*")), \
             "the kill did not happen between the temp file and its rename"
+    if point == "walk-batch":  # the batches committed are kept: 150 files not read again
+        import sqlite3
+
+        db = sqlite3.connect(out / ".bastion" / "verdicts.sqlite")
+        assert db.execute("SELECT count(*) FROM walk").fetchone()[0] == 3 * 50
+        db.close()
+        assert not (out / "walk.jsonl").exists()
     _check_after_kill(tmp_path, root, files, out, proc.returncode)
 
 

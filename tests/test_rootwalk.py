@@ -9,6 +9,7 @@ import yaml
 
 from bastion.tasks.manifest import load_manifest
 from bastion.tasks.walk.stage import RootWalk, Walker
+from bastion.tasks.walk.table import decode
 
 
 def write_manifest(directory: Path, roots: list[dict]) -> Path:
@@ -33,21 +34,30 @@ def test_owner_shares_partition_a_root(tmp_path: Path) -> None:
     os.symlink("sub", root / "link")
     os.mkfifo(root / "pipe")
     m = load_manifest(write_manifest(tmp_path, [{"name": "r", "path": "root"}]))
-    serial = Walker(m, tmp_path / "out")
-    serial.run()
-    shared = Walker(m, tmp_path / "out")
+    (tmp_path / "out").mkdir()
+    serial = collecting(m, tmp_path / "out")
+    RootWalk(serial, m.roots[0]).run()
+    shared = collecting(m, tmp_path / "out")
     lines = []
     for owner in range(3):
         before = len(shared.fresh)
         RootWalk(shared, m.roots[0], owner, 3).run()
-        lines.append({row[1] for row in shared.fresh[before:]})
+        lines.append({row[3] for row, _ in shared.fresh[before:]})
     assert all(lines) and not (lines[0] & lines[1] or lines[1] & lines[2] or lines[0] & lines[2])
     assert sorted(shared.fresh) == sorted(serial.fresh)
     assert shared.stats == serial.stats
 
 
+def collecting(m, out: Path) -> Walker:
+    """A walker whose rows are collected in ``fresh`` (as a forked helper's are), not written."""
+    w = Walker(m, out)
+    assert w.table.count_before == 0
+    w.helper = True
+    return w
+
+
 def test_a_root_walk_records_through_its_walker(tmp_path: Path) -> None:
-    """Hits (line numbers) on a re-walk, rows on a first walk; the Selector decides."""
+    """Rows found again on a re-walk, new rows on a first walk; the Selector decides."""
     root = tmp_path / "root"
     tree(root)
     (root / "skip.tmp").write_bytes(b"x\n")
@@ -56,9 +66,12 @@ def test_a_root_walk_records_through_its_walker(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     w = Walker(m, tmp_path / "out")
     RootWalk(w, m.roots[0]).run()
-    assert sorted(row[1] for row in w.fresh) == ["a.txt", "sub/b.txt"]
-    assert list(w.hits) == [] and w.stats.hashed == 2
+    assert sorted(decode(row[3]) for row in w.table.rows) == ["a.txt", "sub/b.txt"]
+    assert w.seen == 0 and w.stats.hashed == 2
+    assert w.table.finish(w.listed, w.seen) == 2
     w.write()
+    w.close()
     again = Walker(m, tmp_path / "out")
     RootWalk(again, m.roots[0]).run()
-    assert again.fresh == [] and sorted(again.hits) == [0, 1] and again.unchanged()
+    assert again.table.rows == [] and again.seen == 2 and again.stats.reused == 2
+    assert again.table.finish(again.listed, again.seen) == 2 and again.unchanged()

@@ -194,6 +194,25 @@ def test_duckdb_refuses_names_that_are_not_utf8_and_the_documented_way_round(
     assert dict(scope["kinds"]) == summary["error_kinds"]
 
 
+def test_the_database_example_of_records_md_runs(examples_out: Path) -> None:
+    """The sqlite3 queries of docs/records.md on the database the exports are written from:
+    they say what the exports and the summaries say."""
+    code = next(b for b in _records_md_blocks("python", "import sqlite3"))
+    scope: dict = {"OUT": str(examples_out)}
+    exec(compile(code, "docs/records.md (sqlite3)", "exec"), scope)
+    scope["db"].close()
+    walk = [json.loads(line) for line in (examples_out / "walk.jsonl").read_text().splitlines()]
+    files = [w for w in walk if w["kind"] == "file"]
+    assert sum(n for _, n, _ in scope["by_type"]) == len(files)
+    assert {m: n for m, n, _ in scope["by_type"]} == {
+        m: sum(1 for w in files if w["mime"] == m) for m in {w["mime"] for w in files}}
+    assert scope["changed"] == [(w["root"], w["path"]) for w in walk]  # one walk: all of it
+    summary = json.loads((examples_out / "walk.summary.json").read_text())
+    assert scope["runs"] == [(1, "walk", summary["hashed"])]
+    assert sum(n for _, n in scope["statuses"]) == len({(r["sha256"]) for r in walk
+                                                        if r["sha256"]})
+
+
 def test_the_pandas_example_of_records_md_runs(swept: Path) -> None:
     _need("pandas")
     code = next(b for b in _records_md_blocks("python", "value_counts"))

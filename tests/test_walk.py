@@ -23,9 +23,10 @@ import bastion.tasks.walk.stage as walk_mod
 from bastion.readers import detect
 from bastion.readers.detect import detect_bytes
 from bastion.tasks.cli import main
-from bastion.tasks.output.atomic import STATE_DIR
+from bastion.tasks.output.atomic import STATE_DIR, OutputError
 from bastion.tasks.manifest import load_manifest
-from bastion.tasks.walk.stage import CACHE_NAME, Walker, run_walk
+from bastion.tasks.walk.stage import Walker, run_walk
+from bastion.tasks.database import DB_NAME
 
 REPO = Path(__file__).resolve().parent.parent
 FIELDS = {"root", "path", "kind", "size", "mtime_ns", "inode", "sha256", "reason", "mime",
@@ -616,7 +617,7 @@ def test_incremental_rewalk(simple: tuple[Path, Path, Path],
     first, recs1 = walk(m, out)
     assert first["hashed"] == 5 and first["reused"] == 0
     before = (out / "walk.jsonl").read_bytes()
-    assert (out / CACHE_NAME).is_file() and CACHE_NAME.startswith(STATE_DIR + "/")
+    assert (out / DB_NAME).is_file() and DB_NAME.startswith(STATE_DIR + "/")
 
     hashed: list[str] = []
     real_hash = Walker._hash
@@ -670,23 +671,31 @@ def test_stat_cache_ignored_when_max_file_bytes_changes(simple: tuple[Path, Path
     assert summary["reused"] == 0
 
 
-def test_deleted_walk_cache_means_full_rehash(simple: tuple[Path, Path, Path]) -> None:
+def test_deleted_database_means_full_rehash(simple: tuple[Path, Path, Path]) -> None:
     m, root, out = simple
     walk(m, out)
     before = (out / "walk.jsonl").read_bytes()
-    (out / CACHE_NAME).unlink()
+    for suffix in ("", "-wal", "-shm"):
+        (out / (DB_NAME + suffix)).unlink(missing_ok=True)
     summary, _ = walk(m, out)
     assert summary["hashed"] == 5 and summary["reused"] == 0
     assert (out / "walk.jsonl").read_bytes() == before
-    assert (out / CACHE_NAME).is_file()
-    # a corrupt cache is ignored too
-    (out / CACHE_NAME).write_bytes(b"\x00garbage")
-    summary, _ = walk(m, out)
-    assert summary["hashed"] == 5 and (out / "walk.jsonl").read_bytes() == before
-    # and an edited walk.jsonl is not trusted as the cache's lines
+    assert (out / DB_NAME).is_file()
+    # walk.jsonl is an export of the database: an edited one is written again from it, the
+    # same bytes, with nothing read again
     (out / "walk.jsonl").write_bytes(b"")
     summary, _ = walk(m, out)
-    assert summary["hashed"] == 5 and (out / "walk.jsonl").read_bytes() == before
+    assert summary["hashed"] == 0 and (out / "walk.jsonl").read_bytes() == before
+    (out / "walk.jsonl").unlink()
+    summary, _ = walk(m, out)
+    assert summary["hashed"] == 0 and (out / "walk.jsonl").read_bytes() == before
+    # a database that is not one is a clear error naming it, and nothing is written
+    for suffix in ("", "-wal", "-shm"):
+        (out / (DB_NAME + suffix)).unlink(missing_ok=True)
+    (out / DB_NAME).write_bytes(b"\x00garbage" * 100)
+    with pytest.raises(OutputError, match="verdicts.sqlite"):
+        walk(m, out)
+    assert (out / "walk.jsonl").read_bytes() == before
 
 
 def test_new_and_deleted_files_between_walks(simple: tuple[Path, Path, Path]) -> None:

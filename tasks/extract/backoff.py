@@ -26,21 +26,10 @@ from bastion.readers.runtime.verdict import Verdict
 
 from ..output.atomic import OutputError
 
-__all__ = ["CAP", "KINDS", "SCHEMA", "deferred", "record", "retries", "start_run"]
+__all__ = ["CAP", "KINDS", "deferred", "record", "retries", "start_run"]
 
 KINDS = ("timeout", "memory", "crash")  # errors that cost as much again when retried
 CAP = 64  # at most this many runs between two tries of a repeat offender
-
-SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS retries (
-        sha256 TEXT NOT NULL,
-        key TEXT NOT NULL,
-        failures INTEGER NOT NULL,
-        due INTEGER NOT NULL,
-        PRIMARY KEY (sha256, key)
-    ) WITHOUT ROWID""",
-    "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
-)
 
 
 def record(db: sqlite3.Connection, verdicts: Iterable[tuple[str, str, Verdict]],

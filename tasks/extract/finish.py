@@ -17,7 +17,7 @@ from . import backoff, stamp
 from .records import ExtractSummary, Tally, summarize, write_records
 from ..forgotten import trim_forgotten
 from .plan import IndexSet
-from ..output.atomic import STATE_DIR, unlink, write_json
+from ..output.atomic import STATE_DIR, atomic_write, unlink, write_json
 
 # ``run`` below is a bastion.tasks.extract.run.Run (not imported: run.py calls into this module)
 Run = Any
@@ -81,13 +81,42 @@ def _drained(run: Run) -> IndexSet:
 
 def _finish_noop(run: Run) -> ExtractSummary:
     """The summary of a run with nothing to do: the last run's counts, this run's
-    times and tools; extract.jsonl and the store are left exactly as they are."""
+    times and tools; every verdict was kept, so every record says ``reused`` (the first such
+    run after one with work flips the flags that run wrote; later ones write nothing), and
+    the store is left as it is."""
     if run.session is not None:
         run.session.close()
     run.lock()
-    run.summary = _summary(run, Tally.of_summary(run.noop_from or {}), 0, 0)
+    flipped = _all_reused(run.out, int((run.noop_from or {}).get("records", 0)))
+    tally = Tally.of_summary(run.noop_from or {})
+    tally.reused = tally.records  # what the records now say
+    run.summary = _summary(run, tally, 0, 0)
     write_json(run.out / "extract.summary.json", run.summary.to_json())
+    if flipped:  # extract.jsonl changed: the stamp follows it
+        stamp.save(run.out, run.inputs())
     return run.summary
+
+
+def _all_reused(out: Any, count: int) -> bool:
+    """Flip every ``"reused":false`` of extract.jsonl to true (the kept records of a merge
+    with no change, tasks/extract/delta.py); whether the file was rewritten.  Its line index
+    says where the flags are: none, and nothing is read."""
+    from array import array
+
+    from .delta import Merge
+
+    path = out / "extract.jsonl"
+    index = lineindex.load(path)
+    if index is not None and not len(index.flagged):
+        return False
+    merge = Merge({"fresh": array("q"), "removed": array("q"), "new_count": count})
+    try:
+        atomic_write(path, merge.lines(path, iter(())))
+    except ValueError:  # not the records the summary counts: the next run plans in full
+        stamp.drop(out)
+        return False
+    lineindex.save_built(path, merge.index)
+    return True
 
 
 def _summary(run: Run, tally: Tally, extracted: int, removed: int) -> ExtractSummary:
@@ -108,7 +137,6 @@ def _finish_merge(run: Run) -> ExtractSummary | None:
     """The end of a run that planned only the walk's change (tasks/extract/delta.py): the kept
     records are copied, the fresh ones put in their places, the counts adjusted."""
     from .records import build_records
-    from ..output.atomic import atomic_write
 
     plan = run.plan()
     out = run.out
@@ -135,6 +163,8 @@ def _finish_merge(run: Run) -> ExtractSummary | None:
         for rec in run.merge.dropped:
             tally.remove(rec)
         tally.merge(fresh)
+        # every kept record now says reused (the merge flipped them): the count follows
+        tally.reused = tally.records - fresh.records + fresh.reused
         removed = _remove_dropped_texts(run, fresh.referenced)
         run.summary = _summary(run, tally, len(produced), removed)
         write_json(out / "extract.summary.json", run.summary.to_json())
@@ -175,8 +205,10 @@ def _remove_dropped_texts(run: Run, fresh_referenced: Container[str]) -> int:
                     still.add(stem)
             tail = bytes(buf[max(0, n - 512):n])
     removed = 0
+    store = run.store
+    assert store is not None  # (a merge ran: its store is open)
     for stem in candidates.keys() - still:
-        for path in (run.store.text_path(stem), run.store.meta_path(stem)):
+        for path in (store.text_path(stem), store.meta_path(stem)):
             if unlink(path):  # through the output's descriptor
                 removed += 1
     return removed

@@ -120,10 +120,10 @@ class Tally:
         v = rec.verdict
         self.records += 1
         self.counts[v.status.value] += 1
+        self.reused += rec.reused  # what the record says, whatever its status
         if v.status is Status.SKIPPED:
             self.not_yet += v.error == NOT_YET
             return
-        self.reused += rec.reused
         self.chars += v.chars
         self.pages_ocr += v.pages_ocr or 0
         if v.error_kind:

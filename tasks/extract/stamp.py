@@ -5,8 +5,9 @@ At the end of a complete run with no ``error`` record, :func:`save` writes
 manifest, the extractor version, the reader registry, the tools' identities, the external-tool
 switch) and the identities (size, mtime, ctime, inode) of the files the verdicts live in —
 walk.jsonl (which the walk leaves untouched when it finds the tree unchanged), extract.jsonl,
-the verdict index, and the store's bucket directories (deleting a text changes its bucket's
-mtime).  When the next run finds them all equal (:func:`matches`), every file's stored
+the database's inode (the walk writes to it on every run; whatever changes a verdict drops the
+stamp first: :meth:`bastion.tasks.extract.store.Store.put_many`, ``forget``), and the store's
+bucket directories (deleting a text changes its bucket's mtime).  When the next run finds them all equal (:func:`matches`), every file's stored
 verdict stands: the extract stage does no per-file work and leaves extract.jsonl as it is.
 Anything else — one changed file, a new tool, a forgotten task, an error to retry — falls back
 to the full plan.
@@ -24,8 +25,8 @@ from bastion.readers.base import Limits, Reader
 from bastion.readers.runtime.toolset import Tool
 
 from ..output.atomic import STATE_DIR, file_identity, read_json, unlink, write_json
+from .store import STAMP  # (the store drops it before a verdict changes)
 
-STAMP = f"{STATE_DIR}/extract-stamp.json"
 VERSION = 1
 
 
@@ -61,11 +62,21 @@ def files_identity(out: Path) -> dict[str, Any]:
     return {
         "walk": file_identity(out / "walk.jsonl"),
         "records": file_identity(out / "extract.jsonl"),
-        "verdicts": file_identity(out / STATE_DIR / "verdicts.sqlite"),
+        "database": _inode(out / STATE_DIR / "verdicts.sqlite"),
         "forgotten": file_identity(out / STATE_DIR / "forgotten.json"),
         "store": file_identity(store),
         "buckets": hashlib.sha256(json.dumps(buckets).encode()).hexdigest(),
     }
+
+
+def _inode(path: Path) -> list[int] | None:
+    """(device, inode) of the database: the walk writes to it on every run, so only its
+    replacement is seen here; a verdict changed drops the stamp (Store.put_many, forget)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino]
 
 
 def save(out: Path, inputs: str) -> None:

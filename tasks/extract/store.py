@@ -41,17 +41,10 @@ from bastion.readers.runtime.verdict import Verdict
 from ..output.atomic import STATE_DIR, TMP_PREFIX, OutputError, dumps, output
 from ..output.directory import OutputDir
 from . import backoff
+from ..database import connect
 
-SCHEMA_VERSION = 2
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS verdicts (
-    sha256 TEXT NOT NULL,
-    key TEXT NOT NULL,
-    status TEXT NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (sha256, key)
-) WITHOUT ROWID
-"""
+STAMP = f"{STATE_DIR}/extract-stamp.json"  # the no-op stamp (tasks/extract/stamp.py)
+
 
 
 def text_stem(sha256: str, key: str, primary: bool) -> str:
@@ -91,6 +84,7 @@ class Store:
         self._dirty = False  # texts or renames not yet made durable
         self._dir: OutputDir | None = None
         self.run = 0  # this extract run's number (backoff.start_run), 0 before
+        self._unstamped = False
 
     @property
     def dir(self) -> OutputDir:
@@ -111,44 +105,10 @@ class Store:
 
     @property
     def db(self) -> sqlite3.Connection:
+        """The output's database (tasks/database.py), opened at the first use."""
         if self._db is None:
-            rel = f"{STATE_DIR}/verdicts.sqlite"
-            try:
-                od = self.dir
-                # made here with the output's mode: sqlite gives its -wal and -shm files the
-                # database's permissions; opened through the state directory's descriptor
-                od.create(rel)
-                db = sqlite3.connect(od.proc(rel), isolation_level=None)
-                self._check_opened(db, od, rel)
-                db.execute("PRAGMA journal_mode=WAL")
-                for suffix in ("-wal", "-shm"):
-                    od.chmod_file(rel + suffix)  # files of an earlier, looser run
-                db.execute("PRAGMA synchronous=NORMAL")
-                if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-                    # an index of an earlier layout: its keys are of another kind, so every
-                    # verdict in it would be redone anyway
-                    db.execute("DROP TABLE IF EXISTS verdicts")
-                    db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-                db.execute(SCHEMA)
-                for table in backoff.SCHEMA:
-                    db.execute(table)
-            except (OSError, sqlite3.Error) as e:
-                raise OutputError(f"cannot open the verdict store {self.db_path}: {e}") from None
-            self._db = db
+            self._db = connect(self.dir)
         return self._db
-
-    @staticmethod
-    def _check_opened(db: sqlite3.Connection, od: OutputDir, rel: str) -> None:
-        """Refuse a database file other than the one made through the descriptor (sqlite
-        resolves the ``/proc/self/fd`` name to a path before opening it)."""
-        opened = db.execute("PRAGMA database_list").fetchone()[2]
-        dfd, name = od.split(rel)
-        want = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        got = os.stat(opened)
-        if (got.st_dev, got.st_ino) != (want.st_dev, want.st_ino):
-            db.close()
-            raise OutputError(f"the verdict store opened as {opened} is not "
-                              f"{od.path / rel} (the output directory was moved)")
 
     def verdicts(self) -> dict[tuple[str, str], Verdict]:
         """Every stored verdict, by (sha256, key) (one query; used to plan a run).  A row that
@@ -193,6 +153,7 @@ class Store:
         durable."""
         if not verdicts:
             return
+        self._unstamp()
         self.sync()
         rows = [(sha, key, v.status.value, dumps(v.to_json())) for sha, key, v in verdicts]
         try:
@@ -203,11 +164,19 @@ class Store:
         except sqlite3.Error as e:
             raise OutputError(f"cannot record verdicts in {self.db_path}: {e}") from None
 
+    def _unstamp(self) -> None:
+        """Before the first verdict changes: the no-op stamp no longer holds (it does not
+        follow the database's bytes, which every walk writes to)."""
+        if not self._unstamped:
+            self.dir.unlink(STAMP)
+            self._unstamped = True
+
     def forget(self, pairs: Iterable[tuple[str, str]]) -> int:
         """Drop the verdicts of these (sha256, key) pairs (``doit forget``); how many."""
         pairs = list(pairs)
         if not pairs or not self.db_path.exists():
             return 0
+        self._unstamp()
         try:
             with self.db:
                 self.db.execute("BEGIN")

@@ -1,8 +1,8 @@
 """A walk shared with forked helpers: each process walks the share of the tree it owns.
 
 :func:`share` forks one helper per further owner, walks owner 0's share in this process, then
-collects each helper's result: plain data (``marshal``-able: counts, line numbers, record
-lines) sent back over a pipe.  A helper that fails (killed, crashed, garbled) is reported as a
+collects each helper's result: plain data (``marshal``-able: counts, the walk table's rows)
+sent back over a pipe.  A helper that fails (killed, crashed, garbled) is reported as a
 :class:`HelperFailed`, and its owner's share is for the caller to walk again.  Helpers die
 with their parent (the parent-death signal), exit without cleanup, and are never forked from
 a process that runs threads (the caller checks that).

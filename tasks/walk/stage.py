@@ -1,68 +1,62 @@
 """The walk stage: one record per file under each root, hashed and typed, incrementally.
 
-A file whose ``(size, mtime_ns, inode, ctime_ns)`` matches the previous walk keeps its record
-byte for byte without being read: the stat cache (:mod:`bastion.tasks.walk.statcache`) finds it by root,
-directory and name, so a re-walk costs one ``lstat`` per file, and a big re-walk is shared
+A file whose ``(size, mtime_ns, inode, ctime_ns)`` matches the previous walk keeps its row of
+the walk table without being read (:mod:`bastion.tasks.walk.table`: one indexed query per
+directory), so a re-walk costs one ``lstat`` per file, and a big re-walk is shared
 with forked helpers (:mod:`bastion.tasks.walk.shared`), one per further core.  What a root's walk
 records, prunes and follows is its :class:`~bastion.tasks.walk.globs.Selector`'s decision; a file is read
 by :func:`bastion.tasks.walk.filehash.hash_file`.  The trees are other users' to change while they are
 walked: the root is opened once, and every directory and file beneath its descriptor with no
 symlink followed (:mod:`bastion.tasks.walk.beneath`), without blocking, and checked against the
-stat its listing made.  Everything is written atomically; nothing a tree holds
+stat its listing made.  The rows are committed in batches; ``walk.jsonl`` is their export
+(:mod:`bastion.tasks.walk.export`), written atomically; nothing a tree holds
 (loops, unreadable directories, FIFOs, devices, vanishing or growing files, names that are
 not UTF-8, other bastion outputs) stops the walk: each is a record or a counted warning.
 
 The units, and the data between them (docs/architecture.md draws them larger)::
 
     Walker --(per root)--> RootWalk --(asks)--> Selector              tasks/walk/globs.py
-      |  StatCache: previous records           --(_file)--> hash_file  tasks/walk/filehash.py
-      +--> sharedwalk.share(owners, walk_share): (counts, hits, rows) from each helper
+      |  WalkTable: previous rows by directory --(_file)--> hash_file  tasks/walk/filehash.py
+      +--> sharedwalk.share(owners, walk_share): (counts, seen, rows, gone) from each helper
+      +--> export_walk: walk.jsonl from the table                    tasks/walk/export.py
 """
 
 from __future__ import annotations
 
-import heapq
-import marshal
+import json
 import os
 import stat
 import threading
 import time
-from array import array
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
-from ..output import lineindex
 from . import shared as sharedwalk
 from .beneath import DIR_FLAGS, open_beneath, open_root
+from .export import export_walk
 from .filehash import READ_CHUNK, Where, hash_file
-from ..extract.delta import DELTA_LINES, drop_delta, write_delta
+from ..database import connect, connect_read
 from ..output.atomic import (OUTPUT_TAG,
                              STATE_DIR,
-                             atomic_write,
-                             file_identity,
                              mark_output,
                              output,
                              remove_stale_temps,
-                             scratch_file,
                              write_json)
-from ..output.directory import refuse
+from ..output.directory import OutputDir, refuse
 from ..output.tag import is_tagged, root_conflict
 from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
 from ..manifest import Manifest, Root
 from ..names import shown
-from ..records import WalkRecord, to_line
-from .patch import Patch
-from .statcache import CACHE_NAME, EMPTY, CacheBuilder, DirCache, Key, PackedDir, Row, StatCache
+from .table import Row, WalkTable, encode
+from .upgrade import upgrade
 
-__all__ = ["CACHE_NAME", "WALK_VERSION", "RootWalk", "WalkStats", "Walker", "describe_problems",
-           "run_walk"]
+__all__ = ["WALK_VERSION", "RootWalk", "WalkStats", "Walker", "describe_problems", "run_walk"]
 
-WALK_VERSION = 4  # bump when records or detection change: the stat cache is then ignored
+WALK_VERSION = 4  # bump when records or detection change: the table's rows are then dropped
 MAX_WARNINGS_KEPT = 100
 PARALLEL_MIN_RECORDS = 20_000  # a re-walk this big is shared with forked helpers
 MAX_WALKERS = 4
-SPILL_ROWS = 100_000  # new records held before a sorted run of them goes to a scratch file
 
 # What the traversal asks a root's Selector about each entry, by module-level name (tests
 # interpose on these two to change the tree at exact points: after a directory's listing,
@@ -121,30 +115,31 @@ class WalkStats:
 
 
 class Walker:
-    """Walks the roots of one manifest into ``walk.jsonl``.
+    """Walks the roots of one manifest into the walk table, and exports ``walk.jsonl``.
 
     A re-walk costs one ``lstat`` per file: an entry whose ``(size, mtime_ns, inode,
-    ctime_ns)`` matches the stat cache keeps its previous record line, found by its directory
-    and name (no path string is even built for it).  When every previous record is found again
-    and nothing new was made, ``walk.jsonl`` and the cache are left as they are.
+    ctime_ns)`` matches its row keeps it (its directory's rows come from one indexed query,
+    :meth:`bastion.tasks.walk.table.WalkTable.previous`).  When nothing changed and walk.jsonl
+    is the table's export, nothing is written.
     """
 
     def __init__(self, manifest: Manifest, out: Path, *, no_hash: bool = False,
                  progress: Callable[[int], None] | None = None,
-                 out_fd: int | None = None) -> None:
+                 out_fd: int | None = None, od: OutputDir | None = None) -> None:
         self.manifest = manifest
         self.out = Path(out)
         self.no_hash = no_hash
         self.progress = progress
         self.stats = WalkStats()
         self.settings = [WALK_VERSION, manifest.max_file_bytes, no_hash]
-        self.cache = StatCache.load(self.out, self.settings, manifest.roots)
+        self.od = od
+        self._table: WalkTable | None = None
         self.selectors = {root.name: Selector.for_root(root) for root in manifest.roots}
-        self.hits = array("q")  # line numbers of previous records found unchanged
-        self.fresh: list[Row] = []  # records made by this walk (those not spilled yet)
-        self.made = 0  # records made by this walk, spilled or not
-        self.spills: list = []  # sorted runs of made records, in scratch files
-        self.may_spill = True  # not in a forked helper: its rows go back to the walker
+        self.listed: set[tuple[str, str]] = set()  # (root, directory) listed by this walk
+        self.seen = 0  # previous rows found again (kept or replaced)
+        self.helper = False  # a forked helper: rows go back to the walker, not the table
+        self.fresh: list[tuple[Row, bool]] = []  # a helper's rows (row, replaced)
+        self.gone: list[tuple[str, str, str]] = []  # a helper's removed (root, dir, name)
         self.records = 0
         self.buf = bytearray(READ_CHUNK)
         try:  # the output never walked: the checked descriptor's, not whatever its path is now
@@ -153,22 +148,36 @@ class Walker:
         except OSError:
             self.out_id = None
 
+    @property
+    def table(self) -> WalkTable:
+        """The walk table, opened at the first use (read-only in a forked helper)."""
+        if self._table is None:
+            od = self.od if self.od is not None else output(self.out)
+            self.od = od
+            out, settings, roots = self.out, self.settings, self.manifest.roots
+            self._table = WalkTable(
+                lambda: connect_read(od) if self.helper else connect(od), settings, roots,
+                lambda db: upgrade(out, db, settings, roots))
+        return self._table
+
     def run(self) -> WalkStats:
+        table = self.table
         helpers = self._helpers()
         if helpers:
+            table.flush()
             self._run_shared(helpers)
         else:
             for root in self.manifest.roots:
                 self._walk_root(root)
-        self.records = len(self.hits) + self.made
+        self.records = table.finish(self.listed, self.seen)
         return self.stats
 
     def _helpers(self) -> int:
         """How many forked helpers share a re-walk: one per further core (at most 3) when
-        the stat cache predicts enough files to pay for the forks, none otherwise.  A first
+        the table holds enough rows to pay for the forks, none otherwise.  A first
         walk stays in one process: it reads every file, and parallel reads would seek on a
         spinning disk."""
-        if self.cache.count < PARALLEL_MIN_RECORDS or threading.active_count() > 1:
+        if self.table.count_before < PARALLEL_MIN_RECORDS or threading.active_count() > 1:
             return 0  # never fork a process that runs threads
         try:
             cores = len(os.sched_getaffinity(0))
@@ -184,37 +193,40 @@ class Walker:
         owners = helpers + 1
         for owner, result in sharedwalk.share(owners, lambda o: self._share(o, owners)):
             if owner == 0:
-                continue  # walked into this walker's own counts and lists
+                continue  # walked into this walker's own counts and table
             try:
                 if isinstance(result, sharedwalk.HelperFailed):
                     raise ValueError(str(result))
-                counts, samples, hits, fresh = result
-                hits = array("q", hits)
+                counts, samples, seen, fresh, gone = result
                 self.stats.add(counts, samples)
             except (ValueError, TypeError) as e:
                 self.stats.warn(f"walk helper {owner} failed ({e}): its share walked again")
                 for root in self.manifest.roots:
                     self._walk_root(root, owner, owners)
                 continue
-            self.hits.extend(hits)
-            self.fresh.extend(fresh)
-            self.made += len(fresh)
+            self.seen += seen
+            table = self.table
+            for row, replaced in fresh:
+                table.add(row, replaced)
+            for root_name, rel, name in gone:
+                table.remove(root_name, rel, name)
             if self.progress:
                 self.progress(counts[0])
 
     def _share(self, owner: int, owners: int) -> tuple | None:
         """Walk ``owner``'s share of every root.  In a helper (owner > 0), from nothing, and
-        return it as plain data: (counts, warning samples, hit line numbers, rows)."""
+        return it as plain data: (counts, warning samples, rows seen again, new rows, rows
+        gone)."""
         if owner:
             self.progress = None
-            self.stats, self.hits, self.fresh = WalkStats(), array("q"), []
-            self.may_spill = False
+            self.stats, self.seen, self.fresh, self.gone = WalkStats(), 0, [], []
+            self.helper = True
         for root in self.manifest.roots:
             self._walk_root(root, owner, owners)
         if not owner:
             return None
         s = self.stats
-        return s.counts(), s.warning_samples, array("q", self.hits).tobytes(), self.fresh
+        return s.counts(), s.warning_samples, self.seen, self.fresh, self.gone
 
     def _walk_root(self, root: Root, owner: int = 0, owners: int = 1) -> None:
         """Walk one root; with ``owners`` > 1, record only the entries ``owner`` owns."""
@@ -222,20 +234,29 @@ class Walker:
 
     # -- records ------------------------------------------------------------------------
 
-    def _file(self, root: Root, dc: DirCache, rel: str, name: str, path: Where,
+    def previous(self, root: Root, rel: str) -> dict[str, tuple]:
+        """One directory's previous rows, by name (:meth:`WalkTable.previous`)."""
+        return self.table.previous(root.name, rel)
+
+    def take(self, dc: dict[str, tuple], name: str) -> tuple | None:
+        """The previous row of ``name``, taken out of its directory's (what stays is gone)."""
+        c = dc.pop(name, None)
+        if c is not None:
+            self.seen += 1
+        return c
+
+    def _file(self, root: Root, dc: dict[str, tuple], rel: str, name: str, path: Where,
               relpath: str, st: os.stat_result) -> None:
         stats = self.stats
         stats.files += 1
         stats.bytes += st.st_size
         key = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
         c = dc.get(name)
-        if c is not None and c[1:5] == key:  # a followed symlink's unchanged target
+        if c is not None and c[5] and c[1:5] == key:  # a followed symlink's unchanged target
             stats.reused += 1
-            self.hits.append(c[0])
+            self.take(dc, name)
         else:
             sha, reason, mime, error = self._hash(path, relpath, st)
-            record = WalkRecord(root.name, relpath, "file", st.st_size, st.st_mtime_ns,
-                                st.st_ino, sha, reason, mime, error)
             if sha is not None:
                 stats.hashed += 1
             else:
@@ -243,7 +264,9 @@ class Walker:
             if error:
                 stats.errors += 1
             # a record without an error depends only on the stat: the next walk reuses it
-            self._add(root, dc, rel, name, relpath, to_line(record), None if error else key)
+            self._add(root, dc, rel, name, relpath, ("file", st.st_size, st.st_mtime_ns,
+                                                     st.st_ino, sha, reason, mime, error),
+                      st, not error)
         if self.progress:
             self.progress(1)
 
@@ -255,117 +278,51 @@ class Walker:
                          max_file_bytes=self.manifest.max_file_bytes, no_hash=self.no_hash,
                          buf=self.buf)
 
-    def _emit(self, root: Root, dc: DirCache, rel: str, name: str, relpath: str,
-              record: WalkRecord) -> None:
-        self._add(root, dc, rel, name, relpath, to_line(record), None)
+    def _add(self, root: Root, dc: dict[str, tuple], rel: str, name: str, relpath: str,
+             fields: tuple, st: os.stat_result, stat_only: bool) -> None:
+        """A record made by this walk: ``fields`` (kind, size, mtime_ns, inode, sha256,
+        reason, mime, error).  One that does not depend only on the stat and is made the
+        same as last time keeps its row."""
+        c = self.take(dc, name)
+        if c is not None and not stat_only and not c[5] and \
+                self.table.record(root.name, rel, name) == fields:
+            return  # made again, the same as last time
+        row = (root.name, encode(rel), encode(name), encode(relpath), fields[0], fields[1],
+               fields[2], st.st_ctime_ns, fields[3], st.st_dev, *fields[4:], int(stat_only),
+               self.table.gen)
+        if self.helper:
+            self.fresh.append((row, c is not None))
+        else:
+            self.table.add(row, c is not None)
 
-    def _add(self, root: Root, dc: DirCache, rel: str, name: str, relpath: str, line: bytes,
-             key: Key | None) -> None:
-        if key is None:
-            c = dc.get(name)
-            if c is not None and len(c) == 6 and c[5] == line:
-                self.hits.append(c[0])  # made again, the same as last time
-                return
-        self.fresh.append((root.name, relpath, rel, name, line, key))
-        self.made += 1
-        if len(self.fresh) >= SPILL_ROWS and self.may_spill:
-            self._spill()
-
-    def _spill(self) -> None:
-        """A sorted run of the records made so far to a scratch file (framed marshal
-        chunks), so that a first walk of millions of files holds ~100k rows, not all."""
-        self.fresh.sort(key=_order)
-        f = scratch_file(self.out)
-        for at in range(0, len(self.fresh), 4096):
-            blob = marshal.dumps(self.fresh[at:at + 4096])
-            f.write(len(blob).to_bytes(8, "little"))
-            f.write(blob)
-        f.flush()
-        f.seek(0)
-        self.spills.append(f)
-        self.fresh = []
+    def gone_rows(self, root: Root, rel: str, names: Iterable[str]) -> None:
+        """Previous rows of a directory listed by this walk whose files it did not record."""
+        for name in names:
+            if self.helper:
+                self.gone.append((root.name, rel, name))
+            else:
+                self.table.remove(root.name, rel, name)
 
     # -- output -------------------------------------------------------------------------
 
     def unchanged(self) -> bool:
-        """Whether this walk found exactly the previous walk's records."""
-        return not self.fresh and len(self.hits) == self.cache.count
+        """Whether this walk found exactly the previous walk's rows (after :meth:`run`)."""
+        return not self.table.written
 
-    def write(self) -> None:
-        """walk.jsonl, its stat cache and the delta from the previous walk, as one stream:
-        the kept records (read back in file order) merged with the sorted runs of the new
-        ones, written line by line while the next cache is made; nothing holds every row."""
-        if self.unchanged():
-            return  # walk.jsonl and its cache are already right
-        walk_jsonl = self.out / "walk.jsonl"
-        before = file_identity(walk_jsonl) if self.cache.count >= 0 else None
-        self.fresh.sort(key=_order)
-        runs = [_tagged(self.fresh), *(_tagged(_spilled(f)) for f in self.spills)]
-        kept: Iterable[Row] = ()
-        if self.hits and self.cache.streams:
-            marks = bytearray(self.cache.count)
-            for i in self.hits:
-                marks[i] = 1
-            patch = None if self.spills else Patch.plan(self.cache, marks, self.fresh)
-            if patch is not None:  # a small change: the previous files patched
-                patched_at = patch.write(self.out, walk_jsonl, self.settings,
-                                         self.manifest.roots)
-                write_delta(self.out, before, file_identity(walk_jsonl), len(marks), patched_at,
-                            marks, [row[4] for row in self.fresh])
-                self.fresh = []
-                return
-            kept = self.cache.kept(marks, walk_jsonl)
-        elif self.hits:  # a cache of the earlier format: its rows found, then sorted
-            kept = sorted(self.cache.found(self.hits, walk_jsonl), key=_order)
-        builder = CacheBuilder(self.manifest.roots)
-        fresh_at: list[int] = []
-        fresh_lines: list[bytes] | None = []  # for the delta, while they are few
+    def write(self) -> bool:
+        """walk.jsonl, exported from the table (:func:`bastion.tasks.walk.export.export_walk`):
+        nothing written when it already is the table's export.  Whether it was written."""
+        return export_walk(self.out, self.table)
 
-        def lines() -> Iterator[bytes]:
-            nonlocal fresh_lines
-            for j, row in enumerate(heapq.merge(kept, *runs, key=_order)):
-                if len(row) == 7:
-                    fresh_at.append(j)
-                    if fresh_lines is not None:
-                        fresh_lines.append(row[4])
-                        if len(fresh_lines) > DELTA_LINES:
-                            fresh_lines = None
-                builder.add(row)
-                yield row[4]
-
-        index = lineindex.Builder()
-        atomic_write(walk_jsonl, lineindex.indexed(lines(), index))
-        lineindex.save_built(walk_jsonl, index)
-        self.fresh, self.spills = [], []
-        builder.write(self.out, self.settings)
-        if before is not None:  # the change, for an extract stage that merges it in
-            write_delta(self.out, before, file_identity(walk_jsonl), self.cache.count,
-                        fresh_at, self.hits, fresh_lines)
-        else:
-            drop_delta(self.out)
-
-
-def _tagged(rows: Iterable[Row]) -> Iterator[tuple]:
-    """New rows marked as new (a seventh field), for the delta."""
-    for r in rows:
-        yield (*r, True)
-
-
-def _spilled(f) -> Iterator[Row]:
-    """The rows of one spilled run, a chunk at a time; the scratch file closed after."""
-    with f:
-        while head := f.read(8):
-            yield from marshal.loads(f.read(int.from_bytes(head, "little")))
-
-
-def _order(t: tuple) -> tuple[str, str]:
-    return (t[0], t[1])
+    def close(self) -> None:
+        if self._table is not None:
+            self._table.close()
 
 
 class RootWalk:
     """One root's traversal (or one owner's share of it): a stack of directories, each
     opened, checked for a bastion output's tag, listed, and its entries compared with the
-    stat cache, recorded through the :class:`Walker` or pushed."""
+    directory's previous rows, recorded through the :class:`Walker` or pushed."""
 
     def __init__(self, walker: Walker, root: Root, owner: int = 0, owners: int = 1) -> None:
         self.walker = walker
@@ -374,7 +331,6 @@ class RootWalk:
         self.owner = owner
         self.owners = owners
         self.stats = walker.stats
-        self.rcache = walker.cache.root(root.name)
         self.top = str(root.path)
         self.top_dev = 0
         self.top_fd = -1  # the root's directory, opened once: everything is opened beneath it
@@ -444,10 +400,9 @@ class RootWalk:
                             f"{e.strerror}")
 
     def _dir(self, dfd: int, dirpath: str, rel: str, real: str | None) -> None:
-        """One directory: files compared with the stat cache (or read), subdirectories
+        """One directory: files compared with their previous rows (or read), subdirectories
         pushed on the stack."""
         walker, sel, stats, stack = self.walker, self.sel, self.stats, self.stack
-        hits = walker.hits
         owner, owners = self.owner, self.owners
         shared = owners > 1
         try:
@@ -456,7 +411,9 @@ class RootWalk:
         except OSError as e:
             self._unreadable_dir(rel, e)
             return
-        dc = self.rcache.get(rel, EMPTY)
+        dc = walker.previous(self.root, rel)
+        if owner == 0:
+            walker.listed.add((self.root.name, rel))
         prefix = f"{rel}/" if rel else ""
         base = dirpath.rstrip("/") + "/"
         reused = nbytes = 0
@@ -467,11 +424,11 @@ class RootWalk:
                     if shared and hash(name) % owners != owner:
                         continue
                     c = dc.get(name)
-                    if c is not None and real is None:  # a re-walk's path: one lstat
+                    if c is not None and real is None and c[5]:  # a re-walk's path: one lstat
                         st = entry.stat(follow_symlinks=False)
                         if (c[1] == st.st_size and c[2] == st.st_mtime_ns
                                 and c[3] == st.st_ino and c[4] == st.st_ctime_ns):
-                            hits.append(c[0])
+                            del dc[name]
                             reused += 1
                             nbytes += st.st_size
                             continue
@@ -516,9 +473,11 @@ class RootWalk:
                     else:
                         stats.unreadable += 1
                         stats.warn(f"{self.root.name}/{prefix}{name}: {e.strerror}")
-        if isinstance(dc, PackedDir):
-            dc.release()  # its index of names: made for this visit only
+        if dc:  # previous rows whose files this walk did not record (in this share)
+            walker.gone_rows(self.root, rel, [name for name in dc if not shared
+                                              or hash(name) % owners == owner])
         if reused:
+            walker.seen += reused
             stats.files += reused
             stats.reused += reused
             stats.bytes += nbytes
@@ -533,7 +492,7 @@ class RootWalk:
         return dir_excluded(self.sel, relpath) or (
             real is not None and dir_excluded(self.sel, real))
 
-    def _symlink(self, dc: DirCache, rel: str, entry: os.DirEntry, path: str, relpath: str,
+    def _symlink(self, dc: dict[str, tuple], rel: str, entry: os.DirEntry, path: str, relpath: str,
                  record: bool = True) -> None:
         """Record a symlink, or follow it; with ``record`` false, only follow a link to a
         directory (the traversal every process of a shared walk does)."""
@@ -566,22 +525,22 @@ class RootWalk:
         if not record or not root_selects(sel, relpath):
             return
         self.stats.symlinks += 1
-        self.walker._emit(self.root, dc, rel, entry.name, relpath,
-                          WalkRecord(self.root.name, relpath, "symlink", lst.st_size,
-                                     lst.st_mtime_ns, lst.st_ino, None, reason, None, None))
+        self.walker._add(self.root, dc, rel, entry.name, relpath,
+                         ("symlink", lst.st_size, lst.st_mtime_ns, lst.st_ino, None, reason,
+                          None, None), lst, False)
 
-    def _other(self, dc: DirCache, rel: str, name: str, relpath: str,
+    def _other(self, dc: dict[str, tuple], rel: str, name: str, relpath: str,
                st: os.stat_result) -> None:
         self.stats.other += 1
-        self.walker._emit(self.root, dc, rel, name, relpath,
-                          WalkRecord(self.root.name, relpath, "other", st.st_size,
-                                     st.st_mtime_ns, st.st_ino, None,
-                                     "not a regular file (never opened)", None, None))
+        self.walker._add(self.root, dc, rel, name, relpath,
+                         ("other", st.st_size, st.st_mtime_ns, st.st_ino, None,
+                          "not a regular file (never opened)", None, None), st, False)
 
 
 def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
              progress: Callable[[int], None] | None = None) -> dict:
-    """Walk, write ``walk.jsonl``, the stat cache and ``walk.summary.json``; return the summary."""
+    """Walk into the walk table, export ``walk.jsonl``, write ``walk.summary.json`` (also
+    recorded in the table's ``runs``); return the summary."""
     started = time.time()
     t0 = time.monotonic()
     why = root_conflict(out, manifest.roots)
@@ -590,38 +549,42 @@ def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
     od = output(out)  # opened and checked (tasks/output/directory.py); written through its descriptor
     mark_output(out)
     remove_stale_temps(out)
-    remove_stale_temps(out / STATE_DIR)  # the stat cache's temp file of a killed walk
-    walker = Walker(manifest, out, no_hash=no_hash, progress=progress, out_fd=od.fd)
-    s = walker.run()
-    walker.write()
-    summary = {
-        "stage": "walk",
-        "manifest": str(manifest.path),
-        "manifest_digest": manifest.digest,
-        "roots": [{"name": r.name, "path": str(r.path),
-                   **({"given": r.given} if r.given else {})} for r in manifest.roots],
-        "files": s.files,
-        "bytes": s.bytes,
-        "hashed": s.hashed,
-        "reused": s.reused,
-        "not_hashed": s.not_hashed,
-        "symlinks": s.symlinks,
-        "other": s.other,
-        "errors": s.errors,
-        "warnings": s.warnings,
-        "warning_samples": s.warning_samples,
-        "unreadable": s.unreadable,
-        "vanished": s.vanished,
-        "outputs_skipped": s.outputs_skipped,
-        "partial": s.partial,
-        "records": walker.records,
-        "no_hash": no_hash,
-        "max_file_bytes": manifest.max_file_bytes,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "duration_s": round(time.monotonic() - t0, 3),
-        "tightened": od.tightened,
-    }
-    write_json(out / "walk.summary.json", summary)
+    remove_stale_temps(out / STATE_DIR)
+    walker = Walker(manifest, out, no_hash=no_hash, progress=progress, out_fd=od.fd, od=od)
+    try:
+        s = walker.run()
+        walker.write()
+        summary = {
+            "stage": "walk",
+            "manifest": str(manifest.path),
+            "manifest_digest": manifest.digest,
+            "roots": [{"name": r.name, "path": str(r.path),
+                       **({"given": r.given} if r.given else {})} for r in manifest.roots],
+            "files": s.files,
+            "bytes": s.bytes,
+            "hashed": s.hashed,
+            "reused": s.reused,
+            "not_hashed": s.not_hashed,
+            "symlinks": s.symlinks,
+            "other": s.other,
+            "errors": s.errors,
+            "warnings": s.warnings,
+            "warning_samples": s.warning_samples,
+            "unreadable": s.unreadable,
+            "vanished": s.vanished,
+            "outputs_skipped": s.outputs_skipped,
+            "partial": s.partial,
+            "records": walker.records,
+            "no_hash": no_hash,
+            "max_file_bytes": manifest.max_file_bytes,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "duration_s": round(time.monotonic() - t0, 3),
+            "tightened": od.tightened,
+        }
+        write_json(out / "walk.summary.json", summary)
+        walker.table.record_run(summary)
+    finally:
+        walker.close()
     return summary
 
 

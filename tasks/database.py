@@ -1,0 +1,182 @@
+"""The output's database: one SQLite file (``.bastion/verdicts.sqlite``) holding the walk, the
+verdicts and the runs, its schema and its version.
+
+It is the system of record: ``walk.jsonl`` is an export of its ``walk`` table
+(:mod:`bastion.tasks.walk.export`), and the verdicts by (sha256, key) are what the extract
+stage's records are built from.  docs/architecture.md shows the schema; docs/records.md
+queries it.  WAL journal, ``synchronous=NORMAL``: a committed transaction survives a
+``kill -9`` of the process (each walk batch and each verdict batch is one).
+
+The file is opened through the output directory's checked descriptor (``/proc/self/fd/N`` of
+the state directory), made with the output's file mode, and checked to be the file that was
+made there.  Version 2 (today's verdicts, backoff and counters, no walk) is upgraded in
+place, its verdicts kept; any other older version holds keys of another kind: its verdicts
+are dropped (every one would be redone anyway).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+
+from .output.directory import OutputDir
+from .output.modes import OutputError
+
+__all__ = ["DB_NAME", "SCHEMA", "SCHEMA_VERSION", "connect"]
+
+DB_NAME = ".bastion/verdicts.sqlite"
+SCHEMA_VERSION = 3
+
+SCHEMA = (
+    # one verdict per (sha256, task key): the extract stage's source of truth
+    """CREATE TABLE IF NOT EXISTS verdicts (
+        sha256 TEXT NOT NULL,
+        key TEXT NOT NULL,
+        status TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (sha256, key)
+    ) WITHOUT ROWID""",
+    # repeat offenders (tasks/extract/backoff.py)
+    """CREATE TABLE IF NOT EXISTS retries (
+        sha256 TEXT NOT NULL,
+        key TEXT NOT NULL,
+        failures INTEGER NOT NULL,
+        due INTEGER NOT NULL,
+        PRIMARY KEY (sha256, key)
+    ) WITHOUT ROWID""",
+    "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    # one row per walked file (or link, or other entry): the walk's record of it, and the
+    # identity its reuse is decided on.  dir, name, path: UTF-8 bytes, a byte that is not
+    # UTF-8 kept as its surrogate escape (U+DC80+b, encoded 'surrogatepass'), so that the
+    # byte order of path is the order of walk.jsonl
+    """CREATE TABLE IF NOT EXISTS walk (
+        root TEXT NOT NULL,
+        dir BLOB NOT NULL,
+        name BLOB NOT NULL,
+        path BLOB NOT NULL,
+        kind TEXT NOT NULL,
+        size INTEGER,
+        mtime_ns INTEGER,
+        ctime_ns INTEGER,
+        inode INTEGER,
+        device INTEGER,
+        sha256 TEXT,
+        reason TEXT,
+        mime TEXT,
+        error TEXT,
+        stat_only INTEGER NOT NULL,
+        gen INTEGER NOT NULL,
+        PRIMARY KEY (root, dir, name)
+    ) WITHOUT ROWID""",
+    # what a root's rows depend on besides each file's stat (path, patterns, link options)
+    "CREATE TABLE IF NOT EXISTS walk_roots (root TEXT PRIMARY KEY, settings TEXT NOT NULL)",
+    # the walk's settings, generation, row count and the export that matches them
+    "CREATE TABLE IF NOT EXISTS walk_state (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    # one row per walk or extract run: its summary as JSON
+    """CREATE TABLE IF NOT EXISTS runs (
+        run INTEGER PRIMARY KEY AUTOINCREMENT,
+        stage TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        summary TEXT NOT NULL
+    )""",
+)
+
+
+def connect(od: OutputDir) -> sqlite3.Connection:
+    """The database of the output ``od``, opened through its checked descriptor, upgraded to
+    :data:`SCHEMA_VERSION` (autocommit mode: callers open their transactions)."""
+    rel = DB_NAME
+    try:
+        # made here with the output's mode: sqlite gives its -wal and -shm files the
+        # database's permissions; opened through the state directory's descriptor
+        od.create(rel)
+        for suffix in ("-wal", "-shm"):  # files of an earlier, looser run
+            _tighten(od, rel + suffix)
+        db = sqlite3.connect(od.proc(rel), isolation_level=None)
+        _check_opened(db, od, rel)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                if version != 2:
+                    # an index of an earlier layout: its keys are of another kind, so every
+                    # verdict in it would be redone anyway
+                    db.execute("DROP TABLE IF EXISTS verdicts")
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            for table in SCHEMA:
+                db.execute(table)
+    except (OSError, sqlite3.Error) as e:
+        raise OutputError(f"cannot open the database {od.path / rel}: {e}") from None
+    return db
+
+
+def _tighten(od: OutputDir, rel: str) -> None:
+    """Give sqlite's journal file ``rel`` the output's mode, before this process connects:
+    the file is opened only when its mode is wrong, never while a connection of this process
+    is open (closing any descriptor of a file drops every POSIX lock the process holds on it,
+    sqlite's lock on ``-shm`` included: another process would then take the shared memory for
+    unused, truncate it, and this one die of SIGBUS)."""
+    dfd, name = od.split(rel)
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_IMODE(st.st_mode) != od.modes.file:
+        od.chmod_file(rel)
+
+
+def _check_opened(db: sqlite3.Connection, od: OutputDir, rel: str) -> None:
+    """Refuse a database file other than the one made through the descriptor (sqlite
+    resolves the ``/proc/self/fd`` name to a path before opening it)."""
+    opened = db.execute("PRAGMA database_list").fetchone()[2]
+    dfd, name = od.split(rel)
+    want = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    got = os.stat(opened)
+    if (got.st_dev, got.st_ino) != (want.st_dev, want.st_ino):
+        db.close()
+        raise OutputError(f"the database opened as {opened} is not "
+                          f"{od.path / rel} (the output directory was moved)")
+
+
+def connect_read(od: OutputDir) -> sqlite3.Connection:
+    """The database of ``od`` opened read-only (a forked walk helper's: it only looks)."""
+    try:
+        db = sqlite3.connect(f"file:{od.proc(DB_NAME)}?mode=ro", uri=True,
+                             isolation_level=None)
+        _check_opened(db, od, DB_NAME)
+    except (OSError, sqlite3.Error) as e:
+        raise OutputError(f"cannot open the database {od.path / DB_NAME}: {e}") from None
+    return db
+
+
+WALK_TABLES = ("walk", "walk_roots", "walk_state")
+EXTRACT_TABLES = ("verdicts", "retries", "counters")
+
+
+def clear(od: OutputDir, tables: tuple[str, ...]) -> None:
+    """Empty ``tables`` (``doit clean`` of a stage: :data:`WALK_TABLES` or
+    :data:`EXTRACT_TABLES`); when the database then holds neither a walk nor a verdict, it
+    is removed with its journal files."""
+    dfd, name = od.split(DB_NAME)
+    try:
+        os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    db = connect(od)
+    try:
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            for table in tables:
+                db.execute(f"DELETE FROM {table}")
+            rest = sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                       for t in ("walk", "verdicts", "retries"))
+    except sqlite3.Error as e:
+        raise OutputError(f"cannot clear the database {od.path / DB_NAME}: {e}") from None
+    finally:
+        db.close()
+    if not rest:
+        for suffix in ("", "-wal", "-shm"):
+            od.unlink(DB_NAME + suffix)

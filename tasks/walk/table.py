@@ -1,0 +1,260 @@
+"""The walk's rows in the output's database: the previous walk's records by directory, and a
+walk's changes committed in batches.
+
+Each walked file has one row of the ``walk`` table (tasks/database.py): its record's fields,
+its identity ``(size, mtime_ns, inode, ctime_ns)`` (and device), ``stat_only`` (the record
+depends only on that identity: a re-walk that finds it equal keeps the row without reading the
+file) and ``gen``, the walk that made the row.  "Unchanged since the last walk" is one indexed
+query per directory (:meth:`WalkTable.previous`).  A walk's new and changed rows, and the rows
+of the files gone, are committed every :data:`BATCH_ROWS` rows, one transaction each, so a
+``kill -9`` loses no file already read; the first commit of a walk moves the generation on,
+which marks ``walk.jsonl`` as no longer the export of the table (it is then written in full).
+
+Rows whose settings no longer hold are dropped when the walk starts: all of them when the walk's
+settings (its version, ``max_file_bytes``, ``--no-hash``) changed, a root's when that root's
+(path, patterns, link and device options) did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import Any, Callable, Iterable
+
+from ..output.modes import OutputError
+
+__all__ = ["BATCH_ROWS", "Row", "WalkTable", "decode", "encode", "root_settings"]
+
+BATCH_ROWS = 5000  # rows written per transaction
+REMOVED_KEPT = 200_000  # keys of removed rows held for the export's delta, at most
+
+# One row as inserted: (root, dir, name, path, kind, size, mtime_ns, ctime_ns, inode,
+# device, sha256, reason, mime, error, stat_only, gen)
+Row = tuple
+Previous = dict  # name -> (name, size, mtime_ns, inode, ctime_ns, stat_only)
+
+COLUMNS = ("root, dir, name, path, kind, size, mtime_ns, ctime_ns, inode, device, sha256, "
+           "reason, mime, error, stat_only, gen")
+INSERT = f"INSERT OR REPLACE INTO walk ({COLUMNS}) VALUES ({','.join('?' * 16)})"
+
+
+def encode(s: str) -> bytes:
+    """A path (or name) as the table holds it: UTF-8, surrogate escapes kept (order-keeping)."""
+    return s.encode("utf-8", "surrogatepass")
+
+
+def decode(b: bytes) -> str:
+    return b.decode("utf-8", "surrogatepass")
+
+
+def root_settings(root: Any) -> str:  # root: bastion.tasks.manifest.Root
+    """What a root's rows depend on besides each file's stat, as stored."""
+    return json.dumps([str(root.path), list(root.include), list(root.exclude),
+                       root.follow_symlinks, root.one_file_system])
+
+
+def state(db: sqlite3.Connection, name: str) -> Any:
+    row = db.execute("SELECT value FROM walk_state WHERE name = ?", (name,)).fetchone()
+    return None if row is None else json.loads(row[0])
+
+
+def set_state(db: sqlite3.Connection, name: str, value: Any) -> None:
+    db.execute("INSERT OR REPLACE INTO walk_state VALUES (?, ?)", (name, json.dumps(value)))
+
+
+class WalkTable:
+    """One walk's view of the ``walk`` table (see the module): the previous rows by
+    directory, and the changes written.  ``connect`` opens the database (again in a forked
+    helper: a connection never crosses a fork)."""
+
+    def __init__(self, connect: Any, settings: list, roots: Iterable[Any],
+                 upgrade: Callable[[sqlite3.Connection], Any] | None = None) -> None:
+        roots = list(roots)
+        self._connect = connect
+        self._db: sqlite3.Connection | None = None
+        self._pid = os.getpid()
+        self.roots = {r.name: root_settings(r) for r in roots}
+        self.rows: list[Row] = []  # to insert at the next flush
+        self.gone: list[tuple[str, bytes, bytes]] = []  # (root, dir, name) to delete
+        # keys (root, path) of every row this walk removed or replaced, in the previous
+        # walk's export; None once there are too many to hold
+        self.removed: list[tuple[str, str]] | None = []
+        self.fresh_keys: list[tuple[str, str]] | None = []  # rows this walk made
+        self.written = False  # a batch was committed: the export no longer matches
+        self.reset = False  # rows were dropped wholesale (settings): no delta
+        self.added = self.deleted = 0  # rows added (not replacing one), rows removed
+        db = self.db
+        try:
+            if upgrade is not None:  # an output of the earlier layout (tasks/walk/upgrade.py)
+                upgrade(db)
+            self.gen = (state(db, "gen") or 0) + 1
+            self.count_before = state(db, "count") or 0
+            self.export = state(db, "export")  # [gen, identity of walk.jsonl] or None
+            self.prev_gen = self.gen - 1
+            stale = [name for name, s in db.execute("SELECT root, settings FROM walk_roots")
+                     if name in self.roots and s != self.roots[name]]
+            if state(db, "settings") not in (None, settings):
+                self._drop("DELETE FROM walk", ())
+                stale = []
+            for name in stale:
+                self._drop("DELETE FROM walk WHERE root = ?", (name,))
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                set_state(db, "settings", settings)
+                db.executemany("INSERT OR REPLACE INTO walk_roots VALUES (?, ?)",
+                               self.roots.items())
+        except sqlite3.Error as e:
+            raise OutputError(f"cannot read the walk from the database: {e}") from None
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None or self._pid != os.getpid():
+            self._db = self._connect()  # (in a forked helper: its own connection)
+            self._pid = os.getpid()
+        return self._db
+
+    def _drop(self, sql: str, args: tuple) -> None:
+        """Rows whose settings changed, dropped before the walk (nothing of them is reused)."""
+        db = self.db
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            n = db.execute(sql, args).rowcount
+            self._begin_gen(db)
+            self.count_before -= n
+            set_state(db, "count", self.count_before)  # in the same transaction: exact
+        self.reset = True
+
+    def _begin_gen(self, db: sqlite3.Connection) -> None:
+        if not self.written:
+            set_state(db, "gen", self.gen)  # the export is now older than the table
+            self.written = True
+
+    # -- reading -------------------------------------------------------------------------
+
+    def previous(self, root: str, rel: str) -> Previous:
+        """The rows of one directory as the previous walk left them, by name: each
+        ``(name, size, mtime_ns, inode, ctime_ns, stat_only)`` as fetched."""
+        rows = self.db.execute(
+            "SELECT name, size, mtime_ns, inode, ctime_ns, stat_only FROM walk "
+            "WHERE root = ? AND dir = ?", (root, encode(rel))).fetchall()
+        return {str(r[0], "utf-8", "surrogatepass"): r for r in rows}
+
+    def record(self, root: str, rel: str, name: str) -> tuple | None:
+        """(kind, size, mtime_ns, inode, sha256, reason, mime, error) of one previous row."""
+        return self.db.execute(
+            "SELECT kind, size, mtime_ns, inode, sha256, reason, mime, error FROM walk "
+            "WHERE root = ? AND dir = ? AND name = ?",
+            (root, encode(rel), encode(name))).fetchone()
+
+    def dirs(self) -> list[tuple[str, str]]:
+        """Every (root, directory) holding a row."""
+        out = []
+        prev = None
+        for root, d in self.db.execute("SELECT DISTINCT root, dir FROM walk"):
+            if (root, d) != prev:
+                out.append((root, decode(d)))
+                prev = (root, d)
+        return out
+
+    # -- writing -------------------------------------------------------------------------
+
+    def add(self, row: Row, replaced: bool) -> None:
+        """A row made by this walk (``replaced``: it takes the place of a previous one)."""
+        self.rows.append(row)
+        if self.fresh_keys is not None:
+            self.fresh_keys.append((row[0], decode(row[3])))
+            if len(self.fresh_keys) > REMOVED_KEPT:
+                self.fresh_keys = None
+        if replaced:
+            self._removed(row[0], decode(row[3]))
+        else:
+            self.added += 1
+        if len(self.rows) >= BATCH_ROWS:
+            self.flush()
+
+    def remove(self, root: str, rel: str, name: str) -> None:
+        """A previous row whose file this walk did not record."""
+        self.gone.append((root, encode(rel), encode(name)))
+        self.deleted += 1
+        self._removed(root, f"{rel}/{name}" if rel else name)
+        if len(self.gone) >= BATCH_ROWS:
+            self.flush()
+
+    def _removed(self, root: str, path: str) -> None:
+        if self.removed is not None:
+            self.removed.append((root, path))
+            if len(self.removed) > REMOVED_KEPT:
+                self.removed = None
+
+    def flush(self) -> None:
+        """Commit the rows and removals held (one transaction)."""
+        if not self.rows and not self.gone:
+            return
+        db = self.db
+        try:
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                self._begin_gen(db)
+                db.executemany("DELETE FROM walk WHERE root = ? AND dir = ? AND name = ?",
+                               self.gone)
+                db.executemany(INSERT, self.rows)
+                # the count of what is committed, with it: a walk killed after this batch
+                # leaves the next one an exact count (it decides whether rows outside the
+                # directories listed must be looked for)
+                set_state(db, "count", self.count_before + self.added - self.deleted)
+        except sqlite3.Error as e:
+            raise OutputError(f"cannot record the walk in the database: {e}") from None
+        self.rows, self.gone = [], []
+
+    def finish(self, listed: set[tuple[str, str]], seen: int) -> int:
+        """The end of a walk: the rows of directories not listed this time (gone, pruned,
+        unreadable) and of roots no longer in the manifest removed, the count updated.
+        ``seen``: previous rows found again in the directories listed (kept or replaced).
+        Returns how many rows the table holds."""
+        self.flush()
+        db = self.db
+        try:
+            if self.count_before - seen - self.deleted > 0:
+                # previous rows outside the directories listed: found by their directories
+                for root, rel in self.dirs():
+                    if (root, rel) in listed and root in self.roots:
+                        continue
+                    for (name,) in db.execute(
+                            "SELECT name FROM walk WHERE root = ? AND dir = ? AND gen < ?",
+                            (root, encode(rel), self.gen)).fetchall():
+                        self.remove(root, rel, decode(name))
+                self.flush()
+            count = self.count_before + self.added - self.deleted
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("DELETE FROM walk_roots WHERE root NOT IN (%s)"
+                           % ",".join("?" * len(self.roots)), list(self.roots))
+        except sqlite3.Error as e:
+            raise OutputError(f"cannot record the walk in the database: {e}") from None
+        return count
+
+    def exported(self, identity: list[int] | None) -> None:
+        """Record that walk.jsonl (of this identity) is the export of the table as it is."""
+        db = self.db
+        gen = self.gen if self.written else self.prev_gen
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            set_state(db, "export", [gen, identity])
+
+    def record_run(self, summary: dict) -> None:
+        """The walk's summary, as one row of ``runs``."""
+        db = self.db
+        try:
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("INSERT INTO runs (stage, started_at, summary) VALUES (?, ?, ?)",
+                           (summary["stage"], summary["started_at"],
+                            json.dumps(summary, sort_keys=True)))
+        except sqlite3.Error as e:
+            raise OutputError(f"cannot record the walk in the database: {e}") from None
+
+    def close(self) -> None:
+        if self._db is not None and self._pid == os.getpid():
+            self._db.close()
+        self._db = None
