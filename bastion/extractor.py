@@ -24,12 +24,13 @@ import stat
 import tempfile
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from bastion.readers.base import Limits
 from bastion.readers.metadata import DocMeta
+from bastion.readers.runtime.job import Job
 from bastion.readers.runtime.toolset import KNOWN_TOOLS, Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
@@ -154,21 +155,11 @@ def find_tools(tools: Tools, *, versions: bool = True) -> dict[str, Tool]:
     return found if names is None else {n: t for n, t in found.items() if n in names}
 
 
-class _Prepared:
-    """A document hashed and typed in the parent, ready for a worker."""
-
-    __slots__ = ("path", "name", "mime", "sha256", "size", "reader")
-
-    def __init__(self, path: str, name: str, mime: str, sha256: str, size: int,
-                 reader: Any) -> None:
-        self.path, self.name, self.mime = path, name, mime
-        self.sha256, self.size, self.reader = sha256, size, reader
-
-
-def _prepare(path: str | os.PathLike[str], name: str | None, registry: Any) -> _Prepared:
-    """Hash and type one file (symlinks followed: the worker opens the target); its reader
-    chosen on ``registry`` (a :class:`bastion.readers.dispatch.Registry`), as the workers
-    choose."""
+def _hash_and_type(path: str | os.PathLike[str], name: str | None,
+                   registry: Any) -> tuple[str, str, str, str, int, Any]:
+    """Hash and type one file (symlinks followed: the worker opens the target): its real
+    path, name, MIME type, sha256, size and reader, chosen on ``registry`` (a
+    :class:`bastion.readers.dispatch.Registry`) as the workers choose."""
     from bastion.readers.detect import HEAD_BYTES, detect_file
 
     real = os.path.realpath(os.fspath(path))
@@ -189,11 +180,11 @@ def _prepare(path: str | os.PathLike[str], name: str | None, registry: Any) -> _
             size += len(chunk)
     name = name or os.path.basename(os.fspath(path))
     mime = detect_file(real, name, head)
-    return _Prepared(real, name, mime, digest.hexdigest(), size, registry.select(mime, name))
+    return real, name, mime, digest.hexdigest(), size, registry.select(mime, name)
 
 
 def pool_module() -> Any:
-    """The module of ``WorkerPool``, ``Job`` and ``WorkerError``."""
+    """The module of ``WorkerPool`` and ``WorkerError``."""
     from bastion.readers.runtime import pool
 
     return pool
@@ -248,7 +239,7 @@ class Extractor:
 
     def extract_file(self, path: str | os.PathLike[str], *, name: str | None = None) -> Result:
         """Read one file (``name``: the name to choose its reader by, default its own)."""
-        return self._run([_prepare(path, name, self.registry)])[0]
+        return self._run([self._prepare(path, name)])[0]
 
     def extract_bytes(self, data: bytes, name: str | None = None) -> Result:
         """Read a document held in memory; ``name`` (e.g. ``"report.docx"``) helps choose the
@@ -262,18 +253,17 @@ class Extractor:
             try:
                 with open(fd, "wb") as f:
                     f.write(data)
-                return self._run([_prepare(tmp, name or "document", self.registry)])[0]
+                return self._run([self._prepare(tmp, name or "document")])[0]
             finally:
                 os.unlink(tmp)
 
     def extract_files(self, paths: Iterable[str | os.PathLike[str]]) -> Iterator[Result]:
         """Read many files on :attr:`jobs` workers; results in the order of ``paths``."""
         with self._lock:
-            pending: dict[int, _Prepared] = {}
+            pending: dict[int, Job] = {}
             order: list[int] = []
             for path in paths:
-                prepared = _prepare(path, None, self.registry)
-                order.append(self._submit(prepared, pending))
+                order.append(self._submit(self._prepare(path, None), pending))
                 while order and order[0] in self._done:
                     yield self._collect(order.pop(0), pending)
             self._drain()
@@ -282,43 +272,50 @@ class Extractor:
 
     # -- the pool ---------------------------------------------------------------------------------
 
-    def _run(self, docs: list[_Prepared]) -> list[Result]:
-        with self._lock:
-            pending: dict[int, _Prepared] = {}
-            ids = [self._submit(d, pending) for d in docs]
-            self._drain()
-            return [self._collect(i, pending) for i in ids]
+    def _prepare(self, path: str | os.PathLike[str], name: str | None) -> Job:
+        """The job of one file, hashed and typed here (:func:`_hash_and_type`)."""
+        return self._job(*_hash_and_type(path, name, self.registry))
 
-    def _submit(self, doc: _Prepared, pending: dict[int, _Prepared]) -> int:
-        Job = pool_module().Job
-
-        self._seq += 1
-        job_id = self._seq
-        pending[job_id] = doc
-        reader = doc.reader
+    def _job(self, path: str, name: str, mime: str, sha256: str, size: int,
+             reader: Any) -> Job:
+        """The job of a file hashed and typed (:func:`_hash_and_type`): its reader's deadline and
+        tools here.  Its id is given when it is submitted; no reader (``None``): the file is
+        ``unsupported``, never submitted."""
         if reader is None:
-            self._done[job_id] = (Verdict(status=Status.UNSUPPORTED,
-                                          error=f"no reader for {doc.mime}"), "", {})
-            return job_id
+            return Job(0, path, name, mime, sha256, size, self.limits.deadline_s)
         present = sorted(t for t in reader.tools if t in self.tools)
         deadline = self.limits.deadline_s
         if reader.uses_tool_deadline and present:
             deadline = self.limits.tool_deadline_s
-        pool = self._ensure_pool()
-        chosen = {"reader": reader.name} if "reader" in Job.__dataclass_fields__ else {}
-        pool.submit(Job(id=job_id, path=doc.path, name=doc.name, mime=doc.mime,
-                        sha256=doc.sha256, size=doc.size, deadline_s=deadline,
-                        tools={t: self.tools[t].path for t in present}, **chosen))
-        return job_id
+        return Job(0, path, name, mime, sha256, size, deadline,
+                   {t: self.tools[t].path for t in present}, reader.name)
+
+    def _run(self, jobs: list[Job]) -> list[Result]:
+        with self._lock:
+            pending: dict[int, Job] = {}
+            ids = [self._submit(j, pending) for j in jobs]
+            self._drain()
+            return [self._collect(i, pending) for i in ids]
+
+    def _submit(self, job: Job, pending: dict[int, Job]) -> int:
+        self._seq += 1
+        job = replace(job, id=self._seq)
+        pending[job.id] = job
+        if job.reader is None:
+            self._done[job.id] = (Verdict(status=Status.UNSUPPORTED,
+                                          error=f"no reader for {job.mime}"), "", {})
+            return job.id
+        self._ensure_pool().submit(job)
+        return job.id
 
     def _drain(self) -> None:
         if self._pool is not None:
             self._pool.drain()
 
-    def _collect(self, job_id: int, pending: dict[int, _Prepared]) -> Result:
-        doc = pending.pop(job_id)
+    def _collect(self, job_id: int, pending: dict[int, Job]) -> Result:
+        job = pending.pop(job_id)
         verdict, text, meta = self._done.pop(job_id)
-        return _result(doc.name, doc.mime, doc.sha256, doc.size, verdict, text, meta)
+        return _result(job.name, job.mime, job.sha256, job.size, verdict, text, meta)
 
     def _on_result(self, result: Any) -> None:
         verdict = result.verdict  # the worker's (or the pool's) Verdict, and the sidecar

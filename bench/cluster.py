@@ -264,7 +264,7 @@ def scheduler_memory(warm: WarmCluster, tasks: int = 2000) -> list[str]:
     """The scheduler's memory per waiting batch task: tasks that ask for a resource no worker
     has wait on the scheduler with their arguments, as batches do before a worker is free."""
     from bastion.readers.base import Limits
-    from bastion.tasks.extract.batch import Doc
+    from bastion.readers.runtime.job import Job
     from bastion.tasks.cluster.run import Batch
 
     lines = ["### scheduler memory per batch task", "",
@@ -274,10 +274,10 @@ def scheduler_memory(warm: WarmCluster, tasks: int = 2000) -> list[str]:
         before = rss_mib(warm.scheduler.pid)
         futures = []
         for k in range(tasks):
-            docs = tuple(Doc(f"{k:08x}{j:056x}", "0123456789abcdef",
-                             f"/srv/share/dept{k % 50}/project{j}/report-{k}-{j}.pdf",
-                             f"report-{k}-{j}.pdf", "application/pdf", 123456, "pdf", 300.0,
-                             {"pdftotext": "/usr/bin/pdftotext"}) for j in range(per))
+            docs = tuple(Job(j, f"/srv/share/dept{k % 50}/project{j}/report-{k}-{j}.pdf",
+                             f"report-{k}-{j}.pdf", "application/pdf", f"{k:08x}{j:056x}",
+                             123456, 300.0, {"pdftotext": "/usr/bin/pdftotext"}, "pdf",
+                             "0123456789abcdef") for j in range(per))
             futures.append(warm.client.submit(_never, Batch(docs, Limits(), {}),
                                               key=f"bench-mem-{per}-{k}",
                                               resources={"bench-no-such-resource": 1}))

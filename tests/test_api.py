@@ -95,12 +95,11 @@ def _hostile(ex: Extractor, path: Path, body: bytes) -> bastion.Result:
     """A document for the tests' misbehaving reader (its MIME type is never detected)."""
     import hashlib
 
-    from bastion.extractor import _Prepared
     from tests.hostile_readers import MIME, READER
 
     path.write_bytes(body)
-    return ex._run([_Prepared(str(path), path.name, MIME, hashlib.sha256(body).hexdigest(),
-                              len(body), READER)])[0]
+    return ex._run([ex._job(str(path), path.name, MIME, hashlib.sha256(body).hexdigest(),
+                            len(body), READER)])[0]
 
 
 @pytest.mark.slow
@@ -121,12 +120,10 @@ def test_a_hung_reader_is_killed_at_the_deadline_and_the_next_call_works(tmp_pat
 
 
 def test_the_worker_rechecks_what_the_parent_hashed(tmp_path: Path) -> None:
-    from bastion.extractor import _prepare
-
     f = tmp_path / "a.txt"
     f.write_text("before\n")
     with Extractor(tools=None) as ex:
-        prepared = _prepare(f, None, ex.registry)
+        prepared = ex._prepare(f, None)
         f.write_text("after!\n")  # same size, other bytes
         r = ex._run([prepared])[0]
     assert (r.status, r.error_kind) == ("error", "changed")

@@ -26,7 +26,8 @@ import yaml
 distributed = pytest.importorskip("distributed")  # the test extra installs it (pyproject.toml)
 
 from bastion.readers.base import Limits  # noqa: E402
-from bastion.tasks.extract.batch import Doc, close_pools, extract_batch, kept_pools  # noqa: E402
+from bastion.readers.runtime.job import Job  # noqa: E402
+from bastion.tasks.extract.batch import close_pools, extract_batch, kept_pools  # noqa: E402
 from bastion.tasks.cli import main, run_stages  # noqa: E402
 from bastion.tasks.cluster.run import (Batch, ClusterError, batch_key, parse_cluster,  # noqa: E402
                            run_batch)
@@ -177,10 +178,10 @@ def local_run(tmp_path_factory: pytest.TempPathFactory):
 # -- the batch function ---------------------------------------------------------------------------
 
 
-def _doc(path: Path, mime: str = "text/plain", reader: str = "text") -> Doc:
+def _doc(path: Path, mime: str = "text/plain", reader: str = "text") -> Job:
     data = path.read_bytes()
-    return Doc(hashlib.sha256(data).hexdigest(), "k1", str(path), path.name, mime, len(data),
-               reader, 10.0)
+    return Job(0, str(path), path.name, mime, hashlib.sha256(data).hexdigest(), len(data), 10.0,
+               reader=reader, key="k1")
 
 
 def test_extract_batch_keeps_its_pool_between_batches(tmp_path: Path) -> None:
@@ -216,15 +217,15 @@ def test_a_batch_resubmitted_is_the_same_task(cluster, tmp_path: Path) -> None:
         p.write_text(f"resubmitted {i}\n")
         docs.append(_doc(p))
     batch = Batch(tuple(docs), Limits(), {})
-    key = batch_key(batch.docs, batch.limits, batch.tools, batch.extra_readers)
+    key = batch_key(batch.jobs, batch.limits, batch.tools, batch.extra_readers)
     assert key == batch_key(tuple(reversed(docs)), Limits(), {}, ())  # order-free
-    assert key != batch_key(batch.docs, Limits(max_chars=10), {}, ())
+    assert key != batch_key(batch.jobs, Limits(max_chars=10), {}, ())
     with distributed.get_task_stream(client) as stream:
         a = client.submit(run_batch, batch, key=key)
         b = client.submit(run_batch, batch, key=key)
         assert a.key == b.key
         ra, rb = a.result(), b.result()
-    assert ra.dones == rb.dones and [d.text for d in ra.dones] == [
+    assert ra.outcomes == rb.outcomes and [d.text for d in ra.outcomes] == [
         f"resubmitted {i}\n".encode() for i in range(3)]
     assert [t["key"] for t in stream.data].count(key) == 1  # computed once
 
@@ -622,7 +623,7 @@ def test_the_plugin_starts_the_pool_before_the_first_batch(cluster, tmp_path: Pa
     for w in workers:  # a batch on each worker reads with the pool already there
         batch = Batch((_doc(p),), limits, {})
         result = client.submit(run_batch, batch, workers=[w], pure=False).result()
-        assert result.dones[0].text == b"warm\n" and result.stats.started == 0
+        assert result.outcomes[0].text == b"warm\n" and result.stats.started == 0
     assert warm() == before
 
 

@@ -909,7 +909,7 @@ def test_the_worker_reads_with_the_reader_the_parent_chose(tmp_path: Path) -> No
     h = Harness(tmp_path)
     try:
         job = h.job("ok")
-        h.pool.submit(Job(**{**job.__dict__, "reader": "text"}))
+        h.pool.submit(dataclasses.replace(job, reader="text"))
         h.pool.drain()
         (result, text), = h.results
         assert isinstance(result.verdict, Verdict)

@@ -1,5 +1,6 @@
 """The reader runtime: the processes that read documents and everything that confines them.
 
+- ``job``       : one document to read, the one type from the plan's decision to the worker's job line
 - ``pool``      : the pool of workers, parent side: jobs in, verdicts out, every limit enforced
 - ``worker``    : one worker seen from the parent: its start, job line, deadline, caps and death
 - ``workermain``: the worker process's own main loop: the sandbox first, then one job after another

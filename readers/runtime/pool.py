@@ -26,6 +26,7 @@ from .procs import AUTO, PID_NAMESPACE, containment
 from .sandbox import SCRATCH_DIR, WORKER_DIR
 from .answers import Answers
 from .identity import SLOT_BASE, SlotUsers
+from .job import Job
 from .verdict import Verdict
 from .worker import (Misbehaved,
                      StartError,
@@ -42,21 +43,6 @@ __all__ = ["DEFAULT_USER", "SLOT_USER", "Job", "JobResult", "WorkerError", "Work
 
 SLOT_USER = ":slot"  # each worker slot its own unprivileged uid (no account can be named so)
 DEFAULT_USER = SLOT_USER  # whom the workers of a pool run as root run as
-
-
-@dataclass(frozen=True)
-class Job:
-    """One document for a worker."""
-
-    id: int
-    path: str  # absolute; non-UTF-8 bytes as surrogate escapes
-    name: str
-    mime: str
-    sha256: str
-    size: int
-    deadline_s: float
-    tools: dict[str, str] = field(default_factory=dict)
-    reader: str | None = None  # the reader the parent chose (None: the worker's registry's)
 
 
 @dataclass(frozen=True)
@@ -316,6 +302,7 @@ class WorkerPool:
         except Misbehaved as e:
             self._fail(w, e.kind, e.message)
             return
+        assert w.job is not None  # the answer named its job (Answers.read checked)
         result = JobResult(job=w.job, verdict=verdict, text_path=text_path, sidecar=sidecar)
         w.job = None
         w.deadline = None
@@ -337,6 +324,7 @@ class WorkerPool:
 
     def _end_job(self, w: Worker, kind: str, message: str) -> None:
         job, w.job, w.deadline = w.job, None, None
+        assert job is not None  # only a worker with a job in hand ends one
         self.killed += 1
         self.callback(JobResult(job=job, verdict=Verdict.failed(kind, message)))
 

@@ -30,6 +30,7 @@ from bastion.errors import WorkerError
 
 from ..base import Limits
 from .identity import dropped, measure
+from .job import Job
 from .procs import CHILD_ENV, containment, start_worker, stop_worker, worker_status
 from .sandbox import SCRATCH_DIR, WORKER_DIR, passable, reachable
 
@@ -72,7 +73,7 @@ class Worker:
         self.dir = wdir
         self.buf = bytearray()
         self.err = bytearray()
-        self.job: Any = None  # the bastion.readers.runtime.pool.Job it reads
+        self.job: Job | None = None  # the job it reads
         self.deadline: float | None = None
         self.done = 0
         self.ready = False
@@ -123,8 +124,8 @@ class Worker:
         """Whether the worker is known to have exited (its keeper may not have followed)."""
         return self.pidfd is not None and _exited(self.pidfd)
 
-    def send(self, job: Any, tools: dict[str, str]) -> bool:
-        """Hand it ``job`` (a :class:`bastion.readers.runtime.pool.Job`) with the document's
+    def send(self, job: Job, tools: dict[str, str]) -> bool:
+        """Hand it ``job`` (a :class:`bastion.readers.runtime.job.Job`) with the document's
         descriptor; False when the job socket is gone (it died while idle)."""
         fd, why = open_document(job.path)
         message = {

@@ -27,10 +27,10 @@ import queue
 from typing import Any, Callable, Mapping
 
 from bastion.readers.base import Limits
+from bastion.readers.runtime.job import Job
 from bastion.readers.runtime.toolset import Tool
 
 from . import worker as worker
-from ..extract.batch import Doc
 from .connect import ClusterConnection
 from .spec import why
 from ..manifest import Root
@@ -47,11 +47,11 @@ RETRIES = 2  # Dask re-runs of a batch whose function raised (a pool that could 
 POLL_S = 1.0
 
 
-def batch_key(docs: tuple[Doc, ...], limits: Limits, tools: Mapping[str, str],
+def batch_key(jobs: tuple[Job, ...], limits: Limits, tools: Mapping[str, str],
               extra_readers: tuple[str, ...]) -> str:
     """The Dask key of a batch: a digest of everything its verdicts depend on besides the
     bytes (which the (sha256, key) pairs name)."""
-    blob = json.dumps([sorted([d.sha256, d.key] for d in docs), limits.as_dict(),
+    blob = json.dumps([sorted([j.sha256, j.key] for j in jobs), limits.as_dict(),
                        sorted(tools.items()), list(extra_readers)], sort_keys=True).encode()
     return f"bastion-batch-{hashlib.sha256(blob).hexdigest()[:32]}"
 
@@ -122,15 +122,14 @@ class BatchQueue:
         return batch_count(self.expected() - self.sent, self.conn.threads, self.timed_docs,
                            self.timed_seconds)
 
-    def _doc(self, item: Item) -> Doc:
+    def _job(self, item: Item) -> Job:
+        """The item's job: its path under its root as the cluster's workers see it; the
+        plan index of its (sha256, key) as its id (a worker's batch numbers them afresh)."""
         root = self.roots[item.root]
         path = os.path.join(str(root.path), item.path)
         if root.follow_symlinks:  # a file reached through a followed link: read the target
             path = os.path.realpath(path)
-        return Doc(sha256=item.sha256, key=item.key, path=path,
-                   name=os.path.basename(item.path), mime=item.mime, size=item.size,
-                   reader=item.reader or "", deadline_s=item.deadline_s,
-                   tools={t: self.tools[t].path for t in item.tools})
+        return item.job(item.canonical, path, self.tools)
 
     def send(self) -> None:
         """Submit the batch being filled (waiting first while enough are in flight)."""
@@ -164,9 +163,9 @@ class BatchQueue:
                           f"({names}): install them on the workers")
             self.refuse(items, reason)
             return
-        docs = tuple(self._doc(i) for i in items)
-        batch = worker.Batch(docs, self.limits, need, self.extra_readers)
-        key = batch_key(docs, self.limits, need, self.extra_readers)
+        jobs = tuple(self._job(i) for i in items)
+        batch = worker.Batch(jobs, self.limits, need, self.extra_readers)
+        key = batch_key(jobs, self.limits, need, self.extra_readers)
         try:
             future = self.conn.client.submit(worker.run_batch, batch, key=key, retries=RETRIES,
                                              resources=resources)
@@ -209,7 +208,7 @@ class BatchQueue:
             except Exception as e:  # noqa: BLE001 — lost between finishing and gathering
                 self.inflight[future] = items
                 self.conn.lose(e)
-            self.timed_docs += len(result.dones)
+            self.timed_docs += len(result.outcomes)
             self.timed_seconds += result.seconds
             self.finish(items, result)
             return

@@ -40,7 +40,7 @@ from bastion.readers.base import Limits
 from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Verdict
 
-from ..extract.batch import Done
+from ..extract.batch import JobOutcome
 from .batches import BatchQueue, batch_key
 from .connect import ClusterConnection, WorkerSeen
 from .spec import ClusterError, ClusterSpec, parse_cluster, require_dask
@@ -141,12 +141,12 @@ class ClusterSession(ExtractSession):
         if not seen.tools:
             seen.tools = dict(result.worker_tools)
         seen.batches += 1
-        seen.documents += len(result.dones)
+        seen.documents += len(result.outcomes)
         assert self.pool is not None
         self.pool.spawned += result.stats.started
         self.pool.killed += result.stats.killed
         todo = []
-        for done in result.dones:
+        for done in result.outcomes:
             item = by_pair.pop(done.pair, None)
             if item is None or item.canonical in self.produced:
                 continue  # not of this batch, or recorded already: never twice
@@ -161,7 +161,7 @@ class ClusterSession(ExtractSession):
         for item, done in todo:
             self.queue(item, done.verdict)
 
-    def _place(self, pairs: list[tuple[Item, Done]]) -> None:
+    def _place(self, pairs: list[tuple[Item, JobOutcome]]) -> None:
         for item, done in pairs:
             self.place(item, done.verdict, None, done.sidecar or {}, text=done.text)
 

@@ -22,14 +22,15 @@ import os
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
 from bastion.readers.base import Limits
+from bastion.readers.runtime.job import Job
 from bastion.readers.runtime.toolset import Tool, ToolProbe
 
-from ..extract.batch import Doc, Done, PoolStats, extract_batch_stats, pool_for
+from ..extract.batch import JobOutcome, PoolStats, extract_batch_stats, pool_for
 
 TOOL_CAPACITY = 1_000_000.0  # a tool resource never limits how many batches run at once
 PLUGIN_NAME = "bastion-tools"
@@ -66,7 +67,7 @@ def code_resource() -> str:
 class Batch:
     """What one Dask task carries: the documents and the settings to read them with."""
 
-    docs: tuple[Doc, ...]
+    jobs: tuple[Job, ...]
     limits: Limits
     tools: Mapping[str, str]  # name -> identity the plan keyed them on (present tools only)
     extra_readers: tuple[str, ...] = ()
@@ -74,9 +75,9 @@ class Batch:
 
 @dataclass(frozen=True)
 class BatchResult:
-    """What a Dask task returns: one Done per document, and who made them."""
+    """What a Dask task returns: one outcome per job, in order, and who made them."""
 
-    dones: tuple[Done, ...]
+    outcomes: tuple[JobOutcome, ...]
     worker: str  # the Dask worker's address
     worker_tools: Mapping[str, str]  # its tools: name -> identity
     stats: PoolStats
@@ -141,13 +142,11 @@ def run_batch(batch: Batch) -> BatchResult:
     if wrong:
         raise ToolMismatch(", ".join(f"{n} {k} (here: {mine.get(n) or 'absent'})"
                                      for n, k in sorted(wrong.items())))
-    docs = [d if not d.tools else Doc(d.sha256, d.key, d.path, d.name, d.mime, d.size,
-                                      d.reader, d.deadline_s,
-                                      {n: tools[n].path for n in d.tools})
-            for d in batch.docs]
-    dones, stats = extract_batch_stats(docs, limits=batch.limits, workers=1, tmp_root=_scratch(),
+    jobs = [j if not j.tools else replace(j, tools={n: tools[n].path for n in j.tools})
+            for j in batch.jobs]
+    outcomes, stats = extract_batch_stats(jobs, limits=batch.limits, workers=1, tmp_root=_scratch(),
                                        extra_readers=batch.extra_readers)
-    return BatchResult(tuple(dones), _address(), mine, stats, time.monotonic() - t0)
+    return BatchResult(tuple(outcomes), _address(), mine, stats, time.monotonic() - t0)
 
 
 def _on_scheduler() -> str:

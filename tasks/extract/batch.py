@@ -1,8 +1,9 @@
 """One batch of documents through bastion's sandboxed workers: plain data in, verdicts out.
 
 :func:`extract_batch` is the whole seam between "which documents" and "where they run": it
-takes :class:`Doc` values (what the plan decided for each file: its path, its sha256 and task
-key, the reader's tools) and returns one :class:`Done` per document, in the same order, with
+takes :class:`bastion.readers.runtime.job.Job` values (what the plan decided for each file: its
+path, its sha256 and task key, the reader and its tools) and returns one :class:`JobOutcome` per
+job, in the same order, with
 the :class:`bastion.readers.runtime.verdict.Verdict`, the text as bytes and the PDF sidecar.  It writes nothing
 the caller must clean up and touches no store: the caller (the client of a cluster run,
 :mod:`bastion.tasks.cluster.run`) is the only writer of the output.
@@ -26,34 +27,22 @@ import itertools
 import os
 import shutil
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from bastion.readers.base import Limits
-from bastion.readers.runtime.pool import Job, JobResult, WorkerPool
+from bastion.readers.runtime.job import Job
+from bastion.readers.runtime.pool import JobResult, WorkerPool
 from bastion.readers.runtime.verdict import Status, Verdict
 
 
 
 @dataclass(frozen=True, slots=True)
-class Doc:
-    """One document to extract: what :class:`bastion.tasks.extract.plan.Item` says, resolved to a path."""
-
-    sha256: str
-    key: str  # the task key it was planned under
-    path: str  # absolute, as the reading machine sees it
-    name: str  # the file name (the readers look at its extension)
-    mime: str
-    size: int
-    reader: str | None  # the reader the plan chose: the worker reads with it
-    deadline_s: float
-    tools: dict[str, str] = field(default_factory=dict)  # the reader's tools: name -> path
-
-
-@dataclass(frozen=True, slots=True)
-class Done:
-    """One document's outcome: the verdict, its text (``ok`` only) and its PDF sidecar."""
+class JobOutcome:
+    """What reading one :class:`~bastion.readers.runtime.job.Job` came to, in a form that
+    travels (pickled back from a Dask worker): the verdict, its text (``ok`` only) and its
+    sidecar, under the job's (sha256, task key)."""
 
     sha256: str
     key: str
@@ -78,25 +67,25 @@ class _Collector:
     """The callback of a kept pool: hands each result to the batch being run (set per
     batch; none arrives outside one, since every batch drains its pool)."""
 
-    __slots__ = ("keys", "sink")
+    __slots__ = ("sink",)
 
     def __init__(self) -> None:
-        self.keys: dict[int, tuple[str, str]] = {}  # job id -> (sha256, key)
-        self.sink: dict[int, Done] | None = None
+        self.sink: dict[int, JobOutcome] | None = None
 
     def __call__(self, result: JobResult) -> None:
         assert self.sink is not None, "a worker result arrived outside a batch"
-        self.sink[result.job.id] = _done(result, self.keys.pop(result.job.id))
+        self.sink[result.job.id] = _outcome(result)
 
 
-def _done(result: JobResult, pair: tuple[str, str]) -> Done:
+def _outcome(result: JobResult) -> JobOutcome:
     verdict = result.verdict
-    sha, key = pair
+    sha, key = result.job.pair
     text = None
     if verdict.status is Status.OK and result.text_path is not None:
         text = result.text_path.read_bytes()  # the pool removes the file after the callback
     sidecar = dict(result.sidecar) or None
-    return Done(sha, key, verdict, text, sidecar if verdict.status is Status.OK else None)
+    return JobOutcome(sha, key, verdict, text,
+                      sidecar if verdict.status is Status.OK else None)
 
 
 _PoolKey = tuple[Limits, str, tuple[str, ...], int, int]
@@ -170,36 +159,33 @@ def kept_pools() -> int:
     return len(_POOLS)
 
 
-def extract_batch(docs: Sequence[Doc], *, limits: Limits, workers: int, tmp_root: Path,
-                  extra_readers: tuple[str, ...] = ()) -> list[Done]:
-    """Read ``docs`` with ``workers`` sandboxed workers; one :class:`Done` per doc, in order."""
-    return extract_batch_stats(docs, limits=limits, workers=workers, tmp_root=tmp_root,
+def extract_batch(jobs: Sequence[Job], *, limits: Limits, workers: int, tmp_root: Path,
+                  extra_readers: tuple[str, ...] = ()) -> list[JobOutcome]:
+    """Read ``jobs`` with ``workers`` sandboxed workers; one :class:`JobOutcome` per job, in
+    order (the jobs' own ids do not matter: each gets one unique in this process)."""
+    return extract_batch_stats(jobs, limits=limits, workers=workers, tmp_root=tmp_root,
                                extra_readers=extra_readers)[0]
 
 
-def extract_batch_stats(docs: Sequence[Doc], *, limits: Limits, workers: int, tmp_root: Path,
-                        extra_readers: tuple[str, ...] = ()) -> tuple[list[Done], PoolStats]:
+def extract_batch_stats(jobs: Sequence[Job], *, limits: Limits, workers: int, tmp_root: Path,
+                        extra_readers: tuple[str, ...] = ()
+                        ) -> tuple[list[JobOutcome], PoolStats]:
     """:func:`extract_batch`, and what it cost the pool (workers started and killed)."""
     pool, collector = pool_for(limits, workers, tmp_root, extra_readers)
     started, killed = pool.spawned, pool.killed
-    sink: dict[int, Done] = {}
+    sink: dict[int, JobOutcome] = {}
     collector.sink = sink
     ids = []
     try:
-        for doc in docs:
+        for job in jobs:
             job_id = next(_IDS)
             ids.append(job_id)
-            collector.keys[job_id] = (doc.sha256, doc.key)
-            pool.submit(Job(
-                id=job_id, path=doc.path, name=doc.name, mime=doc.mime, sha256=doc.sha256,
-                size=doc.size, deadline_s=doc.deadline_s, tools=dict(doc.tools),
-                reader=doc.reader))
+            pool.submit(replace(job, id=job_id))
         pool.drain()
     except BaseException:
         # a pool that failed (it cannot start workers) or a batch abandoned (the caller was
         # interrupted): its workers may hold half-done jobs, so it is not kept
         collector.sink = None
-        collector.keys.clear()
         _drop(pool)
         raise
     collector.sink = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 from array import array
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,6 +26,7 @@ from typing import Any, Callable, Container, Iterable, Iterator, Mapping, Sequen
 
 from bastion.readers.base import Limits, Reader
 from bastion.readers.ocr import packs as ocr_packs
+from bastion.readers.runtime.job import Job
 from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
@@ -87,6 +89,13 @@ class Item:
     fresh: bool  # its stored verdict stands: nothing to do
     index: int  # its place in the plan (walk order, hashed files only)
     canonical: int  # the index of the first item with the same (sha256, key): one job for both
+
+    def job(self, job_id: int, path: str, tools: Mapping[str, Tool]) -> Job:
+        """The document to read, once its ``path`` is resolved (absolute, as the reading
+        machine sees it) and its reader's tools located (``tools``: this machine's)."""
+        return Job(job_id, path, posixpath.basename(self.path), self.mime, self.sha256,
+                   self.size, self.deadline_s, {t: tools[t].path for t in self.tools},
+                   self.reader, self.key)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from bastion.readers.base import Limits
-from bastion.readers.runtime.pool import Job, JobResult, WorkerPool
+from bastion.readers.runtime.pool import JobResult, WorkerPool
 from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
@@ -155,11 +155,7 @@ class ExtractSession:
                         None, {})
             return
         self.jobs[self.job_seq] = item
-        pool.submit(Job(
-            id=self.job_seq, path=path, name=os.path.basename(item.path), mime=item.mime,
-            sha256=item.sha256, size=item.size, deadline_s=item.deadline_s,
-            tools={t: self.tools[t].path for t in item.tools}, reader=item.reader,
-        ))
+        pool.submit(item.job(self.job_seq, path, self.tools))
 
     def _on_result(self, result: JobResult) -> None:
         item = self.jobs.pop(result.job.id)
