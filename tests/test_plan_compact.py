@@ -5,11 +5,17 @@ the smallest key of a sha256 keeps the plain text name), and the small sets behi
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bastion.readers.base import Limits
 from bastion.readers.dispatch import select
+from bastion.readers.runtime.job import Job
+from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 from bastion.tasks.extract.records import StemSet
 from bastion.tasks.extract.plan import IndexSet, plan
@@ -98,6 +104,29 @@ def test_a_plan_from_a_function_reads_the_skipped_again() -> None:
     p = plan(again, {}, select, {}, Limits(), set())
     assert len(reads) == 1
     assert [r.path for r in p.skipped] == ["b.bin", "c"] and len(reads) == 2
+
+
+def test_an_item_is_read_as_the_plan_decided() -> None:
+    """``Item.job``: the one document to read that the session and the cluster's batches hand
+    on, as the plan decided it (reader, deadline, task key, the reader's tools present here
+    with their paths), under the file's own name; frozen, and whole and small when pickled
+    (a Dask batch carries them)."""
+    tools = {"pdftotext": Tool("pdftotext", "/usr/bin/pdftotext", "24.02"),
+             "7z": Tool("7z", "/usr/bin/7z", "23.01")}  # not the PDF reader's: not handed on
+    limits = Limits(deadline_s=30.0, tool_deadline_s=90.0)
+    sha = "ab" * 32
+    p = plan([rec("d/r\u00e9sum\u00e9.PDF", sha, "application/pdf", 10)], {}, select, tools,
+             limits, set())
+    item = p.items[0]
+    job = item.job(7, "/srv/r/d/r\u00e9sum\u00e9.PDF", tools)
+    assert job == Job(7, "/srv/r/d/r\u00e9sum\u00e9.PDF", "r\u00e9sum\u00e9.PDF",
+                      "application/pdf", sha, 10, 90.0, {"pdftotext": "/usr/bin/pdftotext"},
+                      "pdf", item.key)
+    assert job.pair == (sha, item.key) and len(item.key) == 16
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.reader = "text"  # type: ignore[misc]
+    blob = pickle.dumps(job)
+    assert pickle.loads(blob) == job and len(blob) < 400
 
 
 def test_index_set() -> None:

@@ -144,8 +144,8 @@ def run_batch(batch: Batch) -> BatchResult:
                                      for n, k in sorted(wrong.items())))
     jobs = [j if not j.tools else replace(j, tools={n: tools[n].path for n in j.tools})
             for j in batch.jobs]
-    outcomes, stats = extract_batch_stats(jobs, limits=batch.limits, workers=1, tmp_root=_scratch(),
-                                       extra_readers=batch.extra_readers)
+    outcomes, stats = extract_batch_stats(jobs, limits=batch.limits, workers=1,
+                                          tmp_root=_scratch(), extra_readers=batch.extra_readers)
     return BatchResult(tuple(outcomes), _address(), mine, stats, time.monotonic() - t0)
 
 

@@ -3,10 +3,10 @@
 :func:`extract_batch` is the whole seam between "which documents" and "where they run": it
 takes :class:`bastion.readers.runtime.job.Job` values (what the plan decided for each file: its
 path, its sha256 and task key, the reader and its tools) and returns one :class:`JobOutcome` per
-job, in the same order, with
-the :class:`bastion.readers.runtime.verdict.Verdict`, the text as bytes and the PDF sidecar.  It writes nothing
-the caller must clean up and touches no store: the caller (the client of a cluster run,
-:mod:`bastion.tasks.cluster.run`) is the only writer of the output.
+job, in the same order, with the :class:`bastion.readers.runtime.verdict.Verdict`, the text as
+bytes and the sidecar.  It writes nothing the caller must clean up and touches no store: the
+caller (the client of a cluster run, :mod:`bastion.tasks.cluster.run`) is the only writer of the
+output.
 
 The sandbox is the local one, unchanged: every document is read by a
 :class:`bastion.readers.runtime.pool.WorkerPool` worker under its deadline, memory and output caps and
