@@ -302,10 +302,8 @@ class WorkerPool:
         except Misbehaved as e:
             self._fail(w, e.kind, e.message)
             return
-        assert w.job is not None  # the answer named its job (Answers.read checked)
-        result = JobResult(job=w.job, verdict=verdict, text_path=text_path, sidecar=sidecar)
-        w.job = None
-        w.deadline = None
+        result = JobResult(job=w.take_job(), verdict=verdict, text_path=text_path,
+                           sidecar=sidecar)
         w.done += 1
         rss = int(msg.get("rss") or 0)
         if not (msg.get("fatal") or w.done >= self.recycle_after or rss > self.rss_limit):
@@ -323,8 +321,7 @@ class WorkerPool:
             self._end_job(w, kind, message)
 
     def _end_job(self, w: Worker, kind: str, message: str) -> None:
-        job, w.job, w.deadline = w.job, None, None
-        assert job is not None  # only a worker with a job in hand ends one
+        job = w.take_job()
         self.killed += 1
         self.callback(JobResult(job=job, verdict=Verdict.failed(kind, message)))
 

@@ -152,6 +152,12 @@ class Worker:
             self.deadline = time.monotonic() + job.deadline_s
         return True
 
+    def take_job(self) -> Job:
+        """The job it had in hand, answered or ended: it has none (and no deadline) after."""
+        job, self.job, self.deadline = self.job, None, None
+        assert job is not None, "a worker without a job answered or ended one"
+        return job
+
     def next_message(self, stderr_cap: int) -> dict[str, Any] | tuple[str, str] | None:
         """Its next answer from what it wrote so far (None: no whole line yet), or, where
         its zygote reported (a line starting ``!``) that a document's process ended without
