@@ -5,7 +5,7 @@ Each walked file has one row of the ``walk`` table (tasks/database.py): its reco
 its identity ``(size, mtime_ns, inode, ctime_ns)`` (and device), ``stat_only`` (the record
 depends only on that identity: a re-walk that finds it equal keeps the row without reading the
 file) and ``gen``, the walk that made the row.  "Unchanged since the last walk" is one indexed
-query per directory (:meth:`WalkTable.previous`).  A walk's new and changed rows, and the rows
+query per directory (:meth:`WalkTable.previous`, of ``walk_dirs``: below).  A walk's new and changed rows, and the rows
 of the files gone, are committed every :data:`BATCH_ROWS` rows, one transaction each, so a
 ``kill -9`` loses no file already read; the first commit of a walk moves the generation on,
 which marks ``walk.jsonl`` as no longer the export of the table (it is then written in full).
