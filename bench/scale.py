@@ -7,6 +7,8 @@ text files (1,000 per directory).
     python bench/scale.py --sizes 1000000 --rounds 7 --reuse   # no-op and change rounds only
     python bench/scale.py --sizes 100000,300000 --against /tmp/main   # side by side with
         # another checkout (its own .venv), on the same trees, each run alternated with its twin
+    python bench/scale.py --sizes 300000 --walk-only --against /tmp/main   # the walk alone:
+        # a walk-only manifest, a first walk then the re-walk rounds (no sweep)
 
 Each round runs the walk alone, the no-op sweep and a sweep after one change (a different
 file each round), so drift hits all three alike; the one-change ratios are also given pairwise.  Writes a table to stdout, the raw figures
@@ -63,23 +65,25 @@ def median(xs: list[float]) -> float:
 
 
 def measure(work: Path, n: int, rounds: int, reuse: bool = False,
-            repos: tuple[Path, ...] = (REPO,)) -> list[dict]:
+            repos: tuple[Path, ...] = (REPO,), walk_only: bool = False) -> list[dict]:
     """The figures of each checkout in ``repos`` (this one first) on one tree of ``n`` files:
     each its own output, every step run by each in turn."""
     root = work / f"tree{n}"
     make_tree(root, n)
-    m = work / f"m{n}.yaml"
+    m = work / (f"w{n}.yaml" if walk_only else f"m{n}.yaml")
     m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\n    exclude: ['.done']\n"
-                 "stages: [walk, extract]\n")
+                 f"stages: [{'walk' if walk_only else 'walk, extract'}]\n")
     sides = []
     for k, repo in enumerate(repos):
         py = sys.executable if repo == REPO else str(repo / ".venv" / "bin" / "python")
-        out = work / (f"out{n}" if k == 0 else f"out{n}.{k}")
+        out = work / ((f"walk{n}" if walk_only else f"out{n}") + (f".{k}" if k else ""))
         sides.append({"repo": repo, "out": out,
                       "sweep": [py, "-m", "bastion", "sweep", str(m), "--out", str(out), "-q",
                                 "-j", "2"],
                       "walk": [py, "-m", "bastion", "walk", str(m), "--out", str(out), "-q"],
                       "first": None, "res": {"walk": [], "noop": [], "change": []}})
+    if walk_only:
+        return walk_rounds(sides, n, rounds)
     for side in sides:
         if not (reuse and (side["out"] / "extract.summary.json").exists()):
             shutil.rmtree(side["out"], ignore_errors=True)
@@ -106,6 +110,23 @@ def measure(work: Path, n: int, rounds: int, reuse: bool = False,
             row[k] = {f: median([x[f] for x in runs]) for f in ("wall", "cpu", "rss")}
         rows.append(row)
     return rows
+
+
+def walk_rounds(sides: list[dict], n: int, rounds: int) -> list[dict]:
+    """--walk-only: a first walk of each side, one settling re-walk, then ``rounds`` re-walks
+    alternated between the sides."""
+    for side in sides:
+        shutil.rmtree(side["out"], ignore_errors=True)
+        side["first"] = run(side["walk"], side["repo"])
+    for side in sides:
+        run(side["walk"], side["repo"])
+    for _ in range(rounds):
+        for side in sides:
+            side["res"]["walk"].append(run(side["walk"], side["repo"]))
+    return [{"files": n, "repo": str(side["repo"]), "first": side["first"], "walk_only": True,
+             "load": os.getloadavg()[0],
+             "walk": {f: median([x[f] for x in side["res"]["walk"]])
+                      for f in ("wall", "cpu", "rss")}} for side in sides]
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -169,6 +190,8 @@ def main() -> None:
     ap.add_argument("--results", type=Path, default=HERE / "results")
     ap.add_argument("--against", type=Path, action="append", default=[],
                     help="another checkout (with its own .venv) measured side by side")
+    ap.add_argument("--walk-only", action="store_true",
+                    help="the walk alone: a walk-only manifest, a first walk and re-walks")
     ap.add_argument("--reuse", action="store_true",
                     help="keep an existing output of a size (no first sweep): for the no-op "
                          "and one-change rounds alone")
@@ -179,8 +202,15 @@ def main() -> None:
         compile_trees(repo)  # bytecode, as an installed package has it (bench/benchlib.py)
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
-        for row in measure(args.work, n, args.rounds, args.reuse, repos):
+        for row in measure(args.work, n, args.rounds, args.reuse, repos, args.walk_only):
             rows.append(row)
+            if args.walk_only:
+                f, w = row["first"], row["walk"]
+                print(f"{Path(row['repo']).name:>12} {n:>9,} files | first walk "
+                      f"{f['wall']:7.2f} s ({f['cpu']:.2f} s CPU) | re-walk {w['wall']:6.3f} s "
+                      f"({w['cpu']:.2f} s CPU, {w['rss']:4.0f} MiB; load {row['load']:.1f})",
+                      flush=True)
+                continue
             f, w, no, ch = row["first"], row["walk"], row["noop"], row["change"]
             first = (f"first {f['wall']:7.2f} s ({f['cpu']:6.1f} s CPU) {f['rss']:6.0f} MiB "
                      f"({n / f['wall']:6.0f} files/s)" if f else "first (reused)")
@@ -194,7 +224,8 @@ def main() -> None:
                   flush=True)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "scale.json").write_text(json.dumps(rows, indent=1))
-    plot([r for r in rows if r["repo"] == str(REPO)], args.results / "scale.png")
+    if not args.walk_only:
+        plot([r for r in rows if r["repo"] == str(REPO)], args.results / "scale.png")
 
 
 if __name__ == "__main__":

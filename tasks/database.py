@@ -69,6 +69,15 @@ SCHEMA = (
         gen INTEGER NOT NULL,
         PRIMARY KEY (root, dir, name)
     ) WITHOUT ROWID""",
+    # one directory's rows of ``walk`` as a re-walk compares them: a marshal'd dict name ->
+    # (None, size, mtime_ns, inode, ctime_ns, stat_only); removed in the transaction that
+    # changes any of the directory's rows, made again at the end of the walk
+    """CREATE TABLE IF NOT EXISTS walk_dirs (
+        root TEXT NOT NULL,
+        dir BLOB NOT NULL,
+        rows BLOB NOT NULL,
+        PRIMARY KEY (root, dir)
+    )""",
     # what a root's rows depend on besides each file's stat (path, patterns, link options)
     "CREATE TABLE IF NOT EXISTS walk_roots (root TEXT PRIMARY KEY, settings TEXT NOT NULL)",
     # the walk's settings, generation, row count and the export that matches them
@@ -152,7 +161,7 @@ def connect_read(od: OutputDir) -> sqlite3.Connection:
     return db
 
 
-WALK_TABLES = ("walk", "walk_roots", "walk_state")
+WALK_TABLES = ("walk", "walk_dirs", "walk_roots", "walk_state")
 EXTRACT_TABLES = ("verdicts", "retries", "counters")
 
 

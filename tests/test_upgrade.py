@@ -213,3 +213,32 @@ def test_a_verdict_database_of_version_2_keeps_its_verdicts(tmp_path: Path) -> N
     store = Store(out)
     assert store.verdicts() == {}
     store.close()
+
+
+def test_a_database_without_walk_dirs_is_walked_again_reading_nothing(
+        tmp_path: Path, reads: list[str]) -> None:
+    """A database of the layout before ``walk_dirs`` (version 3 without that table or
+    ``walk_state.dirs``): the re-walk compares with the rows, reads no file and leaves
+    walk.jsonl as it was, and makes each directory's walk_dirs row for the next."""
+    root = tmp_path / "root"
+    tree(root)
+    m = manifest(tmp_path, {"r": root})
+    out = tmp_path / "out"
+    walk(m, out)
+    db = sqlite3.connect(out / DB_NAME)
+    with db:
+        db.execute("DROP TABLE walk_dirs")
+        db.execute("DELETE FROM walk_state WHERE name = 'dirs'")
+    db.close()
+    identity = os.stat(out / "walk.jsonl")
+    reads.clear()
+    summary = walk(m, out)
+    assert reads == [] and summary["hashed"] == 0 and summary["reused"] == 30 + 1
+    after = os.stat(out / "walk.jsonl")
+    assert (after.st_ino, after.st_mtime_ns) == (identity.st_ino, identity.st_mtime_ns)
+    db = sqlite3.connect(out / DB_NAME)
+    try:
+        dirs = {(r, bytes(d)) for r, d in db.execute("SELECT root, dir FROM walk_dirs")}
+        assert {(r, bytes(d)) for r, d in db.execute("SELECT DISTINCT root, dir FROM walk")} <= dirs
+    finally:
+        db.close()

@@ -257,3 +257,104 @@ def test_a_walk_killed_after_a_batch_leaves_an_exact_count(
     walk(m, fresh)
     assert (out / "walk.jsonl").read_bytes() == (fresh / "walk.jsonl").read_bytes()
     assert rows(out) == rows(fresh)
+
+
+def dirs_agree(out: Path) -> int:
+    """Assert that every directory holding rows has its walk_dirs row and that each walk_dirs
+    row is what its directory's rows give; how many walk_dirs rows there are."""
+    db = sqlite3.connect(out / DB_NAME)
+    try:
+        held = {(root, d): marshal.loads(b)
+                for root, d, b in db.execute("SELECT root, dir, rows FROM walk_dirs")}
+        for key in db.execute("SELECT DISTINCT root, dir FROM walk").fetchall():
+            assert key in held, key
+        for key, got in held.items():
+            assert got == table_module._fetch(db, key), key
+        return len(held)
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("how", ["edit", "add", "add-new-dir", "remove", "remove-dir", "mixed",
+                                 "link"])
+def test_a_rewalk_reads_each_directory_from_walk_dirs(
+        tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-walk fetches no row of ``walk`` for a directory that has its walk_dirs row, and
+    after any change each walk_dirs row is again what its directory's rows give."""
+    m = two_roots(tmp_path)
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    walk(m, out)
+    listed = dirs_agree(out)
+    assert listed == 2 * 15  # each root: itself, d0-d6 and their deep/
+    fetched: list[tuple] = []
+    real_fetch = table_module._fetch
+
+    def fetch(db, key):
+        fetched.append(key)
+        return real_fetch(db, key)
+
+    monkeypatch.setattr(table_module, "_fetch", fetch)
+    assert walk(m, out)["hashed"] == 0
+    assert fetched == []
+    change(tmp_path, how)
+    walk(m, out)
+    dirs_agree(out)
+    fetched.clear()
+    summary = walk(m, out)
+    assert summary["hashed"] == 0 and summary["reused"] == summary["files"]
+    assert fetched == []
+    walk(m, fresh)
+    assert (out / "walk.jsonl").read_bytes() == (fresh / "walk.jsonl").read_bytes()
+    assert rows(out) == rows(fresh)
+
+
+def test_a_walk_killed_before_walk_dirs_are_made_again_reuses_its_rows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch that changes a directory's rows removes its walk_dirs row in the same
+    transaction: a walk killed after the batch leaves none that disagrees with its rows."""
+    root = tmp_path / "root"
+    tree(root, 60)
+    m = manifest(tmp_path, root)
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    walk(m, out)
+    (root / "d2" / "f0002.txt").write_text("edited, a size of its own\n")
+    (root / "d4" / "f0004.txt").unlink()
+
+    def dies(*a):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(table_module.WalkTable, "_make_dirs", dies)
+    with pytest.raises(KeyboardInterrupt):
+        walk(m, out)
+    monkeypatch.undo()
+    summary = walk(m, out)
+    assert summary["hashed"] == 0 and summary["reused"] == summary["files"]
+    dirs_agree(out)
+    walk(m, fresh)
+    assert (out / "walk.jsonl").read_bytes() == (fresh / "walk.jsonl").read_bytes()
+    assert rows(out) == rows(fresh)
+
+
+def test_walk_dirs_written_by_a_walk_that_ignores_them_are_not_used(tmp_path: Path) -> None:
+    """A writer that changes ``walk`` without ``walk_dirs`` (an earlier bastion) moves the
+    generation without ``walk_state.dirs``: the next walk drops every walk_dirs row and
+    compares with the rows themselves."""
+    root = tmp_path / "root"
+    tree(root, 30)
+    m = manifest(tmp_path, root)
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    walk(m, out)
+    db = sqlite3.connect(out / DB_NAME)
+    with db:  # what such a writer does when the file is gone: its row removed, gen moved
+        db.execute("DELETE FROM walk WHERE path = ?", (b"d2/f0002.txt",))
+        gen = int(db.execute("SELECT value FROM walk_state WHERE name = 'gen'").fetchone()[0])
+        db.execute("UPDATE walk_state SET value = ? WHERE name = 'gen'", (str(gen + 1),))
+        db.execute("UPDATE walk_state SET value = value - 1 WHERE name = 'count'")
+    db.close()
+    # the file is still there: the walk must find it has no row and read it
+    summary = walk(m, out)
+    assert summary["hashed"] == 1
+    dirs_agree(out)
+    walk(m, fresh)
+    assert rows(out) == rows(fresh)
+    assert (out / "walk.jsonl").read_bytes() == (fresh / "walk.jsonl").read_bytes()

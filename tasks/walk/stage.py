@@ -2,7 +2,7 @@
 
 A file whose ``(size, mtime_ns, inode, ctime_ns)`` matches the previous walk keeps its row of
 the walk table without being read (:mod:`bastion.tasks.walk.table`: one indexed query per
-directory), so a re-walk costs one ``lstat`` per file, and a big re-walk is shared
+directory, of its ``walk_dirs`` row), so a re-walk costs one ``lstat`` per file, and a big re-walk is shared
 with forked helpers (:mod:`bastion.tasks.walk.shared`), one per further core.  What a root's walk
 records, prunes and follows is its :class:`~bastion.tasks.walk.globs.Selector`'s decision; a file is read
 by :func:`bastion.tasks.walk.filehash.hash_file`.  The trees are other users' to change while they are

@@ -5,10 +5,18 @@ Each walked file has one row of the ``walk`` table (tasks/database.py): its reco
 its identity ``(size, mtime_ns, inode, ctime_ns)`` (and device), ``stat_only`` (the record
 depends only on that identity: a re-walk that finds it equal keeps the row without reading the
 file) and ``gen``, the walk that made the row.  "Unchanged since the last walk" is one indexed
-query per directory (:meth:`WalkTable.previous`).  A walk's new and changed rows, and the rows
+query per directory (:meth:`WalkTable.previous`, of ``walk_dirs``: below).  A walk's new and changed rows, and the rows
 of the files gone, are committed every :data:`BATCH_ROWS` rows, one transaction each, so a
 ``kill -9`` loses no file already read; the first commit of a walk moves the generation on,
 which marks ``walk.jsonl`` as no longer the export of the table (it is then written in full).
+
+A re-walk reads a directory's previous rows from ``walk_dirs``, one row per directory holding
+them marshal'd (what :meth:`WalkTable.previous` returns, loaded in C instead of a Python
+object made per fetched row): the transaction that changes any of a directory's rows removes
+its ``walk_dirs`` row, and the end of the walk makes the rows of the directories changed or
+missing again from ``walk``, so the two never disagree in a committed state (``walk_state.dirs``
+is the generation they agree at; a writer that does not know ``walk_dirs`` moves the
+generation without it, and the next walk then drops them all).
 
 Rows whose settings no longer hold are dropped when the walk starts: all of them when the walk's
 settings (its version, ``max_file_bytes``, ``--no-hash``) changed, a root's when that root's
@@ -18,6 +26,7 @@ settings (its version, ``max_file_bytes``, ``--no-hash``) changed, a root's when
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import sqlite3
 from typing import Any, Callable, Iterable
@@ -84,6 +93,8 @@ class WalkTable:
         self.written = False  # a batch was committed: the export no longer matches
         self.reset = False  # rows were dropped wholesale (settings): no delta
         self.added = self.deleted = 0  # rows added (not replacing one), rows removed
+        # (root, dir) whose walk_dirs row is to be made again at the end of the walk
+        self.stale: set[tuple[str, bytes]] = set()
         db = self.db
         try:
             if upgrade is not None:  # an output of the earlier layout (tasks/walk/upgrade.py)
@@ -92,13 +103,19 @@ class WalkTable:
             self.count_before = state(db, "count") or 0
             self.export = state(db, "export")  # [gen, identity of walk.jsonl] or None
             self.prev_gen = self.gen - 1
+            if state(db, "dirs") != state(db, "gen"):  # walk_dirs not made from these rows
+                with db:
+                    db.execute("BEGIN IMMEDIATE")
+                    db.execute("DELETE FROM walk_dirs")
+                    set_state(db, "dirs", state(db, "gen"))
             stale = [name for name, s in db.execute("SELECT root, settings FROM walk_roots")
                      if name in self.roots and s != self.roots[name]]
             if state(db, "settings") not in (None, settings):
-                self._drop("DELETE FROM walk", ())
+                self._drop("DELETE FROM walk", "DELETE FROM walk_dirs", ())
                 stale = []
             for name in stale:
-                self._drop("DELETE FROM walk WHERE root = ?", (name,))
+                self._drop("DELETE FROM walk WHERE root = ?",
+                           "DELETE FROM walk_dirs WHERE root = ?", (name,))
             with db:
                 db.execute("BEGIN IMMEDIATE")
                 set_state(db, "settings", settings)
@@ -114,12 +131,13 @@ class WalkTable:
             self._pid = os.getpid()
         return self._db
 
-    def _drop(self, sql: str, args: tuple) -> None:
+    def _drop(self, sql: str, dirs_sql: str, args: tuple) -> None:
         """Rows whose settings changed, dropped before the walk (nothing of them is reused)."""
         db = self.db
         with db:
             db.execute("BEGIN IMMEDIATE")
             n = db.execute(sql, args).rowcount
+            db.execute(dirs_sql, args)
             self._begin_gen(db)
             self.count_before -= n
             set_state(db, "count", self.count_before)  # in the same transaction: exact
@@ -128,17 +146,29 @@ class WalkTable:
     def _begin_gen(self, db: sqlite3.Connection) -> None:
         if not self.written:
             set_state(db, "gen", self.gen)  # the export is now older than the table
+            set_state(db, "dirs", self.gen)  # walk_dirs kept with the rows (the module)
             self.written = True
 
     # -- reading -------------------------------------------------------------------------
 
     def previous(self, root: str, rel: str) -> Previous:
         """The rows of one directory as the previous walk left them, by name: each
-        ``(name, size, mtime_ns, inode, ctime_ns, stat_only)`` as fetched."""
-        rows = self.db.execute(
-            "SELECT name, size, mtime_ns, inode, ctime_ns, stat_only FROM walk "
-            "WHERE root = ? AND dir = ?", (root, encode(rel))).fetchall()
-        return {str(r[0], "utf-8", "surrogatepass"): r for r in rows}
+        ``(None, size, mtime_ns, inode, ctime_ns, stat_only)``.  From the directory's
+        ``walk_dirs`` row when it has one, else fetched from ``walk`` (and the ``walk_dirs``
+        row made at the end of the walk)."""
+        key = (root, encode(rel))
+        db = self.db
+        got = db.execute("SELECT rows FROM walk_dirs WHERE root = ? AND dir = ?",
+                         key).fetchone()
+        if got is not None:
+            try:
+                rows = marshal.loads(got[0])
+            except (ValueError, EOFError, TypeError):
+                rows = None
+            if type(rows) is dict:
+                return rows
+        self.stale.add(key)
+        return _fetch(db, key)
 
     def record(self, root: str, rel: str, name: str) -> tuple | None:
         """(kind, size, mtime_ns, inode, sha256, reason, mime, error) of one previous row."""
@@ -192,6 +222,7 @@ class WalkTable:
         if not self.rows and not self.gone:
             return
         db = self.db
+        touched = {(r[0], r[1]) for r in self.rows} | {(g[0], g[1]) for g in self.gone}
         try:
             with db:
                 db.execute("BEGIN IMMEDIATE")
@@ -199,6 +230,8 @@ class WalkTable:
                 db.executemany("DELETE FROM walk WHERE root = ? AND dir = ? AND name = ?",
                                self.gone)
                 db.executemany(INSERT, self.rows)
+                # a directory's walk_dirs row goes with any change of its rows
+                db.executemany("DELETE FROM walk_dirs WHERE root = ? AND dir = ?", touched)
                 # the count of what is committed, with it: a walk killed after this batch
                 # leaves the next one an exact count (it decides whether rows outside the
                 # directories listed must be looked for)
@@ -206,6 +239,7 @@ class WalkTable:
         except sqlite3.Error as e:
             raise OutputError(f"cannot record the walk in the database: {e}") from None
         self.rows, self.gone = [], []
+        self.stale |= touched
 
     def finish(self, listed: set[tuple[str, str]], seen: int) -> int:
         """The end of a walk: the rows of directories not listed this time (gone, pruned,
@@ -230,9 +264,29 @@ class WalkTable:
                 db.execute("BEGIN IMMEDIATE")
                 db.execute("DELETE FROM walk_roots WHERE root NOT IN (%s)"
                            % ",".join("?" * len(self.roots)), list(self.roots))
+            self._make_dirs(listed)
         except sqlite3.Error as e:
             raise OutputError(f"cannot record the walk in the database: {e}") from None
         return count
+
+    def _make_dirs(self, listed: set[tuple[str, str]]) -> None:
+        """The walk_dirs rows of the directories changed or read without one made again
+        from their rows (one transaction), and those of directories not listed removed."""
+        db = self.db
+        if not self.stale and db.execute(
+                "SELECT count(*) FROM walk_dirs").fetchone()[0] <= len(listed):
+            return
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            for key in sorted(self.stale):
+                if (key[0], decode(key[1])) in listed:
+                    db.execute("INSERT OR REPLACE INTO walk_dirs VALUES (?, ?, ?)",
+                               (*key, marshal.dumps(_fetch(db, key))))
+            db.executemany("DELETE FROM walk_dirs WHERE root = ? AND dir = ?",
+                           [(root, d) for root, d in db.execute(
+                               "SELECT root, dir FROM walk_dirs").fetchall()
+                            if (root, decode(d)) not in listed])
+        self.stale = set()
 
     def exported(self, identity: list[int] | None) -> None:
         """Record that walk.jsonl (of this identity) is the export of the table as it is."""
@@ -258,3 +312,10 @@ class WalkTable:
         if self._db is not None and self._pid == os.getpid():
             self._db.close()
         self._db = None
+
+
+def _fetch(db: sqlite3.Connection, key: tuple[str, bytes]) -> Previous:
+    """One directory's rows fetched from ``walk``, as :meth:`WalkTable.previous` gives them."""
+    rows = db.execute("SELECT name, size, mtime_ns, inode, ctime_ns, stat_only FROM walk "
+                      "WHERE root = ? AND dir = ?", key).fetchall()
+    return {str(r[0], "utf-8", "surrogatepass"): (None, *r[1:]) for r in rows}
