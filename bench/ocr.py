@@ -75,7 +75,8 @@ for i, line in enumerate(Path(listing).read_text().splitlines()):
         meta = {}
     else:
         rec = read_document(Document(data, Path(path).name, mimetypes.guess_type(path)[0] or ""), ctx)
-        text, meta = rec.text or "", rec.meta.get("ocr", {})
+        text = rec.text or ""
+        meta = (rec.result.details if hasattr(rec, "result") else rec.meta).get("ocr", {})
     (outdir / f"{i}.txt").write_text(text, encoding="utf-8")
     (outdir / f"{i}.json").write_text(json.dumps(meta), encoding="utf-8")
 '''
@@ -105,7 +106,7 @@ def collect(extra: list[Path], work: Path) -> list[tuple[Path, int]]:
     for pdf in pdfs:  # the pages the PDF reader sends to OCR
         rec = read_document(Document(pdf.read_bytes(), pdf.name, "application/pdf"),
                             LocalContext(Limits(), tools, tmpdir=work / "scratch"))
-        pages = [s["page"] for s in rec.meta.get("page_sources", []) if s.get("source") == "ocr"]
+        pages = [s["page"] for s in rec.result.page_sources or () if s.get("source") == "ocr"]
         if not pages:
             continue
         doc = pdfium.PdfDocument(pdf)

@@ -53,7 +53,8 @@ for path in spec["pages"]:
         got = read(path)
         times.append(time.process_time() - t)
     out.append({"page": path, "cpu": min(times), "text": got.text,
-                "packs": got.meta.get("ocr_languages")})
+                "packs": (list(got.result.ocr_languages) if hasattr(got, "result")
+                          else got.meta.get("ocr_languages"))})
 print(json.dumps(out))
 '''
 
