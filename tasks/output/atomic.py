@@ -119,20 +119,6 @@ def open_read(path: Path) -> BinaryIO:
                      "rb", buffering=1 << 20)
 
 
-def scratch_file(out: Path) -> BinaryIO:
-    """An anonymous file for spilling a large sort, in the output's state directory
-    (``O_TMPFILE`` through its descriptor: no name, gone when closed or at a crash); where
-    that filesystem has no ``O_TMPFILE``, an anonymous private temporary file."""
-    import tempfile
-
-    try:
-        dfd = output(out).dir_fd(STATE_DIR)
-        fd = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600, dir_fd=dfd)
-    except (OSError, AttributeError):
-        return tempfile.TemporaryFile()
-    return os.fdopen(fd, "w+b", buffering=1 << 20)
-
-
 def stat(path: Path) -> os.stat_result:
     """``lstat`` of a path (inside a held output: through its descriptor)."""
     inside = outdir.find(path)
