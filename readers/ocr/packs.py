@@ -124,6 +124,12 @@ def identity(path: str) -> str | None:
 @functools.cache
 def _identity(path: str, size: int, mtime_ns: int, inode: int) -> str | None:
     """:func:`identity` of ``path`` in the state its stat gave."""
+    return file_identity(path)
+
+
+def file_identity(path: str) -> str | None:
+    """``sha256:<hex>`` (the first 32 digits) of a file's bytes, None when it cannot be read:
+    what names a pack here, and a tool that will not say its version (toolset)."""
     h = hashlib.sha256()
     try:
         with open(path, "rb") as f:

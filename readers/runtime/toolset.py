@@ -21,7 +21,6 @@ re-reads it when one of them changed.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -53,18 +52,6 @@ class Tool:
     @property
     def key(self) -> str:
         return self.identity or self.version or f"path:{self.path}"
-
-
-def binary_identity(path: str) -> str | None:
-    """``sha256:<hex>`` of a binary (what keys a tool that will not say its version)."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 20):
-                h.update(chunk)
-    except OSError:
-        return None
-    return f"sha256:{h.hexdigest()[:32]}"
 
 
 def discover(no_external: bool = False, path: str | None = None,
@@ -152,7 +139,7 @@ class ToolProbe:
                     version = m.group(1).decode() if m else None
                 except ToolFailed:
                     pass
-            identity = version if version else binary_identity(self.paths[name])
+            identity = version if version else ocr_packs.file_identity(self.paths[name])
             self.versions[name] = version
             self.identities[name] = identity
             if ident and answered and identity and self.known is not None:
