@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -211,6 +212,28 @@ def test_the_database_example_of_records_md_runs(examples_out: Path) -> None:
     assert scope["runs"] == [(1, "walk", summary["hashed"])]
     assert sum(n for _, n in scope["statuses"]) == len({(r["sha256"]) for r in walk
                                                         if r["sha256"]})
+
+
+def test_the_duckdb_example_on_the_database_runs(examples_out: Path) -> None:
+    """DuckDB reading the database through its sqlite extension (the wheel, no network), as
+    docs/records.md shows: the same answers as sqlite3's."""
+    _need("duckdb")
+    _need("duckdb_extension_sqlite_scanner")
+    code = next(b for b in _records_md_blocks("python", "TYPE sqlite"))
+    scope: dict = {"OUT": str(examples_out)}
+    exec(compile(code, "docs/records.md (duckdb on sqlite)", "exec"), scope)
+    scope["con"].close()
+    db = sqlite3.connect(f"file:{examples_out}/.bastion/verdicts.sqlite?mode=ro", uri=True)
+    try:
+        want_types = db.execute("SELECT mime, count(*), sum(size) FROM walk WHERE kind = 'file' "
+                                "GROUP BY mime ORDER BY 3 DESC, 1").fetchall()
+        want_statuses = db.execute("SELECT status, count(*) FROM verdicts GROUP BY status "
+                                   "ORDER BY status").fetchall()
+    finally:
+        db.close()
+    assert scope["by_type"] == want_types and len(want_types) > 3
+    assert scope["statuses"] == want_statuses
+    assert dict(scope["statuses"])["error"] == 1  # the broken .docx
 
 
 def test_the_pandas_example_of_records_md_runs(swept: Path) -> None:
