@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .database import EXTRACT_TABLES, WALK_TABLES, clear
-from .output.atomic import STATE_DIR, output, rmtree, unlink
+from .output.atomic import STATE_DIR
 from .extract.store import Store
 
 if TYPE_CHECKING:
@@ -26,15 +26,15 @@ if TYPE_CHECKING:
 def clean_extract(run: Run) -> None:
     """Everything the extract stage made: records, summary, store, verdicts."""
     out = run.out
-    run.lock()
+    od = run.lock()
     if run.store is not None:
         run.store.close()
     for name in ("extract.jsonl", "extract.summary.json"):  # through the output's descriptor
-        unlink(out / name)
-    rmtree(out / "extract")
+        od.unlink(name)
+    od.rmtree("extract")
     for name in ("forgotten.json", "tools.json", "extract-stamp.json", "extract.jsonl.lines"):
-        unlink(out / STATE_DIR / name)
-    clear(output(out), EXTRACT_TABLES)  # the verdicts; the walk's rows stay
+        od.unlink(f"{STATE_DIR}/{name}")
+    clear(od, EXTRACT_TABLES)  # the verdicts; the walk's rows stay
     run.cleaned_all = True
     run.say(f"removed the extract stage's outputs in {out}")
 
@@ -45,13 +45,13 @@ def clean_item(run: Run, item: Item) -> None:
         return  # the group was cleaned first: nothing of this file is left
     from .extract.records import rewrite_record
 
-    run.lock()
+    od = run.lock()
     others = _named_elsewhere(run.out / "extract.jsonl", item)
     if not others:
-        store = run.store or Store(run.out)
+        store = run.store or Store(run.out, run.lock)
         store.remove_text(item.stem)
         store.forget([(item.sha256, item.key)])
-    rewrite_record(run.out / "extract.jsonl", item)
+    rewrite_record(od, item)
     if others:
         run.say(f"reset the record of {item.root}/{item.path}; its text and verdict stay: "
                 f"{others} other record(s) name them")
@@ -79,9 +79,9 @@ def _named_elsewhere(records: Path, item: Item) -> int:
 
 def clean_walk(run: Run) -> None:
     out = run.out
-    run.lock()
+    od = run.lock()
     for name in ("walk.jsonl", "walk.summary.json", f"{STATE_DIR}/walk.jsonl.lines",
                  f"{STATE_DIR}/walk-delta"):
-        unlink(out / name)
-    clear(output(out), WALK_TABLES)  # the walk's rows; the verdicts stay
+        od.unlink(name)
+    clear(od, WALK_TABLES)  # the walk's rows; the verdicts stay
     run.say(f"removed the walk's outputs in {out}")

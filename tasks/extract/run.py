@@ -23,7 +23,7 @@ from bastion.readers.runtime.verdict import Status, Verdict
 from ..config import PrerequisiteError, RunConfig, load
 from .records import ExtractSummary
 from ..output.atomic import OutputError, OutputLock
-from ..output.directory import MODES, refuse
+from ..output.directory import MODES, OutputDir, refuse
 from ..output.tag import root_conflict
 from ..manifest import Manifest
 from ..names import shown
@@ -53,8 +53,13 @@ class Run(RunPlan):
     walk, locked output) are raised by the steps that meet them, as the exceptions of
     :data:`bastion.tasks.pipeline.RUN_ERRORS`; a document's failure is only ever a record."""
 
-    def __init__(self, cfg: RunConfig, *, extra_readers: tuple[str, ...] = ()) -> None:
+    def __init__(self, cfg: RunConfig, *, extra_readers: tuple[str, ...] = (),
+                 lock: OutputLock | None = None) -> None:
         self.cfg = cfg
+        # the output's lock and checked directory: taken by :meth:`lock` (or given, taken by
+        # the caller, who releases it), released by :meth:`release`
+        self._lock = lock
+        self._owns_lock = lock is None
         self.extra_readers = extra_readers
         self._loaded: tuple[Manifest, Path] | None = None
         self.walk_summary: dict[str, Any] | None = None  # the walk this run made
@@ -95,22 +100,37 @@ class Run(RunPlan):
             self._loaded = load(self.cfg)
         return self._loaded
 
-    def lock(self) -> None:
+    def lock(self) -> OutputDir:
         """Open, check and lock the output directory (tasks/output/directory.py: a symlink, another
-        user's or a group/world-writable one is refused), with the manifest's modes."""
-        why = root_conflict(self.out, self.manifest.roots)
-        if why is not None:  # before anything in it is opened, let alone tightened
-            raise refuse(Path(os.path.abspath(self.out)), why)
-        lock = OutputLock.acquire(self.out, MODES[self.manifest.output_mode])
-        if lock.dir is not None and lock.dir.tightened and not self._told_tightened:
+        user's or a group/world-writable one is refused), with the manifest's modes, once per
+        run; the checked directory everything this run writes goes through."""
+        if self._lock is None or self._lock.fd is None:
+            why = root_conflict(self.out, self.manifest.roots)
+            if why is not None:  # before anything in it is opened, let alone tightened
+                raise refuse(Path(os.path.abspath(self.out)), why)
+            self._lock = OutputLock.acquire(self.out, MODES[self.manifest.output_mode])
+            self._owns_lock = True
+        else:
+            self._lock.use_modes(MODES[self.manifest.output_mode])
+        od = self._lock.dir
+        if od.tightened and not self._told_tightened:
             self._told_tightened = True
-            self.announce(f"tightened {lock.dir.tightened} file(s) and director(ies) of "
-                          f"{self.out} to {lock.dir.modes.dir:o}/{lock.dir.modes.file:o}")
+            self.announce(f"tightened {od.tightened} file(s) and director(ies) of "
+                          f"{self.out} to {od.modes.dir:o}/{od.modes.file:o}")
+        return od
+
+    def release(self) -> None:
+        """Stop the workers (:meth:`close`) and release the lock this run took (a lock it was
+        given stays its giver's)."""
+        self.close()
+        if self._lock is not None and self._owns_lock:
+            self._lock.release()
+            self._lock = None
 
     @property
     def tightened(self) -> int:
         """Files and directories of the output this run narrowed to its modes."""
-        return OutputLock.tightened(self.out)
+        return self._lock.dir.tightened if self._lock is not None else 0
 
     # -- the walk ---------------------------------------------------------------------------------
 
@@ -122,10 +142,10 @@ class Run(RunPlan):
             return
         from ..walk.stage import run_walk
 
-        self.lock()
+        od = self.lock()
         progress = Progress("walk", 0, quiet=self.cfg.quiet, leave=False)
         try:
-            self.walk_summary = run_walk(manifest, out, no_hash=self.cfg.no_hash,
+            self.walk_summary = run_walk(manifest, od, no_hash=self.cfg.no_hash,
                                          progress=progress.update)
         finally:
             progress.close()
@@ -141,7 +161,7 @@ class Run(RunPlan):
             manifest, out = self.load()
             self.lock()
             if self.store is None:
-                self.store = Store(out)
+                self.store = Store(out, self.lock)
             common: dict[str, Any] = dict(
                 out=out, store=self.store, limits=manifest.limits, tools=self.tools,
                 roots={r.name: r for r in manifest.roots},
@@ -171,11 +191,11 @@ class Run(RunPlan):
 
         try:
             if not (self.cfg.all_tasks or self.cfg.listing):
-                if not stamp.has_stamp(self.out):
+                if not stamp.has_stamp(self.lock()):
                     self._ask_tools()
                 else:
                     self.tools.update(self._probe_tools())
-                    if stamp.likely_nothing_to_do(self.out, self.inputs()):
+                    if stamp.likely_nothing_to_do(self.lock(), self.inputs()):
                         return  # workers start at the first document, if one comes
             self.start_session()
         except (OutputError, WorkerError, OSError):

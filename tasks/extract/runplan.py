@@ -21,7 +21,8 @@ from bastion.readers.runtime.verdict import Verdict
 
 from ..config import PrerequisiteError, RunConfig
 from ..forgotten import ALL, forgotten
-from ..output.atomic import STATE_DIR, read_json
+from ..output.atomic import STATE_DIR, read_json_file
+from ..output.directory import OutputDir
 from ..manifest import Manifest
 from ..names import task_name
 from . import plan as plan_module
@@ -35,8 +36,6 @@ from .delta import StoreTexts, plan_change
 if TYPE_CHECKING:
     from bastion.readers.dispatch import Registry
 
-TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # the tools' versions, by binary (bastion.readers.runtime.toolset)
-
 
 def check_walk(manifest: Manifest, out: Path) -> dict:
     """The walk's summary, or PrerequisiteError when the extract stage may not run."""
@@ -44,7 +43,7 @@ def check_walk(manifest: Manifest, out: Path) -> dict:
         raise PrerequisiteError(f"'extract' is not in the stages of {manifest.path.name} "
                                 f"(stages: {', '.join(manifest.stages)})")
     try:
-        summary = read_json(out / "walk.summary.json")
+        summary = read_json_file(out / "walk.summary.json")  # a listing command's too: by path
     except (OSError, ValueError):
         raise PrerequisiteError(f"no walk in {out}: run the walk stage first "
                                 "(bastion walk / bastion sweep)") from None
@@ -82,6 +81,10 @@ class RunPlan:
         """The manifest and the output directory (a :class:`Run` loads them once)."""
         raise NotImplementedError
 
+    def lock(self) -> OutputDir:
+        """The output directory, locked and checked (a :class:`Run` takes the lock once)."""
+        raise NotImplementedError
+
     @property
     def manifest(self) -> Manifest:
         return self.load()[0]
@@ -111,7 +114,7 @@ class RunPlan:
         self.tools.clear()  # the same dict the session (started early) holds
         self.tools.update(probed)
         if self.store is None:
-            self.store = Store(out)
+            self.store = Store(out, self.lock)
         # the runs a repeat offender waits are counted here: one per run that plans to extract
         backoff.start_run(self.store, count=not self.cfg.listing)
         self.retries = backoff.retries(self.store)
@@ -146,7 +149,7 @@ class RunPlan:
         manifest, out = self.load()
         self.walk_read = check_walk(manifest, out)
         self.tools.update(self._probe_tools())
-        self.noop_from = stamp.nothing_to_do(out, self.inputs())
+        self.noop_from = stamp.nothing_to_do(self.lock(), self.inputs())
         return self.noop_from is not None
 
     def inputs(self) -> str:
@@ -184,7 +187,7 @@ class RunPlan:
         """Start the tools' version questions (:meth:`ToolCache.ask`); answered by
         :meth:`_probe_tools`."""
         if self.toolcache is None:
-            self.toolcache = ToolCache(self.out / TOOLS_CACHE, self.cfg.no_external)
+            self.toolcache = ToolCache(self.out, self.cfg.no_external)
         self.toolcache.ask()
 
     def items_for(self, names: Iterable[str] | None = None) -> Sequence[Item]:
