@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from .database import EXTRACT_TABLES, WALK_TABLES, clear
 from .output.atomic import STATE_DIR
+from .output.directory import OutputDir
 from .extract.store import Store
 
 if TYPE_CHECKING:
@@ -35,17 +36,16 @@ def clean_extract(run: Run) -> None:
     for name in ("forgotten.json", "tools.json", "extract-stamp.json", "extract.jsonl.lines"):
         od.unlink(f"{STATE_DIR}/{name}")
     clear(od, EXTRACT_TABLES)  # the verdicts; the walk's rows stay
-    run.cleaned_all = True
     run.say(f"removed the extract stage's outputs in {out}")
 
 
 def clean_item(run: Run, item: Item) -> None:
     """One file's text, sidecar and verdict; its record becomes skipped."""
-    if run.cleaned_all:
-        return  # the group was cleaned first: nothing of this file is left
     from .extract.records import rewrite_record
 
     od = run.lock()
+    if not _extracted(od):
+        return  # no records and no store (the group was cleaned first): nothing of it is left
     others = _named_elsewhere(run.out / "extract.jsonl", item)
     if not others:
         store = run.store or Store(run.out, run.lock)
@@ -57,6 +57,17 @@ def clean_item(run: Run, item: Item) -> None:
                 f"{others} other record(s) name them")
     else:
         run.say(f"removed the text and verdict of {item.root}/{item.path}")
+
+
+def _extracted(od: OutputDir) -> bool:
+    """Whether the output holds anything of the extract stage: its records or its store."""
+    for rel in ("extract.jsonl", "extract"):
+        try:
+            od.stat(rel)
+            return True
+        except FileNotFoundError:
+            continue
+    return False
 
 
 def _named_elsewhere(records: Path, item: Item) -> int:

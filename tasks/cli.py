@@ -295,7 +295,8 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
     walked = run.walk_summary or {}
     problems = describe_problems(walked, out) if walked else None
     if "extract" in stages:
-        summary = run.summary.to_json() if run.summary is not None else {}
+        end = run.end  # what the run's finish returned (tasks/extract/values.py RunEnd)
+        summary = end.summary.to_json() if end is not None else {}
         if summary.get("counts", {}).get("error"):
             code = EXIT_ERRORS
         if problems:

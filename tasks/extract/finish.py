@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Container
+from typing import Any, Container, Mapping
 
 from bastion.readers.runtime.verdict import Status
 
@@ -18,23 +18,22 @@ from .records import ExtractSummary, Tally, summarize, write_records
 from ..forgotten import trim_forgotten
 from .plan import IndexSet
 from ..output.directory import OutputDir
+from .values import RunEnd
 
 # ``run`` below is a bastion.tasks.extract.run.Run (not imported: run.py calls into this module)
 Run = Any
 
 
-def finish(run: Run) -> ExtractSummary | None:
+def finish(run: Run) -> RunEnd | None:
     """Drain the workers, write extract.jsonl and extract.summary.json, remove the texts
-    no record references (once per run; a no-op between doit slices)."""
-    if run.finished:
-        return run.summary
-    if run.noop_from is None and run.more_slices:  # a slice done, more to come: commit what is done
+    no record references; the run's end (None between doit slices: only a commit)."""
+    noop_from = run.decision.noop_from if run.decision is not None else None
+    if noop_from is None and run.more_slices:  # a slice done, more to come: commit what is done
         if run.session is not None:
             run.session.drain()
         return None
-    run.finished = True
-    if run.noop_from is not None:
-        return _finish_noop(run)
+    if noop_from is not None:
+        return _finish_noop(run, noop_from)
     if run.merge is not None:
         return _finish_merge(run)
     plan = run.plan()
@@ -47,9 +46,8 @@ def finish(run: Run) -> ExtractSummary | None:
                               backoff.retries(run.store), run.store.run)
         # the records are durable (OutputDir.write fsyncs): texts they dropped can go
         removed = run.store.remove_unreferenced(tally.referenced)
-        run.summary = _summary(run, tally, len(produced), removed)
-        run.not_yet = tally.not_yet
-        od.write_json("extract.summary.json", run.summary.to_json())
+        summary = _summary(run, tally, len(produced), removed)
+        od.write_json("extract.summary.json", summary.to_json())
         if run.toolcache is not None:
             run.toolcache.save(od)
         if run.forgotten:
@@ -59,12 +57,12 @@ def finish(run: Run) -> ExtractSummary | None:
         if run.progress is not None:
             run.progress.close()
     complete = not run.cfg.all_tasks and not tally.error_kinds and \
-        run.summary.counts.get(Status.ERROR.value, 0) == 0
+        summary.counts.get(Status.ERROR.value, 0) == 0
     if complete:
         stamp.save(od, run.inputs())
     else:
         stamp.drop(od)
-    return run.summary
+    return RunEnd(summary, not_yet=tally.not_yet)
 
 
 def _drained(run: Run) -> IndexSet:
@@ -79,7 +77,7 @@ def _drained(run: Run) -> IndexSet:
     return run.session.produced if run.session is not None else IndexSet()
 
 
-def _finish_noop(run: Run) -> ExtractSummary:
+def _finish_noop(run: Run, noop_from: Mapping[str, Any]) -> RunEnd:
     """The summary of a run with nothing to do: the last run's counts, this run's
     times and tools; every verdict was kept, so every record says ``reused`` (the first such
     run after one with work flips the flags that run wrote; later ones write nothing), and
@@ -87,14 +85,14 @@ def _finish_noop(run: Run) -> ExtractSummary:
     if run.session is not None:
         run.session.close()
     od = run.lock()
-    flipped = _all_reused(od, int((run.noop_from or {}).get("records", 0)))
-    tally = Tally.of_summary(run.noop_from or {})
+    flipped = _all_reused(od, int(noop_from.get("records", 0)))
+    tally = Tally.of_summary(dict(noop_from))
     tally.reused = tally.records  # what the records now say
-    run.summary = _summary(run, tally, 0, 0)
-    od.write_json("extract.summary.json", run.summary.to_json())
+    summary = _summary(run, tally, 0, 0)
+    od.write_json("extract.summary.json", summary.to_json())
     if flipped:  # extract.jsonl changed: the stamp follows it
         stamp.save(od, run.inputs())
-    return run.summary
+    return RunEnd(summary, noop=True)
 
 
 def _all_reused(od: OutputDir, count: int) -> bool:
@@ -132,7 +130,7 @@ def _summary(run: Run, tally: Tally, extracted: int, removed: int) -> ExtractSum
         worker_identity=getattr(pool, "identity", None))
 
 
-def _finish_merge(run: Run) -> ExtractSummary | None:
+def _finish_merge(run: Run) -> RunEnd | None:
     """The end of a run that planned only the walk's change (tasks/extract/delta.py): the kept
     records are copied, the fresh ones put in their places, the counts adjusted."""
     from .records import build_records
@@ -150,7 +148,6 @@ def _finish_merge(run: Run) -> ExtractSummary | None:
         except ValueError:  # extract.jsonl is not what the delta says: write it in full
             done = {(i.sha256, i.key) for i in plan.items if i.canonical in produced}
             run.merge, run._plan = None, None
-            run.finished = False
             if run.session is not None:  # what this run made, by the full plan's indices
                 run.session.produced = IndexSet()
                 for item in run.plan().items:
@@ -164,19 +161,19 @@ def _finish_merge(run: Run) -> ExtractSummary | None:
         # every kept record now says reused (the merge flipped them): the count follows
         tally.reused = tally.records - fresh.records + fresh.reused
         removed = _remove_dropped_texts(run, fresh.referenced)
-        run.summary = _summary(run, tally, len(produced), removed)
-        od.write_json("extract.summary.json", run.summary.to_json())
+        summary = _summary(run, tally, len(produced), removed)
+        od.write_json("extract.summary.json", summary.to_json())
         if run.toolcache is not None:
             run.toolcache.save(od)
     finally:
         run.store.close()
         if run.progress is not None:
             run.progress.close()
-    if run.summary.counts.get(Status.ERROR.value, 0) == 0:
+    if summary.counts.get(Status.ERROR.value, 0) == 0:
         stamp.save(od, run.inputs())
     else:
         stamp.drop(od)
-    return run.summary
+    return RunEnd(summary)
 
 
 def _remove_dropped_texts(run: Run, fresh_referenced: Container[str]) -> int:

@@ -20,8 +20,7 @@ from typing import Any, Sequence
 from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
-from ..config import PrerequisiteError, RunConfig, load
-from .records import ExtractSummary
+from ..config import PrerequisiteError, RunConfig
 from ..output.atomic import OutputError, OutputLock
 from ..output.directory import MODES, OutputDir, refuse
 from ..output.tag import root_conflict
@@ -33,6 +32,7 @@ from . import stamp
 from .store import Store
 from .toolcache import ToolCache
 from .runplan import RunPlan, check_walk
+from .values import Decision, RunEnd, RunInputs, run_inputs
 
 __all__ = ["Run", "check_stages", "check_walk"]
 
@@ -61,7 +61,7 @@ class Run(RunPlan):
         self._lock = lock
         self._owns_lock = lock is None
         self.extra_readers = extra_readers
-        self._loaded: tuple[Manifest, Path] | None = None
+        self._given: RunInputs | None = None
         self.walk_summary: dict[str, Any] | None = None  # the walk this run made
         self.walked = False
         self.tools: dict[str, Tool] = {}
@@ -74,16 +74,12 @@ class Run(RunPlan):
         self.store: Store | None = None
         self.session: Any = None  # bastion.tasks.extract.session.ExtractSession, once extracting
         self.progress: Progress | None = None
-        self.summary: ExtractSummary | None = None
-        self.finished = False
-        self.refused: str | None = None  # why the extract stage cannot run (a task failure)
+        self.decision: Decision | None = None  # what the extract stage does (decide())
+        self.end: RunEnd | None = None  # what finish() returned
         self.walk_read: dict[str, Any] = {}
         self.forgotten: set[str] = set()
-        self.cleaned_all = False
-        self.not_yet = 0  # records "not extracted yet" (a partial run)
         self.merge: Any = None  # bastion.tasks.extract.delta.Merge, when only the walk's change is planned
         self.merge_from: dict[str, Any] | None = None  # the last summary, then
-        self.noop_from: dict[str, Any] | None = None  # the last summary, when nothing to do
         self.announce_in_actions = True  # the CLI prints the summaries itself
         # where lines for the person go: stderr as it is now, before doit replaces
         # sys.stderr with its capture inside actions
@@ -94,11 +90,12 @@ class Run(RunPlan):
 
     # -- settings ---------------------------------------------------------------------------------
 
-    def load(self) -> tuple[Manifest, Path]:
-        """The manifest (signature checked when required) and the output directory."""
-        if self._loaded is None:
-            self._loaded = load(self.cfg)
-        return self._loaded
+    def given(self) -> RunInputs:
+        """The run's frozen inputs (:func:`bastion.tasks.extract.values.run_inputs`), loaded
+        at the first use: the manifest's errors are the run's (a failed task, one line)."""
+        if self._given is None:
+            self._given = run_inputs(self.cfg, self.extra_readers)
+        return self._given
 
     def lock(self) -> OutputDir:
         """Open, check and lock the output directory (tasks/output/directory.py: a symlink, another
@@ -228,12 +225,15 @@ class Run(RunPlan):
 
     # -- finishing --------------------------------------------------------------------------------
 
-    def finish(self) -> ExtractSummary | None:
+    def finish(self) -> RunEnd | None:
         """Drain the workers, write extract.jsonl and extract.summary.json, remove the texts
-        no record references (once per run; a no-op between doit slices): tasks/extract/finish.py."""
-        from .finish import finish
+        no record references (tasks/extract/finish.py); the run's end, once per run (later
+        calls return the same value), or None between doit slices."""
+        if self.end is None:
+            from .finish import finish
 
-        return finish(self)
+            self.end = finish(self)
+        return self.end
 
     def announce(self, line: str) -> None:
         """A line for the person running bastion, on the real stderr (fd 2: doit captures

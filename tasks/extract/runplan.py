@@ -3,21 +3,24 @@ inputs, why a task is up to date, and the slices of stale items handed to doit.
 
 :class:`RunPlan` is the base of :class:`bastion.tasks.extract.run.Run`: its methods read and set the
 run's attributes (``cfg``, ``tools``, ``toolcache``, ``store``, ``verdicts``, ``stale``,
-``cursor``, ``forgotten``, ``merge``, ``refused``, ``walk_read``, ``noop_from``, ``finished``,
-``_plan``), which ``Run.__init__`` makes, and its ``load``, ``manifest`` and ``out``.  The plan itself is
+``cursor``, ``forgotten``, ``merge``, ``walk_read``, ``decision``, ``end``, ``_plan``), which
+``Run.__init__`` makes, and its ``given`` (the frozen :class:`~bastion.tasks.extract.values.RunInputs`)
+and ``lock``.  What the stage will do is a returned value, :meth:`RunPlan.decide`'s
+:class:`~bastion.tasks.extract.values.Decision`.  The plan itself is
 the pure :func:`bastion.tasks.extract.plan.plan`, or :func:`bastion.tasks.extract.delta.plan_change` when only
 the walk's change needs planning.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Verdict
+
+from bastion.errors import CANNOT_START
 
 from ..config import PrerequisiteError, RunConfig
 from ..forgotten import ALL, forgotten
@@ -32,6 +35,7 @@ from . import backoff, stamp
 from .store import Store
 from .toolcache import ToolCache
 from .delta import StoreTexts, plan_change
+from .values import Decision, RunEnd, RunInputs
 
 if TYPE_CHECKING:
     from bastion.readers.dispatch import Registry
@@ -70,16 +74,20 @@ class RunPlan:
     cursor: int
     forgotten: set[str]
     merge: Any
-    refused: str | None
     walk_read: dict[str, Any]
-    noop_from: dict[str, Any] | None
-    finished: bool
+    decision: Decision | None  # what decide() returned
+    end: RunEnd | None  # what the run's finish returned
     _plan: Plan | None
     retries: dict[tuple[str, str], tuple[int, int]]  # the store's repeat offenders
 
-    def load(self) -> tuple[Manifest, Path]:
-        """The manifest and the output directory (a :class:`Run` loads them once)."""
+    def given(self) -> RunInputs:
+        """The run's frozen inputs (a :class:`Run` loads them once)."""
         raise NotImplementedError
+
+    def load(self) -> tuple[Manifest, Path]:
+        """The manifest and the output directory."""
+        given = self.given()
+        return given.manifest, given.out
 
     def lock(self) -> OutputDir:
         """The output directory, locked and checked (a :class:`Run` takes the lock once)."""
@@ -89,13 +97,10 @@ class RunPlan:
     def manifest(self) -> Manifest:
         return self.load()[0]
 
-    @functools.cached_property
+    @property
     def registry(self) -> Registry:
-        """The reader registry this run's plan chooses from, built once: the extra readers
-        (the tests' misbehaving ones, which the workers put first too), then the registry's."""
-        from bastion.readers.dispatch import Registry
-
-        return Registry.with_modules(self.extra_readers)
+        """The reader registry this run's plan chooses from (:attr:`RunInputs.registry`)."""
+        return self.given().registry
 
     @property
     def out(self) -> Path:
@@ -121,7 +126,6 @@ class RunPlan:
         merged = None if self.cfg.all_tasks or self.cfg.listing else plan_change(self, select)
         if merged is not None:  # only what the walk found changed (tasks/extract/delta.py)
             self._plan, self.verdicts, self.merge = merged
-            self.refused = None
             self.stale = self._plan.stale
             return self._plan
         walk = out / "walk.jsonl"
@@ -137,20 +141,33 @@ class RunPlan:
             for i in range(len(items)):
                 if items.fresh(i) and (every or self.is_forgotten(items.item(i))):
                     items.set_fresh(i, False)
-        self.refused = None
         self.stale = self._plan.stale
         return self._plan
 
-    def nothing_to_do(self) -> bool:
-        """Whether the last complete run's stamp still holds (:func:`bastion.tasks.extract.stamp.
-        nothing_to_do`): then the run does no per-file work."""
+    def decide(self) -> Decision:
+        """What the extract stage does (once per run: later doit slices get the same value):
+        refused (the reason: a bad manifest, no walk, a locked output), nothing to do (the last
+        complete run's stamp holds), or the plan, computed here."""
+        if self.decision is None:
+            try:
+                noop = self.nothing_to_do()
+                if noop is None:
+                    self.plan()
+                self.decision = Decision(noop_from=noop)
+            except CANNOT_START as e:
+                self.decision = Decision(refused=str(e))
+        return self.decision
+
+    def nothing_to_do(self) -> dict[str, Any] | None:
+        """The last run's summary when the last complete run's stamp still holds
+        (:func:`bastion.tasks.extract.stamp.nothing_to_do`): then the run does no per-file
+        work; else None."""
         if self.cfg.all_tasks or self.cfg.listing or self._plan is not None:
-            return False
+            return None
         manifest, out = self.load()
         self.walk_read = check_walk(manifest, out)
         self.tools.update(self._probe_tools())
-        self.noop_from = stamp.nothing_to_do(self.lock(), self.inputs())
-        return self.noop_from is not None
+        return stamp.nothing_to_do(self.lock(), self.inputs())
 
     def inputs(self) -> str:
         """The digest of every input that decides a task key (tasks/extract/stamp.py)."""
@@ -204,4 +221,4 @@ class RunPlan:
     def more_slices(self) -> bool:
         """Whether stale items remain for another doit run (``RunConfig.slice``)."""
         return (self._plan is not None and not self.cfg.all_tasks
-                and self.cursor < len(self.stale) and not self.finished)
+                and self.cursor < len(self.stale) and self.end is None)
