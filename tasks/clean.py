@@ -48,7 +48,7 @@ def clean_item(run: Run, item: Item) -> None:
         return  # no records and no store (the group was cleaned first): nothing of it is left
     others = _named_elsewhere(run.out / "extract.jsonl", item)
     if not others:
-        store = run.store or Store(run.out, run.lock)
+        store = run.store or Store(run.out, run.store_dir)
         store.remove_text(item.stem)
         store.forget([(item.sha256, item.key)])
     rewrite_record(od, item)

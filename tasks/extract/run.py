@@ -22,7 +22,7 @@ from bastion.readers.runtime.verdict import Status, Verdict
 
 from ..config import PrerequisiteError, RunConfig
 from ..output.atomic import OutputError, OutputLock
-from ..output.directory import MODES, OutputDir, refuse
+from ..output.directory import MODES, OutputDir, open_output, refuse
 from ..output.tag import root_conflict
 from ..manifest import Manifest
 from ..names import shown
@@ -60,6 +60,7 @@ class Run(RunPlan):
         # the caller, who releases it), released by :meth:`release`
         self._lock = lock
         self._owns_lock = lock is None
+        self._unlocked: OutputDir | None = None  # a listing command's (store_dir)
         self.extra_readers = extra_readers
         self._given: RunInputs | None = None
         self.walk_summary: dict[str, Any] | None = None  # the walk this run made
@@ -116,13 +117,27 @@ class Run(RunPlan):
                           f"{self.out} to {od.modes.dir:o}/{od.modes.file:o}")
         return od
 
+    def store_dir(self) -> OutputDir:
+        """The output directory the store goes through: the locked one (:meth:`lock`), except
+        for a listing command (``doit list``, ``info``) that has not locked it: that one only
+        reads the verdicts, through the output opened and checked but not locked, so that it
+        still works while a run holds the lock."""
+        if self.cfg.listing and self._lock is None:
+            if self._unlocked is None:
+                self._unlocked = open_output(self.out)
+            return self._unlocked
+        return self.lock()
+
     def release(self) -> None:
         """Stop the workers (:meth:`close`) and release the lock this run took (a lock it was
-        given stays its giver's)."""
+        given stays its giver's) and close what it opened."""
         self.close()
         if self._lock is not None and self._owns_lock:
             self._lock.release()
             self._lock = None
+        if self._unlocked is not None:
+            self._unlocked.close()
+            self._unlocked = None
 
     @property
     def tightened(self) -> int:
@@ -158,7 +173,7 @@ class Run(RunPlan):
             manifest, out = self.load()
             self.lock()
             if self.store is None:
-                self.store = Store(out, self.lock)
+                self.store = Store(out, self.store_dir)
             common: dict[str, Any] = dict(
                 out=out, store=self.store, limits=manifest.limits, tools=self.tools,
                 roots={r.name: r for r in manifest.roots},

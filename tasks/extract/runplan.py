@@ -93,6 +93,10 @@ class RunPlan:
         """The output directory, locked and checked (a :class:`Run` takes the lock once)."""
         raise NotImplementedError
 
+    def store_dir(self) -> OutputDir:
+        """The output directory the store goes through (:meth:`Run.store_dir`)."""
+        raise NotImplementedError
+
     @property
     def manifest(self) -> Manifest:
         return self.load()[0]
@@ -119,7 +123,7 @@ class RunPlan:
         self.tools.clear()  # the same dict the session (started early) holds
         self.tools.update(probed)
         if self.store is None:
-            self.store = Store(out, self.lock)
+            self.store = Store(out, self.store_dir)
         # the runs a repeat offender waits are counted here: one per run that plans to extract
         backoff.start_run(self.store, count=not self.cfg.listing)
         self.retries = backoff.retries(self.store)
