@@ -19,6 +19,7 @@ from bastion.readers.runtime.verdict import Status, Verdict
 from . import plan as _plan
 from .plan import EXTRACT_VERSION, Lookup, Plan
 from ..records import ExtractRecord, to_line
+from ..output.directory import OutputDir
 
 __all__ = ["EXTRACT_VERSION", "NOT_YET", "Tally", "ExtractSummary", "build_records"]
 
@@ -231,7 +232,7 @@ class ExtractSummary:
         return asdict(self)
 
 
-def rewrite_record(od: Any, item: Any) -> None:
+def rewrite_record(od: OutputDir, item: Any) -> None:
     """Turn one file's record in extract.jsonl into ``skipped`` (not extracted yet): what
     ``doit clean extract:<file>`` leaves.  Streams the file; a missing file is left alone."""
     import json
@@ -278,7 +279,7 @@ def summarize(manifest: Any, walk_digest: str | None, tally: Tally, *, extracted
         duration_s=round(duration_s, 3), extract_version=_plan.EXTRACT_VERSION)
 
 
-def write_records(od: Any, plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
+def write_records(od: OutputDir, plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
                   produced: Container[int],
                   retries: Mapping[tuple[str, str], tuple[int, int]] | None = None,
                   run: int = 0) -> Tally:
