@@ -95,15 +95,15 @@ def sweep(manifest: str | os.PathLike[str], out: str | os.PathLike[str] | None =
     if not run or len(run) != len(set(wanted)):
         raise ValueError(f"stages must be 'walk' and/or 'extract', not {wanted!r}")
     check_stages(loaded, out_dir, run)
-    OutputLock.acquire(out_dir)  # a held lock is a LockedError here, not a printed line
+    lock = OutputLock.acquire(out_dir)  # a held lock is a LockedError here, not a printed line
     tee = _Tee(sys.stderr, show=not quiet)
     saved = sys.stderr
     sys.stderr = tee
     try:
-        rc = run_stages(cfg, run)
+        rc = run_stages(cfg, run, lock=lock)
     finally:
         sys.stderr = saved
-        OutputLock.release_all()
+        lock.release()
     if rc == EXIT_INVALID:
         said = [ln.removeprefix("bastion: error: ") for ln in tee.lines.getvalue().splitlines()
                 if ln.startswith("bastion: error: ")]

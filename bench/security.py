@@ -37,6 +37,7 @@ ADOPT = r"""
 import os, sys, time
 from pathlib import Path
 from bastion.tasks.extract.store import Store
+from bastion.tasks.output.directory import open_output
 out, n = Path(sys.argv[1]), int(sys.argv[2])
 scratch = out / ".bastion" / "tmp" / "w1"
 scratch.mkdir(parents=True, exist_ok=True)
@@ -46,7 +47,8 @@ for i in range(n):
     p.write_bytes(b"a few words of text %d\n" % i)
     names.append(p)
 stems = [f"{i:064x}"[::-1] for i in range(n)]  # spread over the 256 buckets
-store = Store(out)
+od = open_output(out)
+store = Store(out, lambda: od)
 t0 = time.perf_counter()
 for stem, p in zip(stems, names):
     store.adopt_text(stem, p)

@@ -57,6 +57,7 @@ trees, res = Path(sys.argv[1]), Path(sys.argv[2])
 sys.path.insert(0, os.getcwd())
 import bastion.tasks.walk.stage as walk_mod
 from bastion.tasks.manifest import load_manifest
+from bastion.tasks.output.directory import open_output
 from bastion.tasks.walk.stage import run_walk
 for name, opts in json.loads(sys.argv[3]).items():
     out = res / f"out-{name}"
@@ -65,7 +66,8 @@ for name, opts in json.loads(sys.argv[3]).items():
         if step == "3shared":  # a re-walk shared with 2 forked helpers, whatever the cores
             walk_mod.PARALLEL_MIN_RECORDS, walk_mod.MAX_WALKERS = 1, 3
             os.sched_getaffinity = lambda pid: {0, 1, 2}
-        summary = run_walk(m, out, **opts)
+        with open_output(out) as od:
+            summary = run_walk(m, od, **opts)
         for k in ("duration_s", "started_at"):
             summary.pop(k)
         cache = marshal.loads((out / ".bastion" / "walk-cache").read_bytes())

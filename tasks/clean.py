@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .database import EXTRACT_TABLES, WALK_TABLES, clear
-from .output.atomic import STATE_DIR, output, rmtree, unlink
+from .output.atomic import STATE_DIR
+from .output.directory import OutputDir
 from .extract.store import Store
 
 if TYPE_CHECKING:
@@ -26,37 +27,47 @@ if TYPE_CHECKING:
 def clean_extract(run: Run) -> None:
     """Everything the extract stage made: records, summary, store, verdicts."""
     out = run.out
-    run.lock()
+    od = run.lock()
     if run.store is not None:
         run.store.close()
     for name in ("extract.jsonl", "extract.summary.json"):  # through the output's descriptor
-        unlink(out / name)
-    rmtree(out / "extract")
+        od.unlink(name)
+    od.rmtree("extract")
     for name in ("forgotten.json", "tools.json", "extract-stamp.json", "extract.jsonl.lines"):
-        unlink(out / STATE_DIR / name)
-    clear(output(out), EXTRACT_TABLES)  # the verdicts; the walk's rows stay
-    run.cleaned_all = True
+        od.unlink(f"{STATE_DIR}/{name}")
+    clear(od, EXTRACT_TABLES)  # the verdicts; the walk's rows stay
     run.say(f"removed the extract stage's outputs in {out}")
 
 
 def clean_item(run: Run, item: Item) -> None:
     """One file's text, sidecar and verdict; its record becomes skipped."""
-    if run.cleaned_all:
-        return  # the group was cleaned first: nothing of this file is left
     from .extract.records import rewrite_record
 
-    run.lock()
+    od = run.lock()
+    if not _extracted(od):
+        return  # no records and no store (the group was cleaned first): nothing of it is left
     others = _named_elsewhere(run.out / "extract.jsonl", item)
     if not others:
-        store = run.store or Store(run.out)
+        store = run.store or Store(run.out, run.store_dir)
         store.remove_text(item.stem)
         store.forget([(item.sha256, item.key)])
-    rewrite_record(run.out / "extract.jsonl", item)
+    rewrite_record(od, item)
     if others:
         run.say(f"reset the record of {item.root}/{item.path}; its text and verdict stay: "
                 f"{others} other record(s) name them")
     else:
         run.say(f"removed the text and verdict of {item.root}/{item.path}")
+
+
+def _extracted(od: OutputDir) -> bool:
+    """Whether the output holds anything of the extract stage: its records or its store."""
+    for rel in ("extract.jsonl", "extract"):
+        try:
+            od.stat(rel)
+            return True
+        except FileNotFoundError:
+            continue
+    return False
 
 
 def _named_elsewhere(records: Path, item: Item) -> int:
@@ -79,9 +90,9 @@ def _named_elsewhere(records: Path, item: Item) -> int:
 
 def clean_walk(run: Run) -> None:
     out = run.out
-    run.lock()
+    od = run.lock()
     for name in ("walk.jsonl", "walk.summary.json", f"{STATE_DIR}/walk.jsonl.lines",
                  f"{STATE_DIR}/walk-delta"):
-        unlink(out / name)
-    clear(output(out), WALK_TABLES)  # the walk's rows; the verdicts stay
+        od.unlink(name)
+    clear(od, WALK_TABLES)  # the walk's rows; the verdicts stay
     run.say(f"removed the walk's outputs in {out}")

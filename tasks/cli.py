@@ -229,13 +229,13 @@ class _OneLineErrors:
 
 
 def run_stages(cfg: RunConfig, stages: list[str], *,
-               extra_readers: tuple[str, ...] = ()) -> int:
+               extra_readers: tuple[str, ...] = (), lock: OutputLock | None = None) -> int:
     """Run ``walk`` and/or ``extract`` through doit in-process; returns the exit code.
     ``extra_readers`` are modules whose READER the workers put first (the tests' misbehaving
-    readers)."""
+    readers); ``lock``: the output's, already taken by the caller (who releases it), else the
+    run takes it and releases it before this returns."""
     from .extract.run import Run, check_stages
 
-    OutputLock.release_all()  # a lock an earlier in-process run left (the tests run many)
     if cfg.cluster and "extract" in stages:
         from .cluster.run import ClusterError, parse_cluster, require_dask
 
@@ -244,13 +244,14 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
             require_dask()
         except ClusterError as e:
             return _fail(str(e))
-    run = Run(cfg, extra_readers=extra_readers)
+    run = Run(cfg, extra_readers=extra_readers, lock=lock)
     run.announce_in_actions = False
     try:
         manifest, out = run.load()
         check_stages(manifest, out, stages)
         run.lock()
     except CANNOT_START as e:
+        run.release()
         return _fail(str(e))
     if "extract" in stages:
         # The workers start first: they boot on the other cores while this process loads
@@ -258,8 +259,7 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
         run.prestart()
         failed = getattr(run.session, "failed", None)  # a cluster that cannot be used
         if failed:
-            run.close()
-            OutputLock.release_all()
+            run.release()
             return _fail(failed)
 
     from doit.cmd_base import ModuleTaskLoader
@@ -284,8 +284,7 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
                     break
     finally:
         sys.stderr = real_stderr
-        run.close()  # workers of a run that stopped before finishing (a no-op if it did)
-        OutputLock.release_all()
+        run.release()  # workers of a run that stopped before finishing, and the lock
     if rc != 0:
         return EXIT_INVALID
     from .walk.stage import describe_problems
@@ -296,7 +295,8 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
     walked = run.walk_summary or {}
     problems = describe_problems(walked, out) if walked else None
     if "extract" in stages:
-        summary = run.summary.to_json() if run.summary is not None else {}
+        end = run.end  # what the run's finish returned (tasks/extract/values.py RunEnd)
+        summary = end.summary.to_json() if end is not None else {}
         if summary.get("counts", {}).get("error"):
             code = EXIT_ERRORS
         if problems:
@@ -407,10 +407,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.html is None:
             sys.stdout.write(render_text(report))
             return EXIT_OK
-        from .output.atomic import atomic_write
+        from .output.atomic import write_file_atomically
 
         try:
-            atomic_write(args.html, render_html(report).encode("utf-8"))
+            write_file_atomically(args.html, render_html(report).encode("utf-8"))
         except OutputError as e:
             return _fail(str(e))
         print(f"report: {args.html}", file=sys.stderr)

@@ -27,7 +27,8 @@ from doit.cmd_dumpdb import DumpDB as _DoitDumpDB
 from doit.dependency import JsonDB
 
 from .forgotten import ALL, forgotten, set_forgotten
-from .output.atomic import atomic_write, makedirs
+from .output.atomic import STATE_DIR, OutputError, write_file_atomically
+from .output.directory import open_output
 
 NAME = "bastion-json"
 LOCATION = "bastion.tasks.doitdb:AtomicJsonDB"
@@ -56,18 +57,31 @@ class AtomicJsonDB(JsonDB):
         # ``ignore`` mark is kept: doit reads it).
         kept = {k: v for k, v in self._db.items()
                 if not k.startswith("extract:") or "ignore:" in v}
-        state = Path(self.name).parent
-        if self._forgot:
-            try:
-                makedirs(state)
-                set_forgotten(state, forgotten(state) | self._forgot)
-            except OSError:
-                pass
-            self._forgot.clear()
-        if json.dumps(kept, sort_keys=True, default=str) == self._loaded:
+        path = Path(self.name)
+        changed = json.dumps(kept, sort_keys=True, default=str) != self._loaded
+        forgot, self._forgot = self._forgot, set()
+        if not changed and not forgot:
             return  # nothing changed: a listing command writes nothing
-        makedirs(state)  # inside a held output: through its descriptor, with its modes
-        atomic_write(Path(self.name), self.codec.encode(kept).encode("utf-8", "surrogateescape"))
+        data = self.codec.encode(kept).encode("utf-8", "surrogateescape")
+        if path.parent.name != STATE_DIR:  # a database put outside an output (doit --db-file)
+            if changed:
+                write_file_atomically(path, data)
+            return
+        # bastion's place for it (tasks/config.py doit_db): inside the output, written through
+        # the output's checked descriptor (opened and checked for this write, then closed)
+        od = open_output(path.parent.parent)
+        try:
+            if forgot:
+                try:
+                    od.dir_fd(STATE_DIR)
+                    set_forgotten(od, forgotten(path.parent) | forgot)
+                except (OSError, OutputError):
+                    pass
+            if changed:
+                od.dir_fd(STATE_DIR)
+                od.write(f"{STATE_DIR}/{path.name}", data)
+        finally:
+            od.close()
 
 
 class DumpDB(_DoitDumpDB):

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any, Container, Iterable
 
-from .output.atomic import unlink, write_json
+from .output.atomic import STATE_DIR
+from .output.directory import OutputDir
 
 FORGOTTEN = "forgotten.json"
 ALL = "*"  # every extract task (doit forget --all)
@@ -27,16 +28,15 @@ def forgotten(state_dir: Path) -> set[str]:
     return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
 
 
-def set_forgotten(state_dir: Path, names: set[str]) -> None:
-    path = state_dir / FORGOTTEN
+def set_forgotten(od: OutputDir, names: set[str]) -> None:
+    rel = f"{STATE_DIR}/{FORGOTTEN}"
     if names:
-        write_json(path, sorted(names))
+        od.write_json(rel, sorted(names))
     else:
-        unlink(path)
+        od.unlink(rel)
 
 
-
-def trim_forgotten(state_dir: Path, names: set[str], items: Iterable, produced: Container) -> None:
+def trim_forgotten(od: OutputDir, names: set[str], items: Iterable, produced: Container) -> None:
     """Drop from the list the tasks this run extracted again (``ALL`` becomes the names of
     the files it did not reach)."""
     from .names import task_name
@@ -47,4 +47,4 @@ def trim_forgotten(state_dir: Path, names: set[str], items: Iterable, produced: 
     items = list(items)
     done = {name(i) for i in items if i.canonical in produced}
     left = ({name(i) for i in items} if ALL in names else names) - done
-    set_forgotten(state_dir, left)
+    set_forgotten(od, left)

@@ -29,6 +29,7 @@ from .names import shown, task_name
 if TYPE_CHECKING:  # the extract stage (and every reader) is imported when a run extracts
     from .extract.plan import Item
     from .extract.run import Run
+    from .extract.values import RunEnd
 
 
 class Reporter(ConsoleReporter):
@@ -118,10 +119,16 @@ def _walk_action(run: Run) -> TaskFailed | None:
     return None
 
 
+def _refused(run: Run) -> str | None:
+    """Why the extract stage cannot run, as decided (``Run.decide``), or None."""
+    return run.decision.refused if run.decision is not None else None
+
+
 def _extract_action(run: Run, item: Item) -> TaskFailed | None:
     """doit action of ``extract:<root>/<path>``: hand the document to a worker."""
-    if run.refused:
-        return TaskFailed(run.refused)
+    refused = _refused(run)
+    if refused:
+        return TaskFailed(refused)
 
     try:
         run.extract(item)
@@ -131,16 +138,17 @@ def _extract_action(run: Run, item: Item) -> TaskFailed | None:
 
 
 def _finish_action(run: Run) -> TaskFailed | None:
-    if run.refused:
+    refused = _refused(run)
+    if refused:
         run.close()
-        return TaskFailed(run.refused)
+        return TaskFailed(refused)
     try:
-        summary = run.finish()
+        end = run.finish()
     except RUN_ERRORS as e:
         run.close()
         return TaskFailed(str(e))
-    if summary is not None and run.announce_in_actions:
-        run.say(describe_partial(run) or describe_extract(summary.to_json(), run.out))
+    if end is not None and run.announce_in_actions:
+        run.say(describe_partial(run, end) or describe_extract(end.summary.to_json(), run.out))
     return None
 
 
@@ -243,18 +251,18 @@ def extract_tasks(run: Run) -> Iterator[dict]:
                "actions": [(_refuse, (refusal,))]}
         return
     yield group
-    try:
-        if run.nothing_to_do():
-            return  # the last run's stamp holds: no per-file work (tasks/extract/stamp.py)
-        plan = run.plan()
-    except RUN_ERRORS as e:
-        run.refused = str(e)
+    decision = run.decide()  # refused, nothing to do, or planned (tasks/extract/values.py)
+    if decision.refused is not None:
+        why = decision.refused
         for requested in cfg.requested:  # named on the command line: say why it is not here
             if "*" not in requested:
                 yield {"basename": "extract", "name": requested.split(":", 1)[1],
-                       "doc": f"not available: {e}",
-                       "actions": [(_refuse, (str(e),))], "verbosity": 0}
+                       "doc": f"not available: {why}",
+                       "actions": [(_refuse, (why,))], "verbosity": 0}
         return
+    if decision.nothing_to_do:
+        return  # the last run's stamp holds: no per-file work (tasks/extract/stamp.py)
+    plan = run.plan()
     every = cfg.all_tasks
     batch = plan.items if every else run.items_for()
     names = set()
@@ -345,15 +353,15 @@ def after_walk(run: Run, generator: Any) -> Any:
     return create_after(executed="walk")(generator)
 
 
-def describe_partial(run: Run) -> str | None:
+def describe_partial(run: Run, end: RunEnd) -> str | None:
     """What a run of single named tasks did (``doit extract:<file>``), or None."""
-    if not run.cfg.all_tasks or run.cfg.listing or run.summary is None:
+    if not run.cfg.all_tasks or run.cfg.listing:
         return None
     produced = run.session.produced if run.session is not None else ()
     done = sorted(f"{i.root}/{i.path}" for i in run.plan().items if i.canonical in produced)
     shown = ", ".join(done[:10]) + (f", … ({len(done) - 10} more)" if len(done) > 10 else "")
     return (f"extract: re-extracted {len(done)} file(s){': ' + shown if done else ''}; "
-            f"{run.not_yet} file(s) not extracted yet (run doit extract); records in "
+            f"{end.not_yet} file(s) not extracted yet (run doit extract); records in "
             f"{run.out / 'extract.jsonl'}")
 
 

@@ -14,7 +14,8 @@ from typing import Any, Iterable, Iterator
 
 from bastion.readers.runtime.verdict import Status, Verdict
 
-from .output.atomic import atomic_write, dumps
+from .output.atomic import dumps
+from .output.directory import OutputDir
 
 STATUSES = tuple(s.value for s in Status)
 
@@ -69,9 +70,10 @@ def to_line(record: WalkRecord | ExtractRecord) -> bytes:
     return (dumps(record.to_json()) + "\n").encode("ascii")
 
 
-def write_jsonl(path: Path, records: Iterable[Any]) -> None:
-    """Write records (already sorted by the caller) atomically; lines may be given as bytes."""
-    atomic_write(path, (r if isinstance(r, bytes) else to_line(r) for r in records))
+def write_jsonl(od: OutputDir, name: str, records: Iterable[Any]) -> None:
+    """Write the output's file ``name`` from records (already sorted by the caller),
+    atomically; lines may be given as bytes."""
+    od.write(name, (r if isinstance(r, bytes) else to_line(r) for r in records))
 
 
 def iter_jsonl(path: Path, chunk: int = 4 << 20) -> Iterator[dict[str, Any]]:

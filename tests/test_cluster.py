@@ -427,10 +427,12 @@ def test_scheduler_lost_mid_run_then_a_rerun_finishes(tmp_path: Path,
         assert len(err) == 1 and "lost the Dask scheduler" in err[0], err
         assert not (out / "extract.jsonl").exists()
         from bastion.tasks.extract.store import Store
+        from bastion.tasks.output.directory import open_output
 
-        store = Store(out)
-        kept = store.verdicts()
-        store.close()
+        with open_output(out) as od:
+            store = Store(out, lambda: od)
+            kept = store.verdicts()
+            store.close()
         # what arrived was committed (a batch's verdicts are queued once all its texts are
         # placed: 20 texts ⇒ the batches that brought them, 8 verdicts at least, queued);
         # not everything did

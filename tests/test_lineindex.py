@@ -17,13 +17,16 @@ from bastion.tasks.extract import delta
 from bastion.tasks.output import lineindex
 from bastion.tasks.cli import main
 from bastion.tasks.commands.compare import compare_outputs
+from bastion.tasks.output.directory import OutputDir, open_output
 
 PATTERN = b'"reused":false'
 
 
-def check(path: Path, pattern: bytes = b"", spacing: int | None = None) -> lineindex.LineIndex:
-    """The index beside ``path`` holds and says only true things about it."""
-    index = lineindex.load(path)
+def check(od: OutputDir, name: str, pattern: bytes = b"",
+          spacing: int | None = None) -> lineindex.LineIndex:
+    """The index beside the output's file ``name`` holds and says only true things about it."""
+    path = od.path / name
+    index = lineindex.load(od, name)
     assert index is not None, f"no index holds for {path.name}"
     data = path.read_bytes()
     lines = [line + b"\n" for line in data.split(b"\n")[:-1]]  # newlines only, not \r
@@ -56,16 +59,16 @@ line_st = st.binary(max_size=40).map(lambda b: b.replace(b"\n", b" ")).flatmap(
 def test_a_builder_follows_added_and_kept_lines(tmp_path_factory, old, cuts, new, mark) -> None:
     """An old file written through the builder, then a new one of kept ranges (its pattern
     shortened, as a merge flips ``"reused":false``) and added lines: both indexes true."""
-    tmp = tmp_path_factory.mktemp("ix")
-    (tmp / ".bastion").mkdir()
+    od = open_output(tmp_path_factory.mktemp("ix") / "out")
+    tmp = od.path
     mp = pytest.MonkeyPatch()
     mp.setattr(lineindex, "MARK_BYTES", mark)
     try:
         a = tmp / "a.jsonl"
         b = lineindex.Builder(PATTERN)
         a.write_bytes(b"".join(lineindex.indexed(old, b)))
-        lineindex.save_built(a, b)
-        index = check(a, PATTERN)
+        lineindex.save_built(od, "a.jsonl", b)
+        index = check(od, "a.jsonl", PATTERN)
         # lines located through the index are where counting finds them
         with open(a, "rb") as f:
             counted, count = delta.line_offsets(f, list(range(len(old) + 1)))
@@ -88,21 +91,22 @@ def test_a_builder_follows_added_and_kept_lines(tmp_path_factory, old, cuts, new
                 out.append(new[k])
         c = tmp / "c.jsonl"
         c.write_bytes(b"".join(out))
-        lineindex.save_built(c, nb)
-        check(c, PATTERN)
+        lineindex.save_built(od, "c.jsonl", nb)
+        check(od, "c.jsonl", PATTERN)
     finally:
         mp.undo()
+        od.close()
 
 
 def test_an_index_that_does_not_describe_its_file_is_not_used(tmp_path: Path) -> None:
-    (tmp_path / ".bastion").mkdir()
-    f = tmp_path / "x.jsonl"
+    od = open_output(tmp_path / "out")
+    f = od.path / "x.jsonl"
     b = lineindex.Builder()
     f.write_bytes(b"".join(lineindex.indexed([b"one\n", b"two\n"], b)))
-    lineindex.save_built(f, b)
-    assert lineindex.load(f) is not None
+    lineindex.save_built(od, "x.jsonl", b)
+    assert lineindex.load(od, "x.jsonl") is not None
     f.write_bytes(b"one\ntwo\nthree\n")  # written by something else: another identity
-    assert lineindex.load(f) is None
+    assert lineindex.load(od, "x.jsonl") is None
     # a mark that is not at a line's start (a wrong index with the right identity)
     lines = [f"line {i}\n".encode() for i in range(100)]
     b = lineindex.Builder()
@@ -118,6 +122,16 @@ def test_an_index_that_does_not_describe_its_file_is_not_used(tmp_path: Path) ->
                                 array("q"))
     with open(f, "rb") as fh, pytest.raises(ValueError):
         short.locate(fh.fileno(), [99])
+
+
+def check_out(out: Path, name: str, pattern: bytes = b"", spacing: int | None = None) -> None:
+    with open_output(out) as od:
+        check(od, name, pattern, spacing)
+
+
+def drop_out(out: Path, name: str) -> None:
+    with open_output(out) as od:
+        lineindex.drop(od, name)
 
 
 def sweep(m: Path, out: Path) -> None:
@@ -141,8 +155,8 @@ def test_changes_find_their_lines_through_the_index(tmp_path: Path, monkeypatch,
     m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\nstages: [walk, extract]\n")
     out = tmp_path / "out"
     sweep(m, out)
-    check(out / "walk.jsonl", spacing=512)
-    check(out / "extract.jsonl", PATTERN, spacing=512)
+    check_out(out, "walk.jsonl", spacing=512)
+    check_out(out, "extract.jsonl", PATTERN, spacing=512)
     counted = []
     real = delta.line_offsets
 
@@ -154,8 +168,8 @@ def test_changes_find_their_lines_through_the_index(tmp_path: Path, monkeypatch,
     rng = random.Random(7)
     for step in range(5):
         if drop_index:
-            lineindex.drop(out / "walk.jsonl")
-            lineindex.drop(out / "extract.jsonl")
+            drop_out(out, "walk.jsonl")
+            drop_out(out, "extract.jsonl")
         i = rng.randrange(400)
         victim = root / f"d{i % 5}" / f"f{i:03}.txt"
         if step == 2:
@@ -166,8 +180,8 @@ def test_changes_find_their_lines_through_the_index(tmp_path: Path, monkeypatch,
         counted.clear()
         sweep(m, out)
         assert bool(counted) == drop_index, counted
-        check(out / "walk.jsonl", spacing=512)
-        check(out / "extract.jsonl", PATTERN, spacing=512)
+        check_out(out, "walk.jsonl", spacing=512)
+        check_out(out, "extract.jsonl", PATTERN, spacing=512)
         fresh = tmp_path / f"fresh{step}"
         sweep(m, fresh)
         assert compare_outputs(out, fresh) == []

@@ -33,9 +33,11 @@ def swept(tmp_path: Path) -> Path:
     (tree / 'a&b "quoted" <i>.bin').write_bytes(bytes(range(256)) * 4)
     other = tree / "old-output"  # another bastion output in the tree: a walk warning
     other.mkdir()
-    from bastion.tasks.output.atomic import mark_output
+    from bastion.tasks.output.directory import mark_output, open_output
 
-    mark_output(other)
+    od = open_output(other)
+    mark_output(od)
+    od.close()
     manifest = tmp_path / "manifest.yaml"
     manifest.write_text(f"version: 1\nroots:\n  - name: docs\n    path: {tree}\n"
                         "stages: [walk, extract]\nlimits:\n  max_chars: 100\n",

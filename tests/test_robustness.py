@@ -217,16 +217,16 @@ elif point == "rewalk-shared":  # killed while forked helpers share a re-walk
         return orig_shared(self, helpers)
     walk.Walker._run_shared = _run_shared
 elif point == "doit-db":  # killed while doit's database is being written
-    import bastion.tasks.output.atomic as fsio
-    orig_atomic = fsio.atomic_write
-    def atomic_write(path, chunks, **kw):
-        if path.name == "doit.json":
-            tmp = path.with_name(f"{fsio.TMP_PREFIX}{path.name}.{os.getpid()}")
+    import bastion.tasks.output.directory as outdir
+    orig_write = outdir.OutputDir.write
+    def write(self, rel, chunks, **kw):
+        if rel.endswith("/doit.json"):
+            path = self.path / rel
+            tmp = path.with_name(f"{outdir.TMP_PREFIX}{path.name}.{os.getpid()}")
             tmp.write_bytes(b"{")  # half of it written, then the kill
             die()
-        return orig_atomic(path, chunks, **kw)
-    import bastion.tasks.doitdb as doitdb
-    doitdb.atomic_write = atomic_write
+        return orig_write(self, rel, chunks, **kw)
+    outdir.OutputDir.write = write
 else:  # "<file>": the temp file written and fsynced, killed before it replaces <file>
     orig_replace = os.replace
     def replace(src, dst, *a, **k):

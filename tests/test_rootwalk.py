@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from bastion.tasks.manifest import load_manifest
+from bastion.tasks.output.directory import open_output
 from bastion.tasks.walk.stage import RootWalk, Walker
 from bastion.tasks.walk.table import decode
 
@@ -50,7 +51,7 @@ def test_owner_shares_partition_a_root(tmp_path: Path) -> None:
 
 def collecting(m, out: Path) -> Walker:
     """A walker whose rows are collected in ``fresh`` (as a forked helper's are), not written."""
-    w = Walker(m, out)
+    w = Walker(m, open_output(out))
     assert w.table.count_before == 0
     w.helper = True
     return w
@@ -64,14 +65,15 @@ def test_a_root_walk_records_through_its_walker(tmp_path: Path) -> None:
     m = load_manifest(write_manifest(tmp_path, [{"name": "r", "path": "root",
                                                  "exclude": ["*.tmp", "sub/deeper/"]}]))
     (tmp_path / "out").mkdir()
-    w = Walker(m, tmp_path / "out")
+    od = open_output(tmp_path / "out")
+    w = Walker(m, od)
     RootWalk(w, m.roots[0]).run()
     assert sorted(decode(row[3]) for row in w.table.rows) == ["a.txt", "sub/b.txt"]
     assert w.seen == 0 and w.stats.hashed == 2
     assert w.table.finish(w.listed, w.seen) == 2
     w.write()
     w.close()
-    again = Walker(m, tmp_path / "out")
+    again = Walker(m, od)
     RootWalk(again, m.roots[0]).run()
     assert again.table.rows == [] and again.seen == 2 and again.stats.reused == 2
     assert again.table.finish(again.listed, again.seen) == 2 and again.unchanged()

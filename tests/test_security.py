@@ -24,7 +24,7 @@ import yaml
 
 from bastion.tasks.cli import main
 from bastion.tasks.commands.compare import compare_outputs
-from bastion.tasks.output.atomic import OutputLock, UnsafeOutputError
+from bastion.tasks.output.atomic import UnsafeOutputError
 from bastion.tasks.manifest import ManifestError, load_manifest
 from bastion.tasks.output.directory import GROUP, PRIVATE, open_output, secure_path
 from seconduser import TEST_USER, second_user  # tests/ is on sys.path
@@ -114,14 +114,7 @@ def shared() -> Iterator[Path]:
     try:
         yield d
     finally:
-        OutputLock.release_all()
         shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def _release() -> Iterator[None]:
-    yield
-    OutputLock.release_all()
 
 
 # -- modes ------------------------------------------------------------------------------------
@@ -152,7 +145,7 @@ def test_sqlite_journals_and_temps_get_the_mode(tmp_path: Path) -> None:
     old = os.umask(0)
     try:
         od = open_output(tmp_path / "out")
-        store = Store(tmp_path / "out")
+        store = Store(tmp_path / "out", lambda: od)
         store.forget([("x", "y")])  # nothing there: opens nothing
         store.db.execute("SELECT 1")
         state = tmp_path / "out" / ".bastion"
@@ -494,7 +487,6 @@ def test_racing_output_swap_at_start_writes_nothing_outside(
             (root / f"doc{i}.txt").write_bytes(f"private marker {i} edit {time.time()}\n"
                                                .encode())
             rcs.append(sweep(m))
-            OutputLock.release_all()
     finally:
         swaps = stop_racer(racer, stop)
     assert swaps > 20, swaps

@@ -16,6 +16,7 @@ import pytest
 
 from bastion.tasks.database import DB_NAME, SCHEMA_VERSION
 from bastion.tasks.manifest import load_manifest
+from bastion.tasks.output.directory import open_output
 from bastion.tasks.walk import stage as walk_module
 from bastion.tasks.walk.stage import Walker, run_walk
 from bastion.tasks.walk.upgrade import LEGACY_CACHE
@@ -101,7 +102,8 @@ def earlier_layout(out: Path, m: Path, fmt: int, settings: list | None = None,
 
 
 def walk(m: Path, out: Path, read: list[str] | None = None) -> dict:
-    return run_walk(load_manifest(m), out)
+    with open_output(out) as od:
+        return run_walk(load_manifest(m), od)
 
 
 @pytest.fixture
@@ -200,7 +202,8 @@ def test_a_verdict_database_of_version_2_keeps_its_verdicts(tmp_path: Path) -> N
     db.execute("PRAGMA user_version=2")
     db.commit()
     db.close()
-    store = Store(out)
+    od = open_output(out)
+    store = Store(out, lambda: od)
     assert list(store.verdicts()) == [("ab", "k")]
     assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert store.db.execute("SELECT count(*) FROM walk").fetchone()[0] == 0
@@ -210,9 +213,10 @@ def test_a_verdict_database_of_version_2_keeps_its_verdicts(tmp_path: Path) -> N
     db.execute("PRAGMA user_version=1")
     db.commit()
     db.close()
-    store = Store(out)
+    store = Store(out, lambda: od)
     assert store.verdicts() == {}
     store.close()
+    od.close()
 
 
 def test_a_database_without_walk_dirs_is_walked_again_reading_nothing(

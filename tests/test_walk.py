@@ -25,6 +25,7 @@ from bastion.readers.detect import detect_bytes
 from bastion.tasks.cli import main
 from bastion.tasks.output.atomic import STATE_DIR, OutputError
 from bastion.tasks.manifest import load_manifest
+from bastion.tasks.output.directory import open_output
 from bastion.tasks.walk.stage import Walker, run_walk
 from bastion.tasks.database import DB_NAME
 
@@ -56,7 +57,8 @@ def by_path(recs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def walk(manifest: Path, out: Path, **kw: Any) -> tuple[dict, list[dict]]:
-    summary = run_walk(load_manifest(manifest), out, **kw)
+    with open_output(out) as od:
+        summary = run_walk(load_manifest(manifest), od, **kw)
     return summary, records(out)
 
 
@@ -379,7 +381,7 @@ def test_hash_file_growing_during_the_walk(tmp_path: Path) -> None:
     stale = os.stat(f)  # the walk's stat, before the file grows
     with open(f, "ab") as fh:
         fh.write(b"appended while hashing\n")
-    walker = Walker(m, tmp_path / "out")
+    walker = Walker(m, open_output(tmp_path / "out"))
     digest, reason, mime, error = walker._hash(os.fsencode(str(f)), "grows.txt", stale)
     assert digest is None
     assert reason == "changed during the walk"
@@ -398,7 +400,7 @@ def test_hash_file_replaced_or_deleted(tmp_path: Path) -> None:
     other = tmp_path / "root" / "new.tmp"
     other.write_bytes(b"new\n")
     os.replace(other, f)  # a different inode at the same name
-    walker = Walker(m, tmp_path / "out")
+    walker = Walker(m, open_output(tmp_path / "out"))
     digest, reason, _, error = walker._hash(os.fsencode(str(f)), "f.txt", stale)
     assert digest is None and reason == "changed during the walk" and error
     os.unlink(f)

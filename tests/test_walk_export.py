@@ -15,6 +15,7 @@ import pytest
 from bastion.tasks.database import DB_NAME
 from bastion.tasks.extract.delta import DELTA
 from bastion.tasks.manifest import load_manifest
+from bastion.tasks.output.directory import open_output
 from bastion.tasks.walk import export as export_module
 from bastion.tasks.walk import table as table_module
 from bastion.tasks.walk.stage import run_walk
@@ -46,7 +47,8 @@ def two_roots(tmp: Path) -> Path:
 
 
 def walk(m: Path, out: Path) -> dict:
-    return run_walk(load_manifest(m), out)
+    with open_output(out) as od:
+        return run_walk(load_manifest(m), od)
 
 
 def delta(out: Path) -> dict | None:

@@ -20,6 +20,7 @@ import yaml
 
 from bastion.tasks.output.atomic import OUTPUT_TAG, OUTPUT_TAG_TEXT
 from bastion.tasks.manifest import load_manifest
+from bastion.tasks.output.directory import open_output
 from bastion.tasks.walk.stage import WalkStats, describe_problems, run_walk
 
 REPO = Path(__file__).resolve().parent.parent
@@ -54,7 +55,8 @@ def tree(root: Path) -> None:
 def test_the_output_directory_gets_its_tag(tmp_path: Path) -> None:
     tree(tmp_path / "root")
     out = tmp_path / "out"
-    run_walk(load_manifest(write_manifest(tmp_path, [{"name": "r", "path": "root"}])), out)
+    run_walk(load_manifest(write_manifest(tmp_path, [{"name": "r", "path": "root"}])),
+             open_output(out))
     tag = (out / OUTPUT_TAG).read_bytes()
     assert tag == OUTPUT_TAG_TEXT
     # the cache directory tag standard: the file starts with this exact signature
@@ -101,7 +103,7 @@ def test_tagged_directories_anywhere_are_pruned(tmp_path: Path) -> None:
     (old / "extract" / "x.txt").write_bytes(b"text\n")
     os.symlink("sub/old-output", root / "link-to-output")
     m = write_manifest(tmp_path, [{"name": "r", "path": "root", "follow_symlinks": True}])
-    summary = run_walk(load_manifest(m), tmp_path / "out")
+    summary = run_walk(load_manifest(m), open_output(tmp_path / "out"))
     assert sorted(r["path"] for r in records(tmp_path / "out")) == [
         "a.txt", "sub/b.txt", "sub/deeper/c.txt"]
     # the directory and the followed link to it: each a skip the summary counts
@@ -109,7 +111,7 @@ def test_tagged_directories_anywhere_are_pruned(tmp_path: Path) -> None:
     assert summary["partial"] is False
     # a root that is itself a bastion output records nothing
     (root / OUTPUT_TAG).write_bytes(OUTPUT_TAG_TEXT)
-    summary = run_walk(load_manifest(m), tmp_path / "out2")
+    summary = run_walk(load_manifest(m), open_output(tmp_path / "out2"))
     assert records(tmp_path / "out2") == [] and summary["outputs_skipped"] == 1
 
 
@@ -131,7 +133,7 @@ def test_other_tags_and_lookalikes_are_walked(tmp_path: Path) -> None:
         make(root / name / OUTPUT_TAG)
     (tmp_path / "real-tag").write_bytes(OUTPUT_TAG_TEXT)
     m = write_manifest(tmp_path, [{"name": "r", "path": "root"}])
-    summary = run_walk(load_manifest(m), tmp_path / "out")
+    summary = run_walk(load_manifest(m), open_output(tmp_path / "out"))
     paths = {r["path"] for r in records(tmp_path / "out")}
     for name in ("cargo", "link", "fifo", "dir", "short"):
         assert f"{name}/kept.txt" in paths, name
@@ -216,7 +218,7 @@ def test_describe_problems(counters: dict[str, Any], line: str) -> None:
 def test_clean_walk_has_nothing_to_describe(tmp_path: Path) -> None:
     tree(tmp_path / "root")
     m = write_manifest(tmp_path, [{"name": "r", "path": "root"}])
-    summary = run_walk(load_manifest(m), tmp_path / "out")
+    summary = run_walk(load_manifest(m), open_output(tmp_path / "out"))
     assert summary["partial"] is False and summary["unreadable"] == 0
     assert describe_problems(summary, tmp_path / "out") is None
 

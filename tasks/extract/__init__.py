@@ -3,6 +3,7 @@
 - ``plan``     : the pure plan: each walked file's reader and key, and whether its verdict still stands
 - ``runplan``  : the plan side of a run: the plan computed once, the no-op check, stale slices
 - ``run``      : one invocation: the Run value the CLI and dodo.py build and the task generators close over
+- ``values``   : a run's plain values: its frozen inputs, the extract stage's decision, its end
 - ``session``  : the running side: the worker pool, the batched commits, progress
 - ``docopen``  : a document's path for its worker: its directory opened beneath its root
 - ``batch``    : one batch of documents through the sandboxed workers: plain data in, verdicts out

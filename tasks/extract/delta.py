@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..output import lineindex
-from ..output.atomic import STATE_DIR, atomic_write, file_identity, read_bytes, unlink
+from ..output.atomic import STATE_DIR, file_identity
+from ..output.directory import OutputDir
 from ..output.directory import CopySpan
 
 DELTA = f"{STATE_DIR}/walk-delta"
@@ -39,7 +40,7 @@ REUSED_TRUE = b'"reused":true'
 _SHRINK = len(REUSED_FALSE) - len(REUSED_TRUE)
 
 
-def write_delta(out: Path, before: list[int] | None, after: list[int] | None, old_count: int,
+def write_delta(od: OutputDir, before: list[int] | None, after: list[int] | None, old_count: int,
                 fresh: list[int], hits: Iterable[int] | bytearray,
                 fresh_lines: list[bytes] | None = None) -> None:
     """Record a walk's change: ``fresh`` the new line numbers of new records, ``hits`` the
@@ -65,20 +66,20 @@ def write_delta(out: Path, before: list[int] | None, after: list[int] | None, ol
             "removed": removed.tobytes()}
     if fresh_lines is not None and len(fresh_lines) == len(fresh) <= DELTA_LINES:
         data["lines"] = fresh_lines
-    atomic_write(out / DELTA, marshal.dumps(data), sync=False)
+    od.write(DELTA, marshal.dumps(data), sync=False)
 
 
-def drop_delta(out: Path) -> None:
+def drop_delta(od: OutputDir) -> None:
     try:
-        unlink(out / DELTA)
+        od.unlink(DELTA)
     except OSError:
         pass
 
 
-def load_delta(out: Path, walk_from: Any, walk_to: Any) -> dict[str, Any] | None:
+def load_delta(od: OutputDir, walk_from: Any, walk_to: Any) -> dict[str, Any] | None:
     """The delta from the walk ``walk_from`` to ``walk_to``, or None."""
     try:
-        data = marshal.loads(read_bytes(out / DELTA))  # through the checked descriptor
+        data = marshal.loads(od.read(DELTA))  # through the checked descriptor
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if (not isinstance(data, dict) or data.get("version") != VERSION
@@ -116,7 +117,8 @@ class Merge:
         self.dropped: list[dict[str, Any]] = []  # old records that went (files gone/changed)
         self.index: lineindex.Builder | None = None  # the new file's, once written
 
-    def lines(self, old: Path, fresh_lines: Iterator[bytes]) -> Iterator[bytes | CopySpan]:
+    def lines(self, od: OutputDir, name: str,
+              fresh_lines: Iterator[bytes]) -> Iterator[bytes | CopySpan]:
         """Kept records' bytes (flagged reused) and the fresh records, in walk order.  The
         old records not kept are parsed into :attr:`dropped` (for the counts and the store's
         clean-up).  Raises ValueError when extract.jsonl does not have the delta's shape.
@@ -156,9 +158,9 @@ class Merge:
             i += 1
         wanted = sorted({x for kind, at, n in ops if kind != _FRESH for x in (at, at + n)})
         built = self.index = lineindex.Builder(REUSED_FALSE)
-        with open(old, "rb") as f:
+        with od.open_read(name) as f:
             fd = f.fileno()
-            offsets, index, hits = find_lines(old, f, wanted, REUSED_FALSE)
+            offsets, index, hits = find_lines(od, name, f, wanted, REUSED_FALSE)
             if index.count < i:
                 raise ValueError("extract.jsonl is shorter than the walk it was made from")
             if index.count > i:
@@ -180,13 +182,13 @@ class Merge:
             raise ValueError("more fresh records than the delta has places for")
 
 
-def find_lines(path: Path, f: Any, wanted: list[int], pattern: bytes = b""
+def find_lines(od: OutputDir, name: str, f: Any, wanted: list[int], pattern: bytes = b""
             ) -> tuple[dict[int, int], lineindex.LineIndex, array]:
     """Where the ``wanted`` lines of the open JSON Lines file ``f`` (at ``path``) start, its
     line index, and the offsets of ``pattern`` in it: from the index beside it (reading only
     the blocks of the wanted lines and of the flagged runs), or, with no index that holds, by
     counting the whole file (:func:`line_offsets`, which makes the index as it goes)."""
-    index = lineindex.load(path)
+    index = lineindex.load(od, name)
     if index is not None:
         try:
             offsets = index.locate(f.fileno(), [*wanted, *index.flagged])
@@ -284,11 +286,12 @@ def plan_change(run: Any, select: Any) -> tuple[Any, dict, Merge] | None:
     from ..records import WalkRecord
 
     out = run.out
-    previous = stamp.holds_but_walk(out, run.inputs())
+    od = run.lock()
+    previous = stamp.holds_but_walk(od, run.inputs())
     if previous is None:
         return None
     st, summary = previous
-    delta = load_delta(out, st["files"]["walk"], file_identity(out / "walk.jsonl"))
+    delta = load_delta(od, st["files"]["walk"], file_identity(out / "walk.jsonl"))
     if delta is None or delta["old_count"] != summary.get("records"):
         return None
     lines = delta.get("lines")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Container
+from typing import Any, Container, Mapping
 
 from bastion.readers.runtime.verdict import Status
 
@@ -17,54 +17,52 @@ from . import backoff, stamp
 from .records import ExtractSummary, Tally, summarize, write_records
 from ..forgotten import trim_forgotten
 from .plan import IndexSet
-from ..output.atomic import STATE_DIR, atomic_write, unlink, write_json
+from ..output.directory import OutputDir
+from .values import RunEnd
 
 # ``run`` below is a bastion.tasks.extract.run.Run (not imported: run.py calls into this module)
 Run = Any
 
 
-def finish(run: Run) -> ExtractSummary | None:
+def finish(run: Run) -> RunEnd | None:
     """Drain the workers, write extract.jsonl and extract.summary.json, remove the texts
-    no record references (once per run; a no-op between doit slices)."""
-    if run.finished:
-        return run.summary
-    if run.noop_from is None and run.more_slices:  # a slice done, more to come: commit what is done
+    no record references; the run's end (None between doit slices: only a commit)."""
+    noop_from = run.decision.noop_from if run.decision is not None else None
+    if noop_from is None and run.more_slices:  # a slice done, more to come: commit what is done
         if run.session is not None:
             run.session.drain()
         return None
-    run.finished = True
-    if run.noop_from is not None:
-        return _finish_noop(run)
+    if noop_from is not None:
+        return _finish_noop(run, noop_from)
     if run.merge is not None:
         return _finish_merge(run)
     plan = run.plan()
-    manifest, out = run.load()
     assert run.store is not None
     try:
         produced = _drained(run)
+        od = run.lock()
         # every verdict of this run is committed: the records read them back from the store
-        tally = write_records(out, plan, run.store.verdicts_for, produced,
+        tally = write_records(od, plan, run.store.verdicts_for, produced,
                               backoff.retries(run.store), run.store.run)
-        # the records are durable (atomic_write fsyncs): texts they dropped can go
+        # the records are durable (OutputDir.write fsyncs): texts they dropped can go
         removed = run.store.remove_unreferenced(tally.referenced)
-        run.summary = _summary(run, tally, len(produced), removed)
-        run.not_yet = tally.not_yet
-        write_json(out / "extract.summary.json", run.summary.to_json())
+        summary = _summary(run, tally, len(produced), removed)
+        od.write_json("extract.summary.json", summary.to_json())
         if run.toolcache is not None:
-            run.toolcache.save()
+            run.toolcache.save(od)
         if run.forgotten:
-            trim_forgotten(out / STATE_DIR, run.forgotten, plan.items, produced)
+            trim_forgotten(od, run.forgotten, plan.items, produced)
     finally:
         run.store.close()
         if run.progress is not None:
             run.progress.close()
     complete = not run.cfg.all_tasks and not tally.error_kinds and \
-        run.summary.counts.get(Status.ERROR.value, 0) == 0
+        summary.counts.get(Status.ERROR.value, 0) == 0
     if complete:
-        stamp.save(out, run.inputs())
+        stamp.save(od, run.inputs())
     else:
-        stamp.drop(out)
-    return run.summary
+        stamp.drop(od)
+    return RunEnd(summary, not_yet=tally.not_yet)
 
 
 def _drained(run: Run) -> IndexSet:
@@ -79,25 +77,25 @@ def _drained(run: Run) -> IndexSet:
     return run.session.produced if run.session is not None else IndexSet()
 
 
-def _finish_noop(run: Run) -> ExtractSummary:
+def _finish_noop(run: Run, noop_from: Mapping[str, Any]) -> RunEnd:
     """The summary of a run with nothing to do: the last run's counts, this run's
     times and tools; every verdict was kept, so every record says ``reused`` (the first such
     run after one with work flips the flags that run wrote; later ones write nothing), and
     the store is left as it is."""
     if run.session is not None:
         run.session.close()
-    run.lock()
-    flipped = _all_reused(run.out, int((run.noop_from or {}).get("records", 0)))
-    tally = Tally.of_summary(run.noop_from or {})
+    od = run.lock()
+    flipped = _all_reused(od, int(noop_from.get("records", 0)))
+    tally = Tally.of_summary(dict(noop_from))
     tally.reused = tally.records  # what the records now say
-    run.summary = _summary(run, tally, 0, 0)
-    write_json(run.out / "extract.summary.json", run.summary.to_json())
+    summary = _summary(run, tally, 0, 0)
+    od.write_json("extract.summary.json", summary.to_json())
     if flipped:  # extract.jsonl changed: the stamp follows it
-        stamp.save(run.out, run.inputs())
-    return run.summary
+        stamp.save(od, run.inputs())
+    return RunEnd(summary, noop=True)
 
 
-def _all_reused(out: Any, count: int) -> bool:
+def _all_reused(od: OutputDir, count: int) -> bool:
     """Flip every ``"reused":false`` of extract.jsonl to true (the kept records of a merge
     with no change, tasks/extract/delta.py); whether the file was rewritten.  Its line index
     says where the flags are: none, and nothing is read."""
@@ -105,17 +103,16 @@ def _all_reused(out: Any, count: int) -> bool:
 
     from .delta import Merge
 
-    path = out / "extract.jsonl"
-    index = lineindex.load(path)
+    index = lineindex.load(od, "extract.jsonl")
     if index is not None and not len(index.flagged):
         return False
     merge = Merge({"fresh": array("q"), "removed": array("q"), "new_count": count})
     try:
-        atomic_write(path, merge.lines(path, iter(())))
+        od.write("extract.jsonl", merge.lines(od, "extract.jsonl", iter(())))
     except ValueError:  # not the records the summary counts: the next run plans in full
-        stamp.drop(out)
+        stamp.drop(od)
         return False
-    lineindex.save_built(path, merge.index)
+    lineindex.save_built(od, "extract.jsonl", merge.index)
     return True
 
 
@@ -133,26 +130,24 @@ def _summary(run: Run, tally: Tally, extracted: int, removed: int) -> ExtractSum
         worker_identity=getattr(pool, "identity", None))
 
 
-def _finish_merge(run: Run) -> ExtractSummary | None:
+def _finish_merge(run: Run) -> RunEnd | None:
     """The end of a run that planned only the walk's change (tasks/extract/delta.py): the kept
     records are copied, the fresh ones put in their places, the counts adjusted."""
     from .records import build_records
 
     plan = run.plan()
-    out = run.out
     assert run.store is not None
     try:
         produced = _drained(run)
+        od = run.lock()
         fresh = Tally()
         lines = build_records(plan, run.store.verdicts_for, produced, fresh)
-        records = out / "extract.jsonl"
         try:
-            atomic_write(records, run.merge.lines(records, lines))
-            lineindex.save_built(records, run.merge.index)
+            od.write("extract.jsonl", run.merge.lines(od, "extract.jsonl", lines))
+            lineindex.save_built(od, "extract.jsonl", run.merge.index)
         except ValueError:  # extract.jsonl is not what the delta says: write it in full
             done = {(i.sha256, i.key) for i in plan.items if i.canonical in produced}
             run.merge, run._plan = None, None
-            run.finished = False
             if run.session is not None:  # what this run made, by the full plan's indices
                 run.session.produced = IndexSet()
                 for item in run.plan().items:
@@ -166,19 +161,19 @@ def _finish_merge(run: Run) -> ExtractSummary | None:
         # every kept record now says reused (the merge flipped them): the count follows
         tally.reused = tally.records - fresh.records + fresh.reused
         removed = _remove_dropped_texts(run, fresh.referenced)
-        run.summary = _summary(run, tally, len(produced), removed)
-        write_json(out / "extract.summary.json", run.summary.to_json())
+        summary = _summary(run, tally, len(produced), removed)
+        od.write_json("extract.summary.json", summary.to_json())
         if run.toolcache is not None:
-            run.toolcache.save()
+            run.toolcache.save(od)
     finally:
         run.store.close()
         if run.progress is not None:
             run.progress.close()
-    if run.summary.counts.get(Status.ERROR.value, 0) == 0:
-        stamp.save(out, run.inputs())
+    if summary.counts.get(Status.ERROR.value, 0) == 0:
+        stamp.save(od, run.inputs())
     else:
-        stamp.drop(out)
-    return run.summary
+        stamp.drop(od)
+    return RunEnd(summary)
 
 
 def _remove_dropped_texts(run: Run, fresh_referenced: Container[str]) -> int:
@@ -195,7 +190,8 @@ def _remove_dropped_texts(run: Run, fresh_referenced: Container[str]) -> int:
     if not candidates:
         return 0
     still = set()
-    with open(run.out / "extract.jsonl", "rb") as f:
+    od = run.lock()
+    with od.open_read("extract.jsonl") as f:
         tail = b""
         buf = bytearray(1 << 22)  # read into one buffer, searched in place (not mapped:
         while n := f.readinto(buf):  # a mapping's pages would count as this process's)
@@ -208,8 +204,8 @@ def _remove_dropped_texts(run: Run, fresh_referenced: Container[str]) -> int:
     store = run.store
     assert store is not None  # (a merge ran: its store is open)
     for stem in candidates.keys() - still:
-        for path in (store.text_path(stem), store.meta_path(stem)):
-            if unlink(path):  # through the output's descriptor
+        for rel in (store._rel(stem, ".txt"), store._rel(stem, ".meta.json")):
+            if od.unlink(rel):  # through the output's descriptor
                 removed += 1
     return removed
 

@@ -19,6 +19,7 @@ from bastion.readers.runtime.verdict import Status, Verdict
 from . import plan as _plan
 from .plan import EXTRACT_VERSION, Lookup, Plan
 from ..records import ExtractRecord, to_line
+from ..output.directory import OutputDir
 
 __all__ = ["EXTRACT_VERSION", "NOT_YET", "Tally", "ExtractSummary", "build_records"]
 
@@ -231,20 +232,19 @@ class ExtractSummary:
         return asdict(self)
 
 
-def rewrite_record(path: Any, item: Any) -> None:
+def rewrite_record(od: OutputDir, item: Any) -> None:
     """Turn one file's record in extract.jsonl into ``skipped`` (not extracted yet): what
     ``doit clean extract:<file>`` leaves.  Streams the file; a missing file is left alone."""
     import json
-    import os
 
-    from ..output.atomic import atomic_write
-
-    if not os.path.exists(path):
+    try:
+        f = od.open_read("extract.jsonl")
+    except FileNotFoundError:
         return
     target = (item.root, item.path)
 
     def lines() -> Iterator[bytes]:
-        with open(path, "rb") as f:
+        with f:
             for line in f:
                 d = json.loads(line)
                 if (d["root"], d["path"]) != target:
@@ -255,7 +255,7 @@ def rewrite_record(path: Any, item: Any) -> None:
                     verdict=Verdict(status=Status.SKIPPED, error=NOT_YET),
                     v=_plan.EXTRACT_VERSION, reused=False))
 
-    atomic_write(path, lines())
+    od.write("extract.jsonl", lines())
 
 
 def summarize(manifest: Any, walk_digest: str | None, tally: Tally, *, extracted: int,
@@ -279,7 +279,7 @@ def summarize(manifest: Any, walk_digest: str | None, tally: Tally, *, extracted
         duration_s=round(duration_s, 3), extract_version=_plan.EXTRACT_VERSION)
 
 
-def write_records(out: Any, plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
+def write_records(od: OutputDir, plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
                   produced: Container[int],
                   retries: Mapping[tuple[str, str], tuple[int, int]] | None = None,
                   run: int = 0) -> Tally:
@@ -290,8 +290,7 @@ def write_records(out: Any, plan: Plan, verdicts: Mapping[tuple[str, str], Verdi
 
     tally = Tally()
     index = lineindex.Builder(REUSED_FALSE)
-    path = out / "extract.jsonl"
-    write_jsonl(path, lineindex.indexed(build_records(plan, verdicts, produced, tally, retries,
-                                                      run), index))
-    lineindex.save_built(path, index)
+    write_jsonl(od, "extract.jsonl", lineindex.indexed(
+        build_records(plan, verdicts, produced, tally, retries, run), index))
+    lineindex.save_built(od, "extract.jsonl", index)
     return tally

@@ -20,10 +20,9 @@ from typing import Any, Sequence
 from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
-from ..config import PrerequisiteError, RunConfig, load
-from .records import ExtractSummary
+from ..config import PrerequisiteError, RunConfig
 from ..output.atomic import OutputError, OutputLock
-from ..output.directory import MODES, refuse
+from ..output.directory import MODES, OutputDir, open_output, refuse
 from ..output.tag import root_conflict
 from ..manifest import Manifest
 from ..names import shown
@@ -33,6 +32,7 @@ from . import stamp
 from .store import Store
 from .toolcache import ToolCache
 from .runplan import RunPlan, check_walk
+from .values import Decision, RunEnd, RunInputs, run_inputs
 
 __all__ = ["Run", "check_stages", "check_walk"]
 
@@ -53,10 +53,16 @@ class Run(RunPlan):
     walk, locked output) are raised by the steps that meet them, as the exceptions of
     :data:`bastion.tasks.pipeline.RUN_ERRORS`; a document's failure is only ever a record."""
 
-    def __init__(self, cfg: RunConfig, *, extra_readers: tuple[str, ...] = ()) -> None:
+    def __init__(self, cfg: RunConfig, *, extra_readers: tuple[str, ...] = (),
+                 lock: OutputLock | None = None) -> None:
         self.cfg = cfg
+        # the output's lock and checked directory: taken by :meth:`lock` (or given, taken by
+        # the caller, who releases it), released by :meth:`release`
+        self._lock = lock
+        self._owns_lock = lock is None
+        self._unlocked: OutputDir | None = None  # a listing command's (store_dir)
         self.extra_readers = extra_readers
-        self._loaded: tuple[Manifest, Path] | None = None
+        self._given: RunInputs | None = None
         self.walk_summary: dict[str, Any] | None = None  # the walk this run made
         self.walked = False
         self.tools: dict[str, Tool] = {}
@@ -69,16 +75,12 @@ class Run(RunPlan):
         self.store: Store | None = None
         self.session: Any = None  # bastion.tasks.extract.session.ExtractSession, once extracting
         self.progress: Progress | None = None
-        self.summary: ExtractSummary | None = None
-        self.finished = False
-        self.refused: str | None = None  # why the extract stage cannot run (a task failure)
+        self.decision: Decision | None = None  # what the extract stage does (decide())
+        self.end: RunEnd | None = None  # what finish() returned
         self.walk_read: dict[str, Any] = {}
         self.forgotten: set[str] = set()
-        self.cleaned_all = False
-        self.not_yet = 0  # records "not extracted yet" (a partial run)
         self.merge: Any = None  # bastion.tasks.extract.delta.Merge, when only the walk's change is planned
         self.merge_from: dict[str, Any] | None = None  # the last summary, then
-        self.noop_from: dict[str, Any] | None = None  # the last summary, when nothing to do
         self.announce_in_actions = True  # the CLI prints the summaries itself
         # where lines for the person go: stderr as it is now, before doit replaces
         # sys.stderr with its capture inside actions
@@ -89,28 +91,58 @@ class Run(RunPlan):
 
     # -- settings ---------------------------------------------------------------------------------
 
-    def load(self) -> tuple[Manifest, Path]:
-        """The manifest (signature checked when required) and the output directory."""
-        if self._loaded is None:
-            self._loaded = load(self.cfg)
-        return self._loaded
+    def given(self) -> RunInputs:
+        """The run's frozen inputs (:func:`bastion.tasks.extract.values.run_inputs`), loaded
+        at the first use: the manifest's errors are the run's (a failed task, one line)."""
+        if self._given is None:
+            self._given = run_inputs(self.cfg, self.extra_readers)
+        return self._given
 
-    def lock(self) -> None:
+    def lock(self) -> OutputDir:
         """Open, check and lock the output directory (tasks/output/directory.py: a symlink, another
-        user's or a group/world-writable one is refused), with the manifest's modes."""
-        why = root_conflict(self.out, self.manifest.roots)
-        if why is not None:  # before anything in it is opened, let alone tightened
-            raise refuse(Path(os.path.abspath(self.out)), why)
-        lock = OutputLock.acquire(self.out, MODES[self.manifest.output_mode])
-        if lock.dir is not None and lock.dir.tightened and not self._told_tightened:
+        user's or a group/world-writable one is refused), with the manifest's modes, once per
+        run; the checked directory everything this run writes goes through."""
+        if self._lock is None or self._lock.fd is None:
+            why = root_conflict(self.out, self.manifest.roots)
+            if why is not None:  # before anything in it is opened, let alone tightened
+                raise refuse(Path(os.path.abspath(self.out)), why)
+            self._lock = OutputLock.acquire(self.out, MODES[self.manifest.output_mode])
+            self._owns_lock = True
+        else:
+            self._lock.use_modes(MODES[self.manifest.output_mode])
+        od = self._lock.dir
+        if od.tightened and not self._told_tightened:
             self._told_tightened = True
-            self.announce(f"tightened {lock.dir.tightened} file(s) and director(ies) of "
-                          f"{self.out} to {lock.dir.modes.dir:o}/{lock.dir.modes.file:o}")
+            self.announce(f"tightened {od.tightened} file(s) and director(ies) of "
+                          f"{self.out} to {od.modes.dir:o}/{od.modes.file:o}")
+        return od
+
+    def store_dir(self) -> OutputDir:
+        """The output directory the store goes through: the locked one (:meth:`lock`), except
+        for a listing command (``doit list``, ``info``) that has not locked it: that one only
+        reads the verdicts, through the output opened and checked but not locked, so that it
+        still works while a run holds the lock."""
+        if self.cfg.listing and self._lock is None:
+            if self._unlocked is None:
+                self._unlocked = open_output(self.out)
+            return self._unlocked
+        return self.lock()
+
+    def release(self) -> None:
+        """Stop the workers (:meth:`close`) and release the lock this run took (a lock it was
+        given stays its giver's) and close what it opened."""
+        self.close()
+        if self._lock is not None and self._owns_lock:
+            self._lock.release()
+            self._lock = None
+        if self._unlocked is not None:
+            self._unlocked.close()
+            self._unlocked = None
 
     @property
     def tightened(self) -> int:
         """Files and directories of the output this run narrowed to its modes."""
-        return OutputLock.tightened(self.out)
+        return self._lock.dir.tightened if self._lock is not None else 0
 
     # -- the walk ---------------------------------------------------------------------------------
 
@@ -122,10 +154,10 @@ class Run(RunPlan):
             return
         from ..walk.stage import run_walk
 
-        self.lock()
+        od = self.lock()
         progress = Progress("walk", 0, quiet=self.cfg.quiet, leave=False)
         try:
-            self.walk_summary = run_walk(manifest, out, no_hash=self.cfg.no_hash,
+            self.walk_summary = run_walk(manifest, od, no_hash=self.cfg.no_hash,
                                          progress=progress.update)
         finally:
             progress.close()
@@ -141,7 +173,7 @@ class Run(RunPlan):
             manifest, out = self.load()
             self.lock()
             if self.store is None:
-                self.store = Store(out)
+                self.store = Store(out, self.store_dir)
             common: dict[str, Any] = dict(
                 out=out, store=self.store, limits=manifest.limits, tools=self.tools,
                 roots={r.name: r for r in manifest.roots},
@@ -171,11 +203,11 @@ class Run(RunPlan):
 
         try:
             if not (self.cfg.all_tasks or self.cfg.listing):
-                if not stamp.has_stamp(self.out):
+                if not stamp.has_stamp(self.lock()):
                     self._ask_tools()
                 else:
                     self.tools.update(self._probe_tools())
-                    if stamp.likely_nothing_to_do(self.out, self.inputs()):
+                    if stamp.likely_nothing_to_do(self.lock(), self.inputs()):
                         return  # workers start at the first document, if one comes
             self.start_session()
         except (OutputError, WorkerError, OSError):
@@ -208,12 +240,15 @@ class Run(RunPlan):
 
     # -- finishing --------------------------------------------------------------------------------
 
-    def finish(self) -> ExtractSummary | None:
+    def finish(self) -> RunEnd | None:
         """Drain the workers, write extract.jsonl and extract.summary.json, remove the texts
-        no record references (once per run; a no-op between doit slices): tasks/extract/finish.py."""
-        from .finish import finish
+        no record references (tasks/extract/finish.py); the run's end, once per run (later
+        calls return the same value), or None between doit slices."""
+        if self.end is None:
+            from .finish import finish
 
-        return finish(self)
+            self.end = finish(self)
+        return self.end
 
     def announce(self, line: str) -> None:
         """A line for the person running bastion, on the real stderr (fd 2: doit captures

@@ -3,15 +3,16 @@ inputs, why a task is up to date, and the slices of stale items handed to doit.
 
 :class:`RunPlan` is the base of :class:`bastion.tasks.extract.run.Run`: its methods read and set the
 run's attributes (``cfg``, ``tools``, ``toolcache``, ``store``, ``verdicts``, ``stale``,
-``cursor``, ``forgotten``, ``merge``, ``refused``, ``walk_read``, ``noop_from``, ``finished``,
-``_plan``), which ``Run.__init__`` makes, and its ``load``, ``manifest`` and ``out``.  The plan itself is
+``cursor``, ``forgotten``, ``merge``, ``walk_read``, ``decision``, ``end``, ``_plan``), which
+``Run.__init__`` makes, and its ``given`` (the frozen :class:`~bastion.tasks.extract.values.RunInputs`)
+and ``lock``.  What the stage will do is a returned value, :meth:`RunPlan.decide`'s
+:class:`~bastion.tasks.extract.values.Decision`.  The plan itself is
 the pure :func:`bastion.tasks.extract.plan.plan`, or :func:`bastion.tasks.extract.delta.plan_change` when only
 the walk's change needs planning.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -19,9 +20,12 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Verdict
 
+from bastion.errors import CANNOT_START
+
 from ..config import PrerequisiteError, RunConfig
 from ..forgotten import ALL, forgotten
-from ..output.atomic import STATE_DIR, read_json
+from ..output.atomic import STATE_DIR, read_json_file
+from ..output.directory import OutputDir
 from ..manifest import Manifest
 from ..names import task_name
 from . import plan as plan_module
@@ -31,11 +35,10 @@ from . import backoff, stamp
 from .store import Store
 from .toolcache import ToolCache
 from .delta import StoreTexts, plan_change
+from .values import Decision, RunEnd, RunInputs
 
 if TYPE_CHECKING:
     from bastion.readers.dispatch import Registry
-
-TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # the tools' versions, by binary (bastion.readers.runtime.toolset)
 
 
 def check_walk(manifest: Manifest, out: Path) -> dict:
@@ -44,7 +47,7 @@ def check_walk(manifest: Manifest, out: Path) -> dict:
         raise PrerequisiteError(f"'extract' is not in the stages of {manifest.path.name} "
                                 f"(stages: {', '.join(manifest.stages)})")
     try:
-        summary = read_json(out / "walk.summary.json")
+        summary = read_json_file(out / "walk.summary.json")  # a listing command's too: by path
     except (OSError, ValueError):
         raise PrerequisiteError(f"no walk in {out}: run the walk stage first "
                                 "(bastion walk / bastion sweep)") from None
@@ -71,28 +74,37 @@ class RunPlan:
     cursor: int
     forgotten: set[str]
     merge: Any
-    refused: str | None
     walk_read: dict[str, Any]
-    noop_from: dict[str, Any] | None
-    finished: bool
+    decision: Decision | None  # what decide() returned
+    end: RunEnd | None  # what the run's finish returned
     _plan: Plan | None
     retries: dict[tuple[str, str], tuple[int, int]]  # the store's repeat offenders
 
+    def given(self) -> RunInputs:
+        """The run's frozen inputs (a :class:`Run` loads them once)."""
+        raise NotImplementedError
+
     def load(self) -> tuple[Manifest, Path]:
-        """The manifest and the output directory (a :class:`Run` loads them once)."""
+        """The manifest and the output directory."""
+        given = self.given()
+        return given.manifest, given.out
+
+    def lock(self) -> OutputDir:
+        """The output directory, locked and checked (a :class:`Run` takes the lock once)."""
+        raise NotImplementedError
+
+    def store_dir(self) -> OutputDir:
+        """The output directory the store goes through (:meth:`Run.store_dir`)."""
         raise NotImplementedError
 
     @property
     def manifest(self) -> Manifest:
         return self.load()[0]
 
-    @functools.cached_property
+    @property
     def registry(self) -> Registry:
-        """The reader registry this run's plan chooses from, built once: the extra readers
-        (the tests' misbehaving ones, which the workers put first too), then the registry's."""
-        from bastion.readers.dispatch import Registry
-
-        return Registry.with_modules(self.extra_readers)
+        """The reader registry this run's plan chooses from (:attr:`RunInputs.registry`)."""
+        return self.given().registry
 
     @property
     def out(self) -> Path:
@@ -111,14 +123,13 @@ class RunPlan:
         self.tools.clear()  # the same dict the session (started early) holds
         self.tools.update(probed)
         if self.store is None:
-            self.store = Store(out)
+            self.store = Store(out, self.store_dir)
         # the runs a repeat offender waits are counted here: one per run that plans to extract
         backoff.start_run(self.store, count=not self.cfg.listing)
         self.retries = backoff.retries(self.store)
         merged = None if self.cfg.all_tasks or self.cfg.listing else plan_change(self, select)
         if merged is not None:  # only what the walk found changed (tasks/extract/delta.py)
             self._plan, self.verdicts, self.merge = merged
-            self.refused = None
             self.stale = self._plan.stale
             return self._plan
         walk = out / "walk.jsonl"
@@ -134,20 +145,33 @@ class RunPlan:
             for i in range(len(items)):
                 if items.fresh(i) and (every or self.is_forgotten(items.item(i))):
                     items.set_fresh(i, False)
-        self.refused = None
         self.stale = self._plan.stale
         return self._plan
 
-    def nothing_to_do(self) -> bool:
-        """Whether the last complete run's stamp still holds (:func:`bastion.tasks.extract.stamp.
-        nothing_to_do`): then the run does no per-file work."""
+    def decide(self) -> Decision:
+        """What the extract stage does (once per run: later doit slices get the same value):
+        refused (the reason: a bad manifest, no walk, a locked output), nothing to do (the last
+        complete run's stamp holds), or the plan, computed here."""
+        if self.decision is None:
+            try:
+                noop = self.nothing_to_do()
+                if noop is None:
+                    self.plan()
+                self.decision = Decision(noop_from=noop)
+            except CANNOT_START as e:
+                self.decision = Decision(refused=str(e))
+        return self.decision
+
+    def nothing_to_do(self) -> dict[str, Any] | None:
+        """The last run's summary when the last complete run's stamp still holds
+        (:func:`bastion.tasks.extract.stamp.nothing_to_do`): then the run does no per-file
+        work; else None."""
         if self.cfg.all_tasks or self.cfg.listing or self._plan is not None:
-            return False
+            return None
         manifest, out = self.load()
         self.walk_read = check_walk(manifest, out)
         self.tools.update(self._probe_tools())
-        self.noop_from = stamp.nothing_to_do(out, self.inputs())
-        return self.noop_from is not None
+        return stamp.nothing_to_do(self.lock(), self.inputs())
 
     def inputs(self) -> str:
         """The digest of every input that decides a task key (tasks/extract/stamp.py)."""
@@ -184,7 +208,7 @@ class RunPlan:
         """Start the tools' version questions (:meth:`ToolCache.ask`); answered by
         :meth:`_probe_tools`."""
         if self.toolcache is None:
-            self.toolcache = ToolCache(self.out / TOOLS_CACHE, self.cfg.no_external)
+            self.toolcache = ToolCache(self.out, self.cfg.no_external)
         self.toolcache.ask()
 
     def items_for(self, names: Iterable[str] | None = None) -> Sequence[Item]:
@@ -201,4 +225,4 @@ class RunPlan:
     def more_slices(self) -> bool:
         """Whether stale items remain for another doit run (``RunConfig.slice``)."""
         return (self._plan is not None and not self.cfg.all_tasks
-                and self.cursor < len(self.stale) and not self.finished)
+                and self.cursor < len(self.stale) and self.end is None)

@@ -22,15 +22,7 @@ from bastion.readers.runtime.pool import JobResult, WorkerPool
 from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
-from ..output.atomic import (STATE_DIR,
-                             OutputError,
-                             atomic_write,
-                             makedirs,
-                             output,
-                             remove_stale_temps,
-                             rmtree,
-                             unlink)
-from ..output.atomic import stat as out_stat
+from ..output.atomic import STATE_DIR, OutputError
 from ..interrupts import critical
 from ..manifest import Root
 from .docopen import DocumentDirs, Unopenable
@@ -40,6 +32,7 @@ from .store import Store
 COMMIT_EVERY = 500  # verdicts per commit (one syncfs + one transaction)
 COMMIT_SECONDS = 2.0
 RUNNING = f"{STATE_DIR}/extracting"  # present while a session may be writing the store
+SCRATCH = f"{STATE_DIR}/tmp"  # the workers' private directories (when the output's path is secure)
 
 
 class ExtractSession:
@@ -82,7 +75,10 @@ class ExtractSession:
         self.claim_store()
         for stale in tmp_root.iterdir():  # scratch of a killed run
             try:
-                rmtree(stale) if self._private_scratch is None else shutil.rmtree(stale)
+                if self._private_scratch is None:
+                    self.store.dir.rmtree(f"{SCRATCH}/{stale.name}")
+                else:
+                    shutil.rmtree(stale)
             except OSError:
                 pass
         self.pool = WorkerPool(self.workers, self.limits, tmp_root, self._on_result,
@@ -95,23 +91,23 @@ class ExtractSession:
         sidecars it was writing), and mark the store as being written.  Only a run that did
         not close its session leaves the marker, so a million-text store is not listed on
         every run."""
-        remove_stale_temps(self.out)
-        marker = self.out / RUNNING
+        od = self.store.dir
+        od.remove_stale_temps("")
         try:
-            out_stat(marker)
+            od.stat(RUNNING)
             unfinished = True
         except OSError:
             unfinished = False
         if unfinished:
             for bucket in self.store._bucket_dirs():
-                remove_stale_temps(self.store.root / bucket)
+                od.remove_stale_temps(f"extract/{bucket}")
         else:
-            makedirs(self.out / STATE_DIR)
-            atomic_write(marker, b"", sync=False)
+            od.dir_fd(STATE_DIR)
+            od.write(RUNNING, b"", sync=False)
 
     def release_store(self) -> None:
         """Nothing of this run writes the store any more: the marker goes."""
-        unlink(self.out / RUNNING)
+        self.store.dir.unlink(RUNNING)
 
     def _scratch_root(self) -> Path:
         """Where the workers' private directories go.  The workers name them by path, so
@@ -119,11 +115,10 @@ class ExtractSession:
         path (:func:`bastion.tasks.output.directory.secure_path`); otherwise (an output in a root others may
         write) in a private temporary directory, and texts are copied in through the
         output's descriptor when it is on another filesystem."""
-        od = output(self.out)
+        od = self.store.dir
         if od.secure:
-            tmp_root = self.out / STATE_DIR / "tmp"
-            makedirs(tmp_root)  # through the output's checked descriptor (tasks/output/directory.py)
-            return tmp_root
+            od.dir_fd(SCRATCH)  # made, through the output's checked descriptor (tasks/output/directory.py)
+            return self.out / SCRATCH
         if self._private_scratch is None:
             self._private_scratch = Path(tempfile.mkdtemp(prefix="bastion-scratch-"))
         return self._private_scratch

@@ -18,13 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from bastion.readers.base import Limits, Reader
 from bastion.readers.runtime.toolset import Tool
 
-from ..output.atomic import STATE_DIR, file_identity, read_json, unlink, write_json
+from ..output.atomic import STATE_DIR
+from ..output.directory import OutputDir
 from .store import STAMP  # (the store drops it before a verdict changes)
 
 VERSION = 1
@@ -45,13 +45,12 @@ def inputs_digest(*, manifest_digest: str, extract_version: int,
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def files_identity(out: Path) -> dict[str, Any]:
-    """The identities of the files the verdicts live in (a few stats: the store has at most
-    256 bucket directories)."""
-    store = out / "extract"
+def files_identity(od: OutputDir) -> dict[str, Any]:
+    """The identities of the files the verdicts live in (a few stats through the output's
+    descriptors: the store has at most 256 bucket directories)."""
     buckets: list[Any] = []
     try:
-        with os.scandir(store) as it:
+        with os.scandir(od.dir_fd("extract", create=False)) as it:
             for e in it:
                 if e.is_dir(follow_symlinks=False):
                     st = e.stat(follow_symlinks=False)
@@ -60,91 +59,103 @@ def files_identity(out: Path) -> dict[str, Any]:
         pass
     buckets.sort()
     return {
-        "walk": file_identity(out / "walk.jsonl"),
-        "records": file_identity(out / "extract.jsonl"),
-        "database": _inode(out / STATE_DIR / "verdicts.sqlite"),
-        "forgotten": file_identity(out / STATE_DIR / "forgotten.json"),
-        "store": file_identity(store),
+        "walk": _identity(od, "walk.jsonl"),
+        "records": _identity(od, "extract.jsonl"),
+        "database": _inode(od, f"{STATE_DIR}/verdicts.sqlite"),
+        "forgotten": _identity(od, f"{STATE_DIR}/forgotten.json"),
+        "store": _identity(od, "extract"),
         "buckets": hashlib.sha256(json.dumps(buckets).encode()).hexdigest(),
     }
 
 
-def _inode(path: Path) -> list[int] | None:
+def _identity(od: OutputDir, rel: str) -> list[int] | None:
+    """(size, mtime_ns, ctime_ns, inode) of ``rel``, or None when it is not there."""
+    try:
+        st = od.stat(rel)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _inode(od: OutputDir, rel: str) -> list[int] | None:
     """(device, inode) of the database: the walk writes to it on every run, so only its
     replacement is seen here; a verdict changed drops the stamp (Store.put_many, forget)."""
     try:
-        st = os.stat(path)
+        st = od.stat(rel)
     except OSError:
         return None
     return [st.st_dev, st.st_ino]
 
 
-def save(out: Path, inputs: str) -> None:
-    write_json(out / STAMP, {"version": VERSION, "inputs": inputs,
-                             "files": files_identity(out)})
+def save(od: OutputDir, inputs: str) -> None:
+    od.write_json(STAMP, {"version": VERSION, "inputs": inputs, "files": files_identity(od)})
 
 
-def drop(out: Path) -> None:
+def drop(od: OutputDir) -> None:
     try:
-        unlink(out / STAMP)
+        od.unlink(STAMP)
     except OSError:
         pass
 
 
-def matches(out: Path, inputs: str) -> bool:
+def matches(od: OutputDir, inputs: str) -> bool:
     """Whether the stamp of the last complete run still describes the output exactly."""
     try:
-        stamp = read_json(out / STAMP)
+        stamp = od.read_json(STAMP)
     except (OSError, ValueError):
         return False
     if not isinstance(stamp, dict) or stamp.get("version") != VERSION:
         return False
-    files = files_identity(out)
+    files = files_identity(od)
     return (stamp.get("inputs") == inputs and files["walk"] is not None
             and files["records"] is not None and files["forgotten"] is None
             and stamp.get("files") == files)
 
 
-def nothing_to_do(out: Path, inputs: str) -> dict[str, Any] | None:
+def nothing_to_do(od: OutputDir, inputs: str) -> dict[str, Any] | None:
     """The last run's summary when its stamp still holds and it had no ``error`` (an error is
     retried on every run), else None."""
     try:
-        previous = read_json(out / "extract.summary.json")
+        previous = od.read_json("extract.summary.json")
     except (OSError, ValueError):
         return None
     if not isinstance(previous, dict) or (previous.get("counts") or {}).get("error", 1):
         return None
-    return previous if matches(out, inputs) else None
+    return previous if matches(od, inputs) else None
 
 
-def has_stamp(out: Path) -> bool:
-    """Whether a complete run left its stamp in ``out`` (without one, no run is a no-op)."""
-    return os.path.lexists(out / STAMP)
+def has_stamp(od: OutputDir) -> bool:
+    """Whether a complete run left its stamp in the output (without one, no run is a no-op)."""
+    try:
+        od.stat(STAMP)
+    except OSError:
+        return False
+    return True
 
 
-def likely_nothing_to_do(out: Path, inputs: str) -> bool:
+def likely_nothing_to_do(od: OutputDir, inputs: str) -> bool:
     """Before the walk: whether the last stamp has these key inputs (then the CLI does not
     start workers early: they would most likely only be stopped again)."""
     try:
-        previous = read_json(out / STAMP)
+        previous = od.read_json(STAMP)
     except (OSError, ValueError):
         return False
     return isinstance(previous, dict) and previous.get("inputs") == inputs
 
 
-def holds_but_walk(out: Path, inputs: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def holds_but_walk(od: OutputDir, inputs: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(stamp, last summary) when the last complete run's stamp holds for every file but
     walk.jsonl (the walk found a change) and that run had no error; else None."""
     try:
-        st = read_json(out / STAMP)
-        previous = read_json(out / "extract.summary.json")
+        st = od.read_json(STAMP)
+        previous = od.read_json("extract.summary.json")
     except (OSError, ValueError):
         return None
     if (not isinstance(st, dict) or st.get("version") != VERSION
             or st.get("inputs") != inputs or not isinstance(previous, dict)
             or (previous.get("counts") or {}).get("error", 1)):
         return None
-    files = files_identity(out)
+    files = files_identity(od)
     then = dict(st.get("files") or {})
     if files["records"] is None or files["forgotten"] is not None:
         return None

@@ -34,11 +34,11 @@ import json
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Container, Iterable
+from typing import Any, Callable, Container, Iterable
 
 from bastion.readers.runtime.verdict import Verdict
 
-from ..output.atomic import STATE_DIR, TMP_PREFIX, OutputError, dumps, output
+from ..output.atomic import STATE_DIR, TMP_PREFIX, OutputError, dumps
 from ..output.directory import OutputDir
 from . import backoff
 from ..database import connect
@@ -76,8 +76,9 @@ def syncfs(path: Path) -> bool:
 class Store:
     """The texts under ``extract/`` and the verdict index under ``.bastion/``."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, opener: Callable[[], OutputDir]) -> None:
         self.out = Path(out)
+        self._open = opener  # the run's checked output directory (locked), at the first use
         self.root = self.out / "extract"
         self.db_path = self.out / STATE_DIR / "verdicts.sqlite"
         self._db: sqlite3.Connection | None = None
@@ -88,9 +89,10 @@ class Store:
 
     @property
     def dir(self) -> OutputDir:
-        """The output directory, opened and checked at the first write."""
-        if self._dir is None or self._dir.fd < 0 or not self._dir._dirs:
-            self._dir = output(self.out)
+        """The output directory, opened and checked at the first use (``opener``: the run
+        locks it then; a listing command that never writes never opens it)."""
+        if self._dir is None:
+            self._dir = self._open()
         return self._dir
 
     # -- paths ----------------------------------------------------------------------------------

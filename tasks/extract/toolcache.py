@@ -12,15 +12,17 @@ from pathlib import Path
 
 from bastion.readers.runtime.toolset import Tool, ToolProbe
 
-from ..output.atomic import read_json, write_json
+from ..output.atomic import STATE_DIR, read_json_file
+from ..output.directory import OutputDir
+
+TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # in the output directory
 
 
 class ToolCache:
-    def __init__(self, path: Path, no_external: bool) -> None:
-        self.path = path
+    def __init__(self, out: Path, no_external: bool) -> None:
         self.no_external = no_external
-        try:
-            known = read_json(path)
+        try:  # read before the output is locked (a listing command never locks it)
+            known = read_json_file(out / TOOLS_CACHE)
         except (OSError, ValueError):
             known = {}
         self.known: dict[str, list] = known if isinstance(known, dict) else {}
@@ -41,7 +43,7 @@ class ToolCache:
         assert self._probe is not None
         return self._probe.result()
 
-    def save(self) -> None:
+    def save(self, od: OutputDir) -> None:
         if self.known != self.before:
-            write_json(self.path, self.known)
+            od.write_json(TOOLS_CACHE, self.known)
             self.before = dict(self.known)

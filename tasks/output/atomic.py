@@ -1,14 +1,14 @@
-"""Atomic file writes and the output directory's lock.
+"""The output directory's lock, and atomic writes of files outside any output.
 
-Every file bastion writes goes through :func:`atomic_write`: a temporary file in the same
-directory, ``fsync``, ``os.replace``, then an ``fsync`` of the directory — so a crash, a
-``kill -9`` or a full disk leaves either the old file or the new one, never half of one.
-
-A path inside an output directory this process holds open (:mod:`bastion.tasks.output.directory`: taken by
-:class:`OutputLock`, or by :func:`output`) is written through that directory's checked
-descriptor, with ``*at`` calls and the output's modes; :func:`unlink`, :func:`makedirs` and
-:func:`rmtree` do the same for removals and directories.  Any other path (a signing key, a
-test's scratch) is written by name, owner-only.
+Every file bastion writes is written all or nothing: a temporary file in the same directory,
+``fsync``, a rename, then an ``fsync`` of the directory — so a crash, a ``kill -9`` or a full
+disk leaves either the old file or the new one, never half of one.  Inside an output that is
+:meth:`bastion.tasks.output.directory.OutputDir.write`, through the output's checked descriptor
+with ``*at`` calls and the output's modes; a run gets that :class:`OutputDir` from the
+:class:`OutputLock` it takes, and holds both as values (nothing is registered per process).
+A file outside any output (a ``--json`` file, an HTML report, a test's scratch) is written by
+name, owner-only, by the separately named :func:`write_file_atomically`: no path is ever looked
+up to decide which of the two it gets.
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterable
 
 from bastion.errors import LockedError
-from . import directory as outdir
 from .directory import (TMP_PREFIX, CopySpan, Modes, OutputDir, OutputError, UnsafeOutputError,
-                        write_all)
+                        mark_output, open_output, tighten, write_all)
 
 __all__ = ["TMP_PREFIX", "STATE_DIR", "OutputError", "UnsafeOutputError", "LockedError",
-           "OutputLock", "atomic_write", "write_json", "read_json", "dumps", "output",
-           "unlink", "makedirs", "rmtree", "read_bytes", "stat", "remove_stale_temps", "fsync_dir"]
+           "OutputLock", "write_file_atomically", "read_json_file", "dumps", "fsync_dir",
+           "file_identity"]
 
 STATE_DIR = ".bastion"  # under the output directory: caches, doit's database, worker scratch
 # The output directory's marker: a cache directory tag (tasks/output/tag.py)
@@ -47,17 +46,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, chunks: bytes | Iterable[bytes | CopySpan], *, sync_dir: bool = True,
-                 sync: bool = True) -> None:
-    """Write ``path`` all or nothing.  Raises :class:`OutputError` naming the file.
-
-    ``sync=False`` skips the file's fsync (and the directory's): for a file that a later
-    ``syncfs`` makes durable before anything refers to it (the store's sidecars)."""
+def write_file_atomically(path: Path, chunks: bytes | Iterable[bytes | CopySpan], *,
+                          sync: bool = True) -> None:
+    """Write the file named ``path`` all or nothing, by path, owner-only: for a file outside
+    any output directory (a ``--json`` file, a report, a signing key).  Nothing here looks for
+    an output the path may be in: a file inside one is written by :meth:`OutputDir.write`.
+    Raises :class:`OutputError` naming the file."""
     path = Path(path)
-    inside = outdir.find(path)
-    if inside is not None:
-        inside[0].write(inside[1], chunks, sync=sync, sync_dir=sync_dir)
-        return
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
@@ -72,7 +67,7 @@ def atomic_write(path: Path, chunks: bytes | Iterable[bytes | CopySpan], *, sync
         os.replace(tmp, path)
     except OSError as e:
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
-    if sync_dir and sync:
+    if sync:
         fsync_dir(path.parent)
 
 
@@ -85,174 +80,74 @@ def dumps(obj: Any) -> str:
     return _ENCODER.encode(obj)
 
 
-def write_json(path: Path, obj: Any) -> None:
-    atomic_write(path, (json.dumps(obj, sort_keys=True, ensure_ascii=True, indent=2) + "\n")
-                 .encode("ascii"))
-
-
-def read_json(path: Path) -> Any:
-    inside = outdir.find(path)
-    if inside is not None:  # read what was written: through the checked descriptor
-        return json.loads(inside[0].read(inside[1]))
+def read_json_file(path: Path) -> Any:
+    """A JSON file read by path: for an output not opened by this run (a listing command's,
+    a report's) or a file outside any output; an open output reads through
+    :meth:`OutputDir.read_json`."""
     with open(path, "rb") as f:
         return json.loads(f.read())
 
 
-def read_bytes(path: Path) -> bytes:
-    """A file's bytes (inside a held output: through its checked descriptor, so a swapped
-    output path cannot feed bastion another directory's caches)."""
-    inside = outdir.find(path)
-    if inside is not None:
-        return inside[0].read(inside[1])
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def open_read(path: Path) -> BinaryIO:
-    """A file opened for reading, buffered (inside a held output: through its checked
-    descriptor, never following a link), to read a large one a line at a time."""
-    inside = outdir.find(path)
-    if inside is None:
-        return open(path, "rb")
-    dfd, name = inside[0].split(inside[1], create=False)
-    return os.fdopen(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd),
-                     "rb", buffering=1 << 20)
-
-
-def stat(path: Path) -> os.stat_result:
-    """``lstat`` of a path (inside a held output: through its descriptor)."""
-    inside = outdir.find(path)
-    if inside is not None:
-        return inside[0].stat(inside[1])
-    return os.lstat(path)
-
-
-def output(out: Path, modes: Modes | None = None) -> OutputDir:
-    """The output directory ``out``, open and checked (:func:`bastion.tasks.output.directory.held`)."""
-    return outdir.held(out, modes)
-
-
-def unlink(path: Path) -> bool:
-    """Remove a file (through the output's descriptor when inside one); False if missing."""
-    inside = outdir.find(path)
-    if inside is not None:
-        return inside[0].unlink(inside[1])
-    try:
-        os.unlink(path)
-        return True
-    except FileNotFoundError:
-        return False
-
-
-def makedirs(path: Path) -> None:
-    """Make a directory and its missing parents (inside an output: with its mode, each
-    component opened without following links)."""
-    inside = outdir.find(path)
-    if inside is not None:
-        inside[0].dir_fd(inside[1])
-    else:
-        Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
-
-
-def rmtree(path: Path) -> None:
-    """Remove a directory tree inside a held output, never following a link."""
-    inside = outdir.find(path)
-    if inside is None:
-        raise OutputError(f"not inside an open output directory: {path}")
-    inside[0].rmtree(inside[1])
-
-
-def remove_stale_temps(directory: Path) -> int:
-    """Delete temp files a killed run left in ``directory``; returns how many."""
-    inside = outdir.find(directory)
-    if inside is not None:
-        return inside[0].remove_stale_temps(inside[1])
-    n = 0
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return 0
-    for entry in entries:
-        if entry.name.startswith(TMP_PREFIX):
-            try:
-                os.unlink(entry.path)
-                n += 1
-            except OSError:
-                pass
-    return n
-
-
-def mark_output(out: Path) -> None:
-    """Give the output directory ``out`` its tag (once).  Raises :class:`OutputError`."""
-    tag = Path(out) / OUTPUT_TAG
-    if not tag.is_file():
-        atomic_write(tag, OUTPUT_TAG_TEXT)
-
-
 class OutputLock:
-    """An exclusive ``flock`` on ``<out>/.lock`` for the life of this process's run."""
+    """An exclusive ``flock`` on ``<out>/.lock``, and the output's checked :class:`OutputDir`:
+    a value its taker holds, passes on (:attr:`dir`) and releases (:meth:`release`, or a
+    ``with`` block).  Nothing is kept per process: a second lock of the same output, in this
+    process or another, is a :class:`LockedError` until the first is released."""
 
-    _held: dict[str, "OutputLock"] = {}
-
-    def __init__(self, out: Path) -> None:
-        self.out = Path(out)
-        self.fd: int | None = None
-        self.dir: OutputDir | None = None
+    def __init__(self, out: Path, dir: OutputDir, fd: int) -> None:
+        self.out = out
+        self.dir = dir
+        self.fd: int | None = fd
 
     @classmethod
     def acquire(cls, out: Path, modes: Modes | None = None) -> "OutputLock":
-        """Take the lock (re-entrant within one process), opening and checking the output
-        directory first (:func:`bastion.tasks.output.directory.open_output`: refused when it is a symlink,
-        someone else's or writable by others)."""
-        key = os.path.abspath(out)
-        lock = cls._held.get(key)
-        if lock is not None:
-            if modes is not None:
-                lock.dir = outdir.held(Path(key), modes)
-            return lock
-        lock = cls(Path(out))
-        lock._take(modes)
-        cls._held[key] = lock
-        return lock
-
-    def _take(self, modes: Modes | None) -> None:
-        self.dir = outdir.held(self.out, modes)
+        """Open and check the output directory (:func:`bastion.tasks.output.directory.open_output`:
+        refused when it is a symlink, someone else's or writable by others), then take its lock
+        and give it its tag."""
+        od = open_output(Path(out), modes)
         try:
             fd = os.open(".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         self.dir.modes.file, dir_fd=self.dir.fd)
+                         od.modes.file, dir_fd=od.fd)
         except OSError as e:
-            raise OutputError(f"cannot use output directory {self.out}: {e.strerror}") from None
+            od.close()
+            raise OutputError(f"cannot use output directory {out}: {e.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             os.close(fd)
+            od.close()
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise LockedError(
-                    f"another bastion run is using {self.out} (lock {self.out / '.lock'})"
+                    f"another bastion run is using {out} (lock {Path(out) / '.lock'})"
                 ) from None
-            raise OutputError(f"cannot lock {self.out}: {e.strerror}") from None
+            raise OutputError(f"cannot lock {out}: {e.strerror}") from None
         try:
-            mark_output(self.out)
-        except OutputError:
+            mark_output(od)
+        except BaseException:
             os.close(fd)
+            od.close()
             raise
-        self.fd = fd
+        return cls(od.path, od, fd)
 
-    @classmethod
-    def tightened(cls, out: Path) -> int:
-        """How many files and directories of ``out`` this process narrowed (0: not held)."""
-        lock = cls._held.get(os.path.abspath(out))
-        return lock.dir.tightened if lock is not None and lock.dir is not None else 0
+    def use_modes(self, modes: Modes) -> None:
+        """Give the output ``modes`` (a run's manifest names them): tightened when they are
+        not the ones it has."""
+        if modes != self.dir.modes:
+            self.dir.modes = modes
+            tighten(self.dir)
 
-    @classmethod
-    def release_all(cls) -> None:
-        """Release every lock and close every output directory this process holds."""
-        for lock in cls._held.values():
-            if lock.fd is not None:
-                os.close(lock.fd)
-                lock.fd = None
-        cls._held.clear()
-        outdir.close_all()
+    def release(self) -> None:
+        """Release the lock and close the output directory (idempotent)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+            self.dir.close()
+
+    def __enter__(self) -> "OutputLock":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def file_identity(path: Path) -> list[int] | None:

@@ -11,14 +11,18 @@ of them.  :func:`open_output` opens it the way OpenSSH's ``StrictModes`` treats 
   a symbolic link, is not owned by the running user, or is writable by its group or others;
 * the directories are ``0700`` and the files ``0600`` (``output_mode: group`` in the manifest:
   ``0750``/``0640``, never wider), whatever the umask; an existing output made looser is
-  tightened once (:meth:`OutputDir.tighten`, counted in ``tightened``).
+  tightened once (:func:`tighten`, counted in ``tightened``).
 
 Afterwards every write inside the output goes through :class:`OutputDir`: ``openat``,
 ``renameat``, ``mkdirat``, ``unlinkat`` relative to descriptors opened with ``O_NOFOLLOW``
 from the checked one, so no component swapped after the check redirects a write.  Libraries
 that take only paths (sqlite) get the ``/proc/self/fd/N/…`` form of a checked descriptor
-(:meth:`OutputDir.proc`).  The open outputs are held per process (:func:`held`), so that
-:mod:`bastion.tasks.output.atomic` routes a write named by path through the right descriptor.
+(:meth:`OutputDir.proc`).  There is no registry of open outputs: whoever opens one (a run, through
+:class:`bastion.tasks.output.atomic.OutputLock`) holds the :class:`OutputDir` as a value, passes it
+to what reads and writes the output and closes it.  Its methods take names relative to the output
+(``"extract/ab/x.txt"``); an absolute or ``..`` name is refused, so a path cannot be handed where
+a name under the checked descriptor is meant.  A file outside any output (a ``--json`` file, a
+report) is written by :func:`bastion.tasks.output.atomic.write_file_atomically`, by path.
 
 The rules themselves (owner, modes, the walk that tightens a tree, the errors) are
 :mod:`bastion.tasks.output.modes`'s, and the operations on a descriptor that are more than one
@@ -29,11 +33,12 @@ both are re-exported here.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Any, BinaryIO, Iterable
 
 from .modes import (DIR_FLAGS,
                     GROUP,
@@ -47,11 +52,11 @@ from .modes import (DIR_FLAGS,
                     secure_path,
                     tighten_tree)
 from .ops import TMP_PREFIX, empty_tree, remove_temps, take_file
-from .tag import OUTPUT_TAG, TOP_NAMES, foreign_entry
+from .tag import OUTPUT_TAG, OUTPUT_TAG_TEXT, TOP_NAMES, foreign_entry
 
 __all__ = ["DIR_FLAGS", "GROUP", "MODES", "MODES_MARKER", "PRIVATE", "TMP_PREFIX", "Modes",
-           "OutputDir", "OutputError", "UnsafeOutputError", "check_dir", "close_all", "find",
-           "held", "open_output", "secure_path", "write_all", "CopySpan"]
+           "OutputDir", "OutputError", "UnsafeOutputError", "check_dir", "mark_output",
+           "modes_marker", "open_output", "secure_path", "tighten", "write_all", "CopySpan"]
 
 MODES_MARKER = ".bastion/modes"  # the modes the whole tree was last tightened to
 
@@ -173,9 +178,9 @@ def open_output(path: Path, modes: Modes | None = None) -> "OutputDir":
                                f"{OUTPUT_TAG}); choose a new or empty directory")
     out = OutputDir(path, pfd, modes or PRIVATE, secure=secure_path(base))
     if modes is None:
-        out.modes = MODES.get(out.marker() or "", PRIVATE)
+        out.modes = MODES.get(modes_marker(out) or "", PRIVATE)
     try:
-        out.tighten()
+        tighten(out)
     except BaseException:
         out.close()
         raise
@@ -218,6 +223,7 @@ class OutputDir:
         fd = self._dirs.get(rel)
         if fd is not None:
             return fd
+        _check_name(rel)
         parent_rel, _, name = rel.rpartition("/")
         parent = self.dir_fd(parent_rel, create=create)
         where = self.path / rel
@@ -251,6 +257,8 @@ class OutputDir:
     def split(self, rel: str, *, create: bool = True) -> tuple[int, str]:
         """(descriptor of the parent directory, last name) of file ``rel``."""
         parent, _, name = rel.rpartition("/")
+        if name in ("", ".", "..") or rel[0] == "/":
+            _check_name(rel or "/")
         return self.dir_fd(parent, create=create), name
 
     def proc(self, rel: str) -> str:
@@ -384,38 +392,39 @@ class OutputDir:
 
     def stat(self, rel: str) -> os.stat_result:
         """``lstat`` of ``rel`` through the checked descriptors."""
-        parent, _, name = rel.rpartition("/")
-        return os.stat(name or ".", dir_fd=self.dir_fd(parent, create=False),
-                       follow_symlinks=False)
+        if not rel:
+            return os.stat(self.fd)
+        dfd, name = self.split(rel, create=False)
+        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
 
     def read(self, rel: str) -> bytes:
         """The bytes of file ``rel``, opened through the checked descriptors."""
-        parent, _, name = rel.rpartition("/")
-        dfd = self.dir_fd(parent, create=False)
+        dfd, name = self.split(rel, create=False)
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
         with os.fdopen(fd, "rb") as f:
             return f.read()
 
-    # -- modes ------------------------------------------------------------------------------
+    def read_json(self, rel: str) -> Any:
+        """File ``rel`` parsed as JSON, read through the checked descriptors."""
+        return json.loads(self.read(rel))
 
-    def tighten(self) -> int:
-        """Give every directory and file of the output its mode (once: the modes are
-        recorded in ``.bastion/modes`` and the tree walked again only when they change or the
-        output directory itself was loosened).  Returns how many were narrowed."""
-        top = stat.S_IMODE(os.fstat(self.fd).st_mode)
-        if top == self.modes.dir and self.marker() == self.modes.name:
-            return 0
-        n = tighten_tree(self.fd, self.path, self.modes, top=TOP_NAMES, tmp_prefix=TMP_PREFIX)
-        self.tightened += n
-        self.write(MODES_MARKER, f"{self.modes.name}\n".encode("ascii"), sync=False)
-        return n
+    def write_json(self, rel: str, obj: Any) -> None:
+        """``obj`` as indented, sorted JSON in file ``rel`` (:meth:`write`)."""
+        self.write(rel, (json.dumps(obj, sort_keys=True, ensure_ascii=True, indent=2) + "\n")
+                   .encode("ascii"))
 
-    def marker(self) -> str | None:
-        """The name of the modes the tree was last tightened to, if recorded."""
-        try:
-            return self.read(MODES_MARKER).decode("ascii", "replace").strip()
-        except OSError:
-            return None
+    def open_read(self, rel: str) -> BinaryIO:
+        """File ``rel`` opened for reading, buffered, through the checked descriptors and
+        never following a link (to read a large one a line at a time)."""
+        dfd, name = self.split(rel, create=False)
+        return os.fdopen(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd),
+                         "rb", buffering=1 << 20)
+
+    def __enter__(self) -> "OutputDir":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         for fd in self._dirs.values():
@@ -426,46 +435,40 @@ class OutputDir:
         self._dirs.clear()
 
 
-# -- the outputs this process has open ----------------------------------------------------------
-
-_held: dict[str, OutputDir] = {}
-
-
-def held(out: Path, modes: Modes | None = None) -> OutputDir:
-    """The open output directory ``out`` (opened and checked now when it is not yet, or when
-    the directory held was removed since).  ``modes``: the run's; None keeps the held ones
-    (private for a new one)."""
-    key = os.path.abspath(out)
-    od = _held.get(key)
-    if od is not None:
-        if os.fstat(od.fd).st_nlink == 0:  # removed since (a test's rmtree): open anew
-            od.close()
-            del _held[key]
-        elif modes is None or modes == od.modes:
-            return od
-        else:
-            od.modes = modes
-            od.tighten()
-            return od
-    od = open_output(Path(key), modes)
-    _held[key] = od
-    return od
+def _check_name(rel: str) -> None:
+    """Refuse a name that is not under the output: an absolute path (a path where a name
+    relative to the output is meant), a ``..`` or ``.`` component, an empty one."""
+    if not isinstance(rel, str) or rel.startswith("/") or (
+            rel and any(c in ("", ".", "..") for c in rel.split("/"))):
+        raise ValueError(f"not a name inside the output directory: {rel!r}")
 
 
-def find(path: Path | str) -> tuple[OutputDir, str] | None:
-    """The held output that contains ``path``, and the path relative to it."""
-    if not _held:
+def mark_output(od: OutputDir) -> None:
+    """Give the output its tag (once)."""
+    try:
+        st = od.stat(OUTPUT_TAG)
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISREG(st.st_mode):
+        od.write(OUTPUT_TAG, OUTPUT_TAG_TEXT)
+
+
+def tighten(od: OutputDir) -> int:
+    """Give every directory and file of the output its mode (once: the modes are recorded in
+    ``.bastion/modes`` and the tree walked again only when they change or the output
+    directory itself was loosened).  Returns how many were narrowed."""
+    top = stat.S_IMODE(os.fstat(od.fd).st_mode)
+    if top == od.modes.dir and modes_marker(od) == od.modes.name:
+        return 0
+    n = tighten_tree(od.fd, od.path, od.modes, top=TOP_NAMES, tmp_prefix=TMP_PREFIX)
+    od.tightened += n
+    od.write(MODES_MARKER, f"{od.modes.name}\n".encode("ascii"), sync=False)
+    return n
+
+
+def modes_marker(od: OutputDir) -> str | None:
+    """The name of the modes the tree was last tightened to, if recorded."""
+    try:
+        return od.read(MODES_MARKER).decode("ascii", "replace").strip()
+    except OSError:
         return None
-    p = os.path.abspath(path)
-    best: tuple[OutputDir, str] | None = None
-    for key, od in _held.items():
-        if p.startswith(key) and (len(p) == len(key) or p[len(key)] == "/"):
-            if best is None or len(str(best[0].path)) < len(key):
-                best = (od, p[len(key):].lstrip("/"))
-    return best
-
-
-def close_all() -> None:
-    for od in _held.values():
-        od.close()
-    _held.clear()

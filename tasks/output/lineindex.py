@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .atomic import STATE_DIR, atomic_write, file_identity, read_bytes, unlink
+from .atomic import STATE_DIR, file_identity
+from .directory import OutputDir
 from .modes import OutputError
 
 MARK_BYTES = 1 << 20
@@ -106,17 +107,18 @@ def counted(fd: int, count: int, lines: array, offsets: array) -> LineIndex:
     return LineIndex(identity, count, lines, offsets, array("q"))
 
 
-def index_path(jsonl: Path) -> Path:
-    return jsonl.parent / STATE_DIR / f"{jsonl.name}.lines"
+def index_rel(name: str) -> str:
+    """The index of the output's file ``name``, relative to the output."""
+    return f"{STATE_DIR}/{name}.lines"
 
 
-def load(jsonl: Path) -> LineIndex | None:
-    """The index of ``jsonl`` when it still describes the file, else None."""
-    identity = file_identity(jsonl)
+def load(od: OutputDir, name: str) -> LineIndex | None:
+    """The index of the output's file ``name`` when it still describes the file, else None."""
+    identity = file_identity(od.path / name)
     if identity is None:
         return None
     try:
-        data = marshal.loads(read_bytes(index_path(jsonl)))
+        data = marshal.loads(od.read(index_rel(name)))
     except (OSError, EOFError, ValueError, TypeError):
         return None
     try:
@@ -138,17 +140,17 @@ def load(jsonl: Path) -> LineIndex | None:
     return LineIndex(tuple(identity), count, lines, offsets, flagged)
 
 
-def save(jsonl: Path, index: LineIndex) -> None:
+def save(od: OutputDir, name: str, index: LineIndex) -> None:
     """Write the index (no fsync of its own: a lost or stale one is only not used)."""
     data = {"version": VERSION, "identity": list(index.identity), "count": index.count,
             "lines": index.lines.tobytes(), "offsets": index.offsets.tobytes(),
             "flagged": index.flagged.tobytes()}
-    atomic_write(index_path(jsonl), marshal.dumps(data), sync=False)
+    od.write(index_rel(name), marshal.dumps(data), sync=False)
 
 
-def drop(jsonl: Path) -> None:
+def drop(od: OutputDir, name: str) -> None:
     try:
-        unlink(index_path(jsonl))
+        od.unlink(index_rel(name))
     except OSError:
         pass
 
@@ -219,15 +221,15 @@ class Builder:
         return LineIndex(tuple(identity), self.line, self.lines, self.offsets, self.flagged)
 
 
-def save_built(jsonl: Path, builder: Builder | None) -> None:
-    """Save what ``builder`` built for ``jsonl``, or drop a stale index.  A failure to
-    write it (a full disk) is not the run's: the index is then stale, and not used."""
-    index = builder.finish(jsonl) if builder is not None else None
+def save_built(od: OutputDir, name: str, builder: Builder | None) -> None:
+    """Save what ``builder`` built for the output's file ``name``, or drop a stale index.  A
+    failure to write it (a full disk) is not the run's: the index is then stale, and not used."""
+    index = builder.finish(od.path / name) if builder is not None else None
     try:
         if index is None:
-            drop(jsonl)
+            drop(od, name)
         else:
-            save(jsonl, index)
+            save(od, name, index)
     except (OSError, OutputError):
         pass
 

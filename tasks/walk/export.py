@@ -26,8 +26,8 @@ from typing import Iterator
 
 from ..extract.delta import DELTA_LINES, drop_delta, find_lines, write_delta
 from ..output import lineindex
-from ..output.atomic import atomic_write, file_identity, open_read
-from ..output.directory import CopySpan
+from ..output.atomic import file_identity
+from ..output.directory import CopySpan, OutputDir
 from ..records import WalkRecord, to_line
 from .table import WalkTable, decode, encode
 
@@ -46,10 +46,10 @@ def line_of(row: tuple) -> bytes:
     return to_line(WalkRecord(row[0], decode(row[1]), *row[2:10]))
 
 
-def export_walk(out: Path, table: WalkTable) -> bool:
+def export_walk(od: OutputDir, table: WalkTable) -> bool:
     """Write walk.jsonl (and the delta beside it) from the table, unless the file there is
     already its export; whether it was written."""
-    walk_jsonl = out / "walk.jsonl"
+    walk_jsonl = od.path / "walk.jsonl"
     before = file_identity(walk_jsonl)
     trusted = (before is not None and table.export is not None
                and table.export == [table.prev_gen, before])
@@ -60,20 +60,20 @@ def export_walk(out: Path, table: WalkTable) -> bool:
         limit = max(MIN_CHANGES, int(table.count_before * MAX_SHARE))
         if len(table.fresh_keys) + len(table.removed or ()) <= limit:
             try:
-                fresh_at, marks, lines = _patch(walk_jsonl, table)
+                fresh_at, marks, lines = _patch(od, table)
             except ValueError:
                 pass  # not the lines the table says: written in full below
             else:
-                write_delta(out, before, file_identity(walk_jsonl), table.count_before,
+                write_delta(od, before, file_identity(walk_jsonl), table.count_before,
                             fresh_at, marks, lines)
                 table.exported(file_identity(walk_jsonl))
                 return True
-    _full(out, walk_jsonl, table, before if delta else None)
+    _full(od, walk_jsonl, table, before if delta else None)
     table.exported(file_identity(walk_jsonl))
     return True
 
 
-def _full(out: Path, walk_jsonl: Path, table: WalkTable, before: list[int] | None) -> None:
+def _full(od: OutputDir, walk_jsonl: Path, table: WalkTable, before: list[int] | None) -> None:
     """walk.jsonl written from one ordered query; with ``before`` (the previous export's
     identity), the delta from it, counted as the rows stream past."""
     removed = sorted(table.removed or ())
@@ -109,26 +109,26 @@ def _full(out: Path, walk_jsonl: Path, table: WalkTable, before: list[int] | Non
             old_at.append(kept + r)
             r += 1
 
-    atomic_write(walk_jsonl, lines())
-    lineindex.save_built(walk_jsonl, index)
+    od.write("walk.jsonl", lines())
+    lineindex.save_built(od, "walk.jsonl", index)
     if before is None:
-        drop_delta(out)
+        drop_delta(od)
         return
     marks = bytearray(b"\x01") * table.count_before
     for at in old_at:
         if at >= len(marks):
-            drop_delta(out)  # not the previous export's rows: no delta
+            drop_delta(od)  # not the previous export's rows: no delta
             return
         marks[at] = 0
-    write_delta(out, before, file_identity(walk_jsonl), table.count_before, fresh_at, marks,
+    write_delta(od, before, file_identity(walk_jsonl), table.count_before, fresh_at, marks,
                 fresh_lines)
 
 
-def _patch(walk_jsonl: Path, table: WalkTable) -> tuple[list[int], bytearray, list[bytes]]:
+def _patch(od: OutputDir, table: WalkTable) -> tuple[list[int], bytearray, list[bytes]]:
     """The small change written over the previous export (see the module): the new line
     numbers of the new rows, the previous lines kept (a byte each), the new lines.  Raises
     ValueError when the previous file is not what the table says."""
-    index = lineindex.load(walk_jsonl)
+    index = lineindex.load(od, "walk.jsonl")
     if index is None or index.count != table.count_before:
         raise ValueError("no line index of the previous export")
     count = index.count
@@ -142,7 +142,7 @@ def _patch(walk_jsonl: Path, table: WalkTable) -> tuple[list[int], bytearray, li
         if row is None:
             raise ValueError(f"{root}/{path} is not in the table")
         fresh_lines.append(line_of(row))
-    with open_read(walk_jsonl) as f:
+    with od.open_read("walk.jsonl") as f:
         fd = f.fileno()
         cache: dict[int, tuple[str, str]] = {}
 
@@ -173,23 +173,22 @@ def _patch(walk_jsonl: Path, table: WalkTable) -> tuple[list[int], bytearray, li
         places = [position(k) for k in fresh]
         fresh_at = [p - bisect_left(removed, p) + k for k, p in enumerate(places)]
         built = lineindex.Builder()
-        atomic_write(walk_jsonl, _spliced(walk_jsonl, f, count, places, removed, fresh_lines,
-                                          built))
-        lineindex.save_built(walk_jsonl, built)
+        od.write("walk.jsonl", _spliced(od, f, count, places, removed, fresh_lines, built))
+        lineindex.save_built(od, "walk.jsonl", built)
     marks = bytearray(b"\x01") * count
     for n in removed:
         marks[n] = 0
     return fresh_at, marks, fresh_lines
 
 
-def _spliced(walk_jsonl: Path, f, count: int, places: list[int], removed: list[int],
+def _spliced(od: OutputDir, f, count: int, places: list[int], removed: list[int],
              fresh_lines: list[bytes], built: lineindex.Builder) -> Iterator[bytes | CopySpan]:
     """The new walk.jsonl: the previous lines between two changes as byte ranges of the
     previous file, the new lines inserted, the removed lines left out; ``built`` follows."""
     wanted = sorted({0, count, *places, *removed, *(r + 1 for r in removed)})
-    offsets, index, _ = find_lines(walk_jsonl, f, wanted)
+    offsets, index, _ = find_lines(od, "walk.jsonl", f, wanted)
     if index.count != count or offsets.get(count) != os.fstat(f.fileno()).st_size:
-        raise ValueError(f"{walk_jsonl} does not have the lines the table says")
+        raise ValueError(f"{od.path / 'walk.jsonl'} does not have the lines the table says")
     fd = f.fileno()
     k = r = at = 0  # new lines given, removed lines passed, previous line
     while True:

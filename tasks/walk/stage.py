@@ -37,13 +37,8 @@ from .beneath import DIR_FLAGS, open_beneath, open_root
 from .export import export_walk
 from .filehash import READ_CHUNK, Where, hash_file
 from ..database import connect, connect_read
-from ..output.atomic import (OUTPUT_TAG,
-                             STATE_DIR,
-                             mark_output,
-                             output,
-                             remove_stale_temps,
-                             write_json)
-from ..output.directory import OutputDir, refuse
+from ..output.atomic import OUTPUT_TAG, STATE_DIR
+from ..output.directory import OutputDir, mark_output, refuse
 from ..output.tag import is_tagged, root_conflict
 from .globs import FOLLOW, LINK_NOT_FOLLOWED, Selector, relative_to
 from ..manifest import Manifest, Root
@@ -123,11 +118,10 @@ class Walker:
     is the table's export, nothing is written.
     """
 
-    def __init__(self, manifest: Manifest, out: Path, *, no_hash: bool = False,
-                 progress: Callable[[int], None] | None = None,
-                 out_fd: int | None = None, od: OutputDir | None = None) -> None:
+    def __init__(self, manifest: Manifest, od: OutputDir, *, no_hash: bool = False,
+                 progress: Callable[[int], None] | None = None) -> None:
         self.manifest = manifest
-        self.out = Path(out)
+        self.out = od.path
         self.no_hash = no_hash
         self.progress = progress
         self.stats = WalkStats()
@@ -143,7 +137,7 @@ class Walker:
         self.records = 0
         self.buf = bytearray(READ_CHUNK)
         try:  # the output never walked: the checked descriptor's, not whatever its path is now
-            st = os.fstat(out_fd) if out_fd is not None else os.stat(self.out)
+            st = os.fstat(od.fd)
             self.out_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except OSError:
             self.out_id = None
@@ -152,12 +146,10 @@ class Walker:
     def table(self) -> WalkTable:
         """The walk table, opened at the first use (read-only in a forked helper)."""
         if self._table is None:
-            od = self.od if self.od is not None else output(self.out)
-            self.od = od
-            out, settings, roots = self.out, self.settings, self.manifest.roots
+            od, settings, roots = self.od, self.settings, self.manifest.roots
             self._table = WalkTable(
                 lambda: connect_read(od) if self.helper else connect(od), settings, roots,
-                lambda db: upgrade(out, db, settings, roots))
+                lambda db: upgrade(od, db, settings, roots))
         return self._table
 
     def run(self) -> WalkStats:
@@ -312,7 +304,7 @@ class Walker:
     def write(self) -> bool:
         """walk.jsonl, exported from the table (:func:`bastion.tasks.walk.export.export_walk`):
         nothing written when it already is the table's export.  Whether it was written."""
-        return export_walk(self.out, self.table)
+        return export_walk(self.od, self.table)
 
     def close(self) -> None:
         if self._table is not None:
@@ -537,20 +529,20 @@ class RootWalk:
                           "not a regular file (never opened)", None, None), st, False)
 
 
-def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
+def run_walk(manifest: Manifest, od: OutputDir, *, no_hash: bool = False,
              progress: Callable[[int], None] | None = None) -> dict:
     """Walk into the walk table, export ``walk.jsonl``, write ``walk.summary.json`` (also
-    recorded in the table's ``runs``); return the summary."""
+    recorded in the table's ``runs``); return the summary.  ``od``: the output, opened and
+    checked (its run's lock: tasks/output/atomic.py); written only through its descriptors."""
     started = time.time()
     t0 = time.monotonic()
-    why = root_conflict(out, manifest.roots)
-    if why is not None:  # before anything in it is opened, let alone tightened
-        raise refuse(Path(os.path.abspath(out)), why)
-    od = output(out)  # opened and checked (tasks/output/directory.py); written through its descriptor
-    mark_output(out)
-    remove_stale_temps(out)
-    remove_stale_temps(out / STATE_DIR)
-    walker = Walker(manifest, out, no_hash=no_hash, progress=progress, out_fd=od.fd, od=od)
+    why = root_conflict(od.path, manifest.roots)
+    if why is not None:  # a run checks this before it opens the output; a caller that did not
+        raise refuse(od.path, why)
+    mark_output(od)
+    od.remove_stale_temps("")
+    od.remove_stale_temps(STATE_DIR)
+    walker = Walker(manifest, od, no_hash=no_hash, progress=progress)
     try:
         s = walker.run()
         walker.write()
@@ -581,7 +573,7 @@ def run_walk(manifest: Manifest, out: Path, *, no_hash: bool = False,
             "duration_s": round(time.monotonic() - t0, 3),
             "tightened": od.tightened,
         }
-        write_json(out / "walk.summary.json", summary)
+        od.write_json("walk.summary.json", summary)
         walker.table.record_run(summary)
     finally:
         walker.close()

@@ -23,8 +23,8 @@ from array import array
 from pathlib import Path
 from typing import Any, Iterable, TypeAlias
 
-from ..output.atomic import STATE_DIR, file_identity, open_read, read_bytes, unlink
-from ..output.atomic import stat as out_stat
+from ..output.atomic import STATE_DIR, file_identity
+from ..output.directory import OutputDir
 from .table import INSERT, encode, root_settings, set_state, state
 
 __all__ = ["LEGACY_CACHE", "import_walk", "upgrade"]
@@ -57,41 +57,40 @@ def _identities(data: dict, wanted: dict[str, list]) -> dict[tuple[str, str, str
     return out
 
 
-def import_walk(out: Path, db: sqlite3.Connection, settings: list,
+def import_walk(od: OutputDir, db: sqlite3.Connection, settings: list,
                 roots: dict[str, list]) -> int | None:
     """Import the earlier layout's walk into the (empty) table when there is one that holds
     (see the module); how many rows, or None when there was nothing to import.  ``roots``:
     each root's settings as the earlier cache listed them."""
-    cache = out / LEGACY_CACHE
-    walk_jsonl = out / "walk.jsonl"
+    walk_jsonl = od.path / "walk.jsonl"
     try:
-        data: Any = marshal.loads(read_bytes(cache))  # through the checked descriptor
-        st = out_stat(walk_jsonl)
+        data: Any = marshal.loads(od.read(LEGACY_CACHE))  # through the checked descriptor
+        st = od.stat("walk.jsonl")
         ok = (isinstance(data, dict) and data.get("settings") == settings
               and data.get("walk") == [st.st_size, st.st_mtime_ns])
         known = _identities(data, roots) if ok else None
     except (OSError, EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError):
         known = None
     if known is None:
-        unlink(cache)
+        od.unlink(LEGACY_CACHE)
         return None
     identity = file_identity(walk_jsonl)
     try:
-        n = _insert(db, walk_jsonl, known, identity, settings, roots)
+        n = _insert(db, od, known, identity, settings, roots)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         n = None  # a walk.jsonl that is not one (rolled back): the next walk reads everything
-    unlink(cache)
+    od.unlink(LEGACY_CACHE)
     return n
 
 
-def _insert(db: sqlite3.Connection, walk_jsonl: Path, known: dict, identity: list[int] | None,
+def _insert(db: sqlite3.Connection, od: OutputDir, known: dict, identity: list[int] | None,
             settings: list, roots: dict[str, list]) -> int:
     """The rows of walk.jsonl inserted, in one transaction; how many."""
     n = 0
     with db:
         db.execute("BEGIN IMMEDIATE")
         batch = []
-        with open_read(walk_jsonl) as f:
+        with od.open_read("walk.jsonl") as f:
             for line in f:
                 d = json.loads(line)
                 root, path = d["root"], d["path"]
@@ -119,12 +118,14 @@ def _insert(db: sqlite3.Connection, walk_jsonl: Path, known: dict, identity: lis
     return n
 
 
-def upgrade(out: Path, db: sqlite3.Connection, settings: list, roots: Iterable[Any]) -> None:
+def upgrade(od: OutputDir, db: sqlite3.Connection, settings: list, roots: Iterable[Any]) -> None:
     """Before a walk: the earlier layout's walk imported when the table never held one; a
     cache left by a run killed after its import removed."""
-    if not os.path.lexists(out / LEGACY_CACHE):
+    try:
+        od.stat(LEGACY_CACHE)
+    except OSError:
         return
     if state(db, "gen") is None:
-        import_walk(out, db, settings, {r.name: json.loads(root_settings(r)) for r in roots})
+        import_walk(od, db, settings, {r.name: json.loads(root_settings(r)) for r in roots})
     else:
-        unlink(out / LEGACY_CACHE)
+        od.unlink(LEGACY_CACHE)

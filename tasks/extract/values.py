@@ -1,0 +1,77 @@
+"""A run's plain values: its frozen inputs, the extract stage's decision, and its end.
+
+A run goes ``RunInputs`` (settings, manifest, output path, reader registry; built by
+:func:`run_inputs`, the one function the CLI and ``dodo.py`` both reach through
+:class:`bastion.tasks.extract.run.Run`) → :class:`Decision` (refused, nothing to do, or a plan:
+:meth:`bastion.tasks.extract.runplan.RunPlan.decide`) → the session reading documents → the
+outputs written → :class:`RunEnd` (:func:`bastion.tasks.extract.finish.finish`).  Each is
+made once and never changed; what reads them (``tasks/pipeline.py``, ``tasks/cli.py``,
+``tasks/clean.py``) reads a returned value, not a flag some step set on the run.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..config import RunConfig, load
+from ..manifest import Manifest
+
+if TYPE_CHECKING:
+    from bastion.readers.dispatch import Registry
+
+    from .records import ExtractSummary
+
+__all__ = ["Decision", "RunEnd", "RunInputs", "run_inputs"]
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What one run is given, loaded once.  The tools are not here: they are asked their
+    versions in the background while the workers start (``Run.prestart``), and the digest of
+    every input that decides a task key (``RunPlan.inputs``) is taken once they answered."""
+
+    cfg: RunConfig
+    manifest: Manifest
+    out: Path
+    extra_readers: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def registry(self) -> Registry:
+        """The reader registry the plan chooses from, built at the first use: the extra
+        readers (the tests' misbehaving ones, which the workers put first too), then the
+        registry's."""
+        from bastion.readers.dispatch import Registry
+
+        return Registry.with_modules(self.extra_readers)
+
+
+def run_inputs(cfg: RunConfig, extra_readers: tuple[str, ...] = ()) -> RunInputs:
+    """The run's inputs: the manifest (signature checked when required) and the output
+    directory's path.  Raises ManifestError, SignatureError or PrerequisiteError."""
+    manifest, out = load(cfg)
+    return RunInputs(cfg, manifest, out, tuple(extra_readers))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the extract stage does, decided once per run before doit is given its tasks."""
+
+    refused: str | None = None  # why the stage cannot run (a failed task: no walk, …)
+    noop_from: Mapping[str, Any] | None = None  # the last summary, when its stamp holds
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return self.refused is None and self.noop_from is not None
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """What the end of an extract run returns: the summary it wrote, and how many records
+    say "not extracted yet" (a run of named tasks, ``doit extract:<file>``)."""
+
+    summary: ExtractSummary
+    not_yet: int = 0
+    noop: bool = False  # the last run's stamp held: no per-file work was done
