@@ -4,14 +4,13 @@ The extract group removes the records, the summary, the store and the verdicts (
 database's extract tables); a file's
 task its text, sidecar and verdict (its record becomes ``skipped``, not extracted yet), unless
 another file's record names the same text (a copy of the same bytes): then only its record is
-reset, and the text and verdict the other record needs stay.  The walk's task removes its
+reset, and the text and verdict the other record needs stay (which records name a text is a
+query of the ``records`` table).  The walk's task removes its
 export and its rows in the database (tasks/database.py; the file goes once it holds neither).  doit's own database stays (``doit forget`` is for it).
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .database import EXTRACT_TABLES, WALK_TABLES, clear
@@ -43,38 +42,22 @@ def clean_item(run: Run, item: Item) -> None:
     """One file's text, sidecar and verdict; its record becomes skipped."""
     if run.cleaned_all:
         return  # the group was cleaned first: nothing of this file is left
-    from .extract.records import rewrite_record
+    from .extract.table import Records
 
     run.lock()
-    others = _named_elsewhere(run.out / "extract.jsonl", item)
+    store = run.store or Store(run.out)
+    table = Records(store.db, run.out)
+    others = table.names(item.stem, besides=(item.root, item.path))  # an indexed query
     if not others:
-        store = run.store or Store(run.out)
         store.remove_text(item.stem)
         store.forget([(item.sha256, item.key)])
-    rewrite_record(run.out / "extract.jsonl", item)
+    if (run.out / "extract.jsonl").exists():
+        table.reset(item, store.run)
     if others:
         run.say(f"reset the record of {item.root}/{item.path}; its text and verdict stay: "
                 f"{others} other record(s) name them")
     else:
         run.say(f"removed the text and verdict of {item.root}/{item.path}")
-
-
-def _named_elsewhere(records: Path, item: Item) -> int:
-    """How many records of extract.jsonl other than ``item``'s name its text (one scan for
-    the text's name; only the lines holding it are parsed)."""
-    needle = f'"text":"extract/{item.stem[:2]}/{item.stem}.txt"'.encode()
-    n = 0
-    try:
-        f = open(records, "rb")
-    except FileNotFoundError:
-        return 0
-    with f:
-        for line in f:
-            if needle in line:
-                d = json.loads(line)
-                if (d.get("root"), d.get("path")) != (item.root, item.path):
-                    n += 1
-    return n
 
 
 def clean_walk(run: Run) -> None:

@@ -76,7 +76,7 @@ class Run(RunPlan):
         self.forgotten: set[str] = set()
         self.cleaned_all = False
         self.not_yet = 0  # records "not extracted yet" (a partial run)
-        self.merge: Any = None  # bastion.tasks.extract.delta.Merge, when only the walk's change is planned
+        self.merge: Any = None  # bastion.tasks.extract.table.Change, when only the walk's change is planned
         self.merge_from: dict[str, Any] | None = None  # the last summary, then
         self.noop_from: dict[str, Any] | None = None  # the last summary, when nothing to do
         self.announce_in_actions = True  # the CLI prints the summaries itself

@@ -5,7 +5,7 @@ inputs, why a task is up to date, and the slices of stale items handed to doit.
 run's attributes (``cfg``, ``tools``, ``toolcache``, ``store``, ``verdicts``, ``stale``,
 ``cursor``, ``forgotten``, ``merge``, ``refused``, ``walk_read``, ``noop_from``, ``finished``,
 ``_plan``), which ``Run.__init__`` makes, and its ``load``, ``manifest`` and ``out``.  The plan itself is
-the pure :func:`bastion.tasks.extract.plan.plan`, or :func:`bastion.tasks.extract.delta.plan_change` when only
+the pure :func:`bastion.tasks.extract.plan.plan`, or :func:`bastion.tasks.extract.table.plan_change` when only
 the walk's change needs planning.
 """
 
@@ -30,7 +30,7 @@ from ..records import iter_walk
 from . import backoff, stamp
 from .store import Store
 from .toolcache import ToolCache
-from .delta import StoreTexts, plan_change
+from .table import Records, StoreTexts, plan_change
 
 if TYPE_CHECKING:
     from bastion.readers.dispatch import Registry
@@ -116,7 +116,7 @@ class RunPlan:
         backoff.start_run(self.store, count=not self.cfg.listing)
         self.retries = backoff.retries(self.store)
         merged = None if self.cfg.all_tasks or self.cfg.listing else plan_change(self, select)
-        if merged is not None:  # only what the walk found changed (tasks/extract/delta.py)
+        if merged is not None:  # only what the walk found changed (tasks/extract/table.py)
             self._plan, self.verdicts, self.merge = merged
             self.refused = None
             self.stale = self._plan.stale
@@ -147,7 +147,20 @@ class RunPlan:
         self.walk_read = check_walk(manifest, out)
         self.tools.update(self._probe_tools())
         self.noop_from = stamp.nothing_to_do(out, self.inputs())
+        if self.noop_from is not None and not self._records_match():
+            self.noop_from = None  # extract.jsonl is not the records' export: planned in full
         return self.noop_from is not None
+
+    def _records_match(self) -> bool:
+        """Whether extract.jsonl is the export of the ``records`` table (tasks/extract/table.py)."""
+        from ..output.modes import OutputError
+
+        if self.store is None:
+            self.store = Store(self.out)
+        try:
+            return Records(self.store.db, self.out).matches()
+        except OutputError:
+            return False
 
     def inputs(self) -> str:
         """The digest of every input that decides a task key (tasks/extract/stamp.py)."""
