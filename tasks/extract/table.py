@@ -195,7 +195,7 @@ class Records:
     def _splice(self, changes: list[tuple[tuple[str, str], bytes | None]], count: int,
                 run: int, trusted: bool) -> None:
         """Splice the changed lines into a matching export, else write it in full."""
-        if trusted and len(changes) <= max(MIN_CHANGES, int(count * MAX_SHARE)):
+        if trusted and len(changes) <= _limit(count):
             try:
                 splice(self.path, changes)
             except (ValueError, OSError):
@@ -205,24 +205,30 @@ class Records:
                 return
         self.export_all(run)
 
-    def _flip(self, keep: set[tuple[str, bytes, bytes]]) -> list[tuple[str, bytes, bytes]]:
-        """The rows the previous run extracted (``reused`` false), but ``keep``'s, flagged
-        reused (this run kept their verdicts); their keys."""
-        keys = [k for k in self.db.execute(
-            "SELECT root, dir, name FROM records WHERE reused = 0").fetchall()
-            if tuple(k) not in keep]
-        self._write("UPDATE records SET reused = 1 WHERE root = ? AND dir = ? AND name = ?",
-                    keys, many=True)
+    def _flip(self, limit: int) -> list[tuple[str, bytes, bytes]] | None:
+        """Flag reused the rows the previous run extracted (``reused`` false: this run kept
+        their verdicts), in one statement; their keys, or None when there are more than
+        ``limit`` (the export is then written in full)."""
+        n = self.db.execute("SELECT count(*) FROM records WHERE reused = 0").fetchone()[0]
+        keys = None
+        if n <= limit:
+            keys = [tuple(k) for k in self.db.execute(
+                "SELECT root, dir, name FROM records WHERE reused = 0").fetchall()]
+        if n:
+            self._write("UPDATE records SET reused = 1 WHERE reused = 0")
         return keys
 
     def flip(self, count: int, run: int) -> bool:
         """A run that kept every verdict: every record now says reused (the lines the
         previous run extracted change, spliced in); whether extract.jsonl was written."""
         trusted = self.matches()
-        keys = self._flip(set())
-        if not keys and trusted:
+        keys = self._flip(_limit(count))
+        if keys == [] and trusted:
             return False
-        self._splice(self._lines_of(keys, run), count, run, trusted)
+        if keys is None:
+            self.export_all(run)
+        else:
+            self._splice(self._lines_of(keys, run), count, run, trusted)
         return True
 
     def apply(self, change: "Change", pairs: Iterable[tuple[bytes, Row]], count: int,
@@ -232,19 +238,22 @@ class Records:
         spliced.  Returns the records that went (parsed), for the counts and the texts."""
         trusted = self.matches()
         gone = [json.loads(line) for _, line in self._lines_of(change.keys, run) if line]
-        keyset = set(change.keys)
-        flipped = self._flip(keyset)
+        flipped = self._flip(_limit(count))
         pairs = list(pairs)
         self._write("DELETE FROM records WHERE root = ? AND dir = ? AND name = ?",
                     change.keys, many=True)
         self._write(f"INSERT INTO records ({COLUMNS}) VALUES ({','.join('?' * 10)})",
                     [row for _, row in pairs], many=True)
-        changes: list[tuple[tuple[str, str], bytes | None]] = [
-            ((root, decode(d) + "/" + decode(n) if d else decode(n)), None)
-            for root, d, n in change.keys]
-        changes += [((row[0], decode(row[3])), line) for line, row in pairs]
-        changes += self._lines_of(flipped, run)
-        self._splice(changes, count, run, trusted)
+        if flipped is None:
+            self.export_all(run)
+        else:
+            keyset = set(change.keys)
+            changes: list[tuple[tuple[str, str], bytes | None]] = [
+                ((root, decode(d) + "/" + decode(n) if d else decode(n)), None)
+                for root, d, n in change.keys]
+            changes += [((row[0], decode(row[3])), line) for line, row in pairs]
+            changes += self._lines_of([k for k in flipped if k not in keyset], run)
+            self._splice(changes, count, run, trusted)
         self._exported(change.gen)
         return gone
 
@@ -269,6 +278,11 @@ class Records:
             other = (besides[0], encode(besides[1]))
             rows = [r for r in rows if tuple(r) != other]
         return len(rows)
+
+
+def _limit(count: int) -> int:
+    """The most changed lines spliced into an export of ``count`` records."""
+    return max(MIN_CHANGES, int(count * MAX_SHARE))
 
 
 class Change:
