@@ -195,7 +195,12 @@ def test_an_output_of_schema_3_is_taken_over_extracting_nothing(tmp_path: Path) 
     db.execute("PRAGMA user_version=3")
     db.commit()
     db.close()
+    legacy = [out / ".bastion" / n for n in ("walk.jsonl.lines", "extract.jsonl.lines",
+                                             "walk-delta")]
+    for f in legacy:  # the sidecars that layout kept beside the exports
+        f.write_bytes(b"old")
     sweep(m, out)
+    assert not any(f.exists() for f in legacy)
     s = json.loads((out / "extract.summary.json").read_text())
     w = json.loads((out / "walk.summary.json").read_text())
     assert s["extracted"] == 0 and w["hashed"] == 0

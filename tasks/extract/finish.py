@@ -21,6 +21,9 @@ from ..output.atomic import STATE_DIR, unlink, write_json
 from .store import Store
 from .table import Records, walk_gen
 
+# the files beside the exports before the records table: the line indexes, the walk's delta
+LEGACY = ("walk.jsonl.lines", "extract.jsonl.lines", "walk-delta")
+
 # ``run`` below is a bastion.tasks.extract.run.Run (not imported: run.py calls into this module)
 Run = Any
 
@@ -50,6 +53,8 @@ def finish(run: Run) -> ExtractSummary | None:
         table.write_all(build_records(plan, run.store.verdicts_for, produced, tally,
                                       backoff.retries(run.store), run.store.run),
                         walk_gen(run.store.db))
+        for name in LEGACY:  # an output of the layout before the records table
+            unlink(out / STATE_DIR / name)
         # the records are durable (atomic_write fsyncs): texts they dropped can go
         removed = run.store.remove_unreferenced(tally.referenced)
         run.summary = _summary(run, tally, len(produced), removed)
