@@ -215,3 +215,40 @@ def test_an_output_of_schema_3_is_taken_over_extracting_nothing(tmp_path: Path) 
     fresh = tmp_path / "fresh"
     sweep(m, fresh)
     assert compare_outputs(out, fresh) == []
+
+
+def test_a_change_too_big_for_the_log_is_planned_in_full(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A walk that changes more keys than the log holds empties it and moves its base on: the
+    extract stage behind it plans every file (not only the logged ones), and the output is a
+    fresh run's."""
+    import bastion.tasks.extract.plan
+    from bastion.tasks.walk import table as walk_table
+
+    root, m, out = setup(tmp_path, 20)
+    sweep(m, out)
+    monkeypatch.setattr(walk_table, "LOG_MIN", 3)
+    planned: list[int] = []
+    real = bastion.tasks.extract.plan.plan
+
+    def counting(walk, *a, **k):
+        walk = list(walk() if callable(walk) else walk)
+        planned.append(len(walk))
+        return real(walk, *a, **k)
+
+    monkeypatch.setattr(bastion.tasks.extract.plan, "plan", counting)  # a change's plan
+    monkeypatch.setattr("bastion.tasks.extract.runplan.plan", counting)  # the full plan
+    for i in range(5):
+        (root / f"f{i:02}.txt").write_text(f"edited {i}\n")
+    sweep(m, out)
+    assert planned == [21]  # every file, not the five the log could not hold
+    db = sqlite3.connect(out / DB_NAME)
+    assert db.execute("SELECT count(*) FROM walk_log").fetchone()[0] == 0
+    db.close()
+    (root / "f10.txt").write_text("one more\n")  # the next change is logged again
+    sweep(m, out)
+    assert planned == [21, 1]
+    monkeypatch.undo()
+    fresh = tmp_path / "fresh"
+    sweep(m, fresh)
+    assert compare_outputs(out, fresh) == []
