@@ -4,14 +4,13 @@ The extract group removes the records, the summary, the store and the verdicts (
 database's extract tables); a file's
 task its text, sidecar and verdict (its record becomes ``skipped``, not extracted yet), unless
 another file's record names the same text (a copy of the same bytes): then only its record is
-reset, and the text and verdict the other record needs stay.  The walk's task removes its
+reset, and the text and verdict the other record needs stay (which records name a text is a
+query of the ``records`` table).  The walk's task removes its
 export and its rows in the database (tasks/database.py; the file goes once it holds neither).  doit's own database stays (``doit forget`` is for it).
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .database import EXTRACT_TABLES, WALK_TABLES, clear
@@ -41,17 +40,23 @@ def clean_extract(run: Run) -> None:
 
 def clean_item(run: Run, item: Item) -> None:
     """One file's text, sidecar and verdict; its record becomes skipped."""
-    from .extract.records import rewrite_record
+    from .extract.table import Records
 
     od = run.lock()
     if not _extracted(od):
         return  # no records and no store (the group was cleaned first): nothing of it is left
-    others = _named_elsewhere(run.out / "extract.jsonl", item)
+    store = run.store or Store(run.out, run.store_dir)
+    table = Records(store.db, od)
+    others = table.names(item.stem, besides=(item.root, item.path))  # an indexed query
     if not others:
-        store = run.store or Store(run.out, run.store_dir)
         store.remove_text(item.stem)
         store.forget([(item.sha256, item.key)])
-    rewrite_record(od, item)
+    try:
+        od.stat("extract.jsonl")
+    except FileNotFoundError:
+        pass
+    else:
+        table.reset(item, store.run)
     if others:
         run.say(f"reset the record of {item.root}/{item.path}; its text and verdict stay: "
                 f"{others} other record(s) name them")
@@ -68,24 +73,6 @@ def _extracted(od: OutputDir) -> bool:
         except FileNotFoundError:
             continue
     return False
-
-
-def _named_elsewhere(records: Path, item: Item) -> int:
-    """How many records of extract.jsonl other than ``item``'s name its text (one scan for
-    the text's name; only the lines holding it are parsed)."""
-    needle = f'"text":"extract/{item.stem[:2]}/{item.stem}.txt"'.encode()
-    n = 0
-    try:
-        f = open(records, "rb")
-    except FileNotFoundError:
-        return 0
-    with f:
-        for line in f:
-            if needle in line:
-                d = json.loads(line)
-                if (d.get("root"), d.get("path")) != (item.root, item.path):
-                    n += 1
-    return n
 
 
 def clean_walk(run: Run) -> None:

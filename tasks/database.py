@@ -2,16 +2,16 @@
 verdicts and the runs, its schema and its version.
 
 It is the system of record: ``walk.jsonl`` is an export of its ``walk`` table
-(:mod:`bastion.tasks.walk.export`), and the verdicts by (sha256, key) are what the extract
-stage's records are built from.  docs/architecture.md shows the schema; docs/records.md
+(:mod:`bastion.tasks.walk.export`), ``extract.jsonl`` an export of its ``records`` table joined
+with the verdicts by (sha256, key) (:mod:`bastion.tasks.extract.table`).  docs/architecture.md shows the schema; docs/records.md
 queries it.  WAL journal, ``synchronous=NORMAL``: a committed transaction survives a
 ``kill -9`` of the process (each walk batch and each verdict batch is one).
 
 The file is opened through the output directory's checked descriptor (``/proc/self/fd/N`` of
 the state directory), made with the output's file mode, and checked to be the file that was
-made there.  Version 2 (today's verdicts, backoff and counters, no walk) is upgraded in
-place, its verdicts kept; any other older version holds keys of another kind: its verdicts
-are dropped (every one would be redone anyway).
+made there.  Versions 2 (verdicts, backoff and counters, no walk) and 3 (no change log, no
+records) are upgraded in place, their verdicts and walk kept; any other older version holds
+keys of another kind: its verdicts are dropped (every one would be redone anyway).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .output.modes import OutputError
 __all__ = ["DB_NAME", "SCHEMA", "SCHEMA_VERSION", "connect"]
 
 DB_NAME = ".bastion/verdicts.sqlite"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = (
     # one verdict per (sha256, task key): the extract stage's source of truth
@@ -82,6 +82,35 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS walk_roots (root TEXT PRIMARY KEY, settings TEXT NOT NULL)",
     # the walk's settings, generation, row count and the export that matches them
     "CREATE TABLE IF NOT EXISTS walk_state (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    # the keys each walk generation added, changed or removed (its last change only): what
+    # changed since a generation is a query (tasks/walk/table.py, tasks/extract/table.py)
+    """CREATE TABLE IF NOT EXISTS walk_log (
+        root TEXT NOT NULL,
+        dir BLOB NOT NULL,
+        name BLOB NOT NULL,
+        gen INTEGER NOT NULL,
+        PRIMARY KEY (root, dir, name)
+    ) WITHOUT ROWID""",
+    # one row per extract.jsonl record: the walk's fields it repeats, the task key whose
+    # verdict (in ``verdicts``) it carries, or, with no key, why it is skipped; ``stem``
+    # names its text in the store (tasks/extract/table.py)
+    """CREATE TABLE IF NOT EXISTS records (
+        root TEXT NOT NULL,
+        dir BLOB NOT NULL,
+        name BLOB NOT NULL,
+        path BLOB NOT NULL,
+        sha256 TEXT,
+        mime TEXT,
+        key TEXT,
+        skip TEXT,
+        reused INTEGER NOT NULL,
+        stem TEXT,
+        PRIMARY KEY (root, dir, name)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS records_stem ON records (stem) WHERE stem IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS records_new ON records (root) WHERE reused = 0",
+    # the walk generation the records were made from, and the export that matches them
+    "CREATE TABLE IF NOT EXISTS records_state (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     # one row per walk or extract run: its summary as JSON
     """CREATE TABLE IF NOT EXISTS runs (
         run INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -110,7 +139,7 @@ def connect(od: OutputDir) -> sqlite3.Connection:
             db.execute("BEGIN IMMEDIATE")
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version != SCHEMA_VERSION:
-                if version != 2:
+                if version not in (2, 3):
                     # an index of an earlier layout: its keys are of another kind, so every
                     # verdict in it would be redone anyway
                     db.execute("DROP TABLE IF EXISTS verdicts")
@@ -161,8 +190,9 @@ def connect_read(od: OutputDir) -> sqlite3.Connection:
     return db
 
 
-WALK_TABLES = ("walk", "walk_dirs", "walk_roots", "walk_state")
-EXTRACT_TABLES = ("verdicts", "retries", "counters")
+# (records_state with the walk's: the walk generation the records were made from is gone)
+WALK_TABLES = ("walk", "walk_dirs", "walk_roots", "walk_state", "walk_log", "records_state")
+EXTRACT_TABLES = ("verdicts", "retries", "counters", "records", "records_state")
 
 
 def clear(od: OutputDir, tables: tuple[str, ...]) -> None:

@@ -76,7 +76,7 @@ def test_incremental_output_equals_a_fresh_one(tmp_path_factory, steps: list) ->
 @pytest.mark.parametrize("copy_range", [True, False])  # the kernel's copy, or read and write
 def test_a_change_plans_only_what_changed(tmp_path, monkeypatch, copy_range) -> None:
     """After a complete run, a sweep that finds one file edited, one deleted and one added
-    plans just the two it must read (tasks/extract/delta.py); the others' records are copied, and the
+    plans just the two it must read (tasks/extract/table.py); the others' records are copied, and the
     output still equals a fresh run's."""
     import errno
     import os

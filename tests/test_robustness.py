@@ -292,6 +292,37 @@ def test_kill_9_of_the_parent_at_a_point_then_rerun(point: str, n: int, tmp_path
     _check_after_kill(tmp_path, root, files, out, proc.returncode)
 
 
+@pytest.mark.slow
+def test_kill_9_while_a_change_is_spliced_then_rerun(tmp_path: Path) -> None:
+    """A run that planned only a change, killed after its record rows were committed and
+    before the spliced extract.jsonl replaced the previous one: the previous file is whole,
+    and the next run (the export no longer the rows') plans in full, extracts nothing again,
+    and leaves what a fresh run leaves."""
+    from bastion.tasks.commands.compare import compare_outputs
+
+    root = tmp_path / "root"
+    files = text_tree(root, dirs=2, per_dir=30)
+    m = manifest(tmp_path / "m.yaml", {"r": root})
+    out = tmp_path / "out"
+    assert sweep(m, out) == 0
+    before = (out / "extract.jsonl").read_bytes()
+    (root / "d01" / "new.txt").write_bytes(b"a file added after the first sweep\n")
+    files["d01/new.txt"] = b"a file added after the first sweep\n"
+    proc = subprocess.run([sys.executable, "-c", KILLER, "extract.jsonl", "0", "sweep", str(m),
+                           "--out", str(out), "-q", "-j", "2", "--no-external"], cwd=str(REPO),
+                          env=ENV,
+                          capture_output=True, timeout=RUN_TIMEOUT)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert list(out.glob(".tmp-extract.jsonl.*")), "not killed before the rename"
+    assert (out / "extract.jsonl").read_bytes() == before
+    assert sweep(m, out) == 0
+    assert json.loads((out / "extract.summary.json").read_text())["extracted"] == 0
+    assert_complete(out, "r", files)
+    fresh = tmp_path / "fresh"
+    assert sweep(m, fresh) == 0
+    assert compare_outputs(out, fresh) == []
+
+
 def test_kill_9_during_a_shared_rewalk_then_rerun(tmp_path: Path, kill_tree) -> None:
     """The parent killed while its forked walk helpers are walking their shares: the helpers
     go too (parent-death signal), and the re-run is complete."""

@@ -212,6 +212,12 @@ def test_the_database_example_of_records_md_runs(examples_out: Path) -> None:
     assert scope["runs"] == [(1, "walk", summary["hashed"])]
     assert sum(n for _, n in scope["statuses"]) == len({(r["sha256"]) for r in walk
                                                         if r["sha256"]})
+    recs = [json.loads(x) for x in (examples_out / "extract.jsonl").read_text().splitlines()]
+    assert dict(scope["record_statuses"]) == {
+        s: sum(1 for r in recs if r["status"] == s) for s in {r["status"] for r in recs}}
+    texts = [r["text"] for r in recs if r.get("text")]
+    assert len(scope["shared_texts"]) == len({t for t in texts if texts.count(t) > 1})
+    assert scope["pending"] == []
 
 
 def test_the_duckdb_example_on_the_database_runs(examples_out: Path) -> None:

@@ -131,7 +131,7 @@ def test_modes_owner_only_whatever_the_umask(tmp_path: Path) -> None:
     out = tmp_path / "out"
     found = modes_of(out)
     # the lock, the caches, doit's database, sqlite, the store and its buckets are all there
-    for rel in (".lock", ".bastion/walk.jsonl.lines", ".bastion/verdicts.sqlite", ".bastion/doit.json",
+    for rel in (".lock", ".bastion/extract-stamp.json", ".bastion/verdicts.sqlite", ".bastion/doit.json",
                 "walk.jsonl", "extract.jsonl", "extract", ".bastion/tmp"):
         assert rel in found, sorted(found)
     assert any(rel.endswith(".txt") and rel.startswith("extract/") for rel in found)

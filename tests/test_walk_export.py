@@ -1,7 +1,7 @@
 """walk.jsonl as the export of the walk table (tasks/walk/export.py, tasks/walk/table.py): a
 small change spliced into the previous export, a big one and an export that is not the
 table's written in full, rows committed in batches — each the bytes a fresh walk writes, with
-the delta a full export computes."""
+the change log (``walk_log``) whichever way the export was written."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from bastion.tasks.database import DB_NAME
-from bastion.tasks.extract.delta import DELTA
 from bastion.tasks.manifest import load_manifest
 from bastion.tasks.output.directory import open_output
 from bastion.tasks.walk import export as export_module
@@ -51,11 +50,14 @@ def walk(m: Path, out: Path) -> dict:
         return run_walk(load_manifest(m), od)
 
 
-def delta(out: Path) -> dict | None:
-    if not (out / DELTA).exists():
-        return None
-    d = marshal.loads((out / DELTA).read_bytes())
-    return {k: v for k, v in d.items() if k not in ("from", "to")}
+def log(out: Path) -> list[tuple]:
+    """The walk's change log: the keys each generation changed."""
+    db = sqlite3.connect(out / DB_NAME)
+    try:
+        return db.execute("SELECT root, dir, name, gen FROM walk_log "
+                          "ORDER BY root, dir, name").fetchall()
+    finally:
+        db.close()
 
 
 def rows(out: Path) -> list[tuple]:
@@ -114,13 +116,13 @@ def test_a_small_change_is_spliced_as_a_full_export_writes_it(
     walk(m, full)
     change(tmp_path, how)
     used: list[bool] = []
-    real_patch = export_module._patch
+    real_splice = export_module.splice
 
-    def patch(*a):
+    def splice(*a):
         used.append(True)
-        return real_patch(*a)
+        return real_splice(*a)
 
-    monkeypatch.setattr(export_module, "_patch", patch)
+    monkeypatch.setattr(export_module, "splice", splice)
     walk(m, spliced)
     assert used, "the change was not spliced"
     monkeypatch.setattr(export_module, "MIN_CHANGES", 0)  # every change written in full
@@ -131,7 +133,7 @@ def test_a_small_change_is_spliced_as_a_full_export_writes_it(
     walk(m, fresh)
     assert (spliced / "walk.jsonl").read_bytes() == (fresh / "walk.jsonl").read_bytes()
     assert (full / "walk.jsonl").read_bytes() == (fresh / "walk.jsonl").read_bytes()
-    assert delta(spliced) == delta(full) is not None and delta(fresh) is None
+    assert log(spliced) == log(full) != [] and log(fresh) == []  # a first walk logs nothing
     assert rows(spliced) == rows(full) == rows(fresh)
     # and the next walk goes on from the spliced export: unchanged, then another change
     assert walk(m, spliced)["hashed"] == 0
@@ -151,14 +153,13 @@ def test_a_big_change_is_written_in_full(tmp_path: Path,
     out, fresh = tmp_path / "out", tmp_path / "fresh"
     walk(m, out)
     called: list[bool] = []
-    monkeypatch.setattr(export_module, "_patch", lambda *a: called.append(True))
+    monkeypatch.setattr(export_module, "splice", lambda *a: called.append(True))
     for f in root.rglob("f00[0-9][0-9].txt"):
         f.unlink()  # 100 of 203 records gone: more than MIN_CHANGES and 1 %
     assert walk(m, out)["records"] == walk(m, fresh)["records"]
     assert not called
     assert (out / "walk.jsonl").read_bytes() == (fresh / "walk.jsonl").read_bytes()
-    d = delta(out)
-    assert d is not None and d["old_count"] == 203 and len(d["removed"]) // 8 == 100
+    assert len(log(out)) == 100 and {gen for *_, gen in log(out)} == {2}
 
 
 def test_rows_in_batches_give_what_one_batch_gives(tmp_path: Path,
@@ -179,14 +180,14 @@ def test_rows_in_batches_give_what_one_batch_gives(tmp_path: Path,
     monkeypatch.setattr(table_module, "BATCH_ROWS", 5000)
     walk(m, one)
     assert (many / "walk.jsonl").read_bytes() == (one / "walk.jsonl").read_bytes()
-    assert rows(many) == rows(one) and delta(many) == delta(one) is not None
+    assert rows(many) == rows(one) and log(many) == log(one) != []
 
 
 def test_an_export_that_is_not_the_tables_is_written_in_full(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A walk that committed its rows but died before its export (or an export edited since):
-    the next walk writes walk.jsonl in full from the table, with no delta (the previous
-    export's lines are not known), reading no file again."""
+    the next walk writes walk.jsonl in full from the table, reading no file again; the change
+    the killed walk committed stays in the log (the extract stage still learns of it)."""
     root = tmp_path / "root"
     tree(root, 60)
     m = manifest(tmp_path, root)
@@ -205,7 +206,7 @@ def test_an_export_that_is_not_the_tables_is_written_in_full(
     assert summary["hashed"] == 0 and summary["reused"] == summary["files"]
     walk(m, fresh)
     assert (out / "walk.jsonl").read_bytes() == (fresh / "walk.jsonl").read_bytes()
-    assert delta(out) is None
+    assert [(d, n) for _, d, n, _ in log(out)] == [(b"d2", b"f0002.txt")]
     # an export edited by hand is not the table's either
     with open(out / "walk.jsonl", "ab") as f:
         f.write(b'{"junk":1}\n')

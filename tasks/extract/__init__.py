@@ -9,9 +9,9 @@
 - ``batch``    : one batch of documents through the sandboxed workers: plain data in, verdicts out
 - ``store``    : the content-addressed text store and its verdicts database
 - ``backoff``  : repeat offenders (timeout, memory, crash) tried again after 1, 2, 4 … runs
-- ``records``  : extract.jsonl and extract.summary.json, built from the plan and the verdicts
+- ``records``  : the records and extract.summary.json, built from the plan and the verdicts
 - ``finish``   : the end of a run: drain, write records and summary, drop unreferenced texts
-- ``delta``    : what changed between two walks, and the merge of it into the records
+- ``table``    : the records table, its export extract.jsonl, and what the walk changed since it
 - ``stamp``    : the no-op check, decided without reading the walk
 - ``toolcache``: the tools of a run, probed once and cached by binary
 """

@@ -1,6 +1,7 @@
-"""The end of an extract run: drain the workers, write extract.jsonl and the summary, remove
-the store files no record references, trim the forgotten list, and stamp a complete run
-(tasks/extract/stamp.py) so that the next one with nothing to do costs nothing.
+"""The end of an extract run: drain the workers, write the records (the ``records`` table and
+its export extract.jsonl: tasks/extract/table.py) and the summary, remove the store files no
+record references, trim the forgotten list, and stamp a complete run (tasks/extract/stamp.py)
+so that the next one with nothing to do costs nothing.
 """
 
 from __future__ import annotations
@@ -12,13 +13,18 @@ from typing import Any, Container, Mapping
 
 from bastion.readers.runtime.verdict import Status
 
-from ..output import lineindex
 from . import backoff, stamp
-from .records import ExtractSummary, Tally, summarize, write_records
+from .records import ExtractSummary, Tally, build_records, summarize
 from ..forgotten import trim_forgotten
 from .plan import IndexSet
+from ..output.atomic import STATE_DIR
 from ..output.directory import OutputDir
+from .store import Store
+from .table import Records, walk_gen
 from .values import RunEnd
+
+# the files beside the exports before the records table: the line indexes, the walk's delta
+LEGACY = ("walk.jsonl.lines", "extract.jsonl.lines", "walk-delta")
 
 # ``run`` below is a bastion.tasks.extract.run.Run (not imported: run.py calls into this module)
 Run = Any
@@ -42,8 +48,13 @@ def finish(run: Run) -> RunEnd | None:
         produced = _drained(run)
         od = run.lock()
         # every verdict of this run is committed: the records read them back from the store
-        tally = write_records(od, plan, run.store.verdicts_for, produced,
-                              backoff.retries(run.store), run.store.run)
+        tally = Tally()
+        table = Records(run.store.db, od)
+        table.write_all(build_records(plan, run.store.verdicts_for, produced, tally,
+                                      backoff.retries(run.store), run.store.run),
+                        walk_gen(run.store.db))
+        for name in LEGACY:  # an output of the layout before the records table
+            od.unlink(f"{STATE_DIR}/{name}")
         # the records are durable (OutputDir.write fsyncs): texts they dropped can go
         removed = run.store.remove_unreferenced(tally.referenced)
         summary = _summary(run, tally, len(produced), removed)
@@ -80,12 +91,17 @@ def _drained(run: Run) -> IndexSet:
 def _finish_noop(run: Run, noop_from: Mapping[str, Any]) -> RunEnd:
     """The summary of a run with nothing to do: the last run's counts, this run's
     times and tools; every verdict was kept, so every record says ``reused`` (the first such
-    run after one with work flips the flags that run wrote; later ones write nothing), and
-    the store is left as it is."""
+    run after one with work flags the rows that run extracted, and their lines are spliced
+    into extract.jsonl; later ones write nothing), and the store is left as it is."""
     if run.session is not None:
         run.session.close()
     od = run.lock()
-    flipped = _all_reused(od, int(noop_from.get("records", 0)))
+    store = run.store if run.store is not None else Store(run.out, run.store_dir)
+    try:
+        flipped = Records(store.db, od).flip(int(noop_from.get("records", 0)), store.run)
+    finally:
+        if store is not run.store:
+            store.close()
     tally = Tally.of_summary(dict(noop_from))
     tally.reused = tally.records  # what the records now say
     summary = _summary(run, tally, 0, 0)
@@ -93,27 +109,6 @@ def _finish_noop(run: Run, noop_from: Mapping[str, Any]) -> RunEnd:
     if flipped:  # extract.jsonl changed: the stamp follows it
         stamp.save(od, run.inputs())
     return RunEnd(summary, noop=True)
-
-
-def _all_reused(od: OutputDir, count: int) -> bool:
-    """Flip every ``"reused":false`` of extract.jsonl to true (the kept records of a merge
-    with no change, tasks/extract/delta.py); whether the file was rewritten.  Its line index
-    says where the flags are: none, and nothing is read."""
-    from array import array
-
-    from .delta import Merge
-
-    index = lineindex.load(od, "extract.jsonl")
-    if index is not None and not len(index.flagged):
-        return False
-    merge = Merge({"fresh": array("q"), "removed": array("q"), "new_count": count})
-    try:
-        od.write("extract.jsonl", merge.lines(od, "extract.jsonl", iter(())))
-    except ValueError:  # not the records the summary counts: the next run plans in full
-        stamp.drop(od)
-        return False
-    lineindex.save_built(od, "extract.jsonl", merge.index)
-    return True
 
 
 def _summary(run: Run, tally: Tally, extracted: int, removed: int) -> ExtractSummary:
@@ -131,36 +126,25 @@ def _summary(run: Run, tally: Tally, extracted: int, removed: int) -> ExtractSum
 
 
 def _finish_merge(run: Run) -> RunEnd | None:
-    """The end of a run that planned only the walk's change (tasks/extract/delta.py): the kept
-    records are copied, the fresh ones put in their places, the counts adjusted."""
-    from .records import build_records
-
+    """The end of a run that planned only the walk's change (tasks/extract/table.py): the
+    changed keys' rows replaced, the lines spliced into extract.jsonl, the counts adjusted."""
     plan = run.plan()
     assert run.store is not None
     try:
         produced = _drained(run)
         od = run.lock()
         fresh = Tally()
-        lines = build_records(plan, run.store.verdicts_for, produced, fresh)
-        try:
-            od.write("extract.jsonl", run.merge.lines(od, "extract.jsonl", lines))
-            lineindex.save_built(od, "extract.jsonl", run.merge.index)
-        except ValueError:  # extract.jsonl is not what the delta says: write it in full
-            done = {(i.sha256, i.key) for i in plan.items if i.canonical in produced}
-            run.merge, run._plan = None, None
-            if run.session is not None:  # what this run made, by the full plan's indices
-                run.session.produced = IndexSet()
-                for item in run.plan().items:
-                    if (item.sha256, item.key) in done:
-                        run.session.produced.add(item.canonical)
-            return finish(run)
+        table = Records(run.store.db, od)
+        count = int((run.merge_from or {}).get("records", 0))
+        dropped = table.apply(run.merge, build_records(plan, run.store.verdicts_for, produced,
+                                                       fresh), count, run.store.run)
         tally = Tally.of_summary(run.merge_from or {})
-        for rec in run.merge.dropped:
+        for rec in dropped:
             tally.remove(rec)
         tally.merge(fresh)
-        # every kept record now says reused (the merge flipped them): the count follows
+        # every kept record now says reused (flagged in the table): the count follows
         tally.reused = tally.records - fresh.records + fresh.reused
-        removed = _remove_dropped_texts(run, fresh.referenced)
+        removed = _remove_dropped_texts(run, table, dropped, fresh.referenced)
         summary = _summary(run, tally, len(produced), removed)
         od.write_json("extract.summary.json", summary.to_json())
         if run.toolcache is not None:
@@ -176,36 +160,25 @@ def _finish_merge(run: Run) -> RunEnd | None:
     return RunEnd(summary)
 
 
-def _remove_dropped_texts(run: Run, fresh_referenced: Container[str]) -> int:
+def _remove_dropped_texts(run: Run, table: Records, dropped: list[dict],
+                          fresh_referenced: Container[str]) -> int:
     """The store files of the records that went, unless a record still names them (a
-    fresh one, or a kept record of a file with the same bytes: found by one scan of the new
-    extract.jsonl for their names)."""
-    candidates = {}
-    for rec in run.merge.dropped:
+    fresh one, or a kept record of a file with the same bytes: an indexed query)."""
+    stems = set()
+    for rec in dropped:
         text = rec.get("text")
         if isinstance(text, str) and text.endswith(".txt"):
             stem = text.rsplit("/", 1)[-1][:-4]
             if stem not in fresh_referenced:
-                candidates[stem] = f'"text":"{text}"'.encode()
-    if not candidates:
-        return 0
-    still = set()
-    od = run.lock()
-    with od.open_read("extract.jsonl") as f:
-        tail = b""
-        buf = bytearray(1 << 22)  # read into one buffer, searched in place (not mapped:
-        while n := f.readinto(buf):  # a mapping's pages would count as this process's)
-            seam = tail + buf[:min(n, 512)]  # a name across two reads is found whole
-            for stem, needle in candidates.items():
-                if stem not in still and (needle in seam or buf.find(needle, 0, n) >= 0):
-                    still.add(stem)
-            tail = bytes(buf[max(0, n - 512):n])
+                stems.add(stem)
     removed = 0
     store = run.store
     assert store is not None  # (a merge ran: its store is open)
-    for stem in candidates.keys() - still:
+    od = run.lock()
+    for stem in sorted(stems):
+        if table.names(stem):
+            continue
         for rel in (store._rel(stem, ".txt"), store._rel(stem, ".meta.json")):
             if od.unlink(rel):  # through the output's descriptor
                 removed += 1
     return removed
-

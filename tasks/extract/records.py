@@ -19,11 +19,9 @@ from bastion.readers.runtime.verdict import Status, Verdict
 from . import plan as _plan
 from .plan import EXTRACT_VERSION, Lookup, Plan
 from ..records import ExtractRecord, to_line
-from ..output.directory import OutputDir
+from .table import NOT_YET, Row, make_row, record
 
 __all__ = ["EXTRACT_VERSION", "NOT_YET", "Tally", "ExtractSummary", "build_records"]
-
-NOT_YET = "not extracted yet (run the extract stage)"
 
 
 class StemSet:
@@ -136,8 +134,9 @@ class Tally:
 def build_records(plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
                   produced: Container[int], tally: Tally,
                   retries: Mapping[tuple[str, str], tuple[int, int]] | None = None,
-                  run: int = 0) -> Iterator[bytes]:
-    """The extract.jsonl lines, sorted by (root, path), counted into ``tally``.  ``verdicts``
+                  run: int = 0) -> Iterator[tuple[bytes, Row]]:
+    """The extract.jsonl lines, sorted by (root, path), each with its ``records`` row
+    (tasks/extract/table.py), counted into ``tally``.  ``verdicts``
     are by (sha256, key), or a function giving those of some sha256s (the store's, looked
     up a chunk of items at a time: nothing holds every verdict); ``produced`` the items
     (:attr:`Item.canonical`) whose verdicts this run made: the first record of each is not
@@ -153,41 +152,38 @@ def build_records(plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Look
         for item in chunk:
             while pending_skip is not None and (pending_skip.root, pending_skip.path) < (
                     item.root, item.path):
-                yield _skipped_line(pending_skip, tally)
+                yield _skipped(pending_skip, tally)
                 pending_skip = next(skipped, None)
             v = found.get((item.sha256, item.key))
             if v is None:
-                rec = ExtractRecord(root=item.root, path=item.path, sha256=item.sha256,
-                                    mime=item.mime, verdict=Verdict(status=Status.SKIPPED,
-                                                                    error=NOT_YET),
-                                    v=_plan.EXTRACT_VERSION, reused=False)
+                rec = record(item.root, item.path, item.sha256, item.mime, None, NOT_YET,
+                             False, None, None, run)
+                row = make_row(item.root, item.path, item.sha256, item.mime, None, NOT_YET,
+                               False, None)
             else:
                 reused = item.index != item.canonical or item.canonical not in produced
-                text = None
+                stem = None
                 if v.status is Status.OK:
-                    text = f"extract/{item.stem[:2]}/{item.stem}.txt"
+                    stem = item.stem
                     tally.referenced.add(item.stem)
                 backoff = retries.get((item.sha256, item.key)) if (
                     retries and v.status is Status.ERROR) else None
-                rec = ExtractRecord(root=item.root, path=item.path, sha256=item.sha256,
-                                    mime=item.mime, verdict=v, v=_plan.EXTRACT_VERSION,
-                                    reused=reused, text=text, retry=None if backoff is None else
-                                    {"failures": backoff[0],
-                                     "next_try_in_runs": max(backoff[1] - run, 1)})
+                rec = record(item.root, item.path, item.sha256, item.mime, v, None, reused,
+                             stem, backoff, run)
+                row = make_row(item.root, item.path, item.sha256, item.mime, item.key, None,
+                               reused, stem)
             tally.add(rec)
-            yield to_line(rec)
+            yield to_line(rec), row
     while pending_skip is not None:
-        yield _skipped_line(pending_skip, tally)
+        yield _skipped(pending_skip, tally)
         pending_skip = next(skipped, None)
 
 
-def _skipped_line(w: Any, tally: Tally) -> bytes:
-    rec = ExtractRecord(root=w.root, path=w.path, sha256=w.sha256, mime=w.mime,
-                        verdict=Verdict(status=Status.SKIPPED,
-                                        error=w.reason or w.error or "not hashed by the walk"),
-                        v=_plan.EXTRACT_VERSION, reused=False)
+def _skipped(w: Any, tally: Tally) -> tuple[bytes, Row]:
+    why = w.reason or w.error or "not hashed by the walk"
+    rec = record(w.root, w.path, w.sha256, w.mime, None, why, False, None, None, 0)
     tally.add(rec)
-    return to_line(rec)
+    return to_line(rec), make_row(w.root, w.path, w.sha256, w.mime, None, why, False, None)
 
 
 @dataclass(frozen=True)
@@ -232,32 +228,6 @@ class ExtractSummary:
         return asdict(self)
 
 
-def rewrite_record(od: OutputDir, item: Any) -> None:
-    """Turn one file's record in extract.jsonl into ``skipped`` (not extracted yet): what
-    ``doit clean extract:<file>`` leaves.  Streams the file; a missing file is left alone."""
-    import json
-
-    try:
-        f = od.open_read("extract.jsonl")
-    except FileNotFoundError:
-        return
-    target = (item.root, item.path)
-
-    def lines() -> Iterator[bytes]:
-        with f:
-            for line in f:
-                d = json.loads(line)
-                if (d["root"], d["path"]) != target:
-                    yield line
-                    continue
-                yield to_line(ExtractRecord(
-                    root=item.root, path=item.path, sha256=item.sha256, mime=item.mime,
-                    verdict=Verdict(status=Status.SKIPPED, error=NOT_YET),
-                    v=_plan.EXTRACT_VERSION, reused=False))
-
-    od.write("extract.jsonl", lines())
-
-
 def summarize(manifest: Any, walk_digest: str | None, tally: Tally, *, extracted: int,
               removed: int, tools: Mapping[str, Any], workers: int, started: int, killed: int,
               no_external: bool, started_at: float, duration_s: float) -> ExtractSummary:
@@ -277,20 +247,3 @@ def summarize(manifest: Any, walk_digest: str | None, tally: Tally, *, extracted
         workers_killed=killed,
         started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
         duration_s=round(duration_s, 3), extract_version=_plan.EXTRACT_VERSION)
-
-
-def write_records(od: OutputDir, plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
-                  produced: Container[int],
-                  retries: Mapping[tuple[str, str], tuple[int, int]] | None = None,
-                  run: int = 0) -> Tally:
-    """Write extract.jsonl (atomically, streamed) and its line index; return its tally."""
-    from ..output import lineindex
-    from .delta import REUSED_FALSE
-    from ..records import write_jsonl
-
-    tally = Tally()
-    index = lineindex.Builder(REUSED_FALSE)
-    write_jsonl(od, "extract.jsonl", lineindex.indexed(
-        build_records(plan, verdicts, produced, tally, retries, run), index))
-    lineindex.save_built(od, "extract.jsonl", index)
-    return tally

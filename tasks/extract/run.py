@@ -79,7 +79,7 @@ class Run(RunPlan):
         self.end: RunEnd | None = None  # what finish() returned
         self.walk_read: dict[str, Any] = {}
         self.forgotten: set[str] = set()
-        self.merge: Any = None  # bastion.tasks.extract.delta.Merge, when only the walk's change is planned
+        self.merge: Any = None  # bastion.tasks.extract.table.Change, when only the walk's change is planned
         self.merge_from: dict[str, Any] | None = None  # the last summary, then
         self.announce_in_actions = True  # the CLI prints the summaries itself
         # where lines for the person go: stderr as it is now, before doit replaces

@@ -7,7 +7,7 @@ run's attributes (``cfg``, ``tools``, ``toolcache``, ``store``, ``verdicts``, ``
 ``Run.__init__`` makes, and its ``given`` (the frozen :class:`~bastion.tasks.extract.values.RunInputs`)
 and ``lock``.  What the stage will do is a returned value, :meth:`RunPlan.decide`'s
 :class:`~bastion.tasks.extract.values.Decision`.  The plan itself is
-the pure :func:`bastion.tasks.extract.plan.plan`, or :func:`bastion.tasks.extract.delta.plan_change` when only
+the pure :func:`bastion.tasks.extract.plan.plan`, or :func:`bastion.tasks.extract.table.plan_change` when only
 the walk's change needs planning.
 """
 
@@ -34,7 +34,7 @@ from ..records import iter_walk
 from . import backoff, stamp
 from .store import Store
 from .toolcache import ToolCache
-from .delta import StoreTexts, plan_change
+from .table import Records, StoreTexts, plan_change
 from .values import Decision, RunEnd, RunInputs
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ class RunPlan:
         backoff.start_run(self.store, count=not self.cfg.listing)
         self.retries = backoff.retries(self.store)
         merged = None if self.cfg.all_tasks or self.cfg.listing else plan_change(self, select)
-        if merged is not None:  # only what the walk found changed (tasks/extract/delta.py)
+        if merged is not None:  # only what the walk found changed (tasks/extract/table.py)
             self._plan, self.verdicts, self.merge = merged
             self.stale = self._plan.stale
             return self._plan
@@ -171,7 +171,21 @@ class RunPlan:
         manifest, out = self.load()
         self.walk_read = check_walk(manifest, out)
         self.tools.update(self._probe_tools())
-        return stamp.nothing_to_do(self.lock(), self.inputs())
+        noop_from = stamp.nothing_to_do(self.lock(), self.inputs())
+        if noop_from is not None and not self._records_match():
+            return None  # extract.jsonl is not the records' export: planned in full
+        return noop_from
+
+    def _records_match(self) -> bool:
+        """Whether extract.jsonl is the export of the ``records`` table (tasks/extract/table.py)."""
+        from ..output.modes import OutputError
+
+        if self.store is None:
+            self.store = Store(self.out, self.store_dir)
+        try:
+            return Records(self.store.db, self.store.dir).matches()
+        except OutputError:
+            return False
 
     def inputs(self) -> str:
         """The digest of every input that decides a task key (tasks/extract/stamp.py)."""

@@ -5,5 +5,5 @@
 - ``ops``      : the *at system calls on descriptors inside a checked output, never following a link
 - ``tag``      : what makes a directory a bastion output, and where an output may not be
 - ``modes``    : the rules an output is held to, and the walk that gives its tree its modes
-- ``lineindex``: where the lines of walk.jsonl and extract.jsonl start, kept beside them
+- ``splice``   : the one writer of a sorted JSON Lines export: in full, or a change spliced in by byte offset
 """

@@ -26,7 +26,7 @@ from .directory import (TMP_PREFIX, CopySpan, Modes, OutputDir, OutputError, Uns
 
 __all__ = ["TMP_PREFIX", "STATE_DIR", "OutputError", "UnsafeOutputError", "LockedError",
            "OutputLock", "write_file_atomically", "read_json_file", "dumps", "fsync_dir",
-           "file_identity"]
+           "file_identity", "identity"]
 
 STATE_DIR = ".bastion"  # under the output directory: caches, doit's database, worker scratch
 # The output directory's marker: a cache directory tag (tasks/output/tag.py)
@@ -148,6 +148,16 @@ class OutputLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def identity(od: OutputDir, rel: str) -> list[int] | None:
+    """(size, mtime_ns, ctime_ns, inode) of the file ``rel`` of the output ``od`` (through its
+    descriptor), or None when it is not there."""
+    try:
+        st = od.stat(rel)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def file_identity(path: Path) -> list[int] | None:

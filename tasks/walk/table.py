@@ -10,6 +10,13 @@ of the files gone, are committed every :data:`BATCH_ROWS` rows, one transaction 
 ``kill -9`` loses no file already read; the first commit of a walk moves the generation on,
 which marks ``walk.jsonl`` as no longer the export of the table (it is then written in full).
 
+Each batch also logs the keys it added, changed or removed in ``walk_log``, with the
+generation, in the same transaction: "what changed since generation G" is then a query (the
+extract stage's, :mod:`bastion.tasks.extract.table`).  The log holds every change of the
+generations after ``walk_state.log_base``; a walk that changes too much for the log to be worth
+keeping (a first walk, settings changed, more than :func:`log_limit` keys) empties it and moves
+``log_base`` to its own generation (an extract stage behind it then plans in full).
+
 A re-walk reads a directory's previous rows from ``walk_dirs``, one row per directory holding
 them marshal'd (what :meth:`WalkTable.previous` returns, loaded in C instead of a Python
 object made per fetched row): the transaction that changes any of a directory's rows removes
@@ -36,7 +43,13 @@ from ..output.modes import OutputError
 __all__ = ["BATCH_ROWS", "Row", "WalkTable", "decode", "encode", "root_settings"]
 
 BATCH_ROWS = 5000  # rows written per transaction
-REMOVED_KEPT = 200_000  # keys of removed rows held for the export's delta, at most
+REMOVED_KEPT = 200_000  # keys of removed rows held for the export's splice, at most
+LOG_MIN = 10_000  # keys the change log holds in any output, at least
+
+
+def log_limit(count: int) -> int:
+    """The most keys ``walk_log`` holds for a table of ``count`` rows."""
+    return max(LOG_MIN, count // 10)
 
 # One row as inserted: (root, dir, name, path, kind, size, mtime_ns, ctime_ns, inode,
 # device, sha256, reason, mime, error, stat_only, gen)
@@ -91,7 +104,7 @@ class WalkTable:
         self.removed: list[tuple[str, str]] | None = []
         self.fresh_keys: list[tuple[str, str]] | None = []  # rows this walk made
         self.written = False  # a batch was committed: the export no longer matches
-        self.reset = False  # rows were dropped wholesale (settings): no delta
+        self.reset = False  # rows were dropped wholesale (settings): written in full
         self.added = self.deleted = 0  # rows added (not replacing one), rows removed
         # (root, dir) whose walk_dirs row is to be made again at the end of the walk
         self.stale: set[tuple[str, bytes]] = set()
@@ -103,6 +116,7 @@ class WalkTable:
             self.count_before = state(db, "count") or 0
             self.export = state(db, "export")  # [gen, identity of walk.jsonl] or None
             self.prev_gen = self.gen - 1
+            self.log = ChangeLog(db, self.gen, self.count_before)
             if state(db, "dirs") != state(db, "gen"):  # walk_dirs not made from these rows
                 with db:
                     db.execute("BEGIN IMMEDIATE")
@@ -139,6 +153,7 @@ class WalkTable:
             n = db.execute(sql, args).rowcount
             db.execute(dirs_sql, args)
             self._begin_gen(db)
+            self.log.reset(db)
             self.count_before -= n
             set_state(db, "count", self.count_before)  # in the same transaction: exact
         self.reset = True
@@ -230,6 +245,7 @@ class WalkTable:
                 db.executemany("DELETE FROM walk WHERE root = ? AND dir = ? AND name = ?",
                                self.gone)
                 db.executemany(INSERT, self.rows)
+                self.log.add(db, [(r[0], r[1], r[2]) for r in self.rows] + self.gone)
                 # a directory's walk_dirs row goes with any change of its rows
                 db.executemany("DELETE FROM walk_dirs WHERE root = ? AND dir = ?", touched)
                 # the count of what is committed, with it: a walk killed after this batch
@@ -312,6 +328,42 @@ class WalkTable:
         if self._db is not None and self._pid == os.getpid():
             self._db.close()
         self._db = None
+
+
+class ChangeLog:
+    """The keys a walk changes, logged in ``walk_log`` with its generation (see the module)."""
+
+    def __init__(self, db: sqlite3.Connection, gen: int, count_before: int) -> None:
+        self.gen = gen
+        self.limit = log_limit(count_before)
+        self.rows = db.execute("SELECT count(*) FROM walk_log").fetchone()[0]
+        base = state(db, "log_base")
+        self.logging = base is not None and base < gen
+        if not count_before or base is None:
+            # a first walk logs nothing (no extract stage is behind it); an output without
+            # a log starts one with this walk
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                self.reset(db, gen - 1 if count_before else gen)
+
+    def reset(self, db: sqlite3.Connection, gen: int | None = None) -> None:
+        """Empty the log: the changes up to ``gen`` (this walk's) are not in it."""
+        gen = self.gen if gen is None else gen
+        db.execute("DELETE FROM walk_log")
+        set_state(db, "log_base", gen)
+        self.rows = 0
+        self.logging = gen < self.gen  # the changes after it are logged
+
+    def add(self, db: sqlite3.Connection, keys: list[tuple[str, bytes, bytes]]) -> None:
+        """Log the keys of the batch being committed (in its transaction)."""
+        if not self.logging:
+            return
+        if self.rows + len(keys) > self.limit:
+            self.reset(db)
+            return
+        db.executemany("INSERT OR REPLACE INTO walk_log VALUES (?, ?, ?, ?)",
+                       [(*k, self.gen) for k in keys])
+        self.rows += len(keys)
 
 
 def _fetch(db: sqlite3.Connection, key: tuple[str, bytes]) -> Previous:
