@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 from bastion.readers.base import Limits, Reader
 from bastion.readers.runtime.toolset import Tool
 
-from ..output.atomic import STATE_DIR
+from ..output.atomic import STATE_DIR, identity
 from ..output.directory import OutputDir
 from .store import STAMP  # (the store drops it before a verdict changes)
 
@@ -59,22 +59,13 @@ def files_identity(od: OutputDir) -> dict[str, Any]:
         pass
     buckets.sort()
     return {
-        "walk": _identity(od, "walk.jsonl"),
-        "records": _identity(od, "extract.jsonl"),
+        "walk": identity(od, "walk.jsonl"),
+        "records": identity(od, "extract.jsonl"),
         "database": _inode(od, f"{STATE_DIR}/verdicts.sqlite"),
-        "forgotten": _identity(od, f"{STATE_DIR}/forgotten.json"),
-        "store": _identity(od, "extract"),
+        "forgotten": identity(od, f"{STATE_DIR}/forgotten.json"),
+        "store": identity(od, "extract"),
         "buckets": hashlib.sha256(json.dumps(buckets).encode()).hexdigest(),
     }
-
-
-def _identity(od: OutputDir, rel: str) -> list[int] | None:
-    """(size, mtime_ns, ctime_ns, inode) of ``rel``, or None when it is not there."""
-    try:
-        st = od.stat(rel)
-    except OSError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def _inode(od: OutputDir, rel: str) -> list[int] | None:

@@ -26,7 +26,7 @@ from .directory import (TMP_PREFIX, CopySpan, Modes, OutputDir, OutputError, Uns
 
 __all__ = ["TMP_PREFIX", "STATE_DIR", "OutputError", "UnsafeOutputError", "LockedError",
            "OutputLock", "write_file_atomically", "read_json_file", "dumps", "fsync_dir",
-           "file_identity", "identity"]
+           "identity"]
 
 STATE_DIR = ".bastion"  # under the output directory: caches, doit's database, worker scratch
 # The output directory's marker: a cache directory tag (tasks/output/tag.py)
@@ -155,15 +155,6 @@ def identity(od: OutputDir, rel: str) -> list[int] | None:
     descriptor), or None when it is not there."""
     try:
         st = od.stat(rel)
-    except OSError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-
-
-def file_identity(path: Path) -> list[int] | None:
-    """(size, mtime_ns, ctime_ns, inode) of a file, or None when it is not there."""
-    try:
-        st = os.stat(path)
     except OSError:
         return None
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]

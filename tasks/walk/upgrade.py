@@ -23,7 +23,7 @@ from array import array
 from pathlib import Path
 from typing import Any, Iterable, TypeAlias
 
-from ..output.atomic import STATE_DIR, file_identity
+from ..output.atomic import STATE_DIR, identity as file_identity_in
 from ..output.directory import OutputDir
 from .table import INSERT, encode, root_settings, set_state, state
 
@@ -62,7 +62,6 @@ def import_walk(od: OutputDir, db: sqlite3.Connection, settings: list,
     """Import the earlier layout's walk into the (empty) table when there is one that holds
     (see the module); how many rows, or None when there was nothing to import.  ``roots``:
     each root's settings as the earlier cache listed them."""
-    walk_jsonl = od.path / "walk.jsonl"
     try:
         data: Any = marshal.loads(od.read(LEGACY_CACHE))  # through the checked descriptor
         st = od.stat("walk.jsonl")
@@ -74,7 +73,7 @@ def import_walk(od: OutputDir, db: sqlite3.Connection, settings: list,
     if known is None:
         od.unlink(LEGACY_CACHE)
         return None
-    identity = file_identity(walk_jsonl)
+    identity = file_identity_in(od, "walk.jsonl")
     try:
         n = _insert(db, od, known, identity, settings, roots)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
