@@ -28,7 +28,6 @@ import atexit
 import collections
 import locale
 import os
-import sys
 import threading
 import time
 import weakref

@@ -18,7 +18,7 @@ import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable
+from typing import Any, Iterable
 
 from bastion.errors import LockedError
 from .directory import (TMP_PREFIX, CopySpan, Modes, OutputDir, OutputError, UnsafeOutputError,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from .directory import CopySpan, OutputDir
 

@@ -23,7 +23,6 @@ The units, and the data between them (docs/architecture.md draws them larger)::
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import threading

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import json
 import marshal
-import os
 import sqlite3
 import sys
 from array import array
-from pathlib import Path
 from typing import Any, Iterable, TypeAlias
 
 from ..output.atomic import STATE_DIR, identity as file_identity_in
