@@ -163,7 +163,7 @@ class RunPlan:
         return self.decision
 
     def nothing_to_do(self) -> dict[str, Any] | None:
-        """The last run's summary when the last complete run's stamp still holds
+        """The summary of the last complete run (its row in ``runs``) when its stamp still holds
         (:func:`bastion.tasks.extract.stamp.nothing_to_do`): then the run does no per-file
         work; else None."""
         if self.cfg.all_tasks or self.cfg.listing or self._plan is not None:
@@ -171,21 +171,17 @@ class RunPlan:
         manifest, out = self.load()
         self.walk_read = check_walk(manifest, out)
         self.tools.update(self._probe_tools())
-        noop_from = stamp.nothing_to_do(self.lock(), self.inputs())
-        if noop_from is not None and not self._records_match():
-            return None  # extract.jsonl is not the records' export: planned in full
-        return noop_from
-
-    def _records_match(self) -> bool:
-        """Whether extract.jsonl is the export of the ``records`` table (tasks/extract/table.py)."""
         from ..output.modes import OutputError
 
         if self.store is None:
             self.store = Store(self.out, self.store_dir)
         try:
-            return Records(self.store.db, self.store.dir).matches()
+            noop_from = stamp.nothing_to_do(self.lock(), self.inputs(), self.store.db)
+            if noop_from is not None and not Records(self.store.db, self.store.dir).matches():
+                return None  # extract.jsonl is not the records' export: planned in full
         except OutputError:
-            return False
+            return None
+        return noop_from
 
     def inputs(self) -> str:
         """The digest of every input that decides a task key (tasks/extract/stamp.py)."""
