@@ -103,3 +103,49 @@ def test_an_edited_or_lost_summary_is_exported_again_from_the_row(tmp_path: Path
     fresh = tmp_path / "fresh"
     sweep(m, fresh)
     assert {k: changed[k] for k in COUNTS} == {k: summary(fresh)[k] for k in COUNTS}
+
+
+# -- what a no-op run does not do -------------------------------------------------------------
+
+NOOP = r"""
+import json, sys
+from bastion.tasks.cli import main
+rc = main(sys.argv[1:])
+from bastion.readers.dispatch import MODULES
+imported = [f"bastion.readers.{m}" in sys.modules for m in MODULES.values()]
+print(json.dumps([rc, all(imported), any(imported)]))
+"""
+
+
+def test_a_noop_imports_no_reader_while_the_readers_fingerprint_holds(tmp_path: Path) -> None:
+    """The registry's digest (in the task keys' inputs) is taken from the stamp while the
+    readers' sources and the import path's directories are as they were: a no-op imports no
+    reader module.  A distribution installed on the import path (a file added to one of its
+    directories) changes the fingerprint: the readers are imported again, and the run is
+    still a no-op (the digest is the same)."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    site = tmp_path / "site"
+    site.mkdir()
+    env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{site}", "BASTION_NO_EXTERNAL": "1"}
+    _, m, out = setup(tmp_path)
+
+    def run() -> tuple[int, bool, bool, dict]:
+        proc = subprocess.run([sys.executable, "-c", NOOP, "sweep", str(m), "--out", str(out),
+                               "-q", "-j", "1"], cwd=str(tmp_path), env=env,
+                              capture_output=True, text=True, timeout=120)
+        rc, every, some = json.loads(proc.stdout.strip().splitlines()[-1])
+        return rc, every, some, summary(out)
+
+    assert run()[:3] == (0, True, True)  # the first sweep plans: every reader imported
+    run()  # the first no-op (flags the records reused)
+    rc, every, some, s = run()
+    assert (rc, every, some, s["extracted"]) == (0, False, False, 0)
+    (site / "newdist-1.0.dist-info").mkdir()  # the import path changed
+    rc, every, some, s = run()
+    assert (rc, every, some, s["extracted"]) == (0, True, True, 0)
+    rc, every, some, s = run()  # that no-op stamped the new fingerprint
+    assert (rc, every, some, s["extracted"]) == (0, False, False, 0)

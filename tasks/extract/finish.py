@@ -72,7 +72,7 @@ def finish(run: Run) -> RunEnd | None:
     complete = not run.cfg.all_tasks and not tally.error_kinds and \
         summary.counts.get(Status.ERROR.value, 0) == 0
     if complete:
-        stamp.save(od, run.inputs(), row)
+        stamp.save(od, run.inputs(), row, run.readers_digest)
     else:
         stamp.drop(od)
     return RunEnd(summary, not_yet=tally.not_yet)
@@ -108,8 +108,11 @@ def _finish_noop(run: Run, noop_from: Mapping[str, Any]) -> RunEnd:
     finally:
         if store is not run.store:
             store.close()
-    if flipped:  # extract.jsonl changed: the stamp follows it, and names this run's row
-        stamp.save(od, run.inputs(), row)
+    fingerprint = run.readers_digest[0]
+    if flipped or (fingerprint is not None and stamp.cached_registry(od, fingerprint) is None):
+        # extract.jsonl changed (the stamp follows it), or the readers' fingerprint did (the
+        # next no-op takes the registry's digest from the stamp again): this run's row named
+        stamp.save(od, run.inputs(), row, run.readers_digest)
     # (else the stamp still names the run it was made by: the same counts as this one's)
     return RunEnd(summary, noop=True)
 
@@ -157,7 +160,7 @@ def _finish_merge(run: Run) -> RunEnd | None:
         if run.progress is not None:
             run.progress.close()
     if summary.counts.get(Status.ERROR.value, 0) == 0:
-        stamp.save(od, run.inputs(), row)
+        stamp.save(od, run.inputs(), row, run.readers_digest)
     else:
         stamp.drop(od)
     return RunEnd(summary)

@@ -13,6 +13,7 @@ the walk's change needs planning.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -187,9 +188,23 @@ class RunPlan:
         """The digest of every input that decides a task key (tasks/extract/stamp.py)."""
         return stamp.inputs_digest(
             manifest_digest=self.manifest.digest, extract_version=plan_module.EXTRACT_VERSION,
-            registry=self.registry.readers(), tools=self.tools, limits=self.manifest.limits,
+            registry=self.readers_digest[1], tools=self.tools, limits=self.manifest.limits,
             no_external=self.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
             extra=self.extra_readers)
+
+    @functools.cached_property
+    def readers_digest(self) -> tuple[str | None, str]:
+        """(the readers' fingerprint, the registry's digest): the digest the stamp took under
+        the same fingerprint (:func:`bastion.tasks.extract.stamp.readers_fingerprint`: no
+        reader imported), else the registry's, computed (every reader imported).  No
+        fingerprint for a run with extra readers or a listing command."""
+        fingerprint = None
+        if not (self.extra_readers or self.cfg.listing):
+            fingerprint = stamp.readers_fingerprint()
+            cached = stamp.cached_registry(self.lock(), fingerprint)
+            if cached is not None:
+                return fingerprint, cached
+        return fingerprint, stamp.registry_digest(self.registry.readers())
 
     def is_forgotten(self, item: Item) -> bool:
         return bool(self.forgotten) and (

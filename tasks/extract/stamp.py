@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 from typing import Any, Iterable, Mapping
 
 from bastion.readers.base import Limits, Reader
@@ -34,19 +35,65 @@ from .store import STAMP  # (the store drops it before a verdict changes)
 VERSION = 2  # 2: names the run's row in ``runs`` (tasks/runs.py)
 
 
-def inputs_digest(*, manifest_digest: str, extract_version: int,
-                  registry: Iterable[Reader], tools: Mapping[str, Tool], limits: Limits,
-                  no_external: bool, extra: Iterable[str] = ()) -> str:
-    """Everything besides the files that decides any task key."""
+def inputs_digest(*, manifest_digest: str, extract_version: int, registry: str,
+                  tools: Mapping[str, Tool], limits: Limits, no_external: bool,
+                  extra: Iterable[str] = ()) -> str:
+    """Everything besides the files that decides any task key (``registry``: the digest of
+    the readers, :func:`registry_digest`)."""
     parts: list[Any] = [VERSION, manifest_digest, extract_version, no_external,
-                        limits.as_dict(), sorted(extra)]
-    from .plan import library_version
-
-    parts.append([[r.name, r.version, list(r.mimes), list(r.extensions), list(r.tools),
-                   list(r.settings), r.uses_tool_deadline,
-                   [[lib, library_version(lib)] for lib in r.libraries]] for r in registry])
+                        limits.as_dict(), sorted(extra), registry]
     parts.append(sorted([t.name, t.path, t.key] for t in tools.values()))
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def registry_digest(registry: Iterable[Reader]) -> str:
+    """The digest of what the readers put in the keys: each one's name, version, types,
+    tools, settings and libraries' versions (every reader's module imported)."""
+    from .plan import library_version
+
+    parts = [[r.name, r.version, list(r.mimes), list(r.extensions), list(r.tools),
+              list(r.settings), r.uses_tool_deadline,
+              [[lib, library_version(lib)] for lib in r.libraries]] for r in registry]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def readers_fingerprint() -> str:
+    """What :func:`registry_digest` depends on, by ``stat`` alone (no reader imported): each
+    source file of the readers package (path, size, mtime, inode) and each directory of the
+    import path (installing, upgrading or removing a distribution adds or removes entries
+    there, which changes the directory's mtime).  The stamp keeps the registry's digest under
+    this fingerprint: a no-op run whose fingerprint is the stamp's does not import the readers."""
+    import bastion.readers as package
+
+    parts: list[Any] = []
+    stack = [os.path.dirname(os.path.abspath(package.__file__ or "."))]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    if e.name != "__pycache__":
+                        stack.append(e.path)
+                elif e.name.endswith(".py"):
+                    st = e.stat(follow_symlinks=False)
+                    parts.append([e.path, st.st_size, st.st_mtime_ns, st.st_ino])
+    parts.sort()
+    for entry in sys.path:
+        try:
+            st = os.stat(entry or ".")
+            parts.append([entry, st.st_mtime_ns, st.st_ino])
+        except OSError:
+            parts.append([entry, None])
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def cached_registry(od: OutputDir, fingerprint: str) -> str | None:
+    """The registry's digest the stamp holds, when it was taken under ``fingerprint``."""
+    stamp = _read(od)
+    readers = stamp.get("readers") if stamp is not None else None
+    if isinstance(readers, list) and len(readers) == 2 and readers[0] == fingerprint \
+            and isinstance(readers[1], str):
+        return readers[1]
+    return None
 
 
 def files_identity(od: OutputDir) -> dict[str, Any]:
@@ -82,10 +129,15 @@ def _inode(od: OutputDir, rel: str) -> list[int] | None:
     return [st.st_dev, st.st_ino]
 
 
-def save(od: OutputDir, inputs: str, run: int) -> None:
-    """Stamp a complete run: its inputs, the files' identities and its row in ``runs``."""
-    od.write_json(STAMP, {"version": VERSION, "inputs": inputs, "run": run,
-                          "files": files_identity(od)})
+def save(od: OutputDir, inputs: str, run: int,
+         readers: tuple[str | None, str] | None = None) -> None:
+    """Stamp a complete run: its inputs, the files' identities, its row in ``runs`` and
+    (``readers``) the readers' fingerprint with the registry's digest taken under it."""
+    stamp: dict[str, Any] = {"version": VERSION, "inputs": inputs, "run": run,
+                             "files": files_identity(od)}
+    if readers is not None and readers[0] is not None:
+        stamp["readers"] = list(readers)
+    od.write_json(STAMP, stamp)
 
 
 def drop(od: OutputDir) -> None:
