@@ -3,16 +3,21 @@
 At the end of a complete run with no ``error`` record, :func:`save` writes
 ``.bastion/extract-stamp.json``: a digest of every input that decides a task key (the
 manifest, the extractor version, the reader registry, the tools' identities, the external-tool
-switch), the run's row in ``runs`` (its summary: tasks/runs.py) and the identities (size, mtime, ctime, inode) of the files the verdicts live in —
-walk.jsonl (which the walk leaves untouched when it finds the tree unchanged), extract.jsonl,
-the database's inode (the walk writes to it on every run; whatever changes a verdict drops the
-stamp first: :meth:`bastion.tasks.extract.store.Store.put_many`, ``forget``), and the store's
-bucket directories (deleting a text changes its bucket's mtime).  When the next run finds them all equal (:func:`matches`), every file's stored
-verdict stands: the extract stage does no per-file work and leaves extract.jsonl as it is; the
-counts it reports are the stamped run's row's (not extract.summary.json's, its export, which may
-have been edited or removed: the no-op writes it again).
-Anything else — one changed file, a new tool, a forgotten task, an error to retry — falls back
-to the full plan.
+switch), the run's row in ``runs`` (its summary: tasks/runs.py), and the identities (size,
+mtime, ctime, inode) of the files the verdicts live in — walk.jsonl (which the walk leaves
+untouched when it finds the tree unchanged), extract.jsonl, the database's inode (the walk
+writes to it on every run; whatever changes a verdict drops the stamp first:
+:meth:`bastion.tasks.extract.store.Store.put_many`, ``forget``), and the store's bucket
+directories (deleting a text changes its bucket's mtime).  When the next run finds them all
+equal (:func:`matches`), every file's stored verdict stands: the extract stage does no
+per-file work and leaves extract.jsonl as it is; the counts it reports are the stamped run's
+row's (not extract.summary.json's, its export, which may have been edited or removed: the
+no-op writes it again).  Anything else — one changed file, a new tool, a forgotten task, an
+error to retry — falls back to the full plan.
+
+The registry's part of the digest (:func:`registry_digest`) needs every reader module
+imported; the stamp keeps it under the readers' fingerprint (:func:`readers_fingerprint`,
+``stat`` calls only), and a run whose fingerprint is the stamp's takes it from there.
 """
 
 from __future__ import annotations
