@@ -1,12 +1,15 @@
 """The extract runs in the database (tasks/runs.py): each run that finishes adds its row to
 ``runs``; extract.summary.json is that row's export; the counts a later run starts from are
-the row's, whatever became of the file."""
+the row's, whatever became of the file.  And what a no-op no longer does: import the readers
+while the stamp's fingerprint of them holds (tasks/extract/stamp.py)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from pathlib import Path
+
+import pytest
 
 from bastion.tasks.cli import main
 from bastion.tasks.database import DB_NAME
@@ -117,6 +120,7 @@ print(json.dumps([rc, all(imported), any(imported)]))
 """
 
 
+@pytest.mark.slow
 def test_a_noop_imports_no_reader_while_the_readers_fingerprint_holds(tmp_path: Path) -> None:
     """The registry's digest (in the task keys' inputs) is taken from the stamp while the
     readers' sources and the import path's directories are as they were: a no-op imports no
