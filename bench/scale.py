@@ -7,6 +7,8 @@ text files (1,000 per directory).
     python bench/scale.py --sizes 1000000 --rounds 7 --reuse   # no-op and change rounds only
     python bench/scale.py --sizes 100000,300000 --against /tmp/main   # side by side with
         # another checkout (its own .venv), on the same trees, each run alternated with its twin
+    python bench/scale.py --sizes 300000 --noop-only --reuse --rounds 9 --against /tmp/main
+        # the walk alone and the no-op sweep only, alternated (the no-op's cost over the walk)
     python bench/scale.py --sizes 300000 --walk-only --against /tmp/main   # the walk alone:
         # a walk-only manifest, a first walk then the re-walk rounds (no sweep)
 
@@ -65,7 +67,8 @@ def median(xs: list[float]) -> float:
 
 
 def measure(work: Path, n: int, rounds: int, reuse: bool = False,
-            repos: tuple[Path, ...] = (REPO,), walk_only: bool = False) -> list[dict]:
+            repos: tuple[Path, ...] = (REPO,), walk_only: bool = False,
+            noop_only: bool = False) -> list[dict]:
     """The figures of each checkout in ``repos`` (this one first) on one tree of ``n`` files:
     each its own output, every step run by each in turn."""
     root = work / f"tree{n}"
@@ -95,6 +98,8 @@ def measure(work: Path, n: int, rounds: int, reuse: bool = False,
             for side in sides:
                 side["res"][kind].append(run(side["walk" if kind == "walk" else "sweep"],
                                              side["repo"]))
+        if noop_only:  # the walk and the no-op alone: no change between the rounds
+            continue
         i = min(n - 1, ((r * 7) % max(1, n // 1000)) * 1000 + r)
         victim = root / f"d{i // 1000:04d}" / f"f{i:07d}.txt"
         victim.write_bytes(f"edited in round {r} at {time.time()}\n".encode())
@@ -105,9 +110,13 @@ def measure(work: Path, n: int, rounds: int, reuse: bool = False,
         res = side["res"]
         row = {"files": n, "repo": str(side["repo"]), "first": side["first"],
                "pairs": [c["wall"] / no["wall"] for c, no in zip(res["change"], res["noop"])],
+               "noop_pairs": [no["wall"] / w["wall"] for no, w in zip(res["noop"], res["walk"])],
+               "noop_cpu_over_walk": median([no["cpu"] - w["cpu"]
+                                             for no, w in zip(res["noop"], res["walk"])]),
                "load": os.getloadavg()[0]}
         for k, runs in res.items():
-            row[k] = {f: median([x[f] for x in runs]) for f in ("wall", "cpu", "rss")}
+            row[k] = {f: median([x[f] for x in runs]) for f in ("wall", "cpu", "rss")} \
+                if runs else None
         rows.append(row)
     return rows
 
@@ -192,6 +201,8 @@ def main() -> None:
                     help="another checkout (with its own .venv) measured side by side")
     ap.add_argument("--walk-only", action="store_true",
                     help="the walk alone: a walk-only manifest, a first walk and re-walks")
+    ap.add_argument("--noop-only", action="store_true",
+                    help="the walk alone and the no-op sweep, alternated (no change rounds)")
     ap.add_argument("--reuse", action="store_true",
                     help="keep an existing output of a size (no first sweep): for the no-op "
                          "and one-change rounds alone")
@@ -202,13 +213,23 @@ def main() -> None:
         compile_trees(repo)  # bytecode, as an installed package has it (bench/benchlib.py)
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
-        for row in measure(args.work, n, args.rounds, args.reuse, repos, args.walk_only):
+        for row in measure(args.work, n, args.rounds, args.reuse, repos, args.walk_only,
+                           args.noop_only):
             rows.append(row)
             if args.walk_only:
                 f, w = row["first"], row["walk"]
                 print(f"{Path(row['repo']).name:>12} {n:>9,} files | first walk "
                       f"{f['wall']:7.2f} s ({f['cpu']:.2f} s CPU) | re-walk {w['wall']:6.3f} s "
                       f"({w['cpu']:.2f} s CPU, {w['rss']:4.0f} MiB; load {row['load']:.1f})",
+                      flush=True)
+                continue
+            if args.noop_only:
+                w, no = row["walk"], row["noop"]
+                pairs = " ".join(f"{x:.2f}" for x in row["noop_pairs"])
+                print(f"{Path(row['repo']).name:>12} {n:>9,} files | walk {w['wall']:6.3f} s "
+                      f"({w['cpu']:.2f} s CPU) | no-op {no['wall']:6.3f} s ({no['cpu']:.2f} s "
+                      f"CPU, {no['wall'] / w['wall']:.2f}x walk; pairs {pairs}; CPU over the "
+                      f"walk {row['noop_cpu_over_walk']:+.3f} s; load {row['load']:.1f})",
                       flush=True)
                 continue
             f, w, no, ch = row["first"], row["walk"], row["noop"], row["change"]
@@ -224,7 +245,7 @@ def main() -> None:
                   flush=True)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "scale.json").write_text(json.dumps(rows, indent=1))
-    if not args.walk_only:
+    if not (args.walk_only or args.noop_only):
         plot([r for r in rows if r["repo"] == str(REPO)], args.results / "scale.png")
 
 

@@ -91,7 +91,7 @@ def test_writes_follow_the_descriptor_after_the_output_path_is_swapped(tmp_path:
         od = lock.dir
         os.rename(out, moved)
         os.symlink(elsewhere, out)
-        stamp.save(od, "inputs")
+        stamp.save(od, "inputs", 1)
         set_forgotten(od, {"extract:r/a.txt"})
         cache = ToolCache(tmp_path / "nowhere", no_external=True)
         cache.known["x"] = [1]
@@ -115,7 +115,7 @@ from bastion.tasks.manifest import load_manifest
 from bastion.tasks.walk.stage import run_walk
 
 out = Path("/tmp/out")
-stamp.save(out, "x")
+stamp.save(out, "x", 1)
 set_forgotten(out, set())
 ToolCache(out, True).save(out)
 run_walk(load_manifest(Path("m.yaml")), out)

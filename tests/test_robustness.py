@@ -323,6 +323,60 @@ def test_kill_9_while_a_change_is_spliced_then_rerun(tmp_path: Path) -> None:
     assert compare_outputs(out, fresh) == []
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("what", ["change", "noop"])
+def test_kill_9_between_the_runs_row_and_its_summary_then_rerun(what: str,
+                                                                 tmp_path: Path) -> None:
+    """An extract run (a change only, or nothing to do) killed after its row in ``runs`` was
+    committed and before extract.summary.json replaced the previous one: the file is the
+    previous run's, whole; the next run counts from the database, not from that file, and
+    leaves what a fresh run leaves, its summary the export of its own row."""
+    import sqlite3
+
+    from bastion.tasks.commands.compare import compare_outputs
+
+    root = tmp_path / "root"
+    files = text_tree(root, dirs=2, per_dir=30)
+    m = manifest(tmp_path / "m.yaml", {"r": root})
+    out = tmp_path / "out"
+    assert sweep(m, out) == 0
+    if what == "change":
+        (root / "d01" / "new.txt").write_bytes(b"a file added after the first sweep\n")
+        files["d01/new.txt"] = b"a file added after the first sweep\n"
+    else:
+        assert sweep(m, out) == 0  # the no-op that flags the records reused
+    before = (out / "extract.summary.json").read_bytes()
+    proc = subprocess.run([sys.executable, "-c", KILLER, "extract.summary.json", "0", "sweep",
+                           str(m), "--out", str(out), "-q", "-j", "2", "--no-external"],
+                          cwd=str(REPO), env=ENV, capture_output=True, timeout=RUN_TIMEOUT)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert list(out.glob(".tmp-extract.summary.json.*")), "not killed before the rename"
+    assert (out / "extract.summary.json").read_bytes() == before
+
+    def extract_rows() -> list[dict]:
+        db = sqlite3.connect(f"file:{out}/.bastion/verdicts.sqlite?mode=ro", uri=True)
+        try:
+            return [json.loads(r[0]) for r in db.execute(
+                "SELECT summary FROM runs WHERE stage = 'extract' ORDER BY run")]
+        finally:
+            db.close()
+
+    killed = extract_rows()[-1]  # the killed run's row: committed before the export
+    assert killed["extracted"] == (1 if what == "change" else 0)
+    assert killed["records"] == len(files)
+    assert sweep(m, out) == 0
+    last = extract_rows()[-1]
+    assert json.loads((out / "extract.summary.json").read_text()) == last
+    assert (last["records"], last["reused"]) == (len(files), len(files))
+    assert_complete(out, "r", files)
+    fresh = tmp_path / "fresh"
+    assert sweep(m, fresh) == 0
+    assert compare_outputs(out, fresh) == []
+    assert {k: last[k] for k in ("records", "counts", "chars")} == {
+        k: json.loads((fresh / "extract.summary.json").read_text())[k]
+        for k in ("records", "counts", "chars")}
+
+
 def test_kill_9_during_a_shared_rewalk_then_rerun(tmp_path: Path, kill_tree) -> None:
     """The parent killed while its forked walk helpers are walking their shares: the helpers
     go too (parent-death signal), and the re-run is complete."""

@@ -209,7 +209,12 @@ def test_the_database_example_of_records_md_runs(examples_out: Path) -> None:
         m: sum(1 for w in files if w["mime"] == m) for m in {w["mime"] for w in files}}
     assert scope["changed"] == [(w["root"], w["path"]) for w in walk]  # one walk: all of it
     summary = json.loads((examples_out / "walk.summary.json").read_text())
-    assert scope["runs"] == [(1, "walk", summary["hashed"])]
+    # the sweep's two runs: the walk's row, then the extract run's, whose export the summary is
+    assert scope["runs"] == [(1, "walk", summary["hashed"]), (2, "extract", None)]
+    extract = json.loads((examples_out / "extract.summary.json").read_text())
+    assert scope["last_extract"] == (2, extract["extracted"], extract["reused"],
+                                     extract["removed"], extract["records"])
+    assert extract["extracted"] > 3
     assert sum(n for _, n in scope["statuses"]) == len({(r["sha256"]) for r in walk
                                                         if r["sha256"]})
     recs = [json.loads(x) for x in (examples_out / "extract.jsonl").read_text().splitlines()]

@@ -1,7 +1,8 @@
 """The end of an extract run: drain the workers, write the records (the ``records`` table and
-its export extract.jsonl: tasks/extract/table.py) and the summary, remove the store files no
-record references, trim the forgotten list, and stamp a complete run (tasks/extract/stamp.py)
-so that the next one with nothing to do costs nothing.
+its export extract.jsonl: tasks/extract/table.py), remove the store files no record
+references, add the run's row to ``runs`` and export it as extract.summary.json
+(tasks/runs.py), trim the forgotten list, and stamp a complete run, naming its row
+(tasks/extract/stamp.py), so that the next one with nothing to do costs nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Container, Mapping
 from bastion.readers.runtime.verdict import Status
 
 from . import backoff, stamp
+from .. import runs
 from .records import ExtractSummary, Tally, build_records, summarize
 from ..forgotten import trim_forgotten
 from .plan import IndexSet
@@ -58,7 +60,7 @@ def finish(run: Run) -> RunEnd | None:
         # the records are durable (OutputDir.write fsyncs): texts they dropped can go
         removed = run.store.remove_unreferenced(tally.referenced)
         summary = _summary(run, tally, len(produced), removed)
-        od.write_json("extract.summary.json", summary.to_json())
+        row = runs.record_extract(run.store.db, od, summary.to_json())
         if run.toolcache is not None:
             run.toolcache.save(od)
         if run.forgotten:
@@ -70,7 +72,7 @@ def finish(run: Run) -> RunEnd | None:
     complete = not run.cfg.all_tasks and not tally.error_kinds and \
         summary.counts.get(Status.ERROR.value, 0) == 0
     if complete:
-        stamp.save(od, run.inputs())
+        stamp.save(od, run.inputs(), row, run.readers_digest)
     else:
         stamp.drop(od)
     return RunEnd(summary, not_yet=tally.not_yet)
@@ -89,7 +91,7 @@ def _drained(run: Run) -> IndexSet:
 
 
 def _finish_noop(run: Run, noop_from: Mapping[str, Any]) -> RunEnd:
-    """The summary of a run with nothing to do: the last run's counts, this run's
+    """The summary of a run with nothing to do: the stamped run's counts (its row), this run's
     times and tools; every verdict was kept, so every record says ``reused`` (the first such
     run after one with work flags the rows that run extracted, and their lines are spliced
     into extract.jsonl; later ones write nothing), and the store is left as it is."""
@@ -99,15 +101,19 @@ def _finish_noop(run: Run, noop_from: Mapping[str, Any]) -> RunEnd:
     store = run.store if run.store is not None else Store(run.out, run.store_dir)
     try:
         flipped = Records(store.db, od).flip(int(noop_from.get("records", 0)), store.run)
+        tally = Tally.of_summary(dict(noop_from))
+        tally.reused = tally.records  # what the records now say
+        summary = _summary(run, tally, 0, 0)
+        row = runs.record_extract(store.db, od, summary.to_json())
     finally:
         if store is not run.store:
             store.close()
-    tally = Tally.of_summary(dict(noop_from))
-    tally.reused = tally.records  # what the records now say
-    summary = _summary(run, tally, 0, 0)
-    od.write_json("extract.summary.json", summary.to_json())
-    if flipped:  # extract.jsonl changed: the stamp follows it
-        stamp.save(od, run.inputs())
+    fingerprint = run.readers_digest[0]
+    if flipped or (fingerprint is not None and stamp.cached_registry(od, fingerprint) is None):
+        # extract.jsonl changed (the stamp follows it), or the readers' fingerprint did (the
+        # next no-op takes the registry's digest from the stamp again): this run's row named
+        stamp.save(od, run.inputs(), row, run.readers_digest)
+    # (else the stamp still names the run it was made by: the same counts as this one's)
     return RunEnd(summary, noop=True)
 
 
@@ -146,7 +152,7 @@ def _finish_merge(run: Run) -> RunEnd | None:
         tally.reused = tally.records - fresh.records + fresh.reused
         removed = _remove_dropped_texts(run, table, dropped, fresh.referenced)
         summary = _summary(run, tally, len(produced), removed)
-        od.write_json("extract.summary.json", summary.to_json())
+        row = runs.record_extract(run.store.db, od, summary.to_json())
         if run.toolcache is not None:
             run.toolcache.save(od)
     finally:
@@ -154,7 +160,7 @@ def _finish_merge(run: Run) -> RunEnd | None:
         if run.progress is not None:
             run.progress.close()
     if summary.counts.get(Status.ERROR.value, 0) == 0:
-        stamp.save(od, run.inputs())
+        stamp.save(od, run.inputs(), row, run.readers_digest)
     else:
         stamp.drop(od)
     return RunEnd(summary)

@@ -13,6 +13,7 @@ the walk's change needs planning.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -163,7 +164,7 @@ class RunPlan:
         return self.decision
 
     def nothing_to_do(self) -> dict[str, Any] | None:
-        """The last run's summary when the last complete run's stamp still holds
+        """The summary of the last complete run (its row in ``runs``) when its stamp still holds
         (:func:`bastion.tasks.extract.stamp.nothing_to_do`): then the run does no per-file
         work; else None."""
         if self.cfg.all_tasks or self.cfg.listing or self._plan is not None:
@@ -171,29 +172,39 @@ class RunPlan:
         manifest, out = self.load()
         self.walk_read = check_walk(manifest, out)
         self.tools.update(self._probe_tools())
-        noop_from = stamp.nothing_to_do(self.lock(), self.inputs())
-        if noop_from is not None and not self._records_match():
-            return None  # extract.jsonl is not the records' export: planned in full
-        return noop_from
-
-    def _records_match(self) -> bool:
-        """Whether extract.jsonl is the export of the ``records`` table (tasks/extract/table.py)."""
         from ..output.modes import OutputError
 
         if self.store is None:
             self.store = Store(self.out, self.store_dir)
         try:
-            return Records(self.store.db, self.store.dir).matches()
+            noop_from = stamp.nothing_to_do(self.lock(), self.inputs(), self.store.db)
+            if noop_from is not None and not Records(self.store.db, self.store.dir).matches():
+                return None  # extract.jsonl is not the records' export: planned in full
         except OutputError:
-            return False
+            return None
+        return noop_from
 
     def inputs(self) -> str:
         """The digest of every input that decides a task key (tasks/extract/stamp.py)."""
         return stamp.inputs_digest(
             manifest_digest=self.manifest.digest, extract_version=plan_module.EXTRACT_VERSION,
-            registry=self.registry.readers(), tools=self.tools, limits=self.manifest.limits,
+            registry=self.readers_digest[1], tools=self.tools, limits=self.manifest.limits,
             no_external=self.cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1",
             extra=self.extra_readers)
+
+    @functools.cached_property
+    def readers_digest(self) -> tuple[str | None, str]:
+        """(the readers' fingerprint, the registry's digest): the digest the stamp took under
+        the same fingerprint (:func:`bastion.tasks.extract.stamp.readers_fingerprint`: no
+        reader imported), else the registry's, computed (every reader imported).  No
+        fingerprint for a run with extra readers or a listing command."""
+        fingerprint = None
+        if not (self.extra_readers or self.cfg.listing):
+            fingerprint = stamp.readers_fingerprint()
+            cached = stamp.cached_registry(self.lock(), fingerprint)
+            if cached is not None:
+                return fingerprint, cached
+        return fingerprint, stamp.registry_digest(self.registry.readers())
 
     def is_forgotten(self, item: Item) -> bool:
         return bool(self.forgotten) and (

@@ -343,7 +343,7 @@ def plan_change(run: Any, select: Any) -> tuple[Any, dict, Change] | None:
     from . import stamp
     from .plan import plan
 
-    previous = stamp.holds_but_walk(run.lock(), run.inputs())
+    previous = stamp.holds_but_walk(run.lock(), run.inputs(), run.store.db)
     if previous is None:
         return None
     _, summary = previous

@@ -60,7 +60,7 @@ class Decision:
     """What the extract stage does, decided once per run before doit is given its tasks."""
 
     refused: str | None = None  # why the stage cannot run (a failed task: no walk, …)
-    noop_from: Mapping[str, Any] | None = None  # the last summary, when its stamp holds
+    noop_from: Mapping[str, Any] | None = None  # the stamped run's summary (its row), when the stamp holds
 
     @property
     def nothing_to_do(self) -> bool:

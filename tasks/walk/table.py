@@ -39,6 +39,7 @@ import sqlite3
 from typing import Any, Callable, Iterable
 
 from ..output.modes import OutputError
+from .. import runs
 
 __all__ = ["BATCH_ROWS", "Row", "WalkTable", "decode", "encode", "root_settings"]
 
@@ -314,15 +315,7 @@ class WalkTable:
 
     def record_run(self, summary: dict) -> None:
         """The walk's summary, as one row of ``runs``."""
-        db = self.db
-        try:
-            with db:
-                db.execute("BEGIN IMMEDIATE")
-                db.execute("INSERT INTO runs (stage, started_at, summary) VALUES (?, ?, ?)",
-                           (summary["stage"], summary["started_at"],
-                            json.dumps(summary, sort_keys=True)))
-        except sqlite3.Error as e:
-            raise OutputError(f"cannot record the walk in the database: {e}") from None
+        runs.record(self.db, summary)
 
     def close(self) -> None:
         if self._db is not None and self._pid == os.getpid():
