@@ -145,9 +145,7 @@ def build_records(plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Look
     lookup: Lookup = verdicts if callable(verdicts) else (lambda shas: verdicts)
     skipped = iter(plan.skipped)
     pending_skip = next(skipped, None)
-    items = plan.items
-    for at in range(0, len(items), _plan.CHUNK):
-        chunk = items[at:at + _plan.CHUNK]
+    for chunk in _plan._chunks(plan.items):
         found = lookup(sorted({i.sha256 for i in chunk}))
         for item in chunk:
             while pending_skip is not None and (pending_skip.root, pending_skip.path) < (

@@ -30,11 +30,10 @@ from ..manifest import Manifest
 from ..names import task_name
 from . import plan as plan_module
 from .plan import Item, Plan, describe, plan
-from ..records import iter_walk
 from . import backoff, stamp
 from .store import Store
 from .toolcache import ToolCache
-from .table import Records, StoreTexts, plan_change
+from .table import Records, StoreTexts, plan_change, walk_records
 from .values import Decision, RunEnd, RunInputs
 
 if TYPE_CHECKING:
@@ -132,19 +131,17 @@ class RunPlan:
             self._plan, self.verdicts, self.merge = merged
             self.stale = self._plan.stale
             return self._plan
-        walk = out / "walk.jsonl"
         self.verdicts = {}  # looked up a chunk at a time, never all held (tasks/extract/plan.py)
         deferred = () if self.cfg.retry_errors else backoff.deferred(self.retries,
                                                                       self.store.run)
-        self._plan = plan(lambda: iter_walk(walk), self.store.verdicts_for, select,
+        db = self.store.db
+        # the walk table's rows, streamed in walk order (walk.jsonl is their export)
+        self._plan = plan(lambda: walk_records(db), self.store.verdicts_for, select,
                           self.tools, manifest.limits, StoreTexts(self.store.root), deferred)
         self.forgotten = forgotten(out / STATE_DIR)
         if self.forgotten:  # doit forget: those files are redone, whatever the store says
             every = ALL in self.forgotten
-            items = self._plan.items
-            for i in range(len(items)):
-                if items.fresh(i) and (every or self.is_forgotten(items.item(i))):
-                    items.set_fresh(i, False)
+            self._plan.unfresh(lambda item: every or self.is_forgotten(item))
         self.stale = self._plan.stale
         return self._plan
 

@@ -318,6 +318,21 @@ def changed(db: sqlite3.Connection, since: int) -> tuple[list[WalkRecord], Chang
     return records, Change([(r[0], r[1], r[2]) for r in rows], gen)
 
 
+WALK_FIELDS = "root, path, kind, size, mtime_ns, inode, sha256, reason, mime, error"
+
+
+def walk_records(db: sqlite3.Connection) -> Iterator[WalkRecord]:
+    """The walk table's rows as records, in (root, path) order (walk.jsonl's), streamed
+    :data:`BATCH_ROWS` at a time: what a full plan is made from."""
+    cursor = db.execute(f"SELECT {WALK_FIELDS} FROM walk ORDER BY root, path")
+    try:
+        while rows := cursor.fetchmany(BATCH_ROWS):
+            for r in rows:
+                yield WalkRecord(r[0], decode(r[1]), *r[2:])
+    finally:
+        cursor.close()
+
+
 def walk_gen(db: sqlite3.Connection) -> int:
     """The walk's generation now (what the records are made from)."""
     row = db.execute("SELECT value FROM walk_state WHERE name = 'gen'").fetchone()
