@@ -1,8 +1,12 @@
 """The extract stage's plan: which reader reads each walked file, under which key, and whether
 its stored verdict still stands.
 
-:func:`plan` is a pure function of data — the walk's records, the stored verdicts, the reader
-registry, the tools found and the limits — so it is tested without processes.  A file's task
+:func:`plan` is a function of data — the walk's records, the stored verdicts, the reader
+registry, the tools found and the limits — so it is tested without processes.  Its result, a
+:class:`Plan`, holds the items in a SQLite database of its own (a temporary file, not the
+output's): a run holds no object per file, "stale" is a query (one item per (sha256, key),
+largest first) and the jobs handed out are a column of it; what the run made is the store's
+(the verdicts' ``run``).  A file's task
 key (:func:`task_key`) is everything besides its bytes that decides its verdict: the extractor
 version, the reader's name and version, the MIME type, the limits the reader's text depends
 on, the identity of every external tool the reader may call (present or absent), and the
@@ -110,44 +114,17 @@ class Choice:
     deadline_s: float
 
 
-class IndexSet:
-    """A set of plan indices (:attr:`Item.index`, :attr:`Item.canonical`) as one bit each: what a
-    run scheduled and produced, at a million files 125 KB instead of a set of pairs."""
-
-    __slots__ = ("_bits", "_n")
-
-    def __init__(self) -> None:
-        self._bits = bytearray()
-        self._n = 0
-
-    def add(self, i: int) -> None:
-        byte, bit = divmod(i, 8)
-        if byte >= len(self._bits):
-            self._bits.extend(bytes(byte + 1 - len(self._bits) + 4096))
-        if not self._bits[byte] >> bit & 1:
-            self._bits[byte] |= 1 << bit
-            self._n += 1
-
-    def __contains__(self, i: object) -> bool:
-        if not isinstance(i, int) or i < 0:
-            return False
-        byte, bit = divmod(i, 8)
-        return byte < len(self._bits) and bool(self._bits[byte] >> bit & 1)
-
-    def __len__(self) -> int:
-        return self._n
-
-
 # The plan's tables, in a private database of its own (sqlite3.connect(""): a temporary file
 # SQLite removes when it is closed; its pages are cached up to CACHE_KB, then spill to disk)
 PLAN_SCHEMA = (
     # one row per hashed file, in walk order (idx); its (sha256, key) pair's first row
-    # (canonical: its one job), and whether its key is the least its bytes are read under
-    # (least: that text keeps the plain name, store.text_stem)
+    # (canonical: its one job), whether its key is the least its bytes are read under
+    # (least: that text keeps the plain name, store.text_stem); on a canonical row, whether
+    # this run handed its job out (handed)
     """CREATE TABLE items (idx INTEGER PRIMARY KEY, root TEXT NOT NULL, path BLOB NOT NULL,
         sha256 TEXT NOT NULL, size INTEGER NOT NULL, choice INTEGER NOT NULL,
         key TEXT NOT NULL, fresh INTEGER NOT NULL DEFAULT 0, canonical INTEGER,
-        least INTEGER)""",
+        least INTEGER, handed INTEGER NOT NULL DEFAULT 0)""",
     # the items to extract, one per (sha256, key), largest first then in walk order (k)
     "CREATE TABLE stale (k INTEGER PRIMARY KEY, idx INTEGER NOT NULL)",
 )
@@ -279,6 +256,14 @@ class Plan:
                                 ((int(fresh), i) for i in idxs))
         self._stale = None
 
+    def hand_out(self, item: Item) -> bool:
+        """Whether ``item``'s job is to be handed out now: not when its (sha256, key) already
+        was in this run (the same document; marked here)."""
+        with self.db:
+            self.db.execute("BEGIN")
+            return self.db.execute("UPDATE items SET handed = 1 WHERE idx = ? AND handed = 0",
+                                   (item.canonical,)).rowcount == 1
+
     def unfresh(self, which: Callable[[Item], bool]) -> None:
         """The fresh items ``which`` picks made stale (``doit forget``)."""
         self.set_fresh([i.index for i in self.items if i.fresh and which(i)], False)
@@ -348,12 +333,14 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
     made._add(rows)
     made._link()
     lookup: Lookup = verdicts if callable(verdicts) else (lambda shas: verdicts)
-    for chunk in _chunks(made.items):
-        found = lookup(sorted({item.sha256 for item in chunk}))
+    for at in range(0, made.count, CHUNK):
+        found = lookup([sha for sha, in made.db.execute(
+            "SELECT DISTINCT sha256 FROM items WHERE idx >= ? AND idx < ? ORDER BY sha256",
+            (at, at + CHUNK))])
         if not found:
-            continue
+            continue  # (a first run: no item is read back)
         fresh = []
-        for item in chunk:
+        for item in made.items[at:at + CHUNK]:
             v = found.get((item.sha256, item.key))
             if v is not None and (
                     v.status is not Status.ERROR or (item.sha256, item.key) in deferred) and (

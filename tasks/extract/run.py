@@ -222,7 +222,7 @@ class Run(RunPlan):
             # no final line of its own: the summary line follows
             self.progress = Progress("extract", total, quiet=self.cfg.quiet, leave=False)
         name = f"{item.root}/{item.path}"
-        if item.canonical in session.scheduled:
+        if not self.plan().hand_out(item):
             self.progress.update(1, name=None)  # the same content as a file handed out
             return
         self.progress.start(name)

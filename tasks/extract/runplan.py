@@ -222,6 +222,21 @@ class RunPlan:
             self.toolcache = ToolCache(self.out, self.cfg.no_external)
         self.toolcache.ask()
 
+    def made_items(self) -> list[Item]:
+        """The planned items whose verdicts this run made (the store's ``run`` column), read
+        a chunk at a time; the store is left closed if it was (the run's end)."""
+        assert self.store is not None
+        closed = self.store._db is None
+        done = []
+        try:
+            for chunk in plan_module._chunks(self.plan().items):
+                new = self.store.made(sorted({i.sha256 for i in chunk}))
+                done += [i for i in chunk if (i.sha256, i.key) in new]
+        finally:
+            if closed:
+                self.store.close()
+        return done
+
     def items_for(self, names: Iterable[str] | None = None) -> Sequence[Item]:
         """The next slice of stale items (or all of them)."""
         self.plan()

@@ -273,6 +273,13 @@ class Records:
 
     # -- asking -------------------------------------------------------------------------
 
+    def stems(self, bucket: str) -> set[str]:
+        """The stems the records name in one store bucket (those starting with ``bucket``: an
+        indexed range, so the full run's clean-up holds one bucket's names at a time)."""
+        return {r[0] for r in self.db.execute(
+            "SELECT DISTINCT stem FROM records WHERE stem >= ? AND stem < ?",
+            (bucket, bucket + "\uffff"))}
+
     def names(self, stem: str, besides: tuple[str, str] | None = None) -> int:
         """How many records name the text ``stem`` (other than ``besides``' (root, path))."""
         rows = self.db.execute("SELECT root, path FROM records WHERE stem = ?",
