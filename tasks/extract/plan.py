@@ -259,10 +259,8 @@ class Plan:
     def hand_out(self, item: Item) -> bool:
         """Whether ``item``'s job is to be handed out now: not when its (sha256, key) already
         was in this run (the same document; marked here)."""
-        with self.db:
-            self.db.execute("BEGIN")
-            return self.db.execute("UPDATE items SET handed = 1 WHERE idx = ? AND handed = 0",
-                                   (item.canonical,)).rowcount == 1
+        return self.db.execute("UPDATE items SET handed = 1 WHERE idx = ? AND handed = 0",
+                               (item.canonical,)).rowcount == 1  # (one autocommit statement)
 
     def unfresh(self, which: Callable[[Item], bool]) -> None:
         """The fresh items ``which`` picks made stale (``doit forget``)."""
