@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Container, Mapping
+from typing import Any, Mapping
 
 from bastion.readers.runtime.verdict import Status
 

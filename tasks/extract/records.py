@@ -10,7 +10,7 @@ with "not extracted yet".  The stage's other parts: :mod:`bastion.tasks.extract.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Container, Iterable, Iterator, Mapping
+from typing import Any, Callable, Container, Iterator, Mapping
 
 from bastion.readers.runtime.verdict import Status, Verdict
 

@@ -7,7 +7,7 @@ run's attributes (``cfg``, ``tools``, ``toolcache``, ``store``, ``verdicts``, ``
 ``Run.__init__`` makes, and its ``given`` (the frozen :class:`~bastion.tasks.extract.values.RunInputs`)
 and ``lock``.  What the stage will do is a returned value, :meth:`RunPlan.decide`'s
 :class:`~bastion.tasks.extract.values.Decision`.  The plan itself is
-the pure :func:`bastion.tasks.extract.plan.plan`, or :func:`bastion.tasks.extract.table.plan_change` when only
+:func:`bastion.tasks.extract.plan.plan` (made from the walk table here), or :func:`bastion.tasks.extract.table.plan_change` when only
 the walk's change needs planning.
 """
 
