@@ -9,8 +9,8 @@ queries it.  WAL journal, ``synchronous=NORMAL``: a committed transaction surviv
 
 The file is opened through the output directory's checked descriptor (``/proc/self/fd/N`` of
 the state directory), made with the output's file mode, and checked to be the file that was
-made there.  Versions 2 (verdicts, backoff and counters, no walk) and 3 (no change log, no
-records) are upgraded in place, their verdicts and walk kept; any other older version holds
+made there.  Versions 2 (verdicts, backoff and counters, no walk), 3 (no change log, no
+records) and 4 (no run of each verdict) are upgraded in place, their verdicts and walk kept; any other older version holds
 keys of another kind: its verdicts are dropped (every one would be redone anyway).
 """
 
@@ -26,7 +26,7 @@ from .output.modes import OutputError
 __all__ = ["DB_NAME", "SCHEMA", "SCHEMA_VERSION", "connect"]
 
 DB_NAME = ".bastion/verdicts.sqlite"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = (
     # one verdict per (sha256, task key): the extract stage's source of truth
@@ -35,8 +35,11 @@ SCHEMA = (
         key TEXT NOT NULL,
         status TEXT NOT NULL,
         body TEXT NOT NULL,
+        run INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (sha256, key)
     ) WITHOUT ROWID""",
+    # the verdicts an extract run made ("produced": their first records are not reused)
+    "CREATE INDEX IF NOT EXISTS verdicts_run ON verdicts (run)",
     # repeat offenders (tasks/extract/backoff.py)
     """CREATE TABLE IF NOT EXISTS retries (
         sha256 TEXT NOT NULL,
@@ -139,10 +142,15 @@ def connect(od: OutputDir) -> sqlite3.Connection:
             db.execute("BEGIN IMMEDIATE")
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version != SCHEMA_VERSION:
-                if version not in (2, 3):
+                if version not in (2, 3, 4):
                     # an index of an earlier layout: its keys are of another kind, so every
                     # verdict in it would be redone anyway
                     db.execute("DROP TABLE IF EXISTS verdicts")
+                else:
+                    columns = {c[1] for c in db.execute("PRAGMA table_info(verdicts)")}
+                    if columns and "run" not in columns:  # made by no run of this one
+                        db.execute("ALTER TABLE verdicts ADD COLUMN run INTEGER NOT NULL "
+                                   "DEFAULT 0")
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             for table in SCHEMA:
                 db.execute(table)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Container, Iterable
+from typing import Any, Callable, Container, Iterable
 
 from .output.atomic import STATE_DIR
 from .output.directory import OutputDir
@@ -36,15 +36,30 @@ def set_forgotten(od: OutputDir, names: set[str]) -> None:
         od.unlink(rel)
 
 
-def trim_forgotten(od: OutputDir, names: set[str], items: Iterable, produced: Container) -> None:
+def trim_forgotten(od: OutputDir, names: set[str], items: Iterable[Any],
+                   made: Callable[[list[str]], Container[tuple[str, str]]]) -> None:
     """Drop from the list the tasks this run extracted again (``ALL`` becomes the names of
-    the files it did not reach)."""
+    the files it did not reach).  ``items``: the plan's, streamed; ``made`` gives the
+    (sha256, key) pairs of some sha256s whose verdicts this run made (the store's)."""
     from .names import task_name
 
-    def name(i: Any) -> str:
-        return f"extract:{task_name(i.root, i.path)}"
+    every = ALL in names
+    left = set() if every else set(names)
+    chunk: list[Any] = []
 
-    items = list(items)
-    done = {name(i) for i in items if i.canonical in produced}
-    left = ({name(i) for i in items} if ALL in names else names) - done
+    def sort(chunk: list[Any]) -> None:
+        new = made(sorted({i.sha256 for i in chunk}))
+        for i in chunk:
+            name = f"extract:{task_name(i.root, i.path)}"
+            if (i.sha256, i.key) in new:
+                left.discard(name)
+            elif every:
+                left.add(name)
+
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= 2000:
+            sort(chunk)
+            chunk = []
+    sort(chunk)
     set_forgotten(od, left)

@@ -357,8 +357,7 @@ def describe_partial(run: Run, end: RunEnd) -> str | None:
     """What a run of single named tasks did (``doit extract:<file>``), or None."""
     if not run.cfg.all_tasks or run.cfg.listing:
         return None
-    produced = run.session.produced if run.session is not None else ()
-    done = sorted(f"{i.root}/{i.path}" for i in run.plan().items if i.canonical in produced)
+    done = sorted(f"{i.root}/{i.path}" for i in run.made_items())
     shown = ", ".join(done[:10]) + (f", … ({len(done) - 10} more)" if len(done) > 10 else "")
     return (f"extract: re-extracted {len(done)} file(s){': ' + shown if done else ''}; "
             f"{end.not_yet} file(s) not extracted yet (run doit extract); records in "

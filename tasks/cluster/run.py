@@ -2,7 +2,7 @@
 
 A :class:`ClusterSession` has the interface the run uses from
 :class:`bastion.tasks.extract.session.ExtractSession` (``start``, ``submit``, ``drain``, ``close``,
-``produced``, ``pool``): :meth:`bastion.tasks.extract.run.Run.start_session` picks it when
+``recorded``, ``pool``): :meth:`bastion.tasks.extract.run.Run.start_session` picks it when
 ``RunConfig.cluster`` is set.  The documents go to the cluster in batches; the verdicts come
 back and are committed here, exactly as a local run commits them, so the client stays the only
 writer of the store, the verdict index, ``extract.jsonl`` and the summary, and the output is
@@ -148,7 +148,7 @@ class ClusterSession(ExtractSession):
         todo = []
         for done in result.outcomes:
             item = by_pair.pop(done.pair, None)
-            if item is None or item.canonical in self.produced:
+            if item is None or self.recorded(item):
                 continue  # not of this batch, or recorded already: never twice
             todo.append((item, done))
         # the texts go into the store from a few threads (creating a file is kernel time,

@@ -1,6 +1,6 @@
 """The extract stage: plan, read in the sandbox, store the verdicts, write the records.
 
-- ``plan``     : the pure plan: each walked file's reader and key, and whether its verdict still stands
+- ``plan``     : the plan: each walked file's reader and key, whether its verdict still stands, in a database of its own
 - ``runplan``  : the plan side of a run: the plan computed once, the no-op check, stale slices
 - ``run``      : one invocation: the Run value the CLI and dodo.py build and the task generators close over
 - ``values``   : a run's plain values: its frozen inputs, the extract stage's decision, its end

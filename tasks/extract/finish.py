@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Container, Mapping
+from typing import Any, Mapping
 
 from bastion.readers.runtime.verdict import Status
 
@@ -18,9 +18,7 @@ from . import backoff, stamp
 from .. import runs
 from .records import ExtractSummary, Tally, build_records, summarize
 from ..forgotten import trim_forgotten
-from .plan import IndexSet
 from ..output.atomic import STATE_DIR
-from ..output.directory import OutputDir
 from .store import Store
 from .table import Records, walk_gen
 from .values import RunEnd
@@ -47,24 +45,24 @@ def finish(run: Run) -> RunEnd | None:
     plan = run.plan()
     assert run.store is not None
     try:
-        produced = _drained(run)
+        _drained(run)
         od = run.lock()
         # every verdict of this run is committed: the records read them back from the store
         tally = Tally()
         table = Records(run.store.db, od)
-        table.write_all(build_records(plan, run.store.verdicts_for, produced, tally,
+        table.write_all(build_records(plan, run.store.verdicts_for, run.store.made, tally,
                                       backoff.retries(run.store), run.store.run),
                         walk_gen(run.store.db))
         for name in LEGACY:  # an output of the layout before the records table
             od.unlink(f"{STATE_DIR}/{name}")
         # the records are durable (OutputDir.write fsyncs): texts they dropped can go
-        removed = run.store.remove_unreferenced(tally.referenced)
-        summary = _summary(run, tally, len(produced), removed)
+        removed = run.store.remove_unreferenced(table.stems)
+        summary = _summary(run, tally, run.store.made_count(), removed)
         row = runs.record_extract(run.store.db, od, summary.to_json())
         if run.toolcache is not None:
             run.toolcache.save(od)
         if run.forgotten:
-            trim_forgotten(od, run.forgotten, plan.items, produced)
+            trim_forgotten(od, run.forgotten, plan.items, run.store.made)
     finally:
         run.store.close()
         if run.progress is not None:
@@ -78,16 +76,15 @@ def finish(run: Run) -> RunEnd | None:
     return RunEnd(summary, not_yet=tally.not_yet)
 
 
-def _drained(run: Run) -> IndexSet:
-    """Wait for the documents in flight, stop the workers, lock the output; the verdicts this
-    run made."""
+def _drained(run: Run) -> None:
+    """Wait for the documents in flight, stop the workers, lock the output (the verdicts this
+    run made are then all in the store: :meth:`~bastion.tasks.extract.store.Store.made`)."""
     if run.session is not None:
         try:
             run.session.drain()
         finally:
             run.session.close()
     run.lock()
-    return run.session.produced if run.session is not None else IndexSet()
 
 
 def _finish_noop(run: Run, noop_from: Mapping[str, Any]) -> RunEnd:
@@ -137,21 +134,22 @@ def _finish_merge(run: Run) -> RunEnd | None:
     plan = run.plan()
     assert run.store is not None
     try:
-        produced = _drained(run)
+        _drained(run)
         od = run.lock()
         fresh = Tally()
         table = Records(run.store.db, od)
         count = int((run.merge_from or {}).get("records", 0))
-        dropped = table.apply(run.merge, build_records(plan, run.store.verdicts_for, produced,
-                                                       fresh), count, run.store.run)
+        dropped = table.apply(run.merge, build_records(plan, run.store.verdicts_for,
+                                                       run.store.made, fresh),
+                              count, run.store.run)
         tally = Tally.of_summary(run.merge_from or {})
         for rec in dropped:
             tally.remove(rec)
         tally.merge(fresh)
         # every kept record now says reused (flagged in the table): the count follows
         tally.reused = tally.records - fresh.records + fresh.reused
-        removed = _remove_dropped_texts(run, table, dropped, fresh.referenced)
-        summary = _summary(run, tally, len(produced), removed)
+        removed = _remove_dropped_texts(run, table, dropped)
+        summary = _summary(run, tally, run.store.made_count(), removed)
         row = runs.record_extract(run.store.db, od, summary.to_json())
         if run.toolcache is not None:
             run.toolcache.save(od)
@@ -166,17 +164,15 @@ def _finish_merge(run: Run) -> RunEnd | None:
     return RunEnd(summary)
 
 
-def _remove_dropped_texts(run: Run, table: Records, dropped: list[dict],
-                          fresh_referenced: Container[str]) -> int:
+def _remove_dropped_texts(run: Run, table: Records, dropped: list[dict]) -> int:
     """The store files of the records that went, unless a record still names them (a
-    fresh one, or a kept record of a file with the same bytes: an indexed query)."""
+    fresh one, or a kept record of a file with the same bytes: an indexed query on the
+    rows, the fresh ones in)."""
     stems = set()
     for rec in dropped:
         text = rec.get("text")
         if isinstance(text, str) and text.endswith(".txt"):
-            stem = text.rsplit("/", 1)[-1][:-4]
-            if stem not in fresh_referenced:
-                stems.add(stem)
+            stems.add(text.rsplit("/", 1)[-1][:-4])
     removed = 0
     store = run.store
     assert store is not None  # (a merge ran: its store is open)

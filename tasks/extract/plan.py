@@ -1,8 +1,12 @@
 """The extract stage's plan: which reader reads each walked file, under which key, and whether
 its stored verdict still stands.
 
-:func:`plan` is a pure function of data — the walk's records, the stored verdicts, the reader
-registry, the tools found and the limits — so it is tested without processes.  A file's task
+:func:`plan` is a function of data — the walk's records, the stored verdicts, the reader
+registry, the tools found and the limits — so it is tested without processes.  Its result, a
+:class:`Plan`, holds the items in a SQLite database of its own (a temporary file, not the
+output's): a run holds no object per file, "stale" is a query (one item per (sha256, key),
+largest first) and the jobs handed out are a column of it; what the run made is the store's
+(the verdicts' ``run``).  A file's task
 key (:func:`task_key`) is everything besides its bytes that decides its verdict: the extractor
 version, the reader's name and version, the MIME type, the limits the reader's text depends
 on, the identity of every external tool the reader may call (present or absent), and the
@@ -19,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
-from array import array
+import sqlite3
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Container, Iterable, Iterator, Mapping, Sequence, overload
@@ -31,6 +35,7 @@ from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
 from ..records import WalkRecord
+from ..walk.table import decode, encode
 from .store import text_stem
 
 # Raise when any reader's output changes: every verdict and text is redone on the next run.
@@ -109,212 +114,157 @@ class Choice:
     deadline_s: float
 
 
-class IndexSet:
-    """A set of plan indices (:attr:`Item.index`, :attr:`Item.canonical`) as one bit each: what a
-    run scheduled and produced, at a million files 125 KB instead of a set of pairs."""
-
-    __slots__ = ("_bits", "_n")
-
-    def __init__(self) -> None:
-        self._bits = bytearray()
-        self._n = 0
-
-    def add(self, i: int) -> None:
-        byte, bit = divmod(i, 8)
-        if byte >= len(self._bits):
-            self._bits.extend(bytes(byte + 1 - len(self._bits) + 4096))
-        if not self._bits[byte] >> bit & 1:
-            self._bits[byte] |= 1 << bit
-            self._n += 1
-
-    def __contains__(self, i: object) -> bool:
-        if not isinstance(i, int) or i < 0:
-            return False
-        byte, bit = divmod(i, 8)
-        return byte < len(self._bits) and bool(self._bits[byte] >> bit & 1)
-
-    def __len__(self) -> int:
-        return self._n
+# The plan's tables, in a private database of its own (sqlite3.connect(""): a temporary file
+# SQLite removes when it is closed; its pages are cached up to CACHE_KB, then spill to disk)
+PLAN_SCHEMA = (
+    # one row per hashed file, in walk order (idx); its (sha256, key) pair's first row
+    # (canonical: its one job), whether its key is the least its bytes are read under
+    # (least: that text keeps the plain name, store.text_stem); on a canonical row, whether
+    # this run handed its job out (handed)
+    """CREATE TABLE items (idx INTEGER PRIMARY KEY, root TEXT NOT NULL, path BLOB NOT NULL,
+        sha256 TEXT NOT NULL, size INTEGER NOT NULL, choice INTEGER NOT NULL,
+        key TEXT NOT NULL, fresh INTEGER NOT NULL DEFAULT 0, canonical INTEGER,
+        least INTEGER, handed INTEGER NOT NULL DEFAULT 0)""",
+    # the items to extract, one per (sha256, key), largest first then in walk order (k)
+    "CREATE TABLE stale (k INTEGER PRIMARY KEY, idx INTEGER NOT NULL)",
+)
+CACHE_KB = 16384
+ITEM = "idx, root, path, sha256, size, choice, fresh, canonical, least"
 
 
-class _ItemView(Sequence[Item]):
-    """A sequence of :class:`Item` s made on access: a subclass says how many and the k-th."""
+class Rows(Sequence[Item]):
+    """Positions ``start`` to ``stop`` of a plan table (``items`` by idx, ``stale`` by k) as
+    :class:`Item` s, read from the plan's database on access (``CHUNK`` rows a query):
+    slicing gives another such range, never a list."""
+
+    def __init__(self, plan: "Plan", table: str, start: int, stop: int) -> None:
+        self.plan, self.table, self.start, self.stop = plan, table, start, max(start, stop)
 
     def __len__(self) -> int:
-        raise NotImplementedError
-
-    def _make(self, k: int) -> Item:
-        raise NotImplementedError
+        return self.stop - self.start
 
     @overload
     def __getitem__(self, i: int) -> Item: ...
 
     @overload
-    def __getitem__(self, i: slice) -> list[Item]: ...
+    def __getitem__(self, i: slice) -> "Rows": ...
 
-    def __getitem__(self, i: int | slice) -> Item | list[Item]:
+    def __getitem__(self, i: int | slice) -> "Item | Rows":
         if isinstance(i, slice):
-            return [self._make(k) for k in range(*i.indices(len(self)))]
+            start, stop, step = i.indices(len(self))
+            if step != 1:
+                raise ValueError("a plan's rows are sliced without a step")
+            return Rows(self.plan, self.table, self.start + start, self.start + stop)
         if i < 0:
             i += len(self)
         if not 0 <= i < len(self):
             raise IndexError(i)
-        return self._make(i)
+        return next(self.plan._read(self.table, self.start + i, self.start + i + 1))
 
     def __iter__(self) -> Iterator[Item]:
-        for k in range(len(self)):
-            yield self._make(k)
+        for at in range(self.start, self.stop, CHUNK):
+            yield from self.plan._read(self.table, at, min(at + CHUNK, self.stop))
 
 
-class Items(_ItemView):
-    """The planned items, in walk order, held compactly: root, path and sha256 of each in
-    one buffer, sizes, choices and flags in arrays (≈ 110 bytes an item instead of ≈ 700 as
-    :class:`Item` objects, so a million-file plan fits in ≈ 110 MB).  Items are made on
-    access; the reader choices are a small shared table (:class:`Choice`)."""
-
-    FRESH, PRIMARY = 1, 2
-
-    def __init__(self) -> None:
-        self.choices: list[Choice] = []
-        self._blob = bytearray()  # root \0 path \0 sha256, item after item (utf-8, any str)
-        self._ends = array("q")
-        self._size = array("q")
-        self._choice = array("I")
-        self._flags = bytearray()
-        self._canonical = array("q")
-        self._prefix = array("Q")  # the sha256's first 64 bits: to find equal bytes by sorting
-
-    def append(self, root: str, path: str, sha: str, size: int, choice: int) -> None:
-        self._blob += f"{root}\0{path}\0{sha}".encode("utf-8", "surrogatepass")
-        self._ends.append(len(self._blob))
-        self._size.append(size)
-        self._choice.append(choice)
-        self._flags.append(0)
-        self._canonical.append(len(self._canonical))
-        try:
-            self._prefix.append(int(sha[:16], 16))
-        except ValueError:
-            self._prefix.append(0)  # not hex: compared in full like any other
-
-    def __len__(self) -> int:
-        return len(self._ends)
-
-    def _fields(self, i: int) -> tuple[str, str, str]:
-        start = self._ends[i - 1] if i else 0
-        root, path, sha = self._blob[start:self._ends[i]].decode("utf-8", "surrogatepass") \
-            .split("\0")
-        return root, path, sha
-
-    def sha256(self, i: int) -> str:
-        return self._fields(i)[2]
-
-    def key(self, i: int) -> str:
-        return self.choices[self._choice[i]].key
-
-    def size(self, i: int) -> int:
-        return self._size[i]
-
-    def fresh(self, i: int) -> bool:
-        return bool(self._flags[i] & self.FRESH)
-
-    def canonical(self, i: int) -> int:
-        return self._canonical[i]
-
-    def set_fresh(self, i: int, fresh: bool) -> None:
-        if fresh:
-            self._flags[i] |= self.FRESH
-        else:
-            self._flags[i] &= ~self.FRESH & 0xFF
-
-    def item(self, i: int) -> Item:
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        root, path, sha = self._fields(i)
-        c = self.choices[self._choice[i]]
-        flags = self._flags[i]
-        stem = text_stem(sha, c.key, bool(flags & self.PRIMARY))
-        return Item(root, path, sha, c.mime, self._size[i],
-                    c.reader.name if c.reader is not None else None, c.key, stem, c.tools,
-                    c.deadline_s, bool(flags & self.FRESH), i, self._canonical[i])
-
-    def _make(self, k: int) -> Item:
-        return self.item(k)
-
-    def link(self) -> None:
-        """Find the items of equal bytes (sorted by the sha256's first 64 bits, compared in
-        full within a run of equal prefixes): each item's :attr:`Item.canonical` (the first item
-        of its (sha256, key)) and whether its key is the smallest its bytes are read under
-        (that text keeps the plain name, :func:`text_stem`).  O(n log n) time, and memory
-        of one list of indices while it sorts."""
-        n = len(self)
-        prefix = self._prefix
-        order = sorted(range(n), key=prefix.__getitem__)
-        at = 0
-        while at < n:
-            end = at + 1
-            while end < n and prefix[order[end]] == prefix[order[at]]:
-                end += 1
-            if end == at + 1:
-                self._flags[order[at]] |= self.PRIMARY
-            else:
-                self._link_group(sorted(order[at:end]))
-            at = end
-        del order
-
-    def _link_group(self, members: list[int]) -> None:
-        first_key: dict[str, str] = {}
-        first_of: dict[tuple[str, str], int] = {}
-        for i in members:  # in walk order
-            sha, key = self.sha256(i), self.key(i)
-            if sha not in first_key or key < first_key[sha]:
-                first_key[sha] = key
-            self._canonical[i] = first_of.setdefault((sha, key), i)
-        for i in members:
-            if first_key[self.sha256(i)] == self.key(i):
-                self._flags[i] |= self.PRIMARY
-
-    def stale_order(self) -> array:
-        """The indices of the items to extract, one per (sha256, key) (its first item),
-        largest first, then in walk order."""
-        todo = array("q", (i for i in range(len(self))
-                           if self._canonical[i] == i and not self._flags[i] & self.FRESH))
-        size = self._size
-        return array("q", sorted(todo, key=lambda i: -size[i]))
-
-
-class Stale(_ItemView):
-    """The items to extract (:meth:`Items.stale_order`), made on access."""
-
-    def __init__(self, items: Items, order: array) -> None:
-        self.items = items
-        self.order = order
-
-    def __len__(self) -> int:
-        return len(self.order)
-
-    def _make(self, k: int) -> Item:
-        return self.items.item(self.order[k])
-
-
-@dataclass(frozen=True)
 class Plan:
-    items: Items  # the hashed files, in walk order
-    skipped_source: Callable[[], Iterable[WalkRecord]]  # walk records without a sha256
+    """The plan of one run: its items in a database of their own (:data:`PLAN_SCHEMA`), so a
+    run holds no object per file; the walk records without a sha256 (nothing to extract)
+    re-read from the walk, or held when the plan was made from a list."""
+
+    def __init__(self, skipped_source: Callable[[], Iterable[WalkRecord]]) -> None:
+        self.db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
+        for pragma in ("journal_mode=OFF", "synchronous=OFF", f"cache_size=-{CACHE_KB}"):
+            self.db.execute(f"PRAGMA {pragma}")
+        for table in PLAN_SCHEMA:
+            self.db.execute(table)
+        self.choices: list[Choice] = []
+        self.count = 0
+        self.skipped_source = skipped_source
+        self._stale: int | None = None  # rows of ``stale``; None: to be (re)made
 
     @property
     def skipped(self) -> Iterable[WalkRecord]:
-        """The walk records without a sha256 (nothing to extract), in walk order: re-read
-        from the walk when the plan was made from a file, not held."""
+        """The walk records without a sha256, in walk order."""
         return self.skipped_source()
 
     @property
-    def stale(self) -> Stale:
+    def items(self) -> Rows:
+        """The hashed files, in walk order."""
+        return Rows(self, "items", 0, self.count)
+
+    @property
+    def stale(self) -> Rows:
         """The items to extract, one per (sha256, key), largest first (then in walk order):
         the long documents start early, so no worker is left alone with one at the end.
-        Records are sorted when written, so this order changes no output."""
-        return Stale(self.items, self.items.stale_order())
+        Records are sorted when written, so this order changes no output.  A query, made
+        again after :meth:`unfresh`."""
+        if self._stale is None:
+            with self.db:
+                self.db.execute("BEGIN")
+                self.db.execute("DELETE FROM stale")
+                self.db.execute("INSERT INTO stale (k, idx) SELECT row_number() OVER "
+                                "(ORDER BY size DESC, idx) - 1, idx FROM items "
+                                "WHERE canonical = idx AND NOT fresh")
+            self._stale = self.db.execute("SELECT count(*) FROM stale").fetchone()[0]
+        return Rows(self, "stale", 0, self._stale)
+
+    def _read(self, table: str, start: int, stop: int) -> Iterator[Item]:
+        if table == "items":
+            sql = f"SELECT {ITEM} FROM items WHERE idx >= ? AND idx < ? ORDER BY idx"
+        else:
+            sql = (f"SELECT {', '.join('i.' + c for c in ITEM.split(', '))} FROM stale s "
+                   "JOIN items i ON i.idx = s.idx WHERE s.k >= ? AND s.k < ? ORDER BY s.k")
+        for idx, root, path, sha, size, choice, fresh, canonical, least in self.db.execute(
+                sql, (start, stop)).fetchall():
+            c = self.choices[choice]
+            yield Item(root, decode(path), sha, c.mime, size,
+                       c.reader.name if c.reader is not None else None, c.key,
+                       text_stem(sha, c.key, bool(least)), c.tools, c.deadline_s, bool(fresh),
+                       idx, canonical)
+
+    def _add(self, rows: list[tuple]) -> None:
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany("INSERT INTO items (idx, root, path, sha256, size, choice, key)"
+                                " VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        self.count += len(rows)
+
+    def _link(self) -> None:
+        """Each item's first item of equal (sha256, key) and whether its key is the least
+        its bytes are read under: two grouping queries, sorted on disk."""
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute("CREATE TABLE pairs (sha256 TEXT, key TEXT, first INTEGER, "
+                            "PRIMARY KEY (sha256, key)) WITHOUT ROWID")
+            self.db.execute("INSERT INTO pairs SELECT sha256, key, min(idx) FROM items "
+                            "GROUP BY sha256, key")
+            self.db.execute("CREATE TABLE least (sha256 TEXT PRIMARY KEY, key TEXT) "
+                            "WITHOUT ROWID")
+            self.db.execute("INSERT INTO least SELECT sha256, min(key) FROM pairs "
+                            "GROUP BY sha256")
+            self.db.execute("UPDATE items SET canonical = p.first, least = (items.key = l.key) "
+                            "FROM pairs p JOIN least l ON l.sha256 = p.sha256 "
+                            "WHERE p.sha256 = items.sha256 AND p.key = items.key")
+            self.db.execute("DROP TABLE least")
+            self.db.execute("DROP TABLE pairs")
+
+    def set_fresh(self, idxs: Iterable[int], fresh: bool) -> None:
+        """Mark these items fresh (their stored verdict stands) or not."""
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany("UPDATE items SET fresh = ? WHERE idx = ?",
+                                ((int(fresh), i) for i in idxs))
+        self._stale = None
+
+    def hand_out(self, item: Item) -> bool:
+        """Whether ``item``'s job is to be handed out now: not when its (sha256, key) already
+        was in this run (the same document; marked here)."""
+        return self.db.execute("UPDATE items SET handed = 1 WHERE idx = ? AND handed = 0",
+                               (item.canonical,)).rowcount == 1  # (one autocommit statement)
+
+    def unfresh(self, which: Callable[[Item], bool]) -> None:
+        """The fresh items ``which`` picks made stale (``doit forget``)."""
+        self.set_fresh([i.index for i in self.items if i.fresh and which(i)], False)
 
 
 def _suffixes(name: str) -> str:
@@ -349,10 +299,12 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
     else:
         held = []
         records = walk
-    items = Items()
+        reread = lambda: ()  # noqa: E731  (the held records are given instead)
+    made = Plan(lambda: (r for r in reread() if r.kind != "file" or r.sha256 is None))
     chosen: dict[tuple[str, str], int] = {}
     installed = {n[len(ocr_packs.TOOL_PREFIX):]: t.key for n, t in tools.items()
                  if n.startswith(ocr_packs.TOOL_PREFIX)}
+    rows: list[tuple] = []
     for rec in records:
         sha = rec.sha256
         if rec.kind != "file" or sha is None:
@@ -368,32 +320,42 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
             deadline = limits.deadline_s
             if reader is not None and reader.uses_tool_deadline and present:
                 deadline = limits.tool_deadline_s
-            at = chosen[(mime, _suffixes(name))] = len(items.choices)
-            items.choices.append(Choice(mime, reader, task_key(reader, mime, limits, tools),
-                                        present, deadline))
-        items.append(rec.root, rec.path, sha, rec.size or 0, at)
-    items.link()
+            at = chosen[(mime, _suffixes(name))] = len(made.choices)
+            made.choices.append(Choice(mime, reader, task_key(reader, mime, limits, tools),
+                                       present, deadline))
+        rows.append((made.count + len(rows), rec.root, encode(rec.path), sha, rec.size or 0,
+                     at, made.choices[at].key))
+        if len(rows) >= CHUNK:
+            made._add(rows)
+            rows = []
+    made._add(rows)
+    made._link()
     lookup: Lookup = verdicts if callable(verdicts) else (lambda shas: verdicts)
-    for at in range(0, len(items), CHUNK):
-        chunk = range(at, min(at + CHUNK, len(items)))
-        found = lookup(sorted({items.sha256(i) for i in chunk}))
+    for at in range(0, made.count, CHUNK):
+        found = lookup([sha for sha, in made.db.execute(
+            "SELECT DISTINCT sha256 FROM items WHERE idx >= ? AND idx < ? ORDER BY sha256",
+            (at, at + CHUNK))])
         if not found:
-            continue
-        for i in chunk:
-            item = items.item(i)
+            continue  # (a first run: no item is read back)
+        fresh = []
+        for item in made.items[at:at + CHUNK]:
             v = found.get((item.sha256, item.key))
-            items.set_fresh(i, v is not None and (
-                v.status is not Status.ERROR or (item.sha256, item.key) in deferred) and (
-                v.status is not Status.OK or f"{item.stem}.txt" in texts) and (
-                v.ocr_packs is None or ocr_packs.holds(v.ocr_packs, installed)))
+            if v is not None and (
+                    v.status is not Status.ERROR or (item.sha256, item.key) in deferred) and (
+                    v.status is not Status.OK or f"{item.stem}.txt" in texts) and (
+                    v.ocr_packs is None or ocr_packs.holds(v.ocr_packs, installed)):
+                fresh.append(item.index)
+        made.set_fresh(fresh, True)
     if held is not None:
         kept = tuple(held)
-        return Plan(items, lambda: kept)
+        made.skipped_source = lambda: kept
+    return made
 
-    def skipped() -> Iterator[WalkRecord]:
-        return (r for r in reread() if r.kind != "file" or r.sha256 is None)
 
-    return Plan(items, skipped)
+def _chunks(rows: Rows) -> Iterator[list[Item]]:
+    """The rows, :data:`CHUNK` at a time."""
+    for at in range(0, len(rows), CHUNK):
+        yield list(rows[at:at + CHUNK])
 
 
 def describe(item: Item, verdict: Verdict | None, *, forgotten: bool, other_key: bool,

@@ -9,10 +9,8 @@ with "not extracted yet".  The stage's other parts: :mod:`bastion.tasks.extract.
 
 from __future__ import annotations
 
-from array import array
-from bisect import bisect_left
 from dataclasses import asdict, dataclass, field
-from typing import Any, Container, Iterable, Iterator, Mapping
+from typing import Any, Callable, Container, Iterator, Mapping
 
 from bastion.readers.runtime.verdict import Status, Verdict
 
@@ -22,39 +20,6 @@ from ..records import ExtractRecord, to_line
 from .table import NOT_YET, Row, make_row, record
 
 __all__ = ["EXTRACT_VERSION", "NOT_YET", "Tally", "ExtractSummary", "build_records"]
-
-
-class StemSet:
-    """The store names the records reference, as 64-bit hashes in one sorted array (8 bytes
-    a name: a million-file run's names in 8 MB, not ≈ 120 MB of strings).  ``in`` may be
-    wrongly true (two names of one hash: a text kept that could have gone, never one removed
-    that a record names)."""
-
-    def __init__(self, names: Iterable[str] = ()) -> None:
-        self._hashes = array("q", (hash(n) for n in names))
-        self._sorted = False
-
-    def add(self, name: str) -> None:
-        self._hashes.append(hash(name))
-        self._sorted = False
-
-    def __ior__(self, other: "StemSet") -> "StemSet":
-        self._hashes.extend(other._hashes)
-        self._sorted = False
-        return self
-
-    def __contains__(self, name: object) -> bool:
-        if not isinstance(name, str):
-            return False
-        if not self._sorted:
-            self._hashes = array("q", sorted(self._hashes))
-            self._sorted = True
-        h = hash(name)
-        at = bisect_left(self._hashes, h)
-        return at < len(self._hashes) and self._hashes[at] == h
-
-    def __len__(self) -> int:
-        return len(self._hashes)
 
 
 @dataclass
@@ -70,7 +35,6 @@ class Tally:
     limits_hit: dict[str, int] = field(default_factory=dict)
     pages_ocr: int = 0
     not_yet: int = 0  # files of a partial run not extracted yet
-    referenced: StemSet = field(default_factory=StemSet)  # store stems the records name
 
     @classmethod
     def of_summary(cls, prev: dict[str, Any]) -> "Tally":
@@ -113,7 +77,6 @@ class Tally:
                              (self.limits_hit, other.limits_hit)):
             for k, n in theirs.items():
                 mine[k] = mine.get(k, 0) + n
-        self.referenced |= other.referenced
 
     def add(self, rec: ExtractRecord) -> None:
         v = rec.verdict
@@ -131,24 +94,28 @@ class Tally:
             self.limits_hit[v.limit] = self.limits_hit.get(v.limit, 0) + 1
 
 
+Made = Callable[[list[str]], Container[tuple[str, str]]]  # sha256s -> pairs this run made
+
+
 def build_records(plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
-                  produced: Container[int], tally: Tally,
+                  made: Made, tally: Tally,
                   retries: Mapping[tuple[str, str], tuple[int, int]] | None = None,
                   run: int = 0) -> Iterator[tuple[bytes, Row]]:
     """The extract.jsonl lines, sorted by (root, path), each with its ``records`` row
     (tasks/extract/table.py), counted into ``tally``.  ``verdicts``
     are by (sha256, key), or a function giving those of some sha256s (the store's, looked
-    up a chunk of items at a time: nothing holds every verdict); ``produced`` the items
-    (:attr:`Item.canonical`) whose verdicts this run made: the first record of each is not
+    up a chunk of items at a time: nothing holds every verdict); ``made`` gives the (sha256,
+    key) pairs of some sha256s whose verdicts this run made (the store's ``run`` column,
+    :meth:`~bastion.tasks.extract.store.Store.made`): the first record of each is not
     ``reused``.  ``retries``: the repeat offenders' (failures, due run), this being run
     ``run``: their error records say when they are tried again."""
     lookup: Lookup = verdicts if callable(verdicts) else (lambda shas: verdicts)
     skipped = iter(plan.skipped)
     pending_skip = next(skipped, None)
-    items = plan.items
-    for at in range(0, len(items), _plan.CHUNK):
-        chunk = items[at:at + _plan.CHUNK]
-        found = lookup(sorted({i.sha256 for i in chunk}))
+    for chunk in _plan._chunks(plan.items):
+        shas = sorted({i.sha256 for i in chunk})
+        found = lookup(shas)
+        new = made(shas)
         for item in chunk:
             while pending_skip is not None and (pending_skip.root, pending_skip.path) < (
                     item.root, item.path):
@@ -161,11 +128,10 @@ def build_records(plan: Plan, verdicts: Mapping[tuple[str, str], Verdict] | Look
                 row = make_row(item.root, item.path, item.sha256, item.mime, None, NOT_YET,
                                False, None)
             else:
-                reused = item.index != item.canonical or item.canonical not in produced
+                reused = item.index != item.canonical or (item.sha256, item.key) not in new
                 stem = None
                 if v.status is Status.OK:
                     stem = item.stem
-                    tally.referenced.add(item.stem)
                 backoff = retries.get((item.sha256, item.key)) if (
                     retries and v.status is Status.ERROR) else None
                 rec = record(item.root, item.path, item.sha256, item.mime, v, None, reused,

@@ -222,7 +222,9 @@ class Run(RunPlan):
             # no final line of its own: the summary line follows
             self.progress = Progress("extract", total, quiet=self.cfg.quiet, leave=False)
         name = f"{item.root}/{item.path}"
-        if item.canonical in session.scheduled:
+        # the stale slices hold one item per (sha256, key); every item (--all, named tasks)
+        # may repeat one: the plan marks what was handed out
+        if self.cfg.all_tasks and not self.plan().hand_out(item):
             self.progress.update(1, name=None)  # the same content as a file handed out
             return
         self.progress.start(name)

@@ -7,7 +7,7 @@ run's attributes (``cfg``, ``tools``, ``toolcache``, ``store``, ``verdicts``, ``
 ``Run.__init__`` makes, and its ``given`` (the frozen :class:`~bastion.tasks.extract.values.RunInputs`)
 and ``lock``.  What the stage will do is a returned value, :meth:`RunPlan.decide`'s
 :class:`~bastion.tasks.extract.values.Decision`.  The plan itself is
-the pure :func:`bastion.tasks.extract.plan.plan`, or :func:`bastion.tasks.extract.table.plan_change` when only
+:func:`bastion.tasks.extract.plan.plan` (made from the walk table here), or :func:`bastion.tasks.extract.table.plan_change` when only
 the walk's change needs planning.
 """
 
@@ -31,11 +31,10 @@ from ..manifest import Manifest
 from ..names import task_name
 from . import plan as plan_module
 from .plan import Item, Plan, describe, plan
-from ..records import iter_walk
 from . import backoff, stamp
 from .store import Store
 from .toolcache import ToolCache
-from .table import Records, StoreTexts, plan_change
+from .table import Records, StoreTexts, plan_change, walk_records
 from .values import Decision, RunEnd, RunInputs
 
 if TYPE_CHECKING:
@@ -133,19 +132,17 @@ class RunPlan:
             self._plan, self.verdicts, self.merge = merged
             self.stale = self._plan.stale
             return self._plan
-        walk = out / "walk.jsonl"
         self.verdicts = {}  # looked up a chunk at a time, never all held (tasks/extract/plan.py)
         deferred = () if self.cfg.retry_errors else backoff.deferred(self.retries,
                                                                       self.store.run)
-        self._plan = plan(lambda: iter_walk(walk), self.store.verdicts_for, select,
+        db = self.store.db
+        # the walk table's rows, streamed in walk order (walk.jsonl is their export)
+        self._plan = plan(lambda: walk_records(db), self.store.verdicts_for, select,
                           self.tools, manifest.limits, StoreTexts(self.store.root), deferred)
         self.forgotten = forgotten(out / STATE_DIR)
         if self.forgotten:  # doit forget: those files are redone, whatever the store says
             every = ALL in self.forgotten
-            items = self._plan.items
-            for i in range(len(items)):
-                if items.fresh(i) and (every or self.is_forgotten(items.item(i))):
-                    items.set_fresh(i, False)
+            self._plan.unfresh(lambda item: every or self.is_forgotten(item))
         self.stale = self._plan.stale
         return self._plan
 
@@ -235,6 +232,21 @@ class RunPlan:
         if self.toolcache is None:
             self.toolcache = ToolCache(self.out, self.cfg.no_external)
         self.toolcache.ask()
+
+    def made_items(self) -> list[Item]:
+        """The planned items whose verdicts this run made (the store's ``run`` column), read
+        a chunk at a time; the store is left closed if it was (the run's end)."""
+        assert self.store is not None
+        closed = self.store._db is None
+        done = []
+        try:
+            for chunk in plan_module._chunks(self.plan().items):
+                new = self.store.made(sorted({i.sha256 for i in chunk}))
+                done += [i for i in chunk if (i.sha256, i.key) in new]
+        finally:
+            if closed:
+                self.store.close()
+        return done
 
     def items_for(self, names: Iterable[str] | None = None) -> Sequence[Item]:
         """The next slice of stale items (or all of them)."""

@@ -26,7 +26,7 @@ from ..output.atomic import STATE_DIR, OutputError
 from ..interrupts import critical
 from ..manifest import Root
 from .docopen import DocumentDirs, Unopenable
-from .plan import IndexSet, Item
+from .plan import Item
 from .store import Store
 
 COMMIT_EVERY = 500  # verdicts per commit (one syncfs + one transaction)
@@ -53,10 +53,6 @@ class ExtractSession:
         self.extra_readers = extra_readers
         self.allow_root = allow_root  # the manifest's allow_root_workers
         self.pool: WorkerPool | None = None
-        # the items (by Item.canonical: one per (sha256, key)) handed out, and those whose verdicts
-        # this run made; the verdicts themselves are in the store, not held here
-        self.produced = IndexSet()
-        self.scheduled = IndexSet()
         self.jobs: dict[int, Item] = {}  # in flight, by job id
         self.job_seq = 0
         self.pending: list[tuple[str, str, Verdict]] = []  # texts not yet known durable
@@ -124,12 +120,9 @@ class ExtractSession:
         return self._private_scratch
 
     def take(self, item: Item) -> bool:
-        """Whether ``item`` is work to hand out: not when its (sha256, key) already was in
-        this run (the same document), nor when no reader takes its type (recorded here as
-        ``unsupported``)."""
-        if item.canonical in self.scheduled:
-            return False
-        self.scheduled.add(item.canonical)
+        """Whether ``item`` is work for a worker: not when no reader takes its type (recorded
+        here as ``unsupported``).  (An item whose (sha256, key) was handed out already in this
+        run never comes: :meth:`bastion.tasks.extract.plan.Plan.hand_out`.)"""
         if item.reader is None:
             self.record(item, Verdict(status=Status.UNSUPPORTED,
                                       error=f"no reader for {item.mime}"), None, {})
@@ -137,8 +130,7 @@ class ExtractSession:
         return True
 
     def submit(self, item: Item) -> None:
-        """Extract one item (returns once a worker has it; an item whose (sha256, key) was
-        already handed out in this run is the same job)."""
+        """Extract one item (returns once a worker has it)."""
         if not self.take(item):
             return
         pool = self.start()
@@ -198,10 +190,15 @@ class ExtractSession:
         else:
             self.store.remove_text(stem)
 
+    def recorded(self, item: Item) -> bool:
+        """Whether this run recorded a verdict of ``item``'s (sha256, key) already: queued,
+        or committed under this run (the store's ``run`` column)."""
+        pair = (item.sha256, item.key)
+        return any(p[:2] == pair for p in self.pending) or pair in self.store.made([pair[0]])
+
     def queue(self, item: Item, verdict: Verdict) -> None:
         """Queue a placed verdict for commit (committing when the batch is full or old)."""
         self.pending.append((item.sha256, item.key, verdict))
-        self.produced.add(item.canonical)
         if (len(self.pending) >= COMMIT_EVERY
                 or time.monotonic() - self.last_commit >= COMMIT_SECONDS):
             self.commit()

@@ -135,20 +135,39 @@ class Store:
         out: dict[tuple[str, str], Verdict] = {}
         if not shas or not self.db_path.exists():
             return out
+        for sha, key, body in self._rows("sha256, key, body", shas):
+            try:
+                out[(sha, key)] = Verdict.from_store(json.loads(body))
+            except (ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    def made(self, shas: list[str]) -> set[tuple[str, str]]:
+        """The (sha256, key) pairs of these sha256s whose verdicts this run made."""
+        if not shas or not self.run or not self.db_path.exists():
+            return set()
+        return {(sha, key) for sha, key, run in self._rows("sha256, key, run", shas)
+                if run == self.run}
+
+    def made_count(self) -> int:
+        """How many verdicts this run made (an indexed count)."""
+        return self._one("SELECT count(*) FROM verdicts WHERE run = ?", self.run) \
+            if self.run and self.db_path.exists() else 0
+
+    def _rows(self, columns: str, shas: list[str]) -> list[tuple]:
+        """Rows of the verdicts of these sha256s (by the primary key)."""
+        return [row for at in range(0, len(shas), 500) for row in self._all(
+            f"SELECT {columns} FROM verdicts WHERE sha256 IN "
+            f"({','.join('?' * len(shas[at:at + 500]))})", *shas[at:at + 500])]
+
+    def _all(self, sql: str, *args: Any) -> list[tuple]:
         try:
-            for at in range(0, len(shas), 500):
-                chunk = shas[at:at + 500]
-                rows = self.db.execute(
-                    "SELECT sha256, key, body FROM verdicts WHERE sha256 IN "
-                    f"({','.join('?' * len(chunk))})", chunk).fetchall()
-                for sha, key, body in rows:
-                    try:
-                        out[(sha, key)] = Verdict.from_store(json.loads(body))
-                    except (ValueError, KeyError, TypeError):
-                        continue
+            return self.db.execute(sql, args).fetchall()
         except sqlite3.Error as e:
             raise OutputError(f"cannot read the verdict store {self.db_path}: {e}") from None
-        return out
+
+    def _one(self, sql: str, *args: Any) -> Any:
+        return self._all(sql, *args)[0][0]
 
     def put_many(self, verdicts: list[tuple[str, str, Verdict]]) -> None:
         """Commit (sha256, key, verdict) rows in one transaction, after making their texts
@@ -157,11 +176,13 @@ class Store:
             return
         self._unstamp()
         self.sync()
-        rows = [(sha, key, v.status.value, dumps(v.to_json())) for sha, key, v in verdicts]
+        rows = [(sha, key, v.status.value, dumps(v.to_json()), self.run)
+                for sha, key, v in verdicts]
         try:
             with self.db:
                 self.db.execute("BEGIN")
-                self.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?)", rows)
+                self.db.executemany("INSERT OR REPLACE INTO verdicts (sha256, key, status, body, "
+                                    "run) VALUES (?,?,?,?,?)", rows)
                 backoff.record(self.db, verdicts, self.run)  # in the same transaction
         except sqlite3.Error as e:
             raise OutputError(f"cannot record verdicts in {self.db_path}: {e}") from None
@@ -252,9 +273,10 @@ class Store:
             except FileNotFoundError:
                 pass
 
-    def remove_unreferenced(self, referenced: Container[str]) -> int:
+    def remove_unreferenced(self, referenced: Callable[[str], Container[str]]) -> int:
         """Delete every store file whose stem no record references (texts and sidecars of
-        deleted or edited files).  Called only once the records that dropped them are
+        deleted or edited files): ``referenced(bucket)`` gives the stems the records name in
+        one bucket (:meth:`bastion.tasks.extract.table.Records.stems`).  Called only once the records that dropped them are
         durable, so a crash before or during it loses nothing.  Returns how many."""
         removed = 0
         od = self.dir
@@ -266,12 +288,13 @@ class Store:
                 continue  # gone, or a link where a bucket should be: never followed
             with os.scandir(bfd) as it:
                 entries = [e.name for e in it]
+            named = referenced(bucket)
             for name in entries:
                 if name.startswith(TMP_PREFIX):
                     continue  # another step's temp file: remove_stale_temps' business
                 stem = name[:-4] if name.endswith(".txt") else (
                     name[:-10] if name.endswith(".meta.json") else None)
-                if stem is not None and stem in referenced:
+                if stem is not None and stem in named:
                     continue
                 try:
                     os.unlink(name, dir_fd=bfd)

@@ -273,6 +273,13 @@ class Records:
 
     # -- asking -------------------------------------------------------------------------
 
+    def stems(self, bucket: str) -> set[str]:
+        """The stems the records name in one store bucket (those starting with ``bucket``: an
+        indexed range, so the full run's clean-up holds one bucket's names at a time)."""
+        return {r[0] for r in self.db.execute(
+            "SELECT DISTINCT stem FROM records WHERE stem >= ? AND stem < ?",
+            (bucket, bucket + "\uffff"))}
+
     def names(self, stem: str, besides: tuple[str, str] | None = None) -> int:
         """How many records name the text ``stem`` (other than ``besides``' (root, path))."""
         rows = self.db.execute("SELECT root, path FROM records WHERE stem = ?",
@@ -316,6 +323,21 @@ def changed(db: sqlite3.Connection, since: int) -> tuple[list[WalkRecord], Chang
     records = sorted((WalkRecord(r[0], decode(r[3]), *r[4:]) for r in rows if r[3] is not None),
                      key=lambda w: (w.root, w.path))
     return records, Change([(r[0], r[1], r[2]) for r in rows], gen)
+
+
+WALK_FIELDS = "root, path, kind, size, mtime_ns, inode, sha256, reason, mime, error"
+
+
+def walk_records(db: sqlite3.Connection) -> Iterator[WalkRecord]:
+    """The walk table's rows as records, in (root, path) order (walk.jsonl's), streamed
+    :data:`BATCH_ROWS` at a time: what a full plan is made from."""
+    cursor = db.execute(f"SELECT {WALK_FIELDS} FROM walk ORDER BY root, path")
+    try:
+        while rows := cursor.fetchmany(BATCH_ROWS):
+            for r in rows:
+                yield WalkRecord(r[0], decode(r[1]), *r[2:])
+    finally:
+        cursor.close()
 
 
 def walk_gen(db: sqlite3.Connection) -> int:
