@@ -26,7 +26,8 @@ from .values import RunEnd
 # the files beside the exports before the records table: the line indexes, the walk's delta
 LEGACY = ("walk.jsonl.lines", "extract.jsonl.lines", "walk-delta")
 
-# ``run`` below is a bastion.tasks.extract.run.Run (not imported: run.py calls into this module)
+# ``run`` below is a bastion.tasks.extract.run.Run (not imported, not even for its type: run.py
+# calls into this module, and tests/test_imports.py allows no circle)
 Run = Any
 
 
@@ -132,14 +133,15 @@ def _finish_merge(run: Run) -> RunEnd | None:
     """The end of a run that planned only the walk's change (tasks/extract/table.py): the
     changed keys' rows replaced, the lines spliced into extract.jsonl, the counts adjusted."""
     plan = run.plan()
-    assert run.store is not None
+    change = run.merge
+    assert run.store is not None and change is not None  # (finish() comes here with one)
     try:
         _drained(run)
         od = run.lock()
         fresh = Tally()
         table = Records(run.store.db, od)
         count = int((run.merge_from or {}).get("records", 0))
-        dropped = table.apply(run.merge, build_records(plan, run.store.verdicts_for,
+        dropped = table.apply(change, build_records(plan, run.store.verdicts_for,
                                                        run.store.made, fresh),
                               count, run.store.run)
         tally = Tally.of_summary(run.merge_from or {})

@@ -30,6 +30,7 @@ from .plan import Item, Plan
 from ..progress import Progress
 from . import stamp
 from .store import Store
+from .table import Change
 from .toolcache import ToolCache
 from .runplan import RunPlan, check_walk
 from .values import Decision, RunEnd, RunInputs, run_inputs
@@ -79,7 +80,7 @@ class Run(RunPlan):
         self.end: RunEnd | None = None  # what finish() returned
         self.walk_read: dict[str, Any] = {}
         self.forgotten: set[str] = set()
-        self.merge: Any = None  # bastion.tasks.extract.table.Change, when only the walk's change is planned
+        self.merge: Change | None = None  # the walk's change, when only it is planned
         self.merge_from: dict[str, Any] | None = None  # the last summary, then
         self.announce_in_actions = True  # the CLI prints the summaries itself
         # where lines for the person go: stderr as it is now, before doit replaces

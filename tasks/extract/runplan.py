@@ -34,7 +34,7 @@ from .plan import Item, Plan, describe, plan
 from . import backoff, stamp
 from .store import Store
 from .toolcache import ToolCache
-from .table import Records, StoreTexts, plan_change, walk_records
+from .table import Change, Records, StoreTexts, plan_change, walk_records
 from .values import Decision, RunEnd, RunInputs
 
 if TYPE_CHECKING:
@@ -73,7 +73,8 @@ class RunPlan:
     stale: Sequence[Item]
     cursor: int
     forgotten: set[str]
-    merge: Any
+    merge: Change | None  # the walk's change, when only it is planned
+    merge_from: dict[str, Any] | None  # the summary it is merged into
     walk_read: dict[str, Any]
     decision: Decision | None  # what decide() returned
     end: RunEnd | None  # what the run's finish returned

@@ -39,7 +39,7 @@ from ..walk.table import decode, encode
 from . import plan as _plan
 
 if TYPE_CHECKING:
-    from .plan import Item
+    from .plan import Item, Plan, Select
 
 __all__ = ["NOT_YET", "Records", "Row", "line_of", "make_row", "plan_change"]
 
@@ -357,7 +357,7 @@ class StoreTexts:
         return isinstance(name, str) and os.path.exists(self.root / name[:2] / name)
 
 
-def plan_change(run: Any, select: Any) -> tuple[Any, dict, Change] | None:
+def plan_change(run: Any, select: Select) -> tuple[Plan, dict, Change] | None:
     """The plan of only what the walk changed since the records were made, its verdicts and
     the :class:`Change`; None when the last complete run's stamp does not hold for
     everything but the walk, the export does not match the rows, or the walk's log does not
@@ -365,12 +365,14 @@ def plan_change(run: Any, select: Any) -> tuple[Any, dict, Change] | None:
     from . import stamp
     from .plan import plan
 
-    previous = stamp.holds_but_walk(run.lock(), run.inputs(), run.store.db)
+    store = run.store
+    assert store is not None  # (opened by the plan before it asks)
+    previous = stamp.holds_but_walk(run.lock(), run.inputs(), store.db)
     if previous is None:
         return None
     _, summary = previous
-    db = run.store.db
-    table = Records(db, run.store.dir)
+    db = store.db
+    table = Records(db, store.dir)
     if not table.matches():
         return None
     found = changed(db, table.state("gen"))
@@ -378,9 +380,9 @@ def plan_change(run: Any, select: Any) -> tuple[Any, dict, Change] | None:
         return None
     records, change = found
     shas = sorted({r.sha256 for r in records if r.sha256})
-    verdicts = run.store.verdicts_for(shas)
+    verdicts = store.verdicts_for(shas)
     planned = plan(records, verdicts, select, run.tools, run.manifest.limits,
-                   StoreTexts(run.store.root))
+                   StoreTexts(store.root))
     keys: dict[str, set[str]] = {}
     for sha, key in verdicts:
         keys.setdefault(sha, set()).add(key)
@@ -389,5 +391,5 @@ def plan_change(run: Any, select: Any) -> tuple[Any, dict, Change] | None:
             # these bytes have a verdict under another key: another file of the tree may
             # read them under that key, and the store's names for the two depend on both
             return None
-    run.merge_from = summary
+    run.merge_from = dict(summary)
     return planned, verdicts, change
