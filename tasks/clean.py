@@ -5,7 +5,8 @@ database's extract tables); a file's
 task its text, sidecar and verdict (its record becomes ``skipped``, not extracted yet), unless
 another file's record names the same text (a copy of the same bytes): then only its record is
 reset, and the text and verdict the other record needs stay (which records name a text is a
-query of the ``records`` table).  The walk's task removes its
+query of the ``records`` table; while its rows are not whole, not known: the verdict goes, the
+text stays).  The walk's task removes its
 export and its rows in the database (tasks/database.py; the file goes once it holds neither).  doit's own database stays (``doit forget`` is for it).
 """
 
@@ -47,9 +48,13 @@ def clean_item(run: Run, item: Item) -> None:
         return  # no records and no store (the group was cleaned first): nothing of it is left
     store = run.store or Store(run.out, run.store_dir)
     table = Records(store.db, od)
-    others = table.names(item.stem, besides=(item.root, item.path))  # an indexed query
-    if not others:
+    # which records name the text is an indexed query, while the rows are whole (their export
+    # matches them); else (a run killed while writing them, an output of an earlier layout)
+    # it is not known: the verdict goes (the next run reads the bytes again), the text stays
+    others = table.names(item.stem, besides=(item.root, item.path)) if table.matches() else None
+    if others == 0:
         store.remove_text(item.stem)
+    if not others:
         store.forget([(item.sha256, item.key)])
     try:
         od.stat("extract.jsonl")
@@ -57,7 +62,10 @@ def clean_item(run: Run, item: Item) -> None:
         pass
     else:
         table.reset(item, store.run)
-    if others:
+    if others is None:
+        run.say(f"removed the verdict of {item.root}/{item.path}; its text stays (the records "
+                "are not whole: which others name it is known after the next run)")
+    elif others:
         run.say(f"reset the record of {item.root}/{item.path}; its text and verdict stay: "
                 f"{others} other record(s) name them")
     else:
