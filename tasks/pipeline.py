@@ -138,12 +138,14 @@ def _extract_action(run: Run, item: Item) -> TaskFailed | None:
 
 
 def _finish_action(run: Run) -> TaskFailed | None:
+    from .extract.finish import finish
+
     refused = _refused(run)
     if refused:
         run.close()
         return TaskFailed(refused)
     try:
-        end = run.finish()
+        end = finish(run)
     except RUN_ERRORS as e:
         run.close()
         return TaskFailed(str(e))

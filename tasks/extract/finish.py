@@ -21,19 +21,24 @@ from ..forgotten import trim_forgotten
 from ..output.atomic import STATE_DIR
 from .store import Store
 from .table import Records, walk_gen
+from .run import Run
 from .values import RunEnd
 
 # the files beside the exports before the records table: the line indexes, the walk's delta
 LEGACY = ("walk.jsonl.lines", "extract.jsonl.lines", "walk-delta")
 
-# ``run`` below is a bastion.tasks.extract.run.Run (not imported, not even for its type: run.py
-# calls into this module, and tests/test_imports.py allows no circle)
-Run = Any
 
 
 def finish(run: Run) -> RunEnd | None:
     """Drain the workers, write extract.jsonl and extract.summary.json, remove the texts
-    no record references; the run's end (None between doit slices: only a commit)."""
+    no record references: the run's end, once per run (later calls return the same value,
+    :attr:`Run.end`), or None between doit slices (only a commit)."""
+    if run.end is None:
+        run.end = _finish(run)
+    return run.end
+
+
+def _finish(run: Run) -> RunEnd | None:
     noop_from = run.decision.noop_from if run.decision is not None else None
     if noop_from is None and run.more_slices:  # a slice done, more to come: commit what is done
         if run.session is not None:

@@ -241,18 +241,6 @@ class Run(RunPlan):
         if self.session is not None:
             self.session.close()
 
-    # -- finishing --------------------------------------------------------------------------------
-
-    def finish(self) -> RunEnd | None:
-        """Drain the workers, write extract.jsonl and extract.summary.json, remove the texts
-        no record references (tasks/extract/finish.py); the run's end, once per run (later
-        calls return the same value), or None between doit slices."""
-        if self.end is None:
-            from .finish import finish
-
-            self.end = finish(self)
-        return self.end
-
     def announce(self, line: str) -> None:
         """A line for the person running bastion, on the real stderr (fd 2: doit captures
         ``sys.stderr`` inside actions), unless quiet."""
