@@ -7,7 +7,7 @@ run's attributes (``cfg``, ``tools``, ``toolcache``, ``store``, ``verdicts``, ``
 ``Run.__init__`` makes, and its ``given`` (the frozen :class:`~bastion.tasks.extract.values.RunInputs`)
 and ``lock``.  What the stage will do is a returned value, :meth:`RunPlan.decide`'s
 :class:`~bastion.tasks.extract.values.Decision`.  The plan itself is
-:func:`bastion.tasks.extract.plan.plan` (made from the walk table here), or :func:`bastion.tasks.extract.table.plan_change` when only
+:func:`bastion.tasks.extract.plan.plan` (made from the walk table here), or :func:`plan_change` when only
 the walk's change needs planning.
 """
 
@@ -30,11 +30,11 @@ from ..output.directory import OutputDir
 from ..manifest import Manifest
 from ..names import task_name
 from . import plan as plan_module
-from .plan import Item, Plan, describe, plan
+from .plan import Item, Plan, Select, describe, plan
 from . import backoff, stamp
 from .store import Store
 from .toolcache import ToolCache
-from .table import Change, Records, StoreTexts, plan_change, walk_records
+from .table import Change, Records, StoreTexts, changed, walk_records
 from .values import Decision, RunEnd, RunInputs
 
 if TYPE_CHECKING:
@@ -264,3 +264,38 @@ class RunPlan:
         """Whether stale items remain for another doit run (``RunConfig.slice``)."""
         return (self._plan is not None and not self.cfg.all_tasks
                 and self.cursor < len(self.stale) and self.end is None)
+
+
+def plan_change(run: RunPlan, select: Select) -> tuple[Plan, dict, Change] | None:
+    """The plan of only what the walk changed since the records were made, its verdicts and
+    the :class:`Change`; None when the last complete run's stamp does not hold for
+    everything but the walk, the export does not match the rows, or the walk's log does not
+    reach back to them (then the caller plans everything)."""
+    store = run.store
+    assert store is not None  # (opened by the plan before it asks)
+    previous = stamp.holds_but_walk(run.lock(), run.inputs(), store.db)
+    if previous is None:
+        return None
+    _, summary = previous
+    db = store.db
+    table = Records(db, store.dir)
+    if not table.matches():
+        return None
+    found = changed(db, table.state("gen"))
+    if found is None:
+        return None
+    records, change = found
+    shas = sorted({r.sha256 for r in records if r.sha256})
+    verdicts = store.verdicts_for(shas)
+    planned = plan(records, verdicts, select, run.tools, run.manifest.limits,
+                   StoreTexts(store.root))
+    keys: dict[str, set[str]] = {}
+    for sha, key in verdicts:
+        keys.setdefault(sha, set()).add(key)
+    for item in planned.items:
+        if keys.get(item.sha256, {item.key}) - {item.key}:
+            # these bytes have a verdict under another key: another file of the tree may
+            # read them under that key, and the store's names for the two depend on both
+            return None
+    run.merge_from = dict(summary)
+    return planned, verdicts, change

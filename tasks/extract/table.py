@@ -13,7 +13,7 @@ of the export that matches them (``export``); rows are changed only after ``expo
 in the same transaction, so a run killed before its export is written leaves an export that
 does not match: the next run plans in full and writes it from one ordered query.
 
-A run after a small change (:func:`plan_change`) plans only the keys the walk logged after
+A run after a small change (:func:`bastion.tasks.extract.runplan.plan_change`) plans only the keys the walk logged after
 ``gen`` (``walk_log``, :mod:`bastion.tasks.walk.table`); :meth:`Records.apply` replaces their
 rows, flags the rows the previous run extracted as reused, and splices those lines into the
 previous export (:func:`bastion.tasks.output.splice.splice`).  "Texts no record names" is an
@@ -39,9 +39,9 @@ from ..walk.table import decode, encode
 from . import plan as _plan
 
 if TYPE_CHECKING:
-    from .plan import Item, Plan, Select
+    from .plan import Item
 
-__all__ = ["NOT_YET", "Records", "Row", "line_of", "make_row", "plan_change"]
+__all__ = ["NOT_YET", "Records", "Row", "line_of", "make_row"]
 
 NOT_YET = "not extracted yet (run the extract stage)"
 BATCH_ROWS = 5000  # rows written per transaction
@@ -355,41 +355,3 @@ class StoreTexts:
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and os.path.exists(self.root / name[:2] / name)
-
-
-def plan_change(run: Any, select: Select) -> tuple[Plan, dict, Change] | None:
-    """The plan of only what the walk changed since the records were made, its verdicts and
-    the :class:`Change`; None when the last complete run's stamp does not hold for
-    everything but the walk, the export does not match the rows, or the walk's log does not
-    reach back to them (then the caller plans everything)."""
-    from . import stamp
-    from .plan import plan
-
-    store = run.store
-    assert store is not None  # (opened by the plan before it asks)
-    previous = stamp.holds_but_walk(run.lock(), run.inputs(), store.db)
-    if previous is None:
-        return None
-    _, summary = previous
-    db = store.db
-    table = Records(db, store.dir)
-    if not table.matches():
-        return None
-    found = changed(db, table.state("gen"))
-    if found is None:
-        return None
-    records, change = found
-    shas = sorted({r.sha256 for r in records if r.sha256})
-    verdicts = store.verdicts_for(shas)
-    planned = plan(records, verdicts, select, run.tools, run.manifest.limits,
-                   StoreTexts(store.root))
-    keys: dict[str, set[str]] = {}
-    for sha, key in verdicts:
-        keys.setdefault(sha, set()).add(key)
-    for item in planned.items:
-        if keys.get(item.sha256, {item.key}) - {item.key}:
-            # these bytes have a verdict under another key: another file of the tree may
-            # read them under that key, and the store's names for the two depend on both
-            return None
-    run.merge_from = dict(summary)
-    return planned, verdicts, change
