@@ -287,8 +287,8 @@ def plan_change(run: RunPlan, select: Select) -> tuple[Plan, dict, Change] | Non
     records, change = found
     shas = sorted({r.sha256 for r in records if r.sha256})
     verdicts = store.verdicts_for(shas)
-    planned = plan(records, verdicts, select, run.tools, run.manifest.limits,
-                   StoreTexts(store.root))
+    planned = plan_module.plan(records, verdicts, select, run.tools, run.manifest.limits,
+                               StoreTexts(store.root))
     keys: dict[str, set[str]] = {}
     for sha, key in verdicts:
         keys.setdefault(sha, set()).add(key)
