@@ -96,14 +96,24 @@ def cap_note(cap: str, detail: str = "") -> str:
 
 
 class TextSink:
-    """Collects a reader's text under the character budget.
+    """Collects a reader's text under the character budget: the plain text, and the stream's
+    structure for whoever renders it (:mod:`bastion.readers.render`).
 
     ``write`` appends what fits and raises :class:`CapReached` once the budget is used up, so
     a reader stops at the cap without special code; the runtime keeps the text so far and
-    ends it with :func:`cap_note`.
+    ends it with :func:`cap_note`.  Beside ``write`` (the document's text) a reader sends
+    ``layout`` (the plain text's own separators and markers), ``md`` (text only the Markdown
+    shows), ``open``/``close`` around blocks and links and ``mark`` for points: the stream of
+    :mod:`bastion.readers.render.events`.  This sink keeps the plain text only: ``layout``
+    is text to it and the structure costs nothing; :class:`~bastion.readers.render.sink.
+    MarkdownSink` renders the Markdown as well (``structured``: a reader may skip building
+    structure it would not keep).  The budget counts the plain text's characters either way,
+    so the plain text is the same whichever sink reads it.
     """
 
     __slots__ = ("_parts", "_chars", "max_chars")
+
+    structured = False  # True: the structure events are rendered (build them)
 
     def __init__(self, max_chars: int) -> None:
         self._parts: list[str] = []
@@ -122,6 +132,35 @@ class TextSink:
         self._parts.append(s)
         self._chars += len(s)
 
+    layout = write  # the plain text's separators and markers: plain text here
+
+    def md(self, s: str) -> None:
+        """Text only the Markdown shows (none here)."""
+
+    def open(self, node: Any) -> None:
+        """A block or link starts (:mod:`bastion.readers.render.events`)."""
+
+    def close(self) -> None:
+        """The innermost open block or link ends."""
+
+    def mark(self, node: Any) -> None:
+        """A point in the stream: a page break, a line break, an embedded document's
+        Markdown."""
+
+    def nested(self, max_chars: int) -> "TextSink":
+        """A sink of the same kind for an embedded document read apart (its text then put
+        into this one with :meth:`include`)."""
+        return type(self)(max_chars)
+
+    def include(self, sub: "TextSink", text: str | None = None) -> None:
+        """Put in an embedded document read into ``sub`` (:meth:`nested`): ``text`` (the
+        form this document shows it in; default its own text), and its Markdown."""
+        self.write(sub.getvalue() if text is None else text)
+
+    def markdown(self) -> str | None:
+        """The Markdown rendered so far (None: this sink renders none)."""
+        return None
+
     @property
     def chars(self) -> int:
         return self._chars
@@ -133,23 +172,51 @@ class TextSink:
 class SinkBuffer:
     """Text gathered in memory and handed to a :class:`TextSink` in chunks, so a large table or
     page is a few big sink writes rather than one per row or word.  ``flush`` before raising a
-    cap, so the text so far reaches the sink."""
+    cap, so the text so far reaches the sink.  For a structured sink the events are held in
+    order with the text and replayed at the same points, so the budget strikes at the same
+    character."""
 
-    __slots__ = ("sink", "buf", "size", "chunk")
+    __slots__ = ("sink", "buf", "size", "chunk", "ops")
 
     def __init__(self, sink: TextSink, chunk: int = 1 << 16) -> None:
         self.sink = sink
         self.buf: list[str] = []
         self.size = 0
         self.chunk = chunk
+        self.ops: list[tuple[int, Any]] | None = [] if sink.structured else None
 
     def put(self, s: str) -> None:
-        self.buf.append(s)
+        if self.ops is not None:
+            self.ops.append((0, s))  # render.events.TEXT
+        else:
+            self.buf.append(s)
         self.size += len(s)
         if self.size >= self.chunk:
             self.flush()
 
+    def layout(self, s: str) -> None:
+        if self.ops is None:
+            self.put(s)
+            return
+        self.ops.append((1, s))  # render.events.LAYOUT
+        self.size += len(s)
+        if self.size >= self.chunk:
+            self.flush()
+
+    def event(self, op: int, value: Any = None) -> None:
+        """A structure event in its place (kept only for a structured sink)."""
+        if self.ops is not None:
+            self.ops.append((op, value))
+
     def flush(self) -> None:
+        if self.ops is not None:
+            if self.ops:
+                from .render.events import replay
+
+                ops, self.ops = self.ops, []
+                self.size = 0
+                replay(ops, self.sink)
+            return
         if self.buf:
             text = "".join(self.buf)
             self.buf.clear()

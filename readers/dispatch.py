@@ -205,16 +205,20 @@ class Outcome:
     limit: str | None = None  # the cap reached, when the text was cut short
     result: ReadResult | None = None  # the reader's result (none when it failed)
     warnings: tuple[str, ...] = ()
+    markdown: str | None = None  # the Markdown rendering of the text (ok, when asked for)
 
 
-def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> Outcome:
+def read_document(doc: Document, ctx: Context, reader: Reader | None = None, *,
+                  markdown: bool = False) -> Outcome:
     """Run ``reader`` (selected by the context's registry when not given: the parent gives
-    the one it chose); every way a reader can fail becomes an Outcome."""
+    the one it chose); every way a reader can fail becomes an Outcome.  ``markdown``: render
+    the Markdown of the same stream too (:class:`~bastion.readers.render.sink.MarkdownSink`;
+    the plain text is the same either way)."""
     if reader is None:
         reader = ctx.select(doc.mime, doc.name)
     if reader is None:
         return Outcome("unsupported", extractor=None, error=f"no reader for {doc.mime}")
-    sink = TextSink(ctx.limits.max_chars)
+    sink = _sink(ctx.limits.max_chars, markdown)
     try:
         result = reader.read(doc, sink, ctx)
     except CapReached as cap:
@@ -226,7 +230,7 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
         text = normalize_text(text)
         got, warnings = _languages(got, text, ctx.limits)
         return Outcome("ok", text, got.extractor or reader.name, limit=cap.cap, result=got,
-                       warnings=warnings)
+                       warnings=warnings, markdown=_markdown(sink, note))
     except Unsupported as u:
         return Outcome("unsupported", extractor=reader.name, error=u.message)
     except ReaderError as e:
@@ -243,7 +247,29 @@ def read_document(doc: Document, ctx: Context, reader: Reader | None = None) -> 
     if status == "ok":
         result, warnings = _languages(result, text, ctx.limits)
     return Outcome(status, text if status == "ok" else "", result.extractor, error=error,
-                   limit=limit if status == "ok" else None, result=result, warnings=warnings)
+                   limit=limit if status == "ok" else None, result=result, warnings=warnings,
+                   markdown=_markdown(sink) if status == "ok" else None)
+
+
+def _sink(max_chars: int, markdown: bool) -> TextSink:
+    """The document's sink: plain text, or plain text and Markdown."""
+    if not markdown:
+        return TextSink(max_chars)
+    from .render.sink import MarkdownSink
+
+    return MarkdownSink(max_chars)
+
+
+def _markdown(sink: TextSink, note: str | None = None) -> str | None:
+    """The sink's Markdown in the store's normal form (with the cap's ``note`` at its end),
+    None for a plain sink."""
+    from .render.sink import MarkdownSink
+
+    if not isinstance(sink, MarkdownSink):
+        return None
+    if note is not None:
+        sink.end_note(note)
+    return normalize_text(sink.markdown())
 
 
 def _languages(result: ReadResult, text: str,

@@ -35,6 +35,8 @@ from . import textcodec
 from ..base import Context, Document, Limits, Reader, ReadResult, SinkBuffer, TextSink
 from ..errors import CapReached
 from ..metadata import DocMeta, split_keywords, split_people
+from ..render.events import (CLOSE, MARK, OPEN, Break, Caption, Cell, Code, Heading,
+                             LineBreak, Link, ListItem, Note, Paragraph, Row, Table)
 
 _PRESCAN = 1024  # bytes the WHATWG prescan looks at
 _CHUNK = 1 << 16  # characters fed to the parser at a time (grows with a long pending tag)
@@ -212,13 +214,17 @@ def choose(data: bytes) -> textcodec.Choice:
 
 
 class _Lines:
-    """Whitespace-collapsing line writer in front of a sink (buffered, flushed in chunks)."""
+    """Whitespace-collapsing line writer in front of a sink (buffered, flushed in chunks):
+    the words and the spaces between them are the text, the line breaks and tabs between
+    blocks and cells the plain text's layout; ``event`` puts a structure event in its place."""
 
-    __slots__ = ("_put", "flush", "state", "space", "newlines")
+    __slots__ = ("_put", "_lay", "event", "flush", "state", "space", "newlines")
 
     def __init__(self, sink: TextSink) -> None:
         buffer = SinkBuffer(sink)
         self._put = buffer.put
+        self._lay = buffer.layout
+        self.event = buffer.event
         self.flush = buffer.flush
         self.state = _LINE_START
         self.space = False  # a collapsed space waits for the next word on this line
@@ -260,29 +266,178 @@ class _Lines:
         """End the line (a block boundary); ``force`` (``<br>``) may also leave an empty one."""
         self.space = False
         if self.state != _LINE_START or (force and self.newlines < 2):
-            self._put("\n")
+            self._lay("\n")
             self.newlines += 1
             self.state = _LINE_START
 
     def tab(self) -> None:
         self.space = False
-        self._put("\t")
+        self._lay("\t")
         self.state = _AFTER_TAB
         self.newlines = 0
 
     def finish(self) -> None:
         if self.state != _LINE_START:
-            self._put("\n")
+            self._lay("\n")
             self.state = _LINE_START
         self.flush()
+
+
+_HEADINGS = {f"h{n}": n for n in range(1, 7)}
+_MAX_NODES = 512  # open structure nodes; deeper elements give text only
+_LISTS = frozenset({"ul", "ol", "menu", "dir"})
+_ROW_PARTS = frozenset({"thead", "tbody", "tfoot"})
+_SPAN_MAX = 1000
+
+
+def _span(attrs: dict[str, str], name: str) -> int:
+    value = attrs.get(name) or "1"
+    digits = value.strip()[:6]
+    return min(max(int(digits), 1), _SPAN_MAX) if digits.isdigit() else 1
+
+
+class _Structure:
+    """The structure of a page as events beside its text (built only for a structured sink):
+    headings, paragraphs, lists, tables, links, preformatted text, quotes, captions; the end
+    tags HTML lets a page leave out (``</p>``, ``</li>``, ``</td>``, ``</tr>``) are implied
+    where a browser would imply them.  Each node opened is remembered with its tag (and
+    lists and table sections without a node of their own), so every node is closed once."""
+
+    def __init__(self, out: "_Lines") -> None:
+        self.event = out.event
+        self.tags: list[tuple[str, bool]] = []  # (tag, a node was opened for it)
+        self.lists: list[list[int]] = []  # per open list: [ordered (0/1), next number]
+
+    def _open(self, tag: str, node: object | None) -> None:
+        if len(self.tags) >= _MAX_NODES:
+            return
+        if node is not None:
+            self.event(OPEN, node)
+        self.tags.append((tag, node is not None))
+
+    def _pop(self) -> None:
+        tag, opened = self.tags.pop()
+        if opened:
+            self.event(CLOSE)
+        if tag in _LISTS and self.lists:
+            self.lists.pop()
+
+    def _close_to(self, names: frozenset[str] | tuple[str, ...],
+                  stop: frozenset[str] | tuple[str, ...] = ()) -> None:
+        """Close everything up to and including the innermost node opened by one of
+        ``names``, unless one opened by a tag of ``stop`` comes first."""
+        tags = self.tags
+        for i in range(len(tags) - 1, -1, -1):
+            tag = tags[i][0]
+            if tag in names:
+                break
+            if tag in stop:
+                return
+        else:
+            return
+        while len(tags) > i:
+            self._pop()
+
+    def _end_paragraph(self) -> None:
+        """A block starts: an open paragraph (on top, links aside) ends, as HTML has it."""
+        for i in range(len(self.tags) - 1, -1, -1):
+            tag = self.tags[i][0]
+            if tag == "p":
+                while len(self.tags) > i:
+                    self._pop()
+                return
+            if tag != "a":
+                return
+
+    def start(self, tag: str, attrs: list) -> None:
+        if tag == "a":
+            self._close_to(("a",))
+            a = dict(attrs)
+            href = a.get("href")
+            self._open("a", Link(href) if isinstance(href, str) and href.strip() else None)
+            return
+        if tag == "br":
+            self.event(MARK, LineBreak())
+            return
+        if tag in _BLOCKS:
+            self._end_paragraph()
+        level = _HEADINGS.get(tag)
+        if level is not None:
+            self._open(tag, Heading(level))
+        elif tag == "p" or tag == "title":
+            self._open(tag, Paragraph())
+        elif tag == "li":
+            self._close_to(("li",), stop=_LISTS)
+            self._open("li", self._item(dict(attrs)))
+        elif tag in _LISTS:
+            a = dict(attrs)
+            start = (a.get("start") or "1").strip()[:9]
+            self.lists.append([1 if tag == "ol" else 0,
+                               int(start) if start.isdigit() else 1])
+            self._open(tag, None)
+        elif tag == "table":
+            self._open("table", Table())
+        elif tag in _ROW_PARTS:
+            self._close_to(_ROW_PARTS | {"tr", "td", "th"}, stop=("table",))
+            self._open(tag, None)
+        elif tag == "tr":
+            self._close_to(("tr",), stop=("table",))
+            header = any(t == "thead" for t, _ in self.tags)
+            self._open("tr", Row(header=header))
+        elif tag in _CELLS:
+            self._close_to(_CELLS, stop=("tr", "table"))
+            a = dict(attrs)
+            self._open(tag, Cell(_span(a, "colspan"), _span(a, "rowspan")))
+        elif tag == "pre" or tag == "listing" or tag == "xmp" or tag == "plaintext":
+            self._open(tag, Code())
+        elif tag == "blockquote":
+            self._open(tag, Note("quote"))
+        elif tag == "caption" or tag == "figcaption":
+            self._open(tag, Caption())
+        elif tag in _BLOCKS:
+            self.event(MARK, Break())
+
+    def _item(self, attrs: dict[str, str]) -> ListItem:
+        level = max(len(self.lists) - 1, 0)
+        if not self.lists or not self.lists[-1][0]:
+            return ListItem(level, "")
+        value = (attrs.get("value") or "").strip()[:9]
+        if value.isdigit():
+            self.lists[-1][1] = int(value)
+        n = self.lists[-1][1]
+        self.lists[-1][1] = n + 1
+        return ListItem(level, f"{n}.")
+
+    def end(self, tag: str) -> None:
+        if tag in _CELLS:
+            self._close_to(_CELLS, stop=("tr", "table"))
+        elif tag == "tr":
+            self._close_to(("tr",), stop=("table",))
+        elif tag in _ROW_PARTS:
+            self._close_to((tag,), stop=("table",))
+        elif tag == "li":
+            self._close_to(("li",), stop=_LISTS)
+        elif tag in _HEADINGS or tag in _LISTS or tag in ("a", "p", "title", "table", "pre",
+                                                         "listing", "xmp", "blockquote",
+                                                         "caption", "figcaption"):
+            self._close_to((tag,))
+        elif tag in _BLOCKS:
+            self._end_paragraph()
+            self.event(MARK, Break())
+
+    def finish(self) -> None:
+        while self.tags:
+            self._pop()
 
 
 class _TextParser(HTMLParser):
     """Turns parser events into lines; holds only counters and a bounded table stack."""
 
-    def __init__(self, out: _Lines, max_parts: int) -> None:
+    out: _Lines  # the line writer, given before the first feed (:func:`_convert`)
+
+    def __init__(self, max_parts: int) -> None:
         super().__init__(convert_charrefs=True)
-        self.out = out
+        self.struct: _Structure | None = None  # the structure events (a structured sink's)
         self.max_parts = max_parts
         self.skip = 0  # open noscript/template elements (script/style are CDATA to the parser)
         self.pre = 0  # open pre-like elements
@@ -309,6 +464,8 @@ class _TextParser(HTMLParser):
             return
         if self.skip:
             return
+        if self.struct is not None:
+            self.struct.start(tag, attrs)
         if tag in _CELLS:
             self._cell()
         elif tag == "br":
@@ -350,6 +507,11 @@ class _TextParser(HTMLParser):
             return
         if self.skip or tag in _SKIP:
             return
+        if self.struct is not None:
+            if tag == "br":
+                self.struct.start(tag, [])
+            else:
+                self.struct.end(tag)
         if tag == "br":  # </br> is read as <br>, as browsers do
             self.out.newline(force=True)
         elif tag in _BLOCKS:
@@ -429,9 +591,15 @@ def _byte_pieces(data: bytes, choice: textcodec.Choice):
 def _convert(pieces, sink: TextSink, limits: Limits,
              parser: "_TextParser | None" = None) -> str | None:
     out = _Lines(sink)
-    parser = parser or _TextParser(out, limits.max_parts)
+    parser = parser or _TextParser(limits.max_parts)
     parser.out = out
-    _feed(parser, pieces)
+    if sink.structured:
+        parser.struct = _Structure(out)
+    try:
+        _feed(parser, pieces)
+    finally:
+        if parser.struct is not None:  # every node closed, also when a cap stops the page
+            parser.struct.finish()
     out.finish()
     return parser.meta_title
 
@@ -470,7 +638,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     choice = choose(doc.data)
     extractor = f"html:{choice.codec}"
     facts = ReadResult("", encoding_source=choice.source, details={"charset": choice.codec})
-    parser = _TextParser(None, ctx.limits.max_parts)  # type: ignore[arg-type]
+    parser = _TextParser(ctx.limits.max_parts)
     try:
         title = _convert(_byte_pieces(doc.data, choice), sink, ctx.limits, parser)
     except CapReached as cap:

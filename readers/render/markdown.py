@@ -1,0 +1,638 @@
+"""The Markdown rendering of a reader's event stream: CommonMark, with GFM tables.
+
+:class:`Markdown` takes the events of :mod:`bastion.readers.render.events` as they come and
+keeps only what one block needs (the open paragraph's text, the open table's rows), so a
+document of any length renders in bounded memory (a table is held until it ends, or until
+:data:`TABLE_ROWS` rows / :data:`TABLE_CHARS` characters, then written as it goes).
+
+The rules:
+
+* every character of the document's text is escaped so that it stays text: ``\\ ` * [ ] < |
+  ~`` always, ``_`` unless it sits between two letters or digits (where it cannot open
+  emphasis), ``&`` before what would read as an entity; at the start of a line ``# > + - =``
+  and a number's ``.``/``)``; leading blanks and trailing spaces dropped (no code block, no
+  hard break appears by accident).  No link, emphasis, HTML, table or heading can come from
+  the text itself: only from the events.
+* a heading is ``#`` × level (at most 6); a paragraph's line breaks are hard breaks
+  (a backslash at the line's end); text outside any block is paragraphs split at blank lines,
+  its lines kept as written (soft breaks).
+* a list item is ``- `` (a bullet, or a label that is not a number: ``- a) text``) or ``N. ``
+  (a numeric label), indented under its parent item's text; a deeper level than the next
+  one down is shown one level down.
+* a table is a GFM table: its first row is the header row (GFM has exactly one), every row
+  as wide as the widest (short rows padded, a ``colspan`` followed and a ``rowspan`` carried
+  down by empty cells), so merged and ragged tables stay valid.  A cell's paragraphs are
+  joined by ``<br>``; a table inside a cell is flattened into it, its cells joined by
+  `` \\| `` and its rows by ``<br>`` (GFM cells cannot hold tables).  A block met between a
+  table's rows (a spreadsheet's comment after its row) is written after the table.
+* a link is ``[text](target)``, for the schemes ``http``, ``https``, ``mailto``, ``ftp``,
+  ``ftps``, ``tel`` and targets without a scheme (``#anchor``, a relative path); any other
+  target (``javascript:``, ``file:``) keeps its text without the link.  The target is
+  percent-encoded where CommonMark would end or split it.
+* preformatted text is a fenced code block (a fence longer than any backtick run in it);
+  a note or comment is a block quote; a caption or alt text is emphasised; a page break is
+  ``<!-- page N -->``; an embedded document's Markdown (:class:`~.events.Fragment`) is put in
+  as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .events import (Break, Caption, Cell, Code, Fragment, Heading, LineBreak, Link, ListItem,
+                     Note, PageBreak, Paragraph, Row, Section, Table)
+
+MAX_DEPTH = 256  # open nodes kept; deeper ones are read as their parent's text
+TABLE_ROWS = 5000  # rows held to find a table's width before its header is written
+TABLE_CHARS = 4 << 20
+MAX_SPAN = 1000  # a colspan or rowspan counts at most this many
+MAX_COLUMNS = 16384  # a row's cells past this are joined into its last one
+MAX_TARGET = 4096  # characters of a link target; a longer one keeps only its text
+
+_HARD = "\x00"  # a hard line break inside a block's rendered text (NUL is never text here)
+_ESCAPE = re.compile(r"[\\`*\[\]<|~]|_(?![^\W_])|(?<![^\W_])_|&(?=#?[0-9A-Za-z]+;)")
+_LEAD = re.compile(r"[#>+=-]|(\d{1,9})[.)]")
+_NUMERIC = re.compile(r"(\d{1,9})[.)]?")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}):")
+_SAFE_SCHEMES = frozenset({"http", "https", "mailto", "ftp", "ftps", "tel"})
+_TARGET_ENCODE = {ord(c): f"%{ord(c):02X}" for c in " <>()\\`"}
+_TRAILING_HASHES = re.compile(r"(^|\s)(#+)$")
+_BLANK_LINES = re.compile(r"\n[ \t]*\n")
+_LEAVES = (Heading, Paragraph, ListItem, Caption, Code, Note)
+
+
+def escape(text: str) -> str:
+    """``text`` with every character that could become Markdown syntax inside a line
+    escaped (the line starts are :func:`line_start`'s)."""
+    return _ESCAPE.sub(r"\\\g<0>", text)
+
+
+def line_start(line: str) -> str:
+    """One line of a block: leading blanks dropped, a first character that would start a
+    block (heading, quote, list, setext rule, ordered list) escaped, trailing spaces dropped."""
+    line = line.strip(" \t")
+    m = _LEAD.match(line)
+    if m is None:
+        return line
+    if m.group(1) is not None:
+        cut = m.end(1)
+        return line[:cut] + "\\" + line[cut:]
+    return "\\" + line
+
+
+def link_target(target: str) -> str | None:
+    """The destination to write for ``target``, or None when it is not kept (a scheme that
+    is not plainly a link, too long, or empty)."""
+    target = "".join(ch for ch in target.strip() if ch >= " " and ch != "\x7f")
+    if not target or len(target) > MAX_TARGET:
+        return None
+    m = _SCHEME.match(target)
+    if m is not None and m.group(1).lower() not in _SAFE_SCHEMES:
+        return None
+    return target.translate(_TARGET_ENCODE)
+
+
+class _Frame:
+    """One open node: a leaf block collecting its inline text (``inline``: ``("t", text)``,
+    ``("lo", target)``, ``("lc", None)``, ``("br", None)``), a cell (its inline text and the
+    blocks met in it, ``parts``), a row (``cells``), a table (``rows``, and the blocks met
+    between its rows, ``deferred``), a section, a link."""
+
+    __slots__ = ("node", "inline", "parts", "cells", "rows", "deferred", "absorbed",
+                 "flushed", "implicit", "header", "chars", "streaming", "width", "carry")
+
+    def __init__(self, node: Any, implicit: bool = False) -> None:
+        self.node = node
+        self.inline: list[tuple[str, Any]] = []
+        self.parts: list[str] = []
+        self.cells: list[tuple[str, int, int]] = []
+        self.rows: list[tuple[list[tuple[str, int, int]], bool]] = []
+        self.deferred: list[str] = []
+        self.absorbed = False  # a paragraph read as the text of the leaf it opened in
+        self.flushed = False  # a leaf whose text so far is written (its next text continues)
+        self.implicit = implicit  # a table or row no event opened (a row or cell outside one)
+        self.header = False
+        self.chars = 0  # a table's characters held
+        self.streaming = False  # a table whose header is written: rows go out as they come
+        self.width = 0
+        self.carry: dict[int, int] = {}  # a table's columns still covered by a rowspan
+
+
+def _has_text(inline: list[tuple[str, Any]]) -> bool:
+    return any(kind == "t" and not value.isspace() for kind, value in inline)
+
+
+class Markdown:
+    """Renders one document's event stream (see the module docstring); :meth:`finish`
+    closes what is open and gives the Markdown."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.frames: list[_Frame] = []
+        self.implicit: _Frame | None = None  # text met outside any block
+        self.overflow = 0  # opens past MAX_DEPTH, whose closes are ignored
+        self.lists: list[tuple[int, int]] = []  # open list items: (level, text column)
+        self.last = ""  # the kind of the last block written: "", "block", "item"
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def text(self, s: str) -> None:
+        if not s:
+            return
+        if "\x00" in s:
+            s = s.replace("\x00", "")
+        self._inline_frame().inline.append(("t", s))
+
+    def open(self, node: Any) -> None:
+        if len(self.frames) >= MAX_DEPTH:
+            self.overflow += 1
+            return
+        if isinstance(node, Link):
+            self._inline_frame().inline.append(("lo", node.target))
+            self.frames.append(_Frame(node))
+            return
+        self._end_implicit_table(node)
+        self._flush_implicit()
+        if isinstance(node, _LEAVES):
+            self._open_leaf(node)
+        elif isinstance(node, Row):
+            if not self._in(Table):
+                self.frames.append(_Frame(Table(), implicit=True))
+            frame = _Frame(node)
+            frame.header = node.header
+            self.frames.append(frame)
+        elif isinstance(node, Cell):
+            top = self._top()
+            if top is None or not isinstance(top.node, Row):
+                if not self._in(Table):
+                    self.frames.append(_Frame(Table(), implicit=True))
+                self.frames.append(_Frame(Row(), implicit=True))
+            self.frames.append(_Frame(node))
+        elif isinstance(node, Table):
+            self._flush_open_leaf()
+            frame = _Frame(node)
+            frame.width = min(max(node.columns, 0), MAX_COLUMNS)
+            self.frames.append(frame)
+        else:  # Section and anything else: a container with no mark of its own
+            self.frames.append(_Frame(node))
+
+    def close(self) -> None:
+        if self.overflow:
+            self.overflow -= 1
+            return
+        if self.frames and isinstance(self.frames[-1].node, Link):
+            self.frames.pop()
+            self._inline_frame(create=False, into=True).inline.append(("lc", None))
+            return
+        self._end_implicit_table(None)
+        self._flush_implicit()
+        if not self.frames:
+            return
+        frame = self.frames.pop()
+        node = frame.node
+        if isinstance(node, _LEAVES):
+            if not frame.absorbed:
+                self._render_leaf(frame)
+        elif isinstance(node, Cell):
+            self._close_cell(frame)
+        elif isinstance(node, Row):
+            self._close_row(frame)
+        elif isinstance(node, Table):
+            self._close_table(frame)
+
+    def mark(self, point: Any) -> None:
+        if isinstance(point, LineBreak):
+            target = self._inline_frame(create=False)
+            if target is not None:
+                target.inline.append(("br", None))
+            return
+        if isinstance(point, Break):
+            target = self._inline_frame(create=False)
+            if target is not None and target is not self.implicit:
+                if _has_text(target.inline):  # a block boundary inside a block or cell
+                    target.inline.append(("br", None))
+                return
+        self._end_implicit_table(None)
+        self._flush_implicit()
+        if isinstance(point, Break):
+            return
+        if isinstance(point, PageBreak):
+            if not self._in(Cell):
+                self._flush_open_leaf()
+                self._place(f"<!-- page {int(point.page)} -->")
+        elif isinstance(point, Fragment):
+            body = point.markdown.strip("\n")
+            if body:
+                self._flush_open_leaf()
+                if self._in(Cell):
+                    self._cell_part(_flatten_fragment(body))
+                else:
+                    self._place(body)
+
+    def finish(self) -> str:
+        """Close everything still open; the Markdown (ending with a line break, or empty)."""
+        self.overflow = 0
+        while self.frames:
+            self.close()
+        self._flush_implicit()
+        text = "".join(self.out)
+        return text + "\n" if text else ""
+
+    def note(self, line: str) -> None:
+        """A line of bastion's own after the document (a cap's note), as a paragraph."""
+        self.finish()
+        self.frames, self.implicit = [], None
+        self._place(line_start(escape(line)))
+
+    # -- frames -----------------------------------------------------------------------------------
+
+    def _top(self) -> _Frame | None:
+        for frame in reversed(self.frames):
+            if not isinstance(frame.node, Link):
+                return frame
+        return None
+
+    def _in(self, kind: type) -> bool:
+        """Whether the innermost container of ``kind``'s sort is open: a cell (for Cell), a
+        table (for Table: one not inside a cell that is inside it)."""
+        for frame in reversed(self.frames):
+            if isinstance(frame.node, kind):
+                return True
+            if kind is Table and isinstance(frame.node, Cell):
+                return False
+        return False
+
+    def _inline_frame(self, create: bool = True, into: bool = False) -> Any:
+        """The frame text goes to: the innermost leaf or cell, else the text outside any
+        block (made here when ``create``)."""
+        for frame in reversed(self.frames):
+            node = frame.node
+            if isinstance(node, Link):
+                continue
+            if isinstance(node, _LEAVES) or isinstance(node, Cell):
+                while frame.absorbed:  # an absorbed paragraph writes into its leaf
+                    frame = self._absorber(frame)
+                return frame
+            break
+        if self.implicit is None:
+            if not create:
+                return _Frame(Paragraph()) if into else None
+            self._end_implicit_table(None)
+            self.implicit = _Frame(Paragraph(), implicit=True)
+        return self.implicit
+
+    def _absorber(self, frame: _Frame) -> _Frame:
+        i = self.frames.index(frame)
+        for outer in reversed(self.frames[:i]):
+            if isinstance(outer.node, _LEAVES) or isinstance(outer.node, Cell):
+                return outer
+        frame.absorbed = False
+        return frame
+
+    def _end_implicit_table(self, opening: Any) -> None:
+        """A table or row no event opened ends at anything but the next row or cell."""
+        while self.frames and self.frames[-1].implicit:
+            frame = self.frames[-1]
+            if isinstance(frame.node, Row) and isinstance(opening, Cell):
+                return
+            if isinstance(frame.node, Table) and isinstance(opening, (Row, Cell)):
+                return
+            self.frames.pop()
+            if isinstance(frame.node, Row):
+                self._close_row(frame)
+            else:
+                self._close_table(frame)
+
+    def _open_leaf(self, node: Any) -> None:
+        cur = self._inline_frame(create=False)
+        frame = _Frame(node)
+        if cur is None:
+            pass
+        elif isinstance(cur.node, Cell):
+            pass  # its blocks join its parts (:meth:`_cell_part`) after its text so far
+        elif (isinstance(node, Paragraph) and not isinstance(cur.node, Code)
+              and not _has_text(cur.inline)):
+            frame.absorbed = True  # <li><p>…: the paragraph is the item's text
+        else:
+            self._flush_leaf(cur)
+        self.frames.append(frame)
+
+    def _flush_open_leaf(self) -> None:
+        cur = self._inline_frame(create=False)
+        if cur is not None and not isinstance(cur.node, Cell):
+            self._flush_leaf(cur)
+
+    def _flush_leaf(self, frame: _Frame) -> None:
+        """Write what a leaf holds so far; its later text continues it."""
+        if _has_text(frame.inline):
+            self._render_leaf(frame)
+            frame.flushed = True
+        frame.inline = []
+
+    def _flush_implicit(self) -> None:
+        frame, self.implicit = self.implicit, None
+        if frame is not None:
+            self._render_leaf(frame)
+
+    # -- leaves -----------------------------------------------------------------------------------
+
+    def _render_leaf(self, frame: _Frame) -> None:
+        node = frame.node
+        if self._in(Cell):
+            text = self._inline(frame, cell=True)
+            if isinstance(node, ListItem) and text and not frame.flushed:
+                label = node.label.strip()
+                text = (escape(label) + " " if label else "") + text
+            if text:
+                self._cell_part(text)
+            return
+        if isinstance(node, Code):
+            body = "".join(v for k, v in frame.inline if k == "t").strip("\n")
+            if body.strip():
+                self._place(_fence(body, node.language))
+            return
+        if frame.implicit:
+            raw = self._inline(frame, cell=False, soft=True)
+            for para in _BLANK_LINES.split(raw):
+                lines = [line_start(ln) for ln in para.split("\n")]
+                body = "\n".join(ln for ln in lines if ln)
+                if body:
+                    self._place(body)
+            return
+        text = self._inline(frame, cell=False)
+        lines = [line_start(ln) for ln in text.split(_HARD)]
+        lines = [ln for ln in lines if ln]
+        if not lines:
+            return
+        if isinstance(node, Heading):
+            body = _TRAILING_HASHES.sub(r"\1\\\2", " ".join(lines))
+            self._place("#" * min(max(node.level, 1), 6) + " " + body)
+        elif isinstance(node, ListItem) and not frame.flushed:
+            self._place_item(node, lines)
+        elif isinstance(node, Caption):
+            self._place("*" + " ".join(lines) + "*")
+        elif isinstance(node, Note):
+            self._place("\\\n".join("> " + ln for ln in lines))
+        else:
+            continues = self._in_item() or (isinstance(node, ListItem) and frame.flushed)
+            self._place("\\\n".join(lines), continues=continues)
+
+    def _inline(self, frame: _Frame, cell: bool, soft: bool = False) -> str:
+        """A leaf's inline text: escaped text, links, breaks (``<br>`` in a cell, else
+        :data:`_HARD`, or a line break in text outside any block)."""
+        out: list[str] = []
+        link: list[str] | None = None
+        target: str | None = None
+        brk = "<br>" if cell else _HARD
+        newline = brk if not soft else ("<br>" if cell else "\n")
+        for kind, value in frame.inline:
+            dest = link if link is not None else out
+            if kind == "t":
+                s = escape(value)
+                if "\n" in s:
+                    s = s.replace("\r", "").replace("\n", newline)
+                if "\t" in s and cell:
+                    s = s.replace("\t", " ")
+                dest.append(s)
+            elif kind == "br":
+                dest.append(brk)
+            elif kind == "lo":
+                if link is None:
+                    link, target = [], link_target(value)
+            elif link is not None:  # "lc"
+                out.append(_link(link, target))
+                link = None
+        if link is not None:
+            out.append(_link(link, target))
+        text = "".join(out)
+        if cell:
+            parts = [p.strip() for p in text.replace(_HARD, "<br>").split("<br>")]
+            return "<br>".join(p for p in parts if p)
+        return text.strip(" \t\n" + _HARD)
+
+    def _in_item(self) -> bool:
+        return any(isinstance(f.node, ListItem) for f in self.frames)
+
+    def _place_item(self, node: ListItem, lines: list[str]) -> None:
+        level = max(node.level, 0)
+        if self.last not in ("item", "itemcont"):
+            self.lists.clear()
+        while self.lists and self.lists[-1][0] >= level:
+            self.lists.pop()
+        indent = self.lists[-1][1] if self.lists else 0
+        label = node.label.strip()
+        m = _NUMERIC.fullmatch(label)
+        if m is not None:
+            marker = f"{int(m.group(1))}. "
+        else:
+            marker = "- "
+            if label and any(ch.isalnum() for ch in label):
+                lines[0] = line_start(escape(label)) + " " + lines[0]
+        self.lists.append((level, indent + len(marker)))
+        pad = " " * (indent + len(marker))
+        body = (" " * indent + marker + lines[0]
+                + "".join("\\\n" + pad + ln for ln in lines[1:]))
+        self._write(body, "item")
+
+    # -- tables -----------------------------------------------------------------------------------
+
+    def _cell_part(self, text: str) -> None:
+        """A block met in the open cell, after the cell's own text so far."""
+        for frame in reversed(self.frames):
+            if isinstance(frame.node, Cell):
+                if _has_text(frame.inline):
+                    frame.parts.append(self._inline(frame, cell=True))
+                    frame.inline = []
+                frame.parts.append(text)
+                return
+
+    def _close_cell(self, frame: _Frame) -> None:
+        own = self._inline(frame, cell=True)
+        parts = frame.parts + ([own] if own else [])
+        text = "<br>".join(p for p in parts if p)
+        node = frame.node
+        colspan = min(max(int(node.colspan), 1), MAX_SPAN)
+        rowspan = min(max(int(node.rowspan), 1), MAX_SPAN)
+        row = self._top()
+        if row is not None and isinstance(row.node, Row):
+            row.cells.append((text, colspan, rowspan))
+
+    def _close_row(self, frame: _Frame) -> None:
+        table = self._top()
+        if table is None or not isinstance(table.node, Table):
+            return
+        if self._in(Cell):  # a table inside a cell: flattened when it ends
+            table.rows.append((frame.cells, frame.header))
+            return
+        cells = _lay_out(frame.cells, table.carry)
+        if table.streaming:
+            self.out.append("\n" + _row_line(_fit(cells, table.width)))
+            return
+        table.rows.append(([(c, 1, 1) for c in cells], frame.header))
+        table.chars += sum(len(c) for c in cells) + len(cells)
+        if len(table.rows) >= TABLE_ROWS or table.chars >= TABLE_CHARS:
+            self._start_streaming(table)
+
+    def _start_streaming(self, table: _Frame) -> None:
+        """Write a long table's header and the rows so far; later rows are written as they
+        come, fitted to this width."""
+        rows = [[c for c, _, _ in cells] for cells, _ in table.rows]
+        table.width = min(max([table.width] + [len(r) for r in rows]), MAX_COLUMNS) or 1
+        self._write("\n".join(_table_lines(rows, table.width)), "block")
+        table.rows = []
+        table.streaming = True
+
+    def _close_table(self, frame: _Frame) -> None:
+        if self._in(Cell):
+            lines = []
+            for cells, _ in frame.rows:
+                texts = [c for c, _, _ in cells]
+                while texts and not texts[-1]:
+                    texts.pop()
+                if texts:
+                    lines.append(" \\| ".join(texts))
+            if lines:
+                self._cell_part("<br>".join(lines))
+        elif frame.streaming:
+            pass  # its rows are written
+        elif frame.rows:
+            rows = [[c for c, _, _ in cells] for cells, _ in frame.rows]
+            width = min(max([frame.width] + [len(r) for r in rows]), MAX_COLUMNS) or 1
+            self._write("\n".join(_table_lines(rows, width)), "block")
+        for block in frame.deferred:
+            self._place(block)
+
+    # -- output -----------------------------------------------------------------------------------
+
+    def _place(self, block: str, continues: bool = False) -> None:
+        """Write a rendered block where it belongs: into the open cell (flattened), after
+        the open table (when it came between its rows), else at the top level."""
+        if self._in(Cell):
+            self._cell_part(_flatten_fragment(block))
+            return
+        for frame in reversed(self.frames):
+            if isinstance(frame.node, Table):
+                frame.deferred.append(block)
+                return
+        if continues and self.last in ("item", "itemcont") and self.lists:
+            pad = " " * self.lists[-1][1]
+            self.out.append("\n\n" + "\n".join(pad + ln if ln else ln
+                                               for ln in block.split("\n")))
+            self.last = "itemcont"  # the next item after a blank line (a "2." cannot
+            return                  # interrupt a paragraph)
+        self._write(block, "block")
+
+    def _write(self, block: str, kind: str) -> None:
+        if self.out:
+            self.out.append("\n" if kind == "item" and self.last == "item" else "\n\n")
+        self.out.append(block)
+        self.last = kind
+        if kind != "item":
+            self.lists.clear()
+
+
+def _link(inner: list[str], target: str | None) -> str:
+    whole = "".join(inner)
+    text = whole.strip()
+    if not text or target is None:
+        return whole
+    before = " " if whole[:1].isspace() else ""
+    after = " " if whole[-1:].isspace() else ""
+    return f"{before}[{text}]({target}){after}"
+
+
+def _fence(body: str, language: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    info = re.sub(r"[^A-Za-z0-9+#._-]", "", language)[:32]
+    return f"{fence}{info}\n{body}\n{fence}"
+
+
+def _lay_out(cells: list[tuple[str, int, int]], carry: dict[int, int]) -> list[str]:
+    """A row's cells in their columns: a colspan followed by empty cells, the columns a
+    rowspan from above still covers left empty (``carry``: column -> rows left)."""
+    out: list[str] = []
+    col = 0
+
+    def covered() -> None:
+        nonlocal col
+        while carry.get(col, 0) > 0 and col < MAX_COLUMNS:
+            carry[col] -= 1
+            out.append("")
+            col += 1
+
+    for text, colspan, rowspan in cells:
+        covered()
+        for k in range(colspan):
+            out.append(text if k == 0 else "")
+            if rowspan > 1:
+                carry[col] = rowspan - 1
+            col += 1
+    last = max((c for c, n in carry.items() if n > 0), default=-1)
+    while col <= last and col < MAX_COLUMNS:  # a short row under a rowspan: its places kept
+        if carry.get(col, 0) > 0:
+            carry[col] -= 1
+        out.append("")
+        col += 1
+    return out
+
+
+def _fit(cells: list[str], width: int) -> list[str]:
+    """A row made exactly ``width`` cells: padded, or its extra cells joined into its last."""
+    if len(cells) > width:
+        cells = cells[:width - 1] + [" \\| ".join(c for c in cells[width - 1:] if c)]
+    return cells + [""] * (width - len(cells))
+
+
+def _row_line(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table_lines(rows: list[list[str]], width: int) -> list[str]:
+    lines = [_row_line(_fit(rows[0], width)), _row_line(["---"] * width)]
+    lines.extend(_row_line(_fit(r, width)) for r in rows[1:])
+    return lines
+
+
+_FENCE_LINE = re.compile(r"(`{3,}|~{3,})")
+_DELIMITER_ROW = re.compile(r"\|(?:\s*:?-+:?\s*\|)+")
+
+
+def _flatten_fragment(block: str) -> str:
+    """Rendered Markdown blocks as the text of one table cell: lines joined by ``<br>``, a
+    table's rows with their cells joined by `` \\| ``, code lines escaped, page marks and
+    fences left out."""
+    out: list[str] = []
+    fence: str | None = None
+    for line in block.split("\n"):
+        stripped = line.strip()
+        if fence is not None:
+            if stripped.startswith(fence) and not stripped.strip(fence[0]):
+                fence = None
+            elif stripped:
+                out.append(escape(stripped))
+            continue
+        m = _FENCE_LINE.match(stripped)
+        if m is not None:
+            fence = m.group(1)
+            continue
+        if not stripped or stripped.startswith("<!-- page "):
+            continue
+        if _DELIMITER_ROW.fullmatch(stripped):
+            continue
+        if stripped.startswith("| ") and stripped.endswith(" |"):
+            cells = stripped[2:-2].split(" | ")
+            while cells and not cells[-1].strip():
+                cells.pop()
+            stripped = " \\| ".join(c.strip() for c in cells)
+        elif stripped.startswith("> "):
+            stripped = stripped[2:]
+        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+            stripped = stripped[:-1]  # a hard break: the lines are joined by <br> here
+        if stripped:
+            out.append(stripped)
+    return "<br>".join(out)
+
+
+__all__ = ["Markdown", "escape", "line_start", "link_target", "Section"]
