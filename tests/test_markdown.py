@@ -65,7 +65,7 @@ def tables(md: str) -> list[list[list[str]]]:
             row = None
         elif t.type == "inline" and row is not None and toks[i - 1].type in ("th_open",
                                                                                "td_open"):
-            row.append(t.content)
+            row.append(inline_text([t]) if "\\" in t.content else t.content)
     return found
 
 

@@ -116,7 +116,17 @@ def test_docx_table_rows_cells_and_nested_table():
     table = ("<w:tbl><w:tr>" + tc("c11") + tc("c12", "c12more") + "</w:tr>"
              "<w:tr>" + tc("c21") + tc() + tc(nested) + tc() + "</w:tr></w:tbl>")
     out = read(og.docx(og.w_p("before") + table + og.w_p("after")), "t.docx", DOCX)
-    assert lines(out) == ["before", "c11\tc12 c12more", "c21\t\tinnerA innerB", "after"]
+    # a table nested in a cell is not flattened onto its row's line (issue 43): its rows
+    # follow the row that holds it, each on a line of its own
+    assert lines(out) == ["before", "c11\tc12 c12more", "c21", "innerA\tinnerB", "after"]
+    deeper = "<w:tbl><w:tr>" + tc("d1") + tc("d2") + "</w:tr><w:tr>" + tc("d3") + "</w:tr></w:tbl>"
+    nested = ("<w:tbl><w:tr>" + tc("innerA", deeper) + tc("innerB") + "</w:tr><w:tr>"
+              + tc("innerC") + "</w:tr></w:tbl>")
+    table = ("<w:tbl><w:tr>" + tc("c11") + tc("c12 before", nested, "c12 after") + tc("c13")
+             + "</w:tr><w:tr>" + tc("c21") + "</w:tr></w:tbl>")
+    out = read(og.docx(table), "t.docx", DOCX)
+    assert lines(out) == ["c11\tc12 before c12 after\tc13", "innerA\tinnerB", "d1\td2", "d3",
+                          "innerC", "c21"]
 
 
 def test_docx_revisions_and_fields():

@@ -8,6 +8,7 @@
 - ``ole``        : opening an OLE2 compound file and reading its streams
 - ``officecrypt``: files under Office's well-known default password, decrypted
 - ``numfmt``     : spreadsheet number formats: a number as a person sees it
+- ``flow``       : the line builder: paragraphs, rows and cells as lines, and their structure
 - ``xmlsafe``    : the office readers' safety layer: capped zip members, a refusing XML parser
 - ``docprops``   : document properties in XML: OOXML docProps, ODF meta.xml, XMP, EPUB OPF
 """

@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, ReaderError, Unsupported
 from ..metadata import DocMeta
+from ..render.events import Heading, ListItem
 from .ooxml import alt_line, comment_line, list_number
 
 if TYPE_CHECKING:
     from .docprops import Props
+from .flow import Flow, flow as make_flow, run_capped
 from .xmlsafe import (Budget,
-                      Flow,
                       bytes_chunks,
                       feed,
                       member_chunks,
@@ -35,7 +36,6 @@ from .xmlsafe import (Budget,
                       one_line,
                       open_zip,
                       parse_xml,
-                      run_capped,
                       to_int)
 
 OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0 "
@@ -280,19 +280,22 @@ class _Sheet:
         self.tables = 0  # open table:table
         self.cells: list[tuple[int, str | None]] = []  # open cells: (repeat, ISO date)
         self.rows: list[int] = []  # open rows: their repeat count
-        self.row_comments: list[str] = []  # annotations of the open ODS row
+        self.row_comments: list[Any] = []  # annotations of the open ODS row
+        self.header_rows = 0  # open table:table-header-rows
         self.row_index = 0
         self.col_index = 0
-        self.drawings: list[str] = []  # lines of the open sheet's shapes, for after its rows
+        self.drawings: list[Any] = []  # lines of the open sheet's shapes, for after its rows
 
     def table_start(self, attrs: dict[str, str]) -> None:
         if not self.tables and self.ods:
             self.flow.heading(f"# {attrs.get(TABLE + 'name', '')}")
             self.row_index = 0
         self.tables += 1
+        self.flow.open_table()
 
     def table_end(self) -> None:
         self.tables -= 1
+        self.flow.close_table()
         if not self.tables and self.drawings:
             drawings, self.drawings = self.drawings, []
             for line in drawings:
@@ -304,7 +307,7 @@ class _Sheet:
         a cell (its text is not the cell's)."""
         return self.ods and self.tables == 1
 
-    def keep_drawing(self, lines: list[str]) -> None:
+    def keep_drawing(self, lines: list[Any]) -> None:
         self.drawings.extend(lines)
         if len(self.drawings) > self.flow.max_parts:  # held no further: the open row, the
             self.flow.flush()                         # drawings, then the cap
@@ -319,6 +322,8 @@ class _Sheet:
         self.row_index += 1
         self.col_index = 0
         self.flow.open_row()
+        if self.header_rows:
+            self.flow.set_row(True)
 
     def row_end(self) -> None:
         repeat = self.rows.pop() if self.rows else 1
@@ -354,7 +359,7 @@ class _Sheet:
             col -= 1
         return f"{letters}{self.row_index}"
 
-    def hold_comment(self, line: str) -> bool:
+    def hold_comment(self, line: Any) -> bool:
         """Keep a cell's annotation for after its row; False outside a spreadsheet row."""
         if not (self.ods and self.rows):
             return False
@@ -458,13 +463,14 @@ class _Captures:
             body = " ".join(cap.lines())
             if not body:
                 return
-            line = comment_line("".join(cap.creator), body, self.sheet.cell_ref())
+            line = self.flow.note(comment_line("".join(cap.creator), body,
+                                               self.sheet.cell_ref()))
             if not self.sheet.hold_comment(line):
                 self.flow.emit(line)
         elif cap.kind == "alt":
             body = " ".join(cap.lines())
             if body:
-                self.flow.emit(alt_line(body))
+                self.flow.emit(self.flow.caption(alt_line(body)))
         else:
             target = self.captured[cap.kind]
             for line in cap.lines():
@@ -492,7 +498,7 @@ class _Content:
     numbering in :class:`_Lists`, tables in :class:`_Sheet`, annotations, headers and footers
     in :class:`_Captures`."""
 
-    def __init__(self, flow: Flow, objects: Callable[[str], list[str]] | None = None,
+    def __init__(self, flow: Flow, objects: Callable[[str], list[Any]] | None = None,
                  max_chars: int = 0) -> None:
         self.flow = flow
         self.objects = objects  # reads an embedded object (draw:object) into lines
@@ -505,7 +511,8 @@ class _Content:
         self.in_p = 0  # open text:p / text:h
         self.slides = 0
         self.held = 0  # depth inside a spreadsheet drawing held for after the rows
-        self.notes: list[str] = []  # the open slide's notes lines, written at its end
+        self.shapes: list[bool] = []  # open shapes: inside a slide's title (the Markdown's)
+        self.notes: list[Any] = []  # the open slide's notes lines, written at its end
         self.lists = lists = _Lists()
         self.sheet = sheet = _Sheet(flow)
         self.captures = caps = _Captures(flow, sheet, max_chars)
@@ -535,6 +542,11 @@ class _Content:
             **{tag: self._kind(kind) for tag, kind in _BODY_KIND.items()},
             **{tag: self._drawing_start for tag in _DRAWING_STARTS},
         }
+        if flow.structured:  # what only the Markdown shows: links, table header rows
+            self.starts.update({
+                TEXT + "a": self._link,
+                TABLE + "table-header-rows": self._header_rows,
+            })
         self.ends: dict[str, Callable[[], None]] = {
             TEXT + "p": self._p_end,
             TEXT + "h": self._p_end,
@@ -549,6 +561,11 @@ class _Content:
             TEXT + "list-header": lists.item_end,
             **{tag: self._drawing_end for tag in _DRAWING_STARTS},
         }
+        if flow.structured:
+            self.ends.update({
+                TEXT + "a": flow.link_end,
+                TABLE + "table-header-rows": self._header_rows_end,
+            })
 
     # -- dispatch --------------------------------------------------------------------------
 
@@ -662,15 +679,33 @@ class _Content:
         self.flow.open_para()
         first = self.lists.item_first
         if first and first[-1]:  # the first paragraph of a list item (checked here: hot)
+            listed = bool(self.lists.open)
             label = self.lists.paragraph_label(attrs)
             if label:
-                self.flow.set_label(label)
+                self.flow.set_label(label, len(self.lists.open) - 1)
+            elif listed and self.flow.structured:  # a list item without a label of its own
+                self.flow.set_block(ListItem(len(self.lists.open) - 1, ""))
+        if self.shapes and self.shapes[-1]:
+            self.flow.set_block(Heading(2))
 
     def _h_start(self, attrs: dict[str, str]) -> None:
         self._p_start(attrs)
+        if self.flow.structured:
+            level = min(max(to_int(attrs.get(TEXT + "outline-level"), 1), 1), 6)
+            self.flow.set_block(Heading(level))
         label = self.lists.heading_label(attrs)
         if label:
             self.flow.set_label(label)
+
+    def _link(self, attrs: dict[str, str]) -> None:
+        if self.in_p:
+            self.flow.link_start(attrs.get(XLINK + "href", ""))
+
+    def _header_rows(self, _attrs: dict[str, str]) -> None:
+        self.sheet.header_rows += 1
+
+    def _header_rows_end(self) -> None:
+        self.sheet.header_rows = max(self.sheet.header_rows - 1, 0)
 
     def _p_end(self) -> None:
         self.in_p -= 1
@@ -684,7 +719,10 @@ class _Content:
         self.slides += 1
         self.flow.heading(f"# slide {self.slides}")
 
-    def _drawing_start(self, _attrs: dict[str, str]) -> None:
+    def _drawing_start(self, attrs: dict[str, str]) -> None:
+        if self.flow.structured and len(self.shapes) < 256:  # a slide's title: a heading
+            self.shapes.append(bool(self.shapes and self.shapes[-1]) or (
+                self.kind == "odp" and attrs.get(PRESENTATION + "class") == "title"))
         # shapes nest only in shapes, so counting these elements finds the held one's end
         if self.held:
             self.held += 1
@@ -693,6 +731,8 @@ class _Content:
             self.held = 1
 
     def _drawing_end(self) -> None:
+        if self.shapes:
+            self.shapes.pop()
         if self.held:
             self.held -= 1
             if not self.held:
@@ -770,11 +810,12 @@ class _Objects:
     presentation is rebuilt as a package and read through ``ctx.read_nested``."""
 
     def __init__(self, zf: zipfile.ZipFile, names: set[str], types: dict[str, str],
-                 budget: Budget, ctx: Context) -> None:
+                 budget: Budget, ctx: Context, flow: Flow) -> None:
         self.zf, self.names, self.types, self.budget, self.ctx = zf, names, types, budget, ctx
+        self.flow = flow  # the document's: its sinks' kind, its lines' types
         self.done: set[str] = set()
 
-    def __call__(self, href: str) -> list[str]:
+    def __call__(self, href: str) -> list[Any]:
         folder = posixpath.normpath(href[2:] if href.startswith("./") else href)
         if folder in self.done or folder.startswith("..") or f"{folder}/content.xml" not in \
                 self.names:
@@ -789,18 +830,20 @@ class _Objects:
             return []
         return self._nested(folder, media, ext)
 
-    def _chart(self, folder: str) -> list[str]:
-        sink = TextSink(self.ctx.limits.max_chars)
-        flow = Flow(sink, self.ctx.limits)
+    def _chart(self, folder: str) -> list[Any]:
+        sink = self.flow.sink.nested(self.ctx.limits.max_chars)
+        flow = make_flow(sink, self.ctx.limits)
         content = _Content(flow)
         part = f"{folder}/content.xml"
         run_capped(flow, lambda: _parse(content, member_chunks(self.zf, part, self.budget), part))
         lines = [ln for ln in sink.getvalue().splitlines() if ln.strip()]
-        if content.kind:  # not a chart after all: a document read as one
-            return [f"[embedded: {one_line(folder)} ({content.kind})]"] + lines if lines else []
-        return ["[chart]"] + lines if lines else []
+        if not lines:
+            return []
+        head = (f"[embedded: {one_line(folder)} ({content.kind})]" if content.kind  # a
+                else "[chart]")  # document read as a chart, or a chart
+        return [head] + self.flow.fragment(lines, sink)
 
-    def _nested(self, folder: str, media: str, ext: str) -> list[str]:
+    def _nested(self, folder: str, media: str, ext: str) -> list[Any]:
         buf = io.BytesIO()
         prefix = folder + "/"
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as out:
@@ -810,7 +853,7 @@ class _Objects:
                     out.writestr(name[len(prefix):],
                                  b"".join(member_chunks(self.zf, name, self.budget)))
         name = folder + ext
-        sink = TextSink(self.ctx.limits.max_chars)
+        sink = self.flow.sink.nested(self.ctx.limits.max_chars)
         try:
             extractor = self.ctx.read_nested(buf.getvalue(), posixpath.basename(name), sink)
         except CapReached:
@@ -820,13 +863,15 @@ class _Objects:
         except ReaderError as e:
             return [f"[embedded: {one_line(folder)}: not read: {e.kind}: {e.message}]"]
         lines = [ln for ln in sink.getvalue().splitlines() if ln.strip()]
-        return [f"[embedded: {one_line(folder)} ({extractor})]"] + lines if lines else []
+        if not lines:
+            return []
+        return [f"[embedded: {one_line(folder)} ({extractor})]"] + self.flow.fragment(lines, sink)
 
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     """Write the text of an ODF package or flat ODF file; rules in the module docstring."""
     budget = Budget(ctx.limits)
-    flow = Flow(sink, ctx.limits)
+    flow = make_flow(sink, ctx.limits)
     content = _Content(flow, max_chars=ctx.limits.max_chars)
 
     def parse(chunks, name: str) -> None:
@@ -841,7 +886,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
                 if "content.xml" not in names:
                     raise CorruptDocument("not an OpenDocument package (no content.xml)")
                 props = _package_props(zf, names, budget)
-                content.objects = _Objects(zf, names, types, budget, ctx)
+                content.objects = _Objects(zf, names, types, budget, ctx, flow)
                 if "styles.xml" in names:  # list styles and master pages first
                     run_capped(flow, lambda: parse(member_chunks(zf, "styles.xml", budget),
                                                    "styles.xml"))

@@ -3,7 +3,7 @@
 One module for the three Office Open XML families; the package's main part (``_rels/.rels``,
 then the MIME type, then which parts exist) decides which.  Every part is read through
 :mod:`bastion.readers.office.xmlsafe`: capped decompression, an expat parser that refuses DTDs, and
-:class:`~bastion.readers.office.xmlsafe.Flow` holding only the open paragraph or row.  Besides the body:
+:class:`~bastion.readers.office.flow.Flow` holding only the open paragraph or row.  Besides the body:
 list labels, comments, headers and footers, charts (with their data), SmartArt, alt text and
 embedded documents (through ``ctx.read_nested``), each with its marker line; numbers as their
 format shows them (:mod:`bastion.readers.office.numfmt`); workbooks encrypted with Excel's default password
@@ -25,8 +25,9 @@ from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, ReaderError, Unsupported
 from ..metadata import DocMeta
 from .numfmt import NumberFormat, compile_format
+from ..render.events import Cell, Heading, ListItem, Note, Paragraph, Row, Table
+from .flow import Flow, Line, block_line, flow as make_flow, marker_line, run_capped, write_line
 from .xmlsafe import (Budget,
-                      Flow,
                       clean,
                       collect,
                       feed,
@@ -34,8 +35,7 @@ from .xmlsafe import (Budget,
                       new_parser,
                       one_line,
                       open_zip,
-                      parse_xml,
-                      run_capped)
+                      parse_xml)
 
 if TYPE_CHECKING:
     from .docprops import Props
@@ -108,6 +108,7 @@ class _Package:
         self.zf = zf
         self.budget = budget
         self.rels_cache: dict[str, list[tuple[str, str, str]]] = {}
+        self.links_cache: dict[str, dict[str, str]] = {}
         self.limit: str | None = None  # a cap met and gone past (an embed nested too deep)
         self.parts: dict[str, str] = {}
         for name in zf.namelist():
@@ -158,6 +159,21 @@ def _parse_rels(pkg: _Package, part: str) -> list[tuple[str, str, str]]:
     return rels
 
 
+def _link_targets(pkg: _Package, part: str) -> dict[str, str]:
+    """``id -> target`` of a part's hyperlink relationships (external ones, as written: a
+    URL), read once per part; only the Markdown uses them."""
+    key = "links:" + part
+    cached = pkg.links_cache.get(key)
+    if cached is None:
+        cached = pkg.links_cache[key] = {}
+        path = _rels_path(part)
+        if path in pkg:
+            for _, a in collect(pkg.chunks(path), path, frozenset({PKG_REL})):
+                if a.get("Type", "").endswith("/hyperlink") and a.get("Target"):
+                    cached[a.get("Id", "")] = a["Target"]
+    return cached
+
+
 def _numeric_key(name: str) -> tuple:
     """Sort key putting ``slide2.xml`` before ``slide10.xml``."""
     return tuple(int(d) for d in _DIGITS.findall(posixpath.basename(name))), name
@@ -188,9 +204,10 @@ class _Extras:
     documents (through ``ctx.read_nested``).  Each returns whole lines, bounded by the part's
     byte cap and ``max_parts``."""
 
-    def __init__(self, pkg: _Package, ctx: Context) -> None:
+    def __init__(self, pkg: _Package, ctx: Context, flow: Flow) -> None:
         self.pkg = pkg
         self.ctx = ctx
+        self.flow = flow  # the document's flow: its lines typed as it types them
         self.max_parts = ctx.limits.max_parts
         self.read: set[str] = set()  # parts already shown (a chart anchored twice shows once)
 
@@ -202,7 +219,7 @@ class _Extras:
 
     # -- charts ----------------------------------------------------------------------------
 
-    def chart(self, part: str) -> list[str]:
+    def chart(self, part: str) -> list[Any]:
         """A ``[chart]`` line, the titles (chart and axes), then the data as a table: a row of
         the categories after an empty cell, and one row per series, its name and its values
         as the chart's number format shows them."""
@@ -298,15 +315,18 @@ class _Extras:
         p.EndElementHandler = end
         p.CharacterDataHandler = text
         feed(p, self.pkg.chunks(part), part)
-        lines = [t for t in (" ".join(t.split()) for t in titles) if t]
+        lines: list[Any] = [t for t in (" ".join(t.split()) for t in titles) if t]
+        rows: list[list[str]] = []
         last_cats: list[str] | None = None
         for name, cats, vals in series:
             if cats and cats != last_cats:
-                lines.append("\t" + "\t".join(_cell_text(c) for c in cats))
+                rows.append([""] + [_cell_text(c) for c in cats])
                 last_cats = cats
-            row = "\t".join([_cell_text(name)] + vals)
-            if row.strip():
-                lines.append(row)
+            row = [_cell_text(name)] + vals
+            if "\t".join(row).strip():
+                rows.append(row)
+        if rows:
+            lines += self.flow.table_lines(rows)
         return ["[chart]"] + lines if lines else []
 
     # -- SmartArt --------------------------------------------------------------------------
@@ -374,12 +394,12 @@ class _Extras:
 
     # -- embedded documents ----------------------------------------------------------------
 
-    def embedded(self, part: str) -> list[str]:
+    def embedded(self, part: str) -> list[Any]:
         """An embedded document read through the readers: an ``[embedded: name]`` line, then
         its text; a document no reader takes is one line saying why."""
         name = posixpath.basename(part)
         data = b"".join(self.pkg.chunks(part))
-        sink = TextSink(max(self.ctx.limits.max_chars, 0))
+        sink = self.flow.sink.nested(max(self.ctx.limits.max_chars, 0))
         from ..containers.nested import read_embedded
 
         try:
@@ -400,10 +420,10 @@ class _Extras:
         text = sink.getvalue()
         if not text.strip():
             return []
-        return [f"[embedded: {one_line(name)} ({extractor})]"] + [
-            ln for ln in text.splitlines() if ln and not ln.isspace()]
+        return [f"[embedded: {one_line(name)} ({extractor})]"] + self.flow.fragment(
+            [ln for ln in text.splitlines() if ln and not ln.isspace()], sink)
 
-    def related(self, rels: dict[str, tuple[str, str]], rid: str | None) -> list[str]:
+    def related(self, rels: dict[str, tuple[str, str]], rid: str | None) -> list[Any]:
         """The lines of whatever relationship ``rid`` points to (chart, diagram, embed)."""
         typ, target = rels.get(rid or "", ("", ""))
         if not target or not self.first_time(target):
@@ -633,6 +653,7 @@ class _Numbering:
         # a list's counters: one list per abstract definition, and one of its own for each
         # num that overrides a level (w:lvlOverride: a restarted list, as Word numbers it)
         self.counters: dict[str, list[int | None]] = {}
+        self.level = 0  # the list level of the last label given
 
     @classmethod
     def read(cls, pkg: _Package, rels: dict[str, tuple[str, str]]) -> "_Numbering | None":
@@ -777,6 +798,7 @@ class _Numbering:
         abs_id, starts, overrides = self.nums[num_id]
         levels = {**self.abstract.get(abs_id, {}), **overrides}
         ilvl = min(max(ilvl or 0, 0), _MAX_LEVELS - 1)
+        self.level = ilvl
         lvl = levels.get(ilvl)
         if lvl is None:
             return ""
@@ -817,18 +839,73 @@ _STYLE_SKIPPED = frozenset(W + t for t in ("rPr", "tblPr", "tcPr", "trPr", "late
                                           "rPrDefault", "tblStylePr"))
 
 
+_HEADING_NAME = re.compile(r"heading\s*([1-9])")
+
+
+def _heading_styles(pkg: _Package, rels: dict[str, tuple[str, str]]) -> dict[str, int]:
+    """``styleId -> heading level`` (1…) of the paragraph styles of ``word/styles.xml``
+    that are headings: named ``heading N`` or ``Title`` (Word's built-in names, whatever
+    the display language), or with an outline level (``w:outlineLvl`` 0-8), ``w:basedOn``
+    followed.  Read for the Markdown only."""
+    part = next((t for typ, t in rels.values() if typ.endswith("/styles")), "word/styles.xml")
+    if part not in pkg:
+        return {}
+    styles: dict[str, tuple[int | None, str | None]] = {}
+    cur: dict[str, Any] = {"id": None, "level": None, "based": None, "depth": 0}
+
+    def start(tag: str, a: dict[str, str]) -> None:
+        if tag == W + "style":
+            if a.get(W + "type", "paragraph") == "paragraph" and len(styles) < 100_000:
+                cur.update(id=a.get(W + "styleId", ""), level=None, based=None)
+        elif cur["id"] is None:
+            return
+        elif tag == W + "name":
+            name = a.get(W + "val", "").strip().lower()
+            m = _HEADING_NAME.fullmatch(name)
+            if m:
+                cur["level"] = int(m.group(1))
+            elif name == "title":
+                cur["level"] = 1
+        elif tag == W + "outlineLvl" and cur["level"] is None:
+            level = to_idx(a.get(W + "val"))
+            if 0 <= level <= 8:
+                cur["level"] = level + 1
+        elif tag == W + "basedOn":
+            cur["based"] = a.get(W + "val")
+
+    def end(tag: str) -> None:
+        if tag == W + "style" and cur["id"] is not None:
+            styles[cur["id"]] = (cur["level"], cur["based"])
+            cur["id"] = None
+
+    parse_xml(pkg.chunks(part), part, start, end)
+    out: dict[str, int] = {}
+    for sid in styles:
+        style: str | None = sid
+        for _ in range(_MAX_STYLE_DEPTH):
+            if style is None or style not in styles:
+                break
+            level, based = styles[style]
+            if level is not None:
+                out[sid] = level
+                break
+            style = based
+    return out
+
+
 class _DocxState:
     """What every part of one DOCX shares: numbering counters, comments, the extras reader.
 
     The numbering definitions (and the paragraph styles, when any names a numbering) are read
     when the first paragraph with properties needs them."""
 
-    def __init__(self, pkg: _Package, ctx: Context, main_rels: dict) -> None:
+    def __init__(self, pkg: _Package, ctx: Context, main_rels: dict, flow: Flow) -> None:
         self.pkg = pkg
         self.main_rels = main_rels
-        self.extras = _Extras(pkg, ctx)
+        self.extras = _Extras(pkg, ctx, flow)
         self._numbering: _Numbering | None = None
         self.numbering_read = False
+        self._headings: dict[str, int] | None = None
         self.comments: dict[str, str] = {}
         self.shown: set[str] = set()
         part = next((t for typ, t in main_rels.values() if typ.endswith("/comments")), None)
@@ -841,6 +918,17 @@ class _DocxState:
             self.numbering_read = True
             self._numbering = _Numbering.read(self.pkg, self.main_rels)
         return self._numbering
+
+    def heading_level(self, style: str | None, outline: int | None) -> int:
+        """The heading level of a paragraph (its own outline level, else its style's), 0
+        when it is no heading (read for the Markdown only)."""
+        if outline is not None:
+            return outline + 1 if 0 <= outline <= 8 else 0
+        if not style:
+            return 0
+        if self._headings is None:
+            self._headings = _heading_styles(self.pkg, self.main_rels)
+        return self._headings.get(style, 0)
 
 
 def _read_docx_comments(pkg: _Package, part: str) -> dict[str, str]:
@@ -906,7 +994,11 @@ class _Docx(_Walker):
         super().__init__(flow)
         self.state = state
         self.rels: dict[str, tuple[str, str]] = {}
+        self.part = ""
         self.num: list = [None, None, None]  # the open paragraph's numId, ilvl, style
+        self.outline: int | None = None  # the open paragraph's own outline level
+        self.fields: list[list[Any]] = []  # open complex fields: [instruction text, linked]
+        self.hyperlinks: list[bool] = []  # open w:hyperlink: whether it started a link
         f = flow
         self.starts.update({
             W + "p": self._p_start,
@@ -945,10 +1037,28 @@ class _Docx(_Walker):
             W + "tr": f.close_row,
             W + "tc": f.close_cell,
         })
+        if flow.structured:  # what only the Markdown shows: tables, headings, links
+            self.starts.update({
+                W + "tbl": lambda a: f.open_table(),
+                W + "tblHeader": self._tbl_header,
+                W + "gridSpan": self._grid_span,
+                W + "outlineLvl": self._outline_lvl,
+                W + "hyperlink": self._hyperlink,
+                W + "fldSimple": self._fld_simple,
+                W + "fldChar": self._fld_char,
+                W + "instrText": self._instr_text,
+            })
+            self.ends.update({
+                W + "tbl": f.close_table,
+                W + "hyperlink": self._hyperlink_end,
+                W + "fldSimple": self._hyperlink_end,
+                W + "instrText": self.t_off,
+            })
 
     def _p_start(self, _attrs: dict[str, str]) -> None:
         self.flow.open_para()
         self.num = [None, None, None]
+        self.outline = None
 
     def _num_id(self, attrs: dict[str, str]) -> None:
         self.num[0] = attrs.get(W + "val")
@@ -964,26 +1074,80 @@ class _Docx(_Walker):
         if numbering is not None:
             label = numbering.label(*self.num)
             if label:
-                self.flow.set_label(label)
+                self.flow.set_label(label, numbering.level)
+        if self.flow.structured:
+            level = self.state.heading_level(self.num[2], self.outline)
+            if level:
+                self.flow.set_block(Heading(level))
+
+    # -- what only the Markdown shows ------------------------------------------------------
+
+    def _tbl_header(self, attrs: dict[str, str]) -> None:
+        if attrs.get(W + "val", "true") not in ("0", "false", "off"):
+            self.flow.set_row(True)
+
+    def _grid_span(self, attrs: dict[str, str]) -> None:
+        self.flow.set_cell(to_idx(attrs.get(W + "val")) or 1)
+
+    def _outline_lvl(self, attrs: dict[str, str]) -> None:
+        self.outline = to_idx(attrs.get(W + "val"))
+
+    def _hyperlink(self, attrs: dict[str, str]) -> None:
+        rid = attrs.get(R + "id")
+        target = _link_targets(self.state.pkg, self.part).get(rid or "") if rid else None
+        if target is None and attrs.get(W + "anchor"):
+            target = "#" + attrs[W + "anchor"]
+        self.hyperlinks.append(bool(target))
+        if target:
+            self.flow.link_start(target)
+
+    def _hyperlink_end(self) -> None:
+        if self.hyperlinks and self.hyperlinks.pop():
+            self.flow.link_end()
+
+    def _fld_simple(self, attrs: dict[str, str]) -> None:
+        target = field_link(attrs.get(W + "instr", ""))
+        self.hyperlinks.append(bool(target))
+        if target:
+            self.flow.link_start(target)
+
+    def _fld_char(self, attrs: dict[str, str]) -> None:
+        kind = attrs.get(W + "fldCharType")
+        if kind == "begin":
+            if len(self.fields) < 64:
+                self.fields.append([[], False])
+        elif kind == "separate" and self.fields:
+            field = self.fields[-1]
+            target = field_link("".join(field[0])[:4096])
+            if target and not field[1]:
+                field[1] = True
+                self.flow.link_start(target)
+        elif kind == "end" and self.fields:
+            if self.fields.pop()[1]:
+                self.flow.link_end()
+
+    def _instr_text(self, _attrs: dict[str, str]) -> None:
+        if self.fields:
+            self.parser.CharacterDataHandler = self.fields[-1][0].append
 
     def _comment(self, attrs: dict[str, str]) -> None:
         cid = attrs.get(W + "id", "")
         line = self.state.comments.get(cid)
         if line is not None and cid not in self.state.shown:
             self.state.shown.add(cid)
-            self.flow.emit(line)
+            self.flow.emit(self.flow.note(line))
 
     def _alt(self, attrs: dict[str, str]) -> None:
         descr = attrs.get("descr", "").strip()
         if descr:
-            self.flow.emit(alt_line(descr))
+            self.flow.emit(self.flow.caption(alt_line(descr)))
 
     def _vml_alt(self, attrs: dict[str, str]) -> None:
         """A VML picture's alternative text (older Word; the DrawingML branch, when there is
         one, is read instead)."""
         descr = attrs.get("alt", "").strip()
         if descr:
-            self.flow.emit(alt_line(descr))
+            self.flow.emit(self.flow.caption(alt_line(descr)))
 
     def _related(self, attrs: dict[str, str]) -> None:
         for line in self.state.extras.related(self.rels, attrs.get(R + "id")):
@@ -1009,7 +1173,40 @@ class _Docx(_Walker):
 
     def read_part(self, part: str) -> None:
         self.rels = _rel_map(self.state.pkg, part)
+        self.part = part
+        self.fields, self.hyperlinks = [], []
         self.parse(self.state.pkg, part)
+
+
+_FIELD_TOKEN = re.compile(r'"([^"]*)"|(\S+)')
+_FIELD_SWITCHES_WITH_ARG = frozenset({"\\o", "\\t"})
+
+
+def field_link(instruction: str) -> str | None:
+    """The target of a ``HYPERLINK "url" \\l "anchor"`` field instruction, else None."""
+    tokens = [w or q for q, w in _FIELD_TOKEN.findall(instruction)]
+    if not tokens or tokens[0].upper() != "HYPERLINK":
+        return None
+    url = anchor = None
+    i = 1
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok == "\\l" and i + 1 < len(tokens):
+            anchor = tokens[i + 1]
+            i += 2
+            continue
+        if tok in _FIELD_SWITCHES_WITH_ARG:
+            i += 2
+            continue
+        if tok.startswith("\\"):
+            i += 1
+            continue
+        if url is None:
+            url = tok
+        i += 1
+    if url:
+        return url + (f"#{anchor}" if anchor else "")
+    return f"#{anchor}" if anchor else None
 
 
 _DOCX_EXTRA = (("header", "## header"), ("footer", "## footer"),
@@ -1019,7 +1216,7 @@ _DOCX_EXTRA = (("header", "## header"), ("footer", "## footer"),
 def _read_docx(pkg: _Package, main: str, flow: Flow, ctx: Context) -> dict:
     rels_list = _read_rels(pkg, main)
     rels = {rid: (typ, t) for rid, typ, t in rels_list}
-    state = _DocxState(pkg, ctx, rels)
+    state = _DocxState(pkg, ctx, rels, flow)
     walker = _Docx(flow, state)
     walker.read_part(main)
     folder = posixpath.dirname(main)
@@ -1035,20 +1232,20 @@ def _read_docx(pkg: _Package, main: str, flow: Flow, ctx: Context) -> dict:
             # the same header is often written once per section (first, even, default):
             # each distinct text once
             for part in found:
-                sub = TextSink(max(flow.sink.max_chars - flow.sink.chars, 0))
-                sub_flow = Flow(sub, ctx.limits)
+                sub = flow.sink.nested(max(flow.sink.max_chars - flow.sink.chars, 0))
+                sub_flow = make_flow(sub, ctx.limits, nested_apart=True)
                 try:
                     _Docx(sub_flow, state).read_part(part)
                 except CapReached:
                     sub_flow.flush()
                     flow.pending_heading = heading
-                    flow.lines(sub.getvalue())
+                    flow.lines(sub.getvalue(), sub)
                     raise
                 text = sub.getvalue()
                 if text.strip() and text not in seen_text:
                     seen_text.add(text)
                     flow.pending_heading = heading if heading else None
-                    flow.lines(text)
+                    flow.lines(text, sub)
                     heading = ""
             flow.pending_heading = None
             continue
@@ -1060,7 +1257,7 @@ def _read_docx(pkg: _Package, main: str, flow: Flow, ctx: Context) -> dict:
     if rest:  # comments no reference in the text points to
         flow.pending_heading = "## comments"
         for line in rest:
-            flow.emit(line)
+            flow.emit(flow.note(line))
         flow.pending_heading = None
     return {"parts": parts}
 
@@ -1077,6 +1274,11 @@ class _Slide(_Walker):
     def __init__(self, flow: Flow) -> None:
         super().__init__(flow)
         self.drop_shape = False  # inside a slide-number/date placeholder
+        self.title_shape = False  # inside a title placeholder (the Markdown's headings)
+        self.links: dict[str, str] = {}  # the part's hyperlink targets (the Markdown's)
+        self.tables: list[list[Any]] = []  # open a:tbl: [first row is a header, rows seen]
+        self.bullets: dict[int, int] = {}  # the shape's numbered paragraphs so far, by level
+        self.level = 0  # the open paragraph's level (a:pPr lvl)
         f = flow
         self.starts.update({
             A + "p": self._p_start,
@@ -1094,23 +1296,104 @@ class _Slide(_Walker):
             A + "tr": f.close_row,
             A + "tc": f.close_cell,
         })
+        if flow.structured:  # what only the Markdown shows: titles, bullets, tables, links
+            self.starts.update({
+                A + "tbl": self._tbl,
+                A + "tblPr": self._tbl_pr,
+                A + "tr": self._tr,
+                A + "pPr": self._ppr,
+                A + "buChar": self._bullet,
+                A + "buAutoNum": self._numbered,
+                A + "hlinkClick": self._link,
+                **{P + t: self._other_shape for t in ("graphicFrame", "pic", "grpSp",
+                                                       "cxnSp")},
+            })
+            self.ends.update({
+                A + "tbl": self._tbl_end,
+                A + "r": f.link_end,
+                A + "fld": f.link_end,
+            })
 
     def _p_start(self, attrs: dict[str, str]) -> None:
         if self.drop_shape:
             self.skip_it(attrs)
         else:
             self.flow.open_para()
+            if self.title_shape:
+                self.flow.set_block(Heading(2))
 
     def _shape_start(self, _attrs: dict[str, str]) -> None:
         self.drop_shape = False
+        self.title_shape = False
+        self.bullets = {}
+
+    def _other_shape(self, _attrs: dict[str, str]) -> None:
+        self.title_shape = False
+        self.bullets = {}
 
     def _placeholder(self, attrs: dict[str, str]) -> None:
         self.drop_shape = attrs.get("type") in _DROPPED_PLACEHOLDERS
+        self.title_shape = attrs.get("type") in ("title", "ctrTitle")
 
     def _alt(self, attrs: dict[str, str]) -> None:
         descr = attrs.get("descr", "").strip()
         if descr:
-            self.flow.emit(alt_line(descr))
+            self.flow.emit(self.flow.caption(alt_line(descr)))
+
+    # -- what only the Markdown shows ------------------------------------------------------
+
+    def _tbl(self, _attrs: dict[str, str]) -> None:
+        self.title_shape = False
+        if len(self.tables) < 64:
+            self.tables.append([False, 0])
+        self.flow.open_table()
+
+    def _tbl_pr(self, attrs: dict[str, str]) -> None:
+        if self.tables:
+            self.tables[-1][0] = attrs.get("firstRow") in ("1", "true")
+
+    def _tr(self, _attrs: dict[str, str]) -> None:
+        self.flow.open_row()
+        if self.tables:
+            table = self.tables[-1]
+            table[1] += 1
+            if table[0] and table[1] == 1:
+                self.flow.set_row(True)
+
+    def _tbl_end(self) -> None:
+        if self.tables:
+            self.tables.pop()
+        self.flow.close_table()
+
+    def _ppr(self, attrs: dict[str, str]) -> None:
+        self.level = min(max(to_idx(attrs.get("lvl")), 0), 8)
+
+    def _bullet(self, _attrs: dict[str, str]) -> None:
+        if not self.title_shape:
+            self.flow.set_block(ListItem(self.level, ""))
+
+    def _numbered(self, attrs: dict[str, str]) -> None:
+        if self.title_shape:
+            return
+        n = self.bullets.get(self.level)
+        n = max(to_idx(attrs.get("startAt")), 1) if n is None else n + 1
+        self.bullets[self.level] = n
+        for deeper in [lv for lv in self.bullets if lv > self.level]:
+            del self.bullets[deeper]
+        self.flow.set_block(ListItem(self.level, f"{n}."))
+
+    def _link(self, attrs: dict[str, str]) -> None:
+        target = self.links.get(attrs.get(R + "id") or "")
+        if target:
+            self.flow.link_start(target)
+
+    def read(self, pkg: _Package, part: str) -> None:
+        """The text of one slide or notes page."""
+        self.drop_shape = self.title_shape = False
+        self.tables, self.bullets, self.level = [], {}, 0
+        if self.flow.structured:
+            self.links = _link_targets(pkg, part)
+        self.parse(pkg, part)
 
 
 def _comment_authors(pkg: _Package, part: str, tag: str, name_attr: str) -> dict[str, str]:
@@ -1174,12 +1457,11 @@ def _read_pptx(pkg: _Package, main: str, flow: Flow, ctx: Context) -> dict:
         if not slides and main not in pkg:
             raise CorruptDocument("not a presentation: no presentation or slide parts")
     walker = _Slide(flow)
-    extras = _Extras(pkg, ctx)
+    extras = _Extras(pkg, ctx, flow)
     authors: dict[str, dict[str, str]] | None = None
     for n, slide in enumerate(slides, 1):
         flow.heading(f"# slide {n}")
-        walker.drop_shape = False
-        walker.parse(pkg, slide)
+        walker.read(pkg, slide)
         slide_rels = _read_rels(pkg, slide)
         for rid, typ, target in slide_rels:  # charts, SmartArt and embedded documents
             if typ.endswith(("/chart", "/diagramData") + _EMBED_TYPES):
@@ -1196,12 +1478,11 @@ def _read_pptx(pkg: _Package, main: str, flow: Flow, ctx: Context) -> dict:
                     }
                 modern = "/2018/" in typ or "modernComment" in target
                 for line in _read_pptx_comments(pkg, target, authors, modern):
-                    flow.emit(line)
+                    flow.emit(flow.note(line))
         for _, typ, target in slide_rels:
             if typ.endswith("/notesSlide") and target in pkg:
                 flow.pending_heading = "## notes"
-                walker.drop_shape = False
-                walker.parse(pkg, target)
+                walker.read(pkg, target)
                 flow.pending_heading = None
                 break
     return {"slides": len(slides)}
@@ -1476,6 +1757,9 @@ class _Sheet:
         self.row_number = 0
         self.headers: dict[str, list[str]] = {}  # "oddHeader" -> its text
         self.drawings: list[str] = []  # r:id of the sheet's drawing and embedded objects
+        self.structured = sink.structured  # its rows a table, its comments notes
+        self.table_open = False
+        self.width = 0  # the width the sheet's <dimension> declares (0: none)
         self.parser = p = new_parser()
         value: list[str] = []
         collect_value = value.append
@@ -1503,6 +1787,8 @@ class _Sheet:
                 rid = a.get(R + "id")
                 if rid and len(self.drawings) < 1000:
                     self.drawings.append(rid)
+            elif tag == S + "dimension":
+                self.width = min(_ref_pos(a.get("ref", "").rsplit(":", 1)[-1])[1], 16384)
 
         def end(tag: str) -> None:
             if tag == _V or tag == _T:
@@ -1512,7 +1798,7 @@ class _Sheet:
                 value.clear()
             elif tag == _ROW:
                 if self.row:
-                    self.sink.write("\t".join(self.row) + "\n")
+                    self.write_row(self.row)
                     self.row = []
                 if self.comments:
                     self.write_comments(self.row_number)
@@ -1525,12 +1811,39 @@ class _Sheet:
         p.StartElementHandler = start
         p.EndElementHandler = end
 
+    def write_row(self, row: list[str]) -> None:
+        """One row: its cells joined by tabs (a structured sink: a row of the sheet's table)."""
+        sink = self.sink
+        if not self.structured:
+            sink.write("\t".join(row) + "\n")
+            return
+        if not self.table_open:
+            sink.open(Table(self.width))
+            self.table_open = True
+        sink.open(Row())
+        for i, value in enumerate(row):
+            if i:
+                sink.layout("\t")
+            sink.open(Cell())
+            sink.write(value)
+            sink.close()
+        sink.close()
+        sink.layout("\n")
+
+    def end_table(self) -> None:
+        if self.table_open:
+            self.sink.close()
+            self.table_open = False
+
     def write_comments(self, upto: int) -> None:
         """Write the comments of the rows up to ``upto`` not written yet."""
         cs = self.comments
         i = self.next_comment
         while i < len(cs) and cs[i][0] <= upto:
-            self.sink.write(cs[i][2] + "\n")
+            if self.structured:
+                write_line(self.sink, block_line(Note("comment"), cs[i][2]))
+            else:
+                self.sink.write(cs[i][2] + "\n")
             i += 1
         self.next_comment = i
 
@@ -1608,7 +1921,7 @@ class _Sheet:
 
     def _overflow(self) -> None:
         if self.row:
-            self.sink.write("\t".join(self.row[: self.max_parts]) + "\n")
+            self.write_row(self.row[: self.max_parts])
             self.row = []
         raise CapReached("max_parts", f"{self.max_parts} cells in one row")
 
@@ -1628,7 +1941,7 @@ class _Drawing(_Slide):
                                                                       a.get(R + "dm"))),
         })
 
-    def _lines(self, lines: list[str]) -> None:
+    def _lines(self, lines: list[Any]) -> None:
         for line in lines:
             self.flow.emit(line)
 
@@ -1659,9 +1972,11 @@ def _read_xlsx(pkg: _Package, main: str, sink: TextSink, ctx: Context) -> dict:
     shared = _read_shared_strings(pkg)
     styles = _read_styles(pkg)
     base = _BASE_1904 if date1904 else _BASE_1900
-    extras = _Extras(pkg, ctx)
+    extras = _Extras(pkg, ctx, make_flow(sink, ctx.limits))
+    structured = sink.structured
     for name, part in sheets:
-        sink.write(f"# {one_line(name)}\n")
+        heading = f"# {one_line(name)}"
+        write_line(sink, marker_line(heading) if structured else heading)
         sheet_rels = _read_rels(pkg, part)
         comments = _read_sheet_comments(pkg, sheet_rels, persons) if sheet_rels else []
         sheet = _Sheet(sink, max_parts, shared, styles, base, comments)
@@ -1669,22 +1984,28 @@ def _read_xlsx(pkg: _Package, main: str, sink: TextSink, ctx: Context) -> dict:
             feed(sheet.parser, pkg.chunks(part), part)
         except CapReached:
             if sheet.row:  # the row open when a byte cap struck
-                sink.write("\t".join(sheet.row) + "\n")
+                sheet.write_row(sheet.row)
             raise
+        sheet.end_table()
         sheet.write_comments(1 << 62)
         rel_map = {rid: (typ, t) for rid, typ, t in sheet_rels}
         for rid in sheet.drawings:
             typ, target = rel_map.get(rid, ("", ""))
             if typ.endswith("/drawing") and target in pkg:
-                flow = Flow(sink, ctx.limits)
+                flow = make_flow(sink, ctx.limits)
                 drawing = _Drawing(flow, extras)
                 drawing.rels = _rel_map(pkg, target)
+                drawing.links = _link_targets(pkg, target) if structured else {}
                 run_capped(flow, lambda: drawing.parse(pkg, target))
             else:
                 for line in extras.related(rel_map, rid):
-                    sink.write(line + "\n")
+                    write_line(sink, line)
         for line in sheet.header_footer():
-            sink.write(clean(line) + "\n")
+            if structured:
+                write_line(sink, marker_line(line) if line.startswith("## ")
+                           else block_line(Paragraph(), line), clean_text=True)
+            else:
+                sink.write(clean(line) + "\n")
     return {"sheets": len(sheets)}
 
 
@@ -1756,7 +2077,8 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
             if kind == "xlsx":
                 details = _read_xlsx(pkg, main, sink, ctx)
             else:
-                flow = Flow(sink, ctx.limits)
+                # a table nested in a Word table cell: on lines of its own after its row
+                flow = make_flow(sink, ctx.limits, nested_apart=kind == "docx")
                 reader = _read_docx if kind == "docx" else _read_pptx
                 details = run_capped(flow, lambda: reader(pkg, main, flow, ctx))
         except CapReached as cap:

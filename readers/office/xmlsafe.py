@@ -1,4 +1,4 @@
-"""The safety layer of the office readers: capped zip members, a refusing XML parser, lines.
+"""The safety layer of the office readers: capped zip members, a refusing XML parser.
 
 * :func:`open_zip` and :func:`member_chunks` read one zip member as 64 KiB chunks, counting the
   *decompressed* bytes while reading (the header's sizes are never trusted) against
@@ -8,9 +8,9 @@
 * :func:`parse_xml` streams those chunks through ``xml.parsers.expat`` with namespace
   processing (tags arrive as ``"uri localname"``).  It refuses any DTD or entity declaration
   (no billion laughs, no external entities) and any encoding other than UTF-8 or UTF-16.
-* :class:`Flow` turns the readers' paragraph, row and cell events into lines written to the
-  sink, holding only the open paragraph/row (and text boxes or notes waiting for the end of
-  their paragraph) in memory, and enforces ``Limits.max_parts``.
+
+The line builder the readers drive with paragraph, row and cell events is
+:mod:`bastion.readers.office.flow`'s.
 """
 
 from __future__ import annotations
@@ -21,15 +21,14 @@ import re
 import struct
 import zipfile
 import zlib
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator
 from xml.parsers import expat
 
-from ..base import Limits, TextSink
+from ..base import Limits
 from ..errors import CapReached, CorruptDocument, EncryptedDocument
 
 CHUNK = 64 * 1024
 
-T = TypeVar("T")
 
 StartFn = Callable[[str, dict[str, str]], None]
 EndFn = Callable[[str], None]
@@ -216,200 +215,3 @@ def to_int(value: str | None, default: int = 0) -> int:
         return int(value)
     except ValueError:
         return default
-
-
-_PARA, _ROW, _CELL = 0, 1, 2
-
-
-class _Frame:
-    """An open paragraph, row or cell: its parts and, for a paragraph, the lines it defers."""
-
-    __slots__ = ("kind", "parts", "deferred", "pending", "label")
-
-    def __init__(self, kind: int) -> None:
-        self.kind = kind
-        self.parts: list[str] = []
-        self.deferred: list[str] = []
-        self.pending = 0  # a row's empty cells not yet materialised
-        self.label = ""  # a paragraph's list label ("1. ", "• "), shown if it has text
-
-    def text(self) -> str:
-        if self.kind == _ROW:
-            return "\t".join(self.parts)
-        if self.kind == _CELL:
-            return " ".join(p for p in self.parts if p)
-        return "".join(self.parts)
-
-
-class Flow:
-    """Builds lines from paragraph, table and text events and writes them to the sink.
-
-    A finished line goes to the innermost open frame: a paragraph defers it until the
-    paragraph ends (a text box, a footnote body, nested in the paragraph), a cell takes it as
-    part of its text (a nested table is flattened into its cell), and with no open frame it
-    is written.  ``max_parts`` bounds the parts of one paragraph, cell or row: reaching it
-    writes what is open and raises ``CapReached("max_parts")``.
-    """
-
-    def __init__(self, sink: TextSink, limits: Limits) -> None:
-        self.sink = sink
-        self.max_parts = limits.max_parts
-        self.frames: list[_Frame] = []
-        self.parts: list[str] | None = None  # the innermost frame's parts, for add()
-        self.pending_heading: str | None = None  # written before the next line, if any
-
-    # -- building --------------------------------------------------------------------------
-
-    def add(self, s: str) -> None:
-        """Append text to the open paragraph (or cell); ignored outside any frame."""
-        parts = self.parts
-        if parts is not None:
-            parts.append(s)
-            if len(parts) > self.max_parts:
-                self._overflow()
-
-    def _push(self, kind: int) -> None:
-        frame = _Frame(kind)
-        self.frames.append(frame)
-        self.parts = frame.parts
-
-    def _pop(self) -> _Frame:
-        frame = self.frames.pop()
-        self.parts = self.frames[-1].parts if self.frames else None
-        return frame
-
-    def open_para(self) -> None:
-        self._push(_PARA)
-
-    def set_label(self, label: str) -> None:
-        """Give the open paragraph a list label, written before its text (if it has any)."""
-        if self.frames and self.frames[-1].kind == _PARA:
-            self.frames[-1].label = label
-
-    def close_para(self) -> None:
-        if not self.frames or self.frames[-1].kind != _PARA:
-            return
-        frame = self._pop()
-        line = "".join(frame.parts)
-        if line and not line.isspace():
-            self.emit(frame.label + line if frame.label else line)
-        for d in frame.deferred:
-            self.emit(d)
-
-    def hold(self) -> None:
-        """Hold the lines finished from here on (a sheet's drawing, a slide's notes) until
-        :meth:`release`, instead of writing them; bounded by ``max_parts`` like a paragraph's."""
-        self._push(_PARA)
-
-    def release(self) -> list[str]:
-        """End the innermost hold (or paragraph): the lines it held, for the caller to emit."""
-        if not self.frames or self.frames[-1].kind != _PARA:
-            return []
-        return self._pop().deferred
-
-    def lines(self, text: str) -> None:
-        """Emit every non-blank line of ``text`` (an embedded document's text, a block)."""
-        for line in text.splitlines():
-            if line and not line.isspace():
-                self.emit(line)
-
-    def open_row(self) -> None:
-        self._push(_ROW)
-
-    def close_row(self, repeat: int = 1) -> None:
-        if not self.frames or self.frames[-1].kind != _ROW:
-            return
-        frame = self._pop()
-        if frame.parts:
-            self.emit("\t".join(frame.parts), repeat)
-
-    def open_cell(self) -> None:
-        self._push(_CELL)
-
-    def close_cell(self, repeat: int = 1, value: str | None = None,
-                   fallback: str | None = None) -> None:
-        """End a cell; ``value`` replaces its text, ``fallback`` stands in for an empty one.
-
-        ``repeat`` copies of it join the row; empty cells are only counted, so trailing
-        empty cells (a spreadsheet's 16384 repeated columns) are never materialised.
-        """
-        if not self.frames or self.frames[-1].kind != _CELL:
-            return
-        cell = self._pop()
-        text = value if value else (" ".join(p for p in cell.parts if p) or fallback or "")
-        if "\t" in text or "\n" in text:
-            text = text.replace("\t", " ").replace("\n", " ")
-        if not self.frames or self.frames[-1].kind != _ROW:
-            if text:
-                self.emit(text)
-            return
-        row = self.frames[-1]
-        if not text or text.isspace():
-            row.pending += repeat
-            return
-        if row.pending:
-            self._extend(row, "", row.pending)
-            row.pending = 0
-        self._extend(row, text, repeat)
-
-    def _extend(self, row: _Frame, text: str, n: int) -> None:
-        room = self.max_parts - len(row.parts)
-        row.parts.extend([text] * min(n, max(room, 0)))
-        if n > room:
-            self._overflow()
-
-    def heading(self, line: str) -> None:
-        """A structural line (``# sheet``, ``# slide N``) written straight to the sink."""
-        self.pending_heading = None
-        self.sink.write(one_line(line) + "\n")
-
-    # -- output ----------------------------------------------------------------------------
-
-    def emit(self, line: str, repeat: int = 1) -> None:
-        """Send a finished line to the innermost frame, or write it."""
-        if self.frames:
-            frame = self.frames[-1]
-            target = frame.deferred if frame.kind == _PARA else frame.parts
-            target.extend([line] * min(repeat, self.max_parts + 1))
-            if len(target) > self.max_parts:
-                self._overflow()
-            return
-        sink = self.sink
-        if self.pending_heading is not None:
-            sink.write(self.pending_heading + "\n")
-            self.pending_heading = None
-        if not line.isascii():
-            line = clean(line)
-        line += "\n"
-        if repeat > 1:
-            room = sink.max_chars - sink.chars
-            sink.write(line * min(repeat, room // len(line) + 1))
-        else:
-            sink.write(line)
-
-    def flush(self) -> None:
-        """Write whatever is still open (on a cap), outermost first."""
-        frames, self.frames, self.parts = self.frames, [], None
-        for frame in frames:
-            text = frame.text()
-            if text and not text.isspace():
-                self.emit(text)
-            for d in frame.deferred:
-                self.emit(d)
-
-    def _overflow(self) -> None:
-        self.flush()
-        raise CapReached("max_parts", f"{self.max_parts} parts in one paragraph or row")
-
-
-def run_capped(flow: Flow, fn: Callable[[], T]) -> T:
-    """Run ``fn``; on a cap keep the open paragraph/row text (best effort), then re-raise."""
-    try:
-        return fn()
-    except CapReached:
-        if flow.frames:
-            try:
-                flow.flush()
-            except CapReached:
-                pass
-        raise
