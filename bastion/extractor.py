@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from bastion.readers.base import Limits
 from bastion.readers.metadata import DocMeta
+from bastion.readers.pdf.pages import OutlineEntry  # one PDF bookmark (title, page, level)
 from bastion.readers.runtime.job import Job
 from bastion.readers.runtime.toolset import KNOWN_TOOLS, Tool
 from bastion.readers.runtime.verdict import Status, Verdict
@@ -39,15 +40,6 @@ __all__ = ["DocMeta", "Extractor", "OutlineEntry", "Result", "Tools", "default_e
 
 READ_CHUNK = 1 << 20
 Tools = str | Sequence[str] | None  # "auto", a list of tool names, or None / () for none
-
-
-@dataclass(frozen=True, slots=True)
-class OutlineEntry:
-    """One PDF bookmark: its title, its 1-based page, its depth (1 at the top)."""
-
-    title: str
-    page: int
-    level: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

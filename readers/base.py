@@ -208,6 +208,15 @@ class SinkBuffer:
         if self.ops is not None:
             self.ops.append((op, value))
 
+    def put_events(self, events: list[tuple[int, Any]], size: int) -> None:
+        """A recorded stream (structured sink only) holding ``size`` characters of plain
+        text, put as one ``put`` of that text would be (the same flush points)."""
+        assert self.ops is not None
+        self.ops.extend(events)
+        self.size += size
+        if self.size >= self.chunk:
+            self.flush()
+
     def flush(self) -> None:
         if self.ops is not None:
             if self.ops:

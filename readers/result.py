@@ -13,6 +13,7 @@ from dataclasses import KW_ONLY, MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from .metadata import DocMeta
+from .pdf.pages import OutlineEntry, PageSource
 
 # What a document's sidecar (``extract/<aa>/<stem>.meta.json``) keeps of its reader's result,
 # in this order: :meth:`ReadResult.sidecar`
@@ -32,8 +33,8 @@ class ReadResult:
     warnings: tuple[str, ...] = ()  # problems the reader survived
     pages: int | None = None
     title: str | None = None  # the record's title (else the metadata's)
-    outline: tuple[dict[str, Any], ...] | None = None  # a PDF's: {"title", "page", "level"}
-    page_sources: tuple[dict[str, Any], ...] | None = None  # a PDF's: each page's provenance
+    outline: tuple[OutlineEntry, ...] | None = None  # a PDF's bookmarks
+    page_sources: tuple[PageSource, ...] | None = None  # a PDF's: each page's provenance
     pages_ocr: int | None = None  # PDF pages whose text came from OCR
     metadata: DocMeta | None = None  # what the document declares about itself (never empty)
     # the metadata of the documents embedded in this one: {"path", "metadata"} (JSON form)
@@ -79,7 +80,7 @@ class ReadResult:
             if isinstance(v, DocMeta):
                 v = v.to_json()
             elif isinstance(v, tuple):
-                v = list(v)
+                v = [x.to_json() if hasattr(x, "to_json") else x for x in v]
             out[name] = v
         return out
 

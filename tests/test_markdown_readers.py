@@ -235,3 +235,121 @@ def test_ods_and_odp_markdown(kind, name):
     out = read(og.odf(kind, body), name, f"application/vnd.oasis.opendocument.{kind}")
     assert headings(out.markdown) == want_heads
     assert tables(out.markdown) == want_tables
+
+
+# ---------------------------------------------------------------------------- RTF, CSV, text
+
+
+def test_rtf_markdown():
+    rtf = (rb"{\rtf1\ansi{\stylesheet{\s1\outlinelevel0 heading 1;}}"
+           rb"\pard\s1\outlinelevel0 Chapter ONE\par"
+           rb"\pard Body with a {\field{\*\fldinst HYPERLINK \"https://rtf.example/\"}"
+           rb"{\fldrslt the link}} here.\par"
+           rb"\trowd\cellx1000\cellx2000\pard\intbl a1\cell b1\cell\row"
+           rb"\trowd\cellx1000\cellx2000\pard\intbl a2\cell b2\cell\row"
+           rb"\pard After the table {\*\atnauthor Ann}{\*\annotation note}\par}")
+    out = read(rtf, "d.rtf", "application/rtf")
+    md = out.markdown
+    assert headings(md) == [(1, "Chapter ONE")]
+    assert links(md) == [("the link", "https://rtf.example/")]
+    assert tables(md) == [[["a1", "b1"], ["a2", "b2"]]]
+    assert blocks(md)[-2:] == ["blockquote_open", "paragraph_open"]
+    plain = read(rtf, "d.rtf", "application/rtf", markdown=False)
+    assert plain.text == out.text == ("Chapter ONE\nBody with a the link here.\na1\tb1\na2\tb2\n"
+                                      "After the table \n[comment: Ann] note\n")
+
+
+def test_csv_is_a_table_and_text_keeps_its_kind():
+    out = read(b"name,qty\nwidget | x,3\n*star*,\n", "t.csv", "text/csv")
+    assert tables(out.markdown) == [[["name", "qty"], ["widget | x", "3"], ["*star*", ""]]]
+    code = read(b"def f(x):\n    return x * 2\n", "f.py", "text/x-python")
+    assert code.markdown == "```python\ndef f(x):\n    return x * 2\n```\n"
+    doc = b"# Title\n\nSome *emphasis* and [a link](https://x.example).\n"
+    own = read(doc, "r.md", "text/markdown")
+    assert own.markdown == doc.decode() and own.text == doc.decode()
+    plain = read(b"1. not a list\n# not a heading\n*not emphasis*\n", "n.txt", "text/plain")
+    assert blocks(plain.markdown) == ["paragraph_open"]
+
+
+# ---------------------------------------------------------------------------- e-mail, archives
+
+
+def test_email_markdown():
+    from email.message import EmailMessage
+
+    msg = EmailMessage()
+    msg["From"] = "Ann <ann@example.com>"
+    msg["Subject"] = "Plans"
+    msg.set_content("plain body")
+    msg.add_alternative("<h2>Agenda</h2><ul><li>one</li><li>two</li></ul>"
+                        "<p><a href='https://mail.example/'>site</a></p>", subtype="html")
+    msg.add_attachment("<h1>Inner HEADMARK</h1><table><tr><td>x</td></tr></table>".encode(),
+                       maintype="text", subtype="html", filename="inner.html")
+    out = read(bytes(msg), "m.eml", "message/rfc822")
+    md = out.markdown
+    assert md.startswith("From: Ann \\<ann@example.com>\\\nSubject: Plans\n\nplain body")
+    assert headings(md) == [(1, "Inner HEADMARK")]
+    assert tables(md) == [[["x"]]]
+    no_markdown_syntax(out.text)
+
+
+def test_archive_members_keep_their_markdown():
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("a.html", "<h1>Member HEADMARK</h1><ul><li>one</li></ul>")
+        zf.writestr("b.csv", "k,v\n1,2\n")
+        zf.writestr("c.docx", og.docx(styled("Titre1", "Word heading"), styles=STYLES))
+    out = read(buf.getvalue(), "a.zip", "application/zip")
+    md = out.markdown
+    assert headings(md) == [(1, "Member HEADMARK"), (1, "Word heading")]
+    assert items(md) == [(1, "one")]
+    assert tables(md) == [[["k", "v"], ["1", "2"]]]
+    assert "\\=== member: a.html ===" in md
+    assert read(buf.getvalue(), "a.zip", "application/zip", markdown=False).text == out.text
+
+
+# ---------------------------------------------------------------------------- PDF
+
+pdfgen = pytest.importorskip("pdfgen")
+
+
+def test_pdf_outline_headings_pages_and_annotations():
+    out = read(pdfgen.make_nested_outline(), "o.pdf", "application/pdf")
+    md = out.markdown
+    # the outline's entries as headings at their pages (no line holds their title: in the
+    # Markdown alone), a page mark before each page after the first
+    assert headings(md) == [(1, "Introduction"), (1, "Part One"), (2, "Section 1.1"),
+                            (2, "Section 1.2"), (3, "Deep item"), (1, "Appendix é")]
+    assert [f"<!-- page {n} -->" in md for n in (2, 3, 4)] == [True] * 3
+    assert md.index("# Part One") < md.index("Chapter page 2") < md.index("<!-- page 3 -->")
+    assert out.text == read(pdfgen.make_nested_outline(), "o.pdf", "application/pdf",
+                            markdown=False).text
+    noted = read(pdfgen.make_annotated("Body words", [("Text", "check this")]), "a.pdf",
+                 "application/pdf")
+    assert blocks(noted.markdown) == ["paragraph_open"] + ["blockquote_open",
+                                                            "paragraph_open"] * 2
+    assert "> \\[annotation\\] check this" in noted.markdown
+
+
+def test_pdf_heading_on_its_line():
+    b = pdfgen.PdfBuilder()
+    b.add_text_page("2.3 Selecting Compilers")
+    b.add_outline([pdfgen.OutlineItem("Selecting Compilers", 0)])
+    md = read(b.build(), "h.pdf", "application/pdf").markdown
+    assert headings(md) == [(1, "2.3 Selecting Compilers")]
+
+
+def test_pdf_values_are_frozen():
+    import dataclasses
+
+    from bastion.readers.pdf.pages import PageSource
+
+    out = read(pdfgen.make_nested_outline(), "o.pdf", "application/pdf")
+    source = out.result.page_sources[0]
+    assert isinstance(source, PageSource)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        source.source = "ocr"  # type: ignore[misc]
+    assert out.result.outline[0].to_json() == {"title": "Introduction", "page": 1, "level": 1}

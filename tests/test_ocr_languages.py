@@ -322,7 +322,7 @@ def test_each_scanned_pdf_page_is_read_in_its_language_and_says_so(tmp_path, tes
     out = read_document(Document(data, "scan.pdf", "application/pdf"), ctx,
                         select("application/pdf", "scan.pdf"))
     assert out.status == "ok", out
-    pages = out.result.page_sources
+    pages = [p.to_json() for p in out.result.page_sources]
     assert [(p["source"], p["languages"], p["script"]) for p in pages] == [
         ("ocr", ["deu"], "Latin"), ("ocr", ["rus"], "Cyrillic"), ("ocr", ["eng"], "Latin")]
     assert list(out.result.ocr_languages) == ["deu", "eng", "rus"]
@@ -374,7 +374,7 @@ def test_text_layers_in_other_scripts_are_text_never_unprintable(tmp_path):
         out = read_document(Document(pdf.read_bytes(), pdf.name, "application/pdf"), ctx,
                             select("application/pdf", pdf.name))
         assert out.status == "ok", (code, out.error)
-        assert [p["source"] for p in out.result.page_sources] == ["native"], code
+        assert [p["source"] for p in [p.to_json() for p in out.result.page_sources]] == ["native"], code
         assert out.result.languages[0][0] == code, (code, out.result.languages, out.text)
         if not direction:  # right-to-left text comes out of PDFium in visual order in parts
             assert text[:12] in out.text, (code, out.text)

@@ -10,6 +10,7 @@ import pytest
 
 from bastion.readers.errors import CapReached
 from bastion.readers.metadata import DocMeta
+from bastion.readers.pdf.pages import OutlineEntry, PageSource
 from bastion.readers.result import SIDECAR, ReadResult
 from bastion.readers.runtime.verdict import Verdict
 
@@ -24,11 +25,15 @@ def test_a_result_is_frozen_and_the_sidecar_names_its_fields() -> None:
 
 def test_the_sidecar_holds_the_fields_set_in_its_order_as_json() -> None:
     meta = DocMeta.make(title="Report", authors=["Ann"])
-    result = ReadResult("pdfium", pages=2, outline=(), page_sources=({"page": 1},),
-                        metadata=meta, members={"ok": 1}, details={"charset": "x"})
+    source = PageSource(page=1, source="native", engine="pdfium", version=None)
+    result = ReadResult("pdfium", pages=2, outline=(OutlineEntry("Intro", 1, 1),),
+                        page_sources=(source,), metadata=meta, members={"ok": 1},
+                        details={"charset": "x"})
     side = result.sidecar()
     assert list(side) == ["pages", "outline", "page_sources", "metadata"]  # SIDECAR's order
-    assert side == {"pages": 2, "outline": [], "page_sources": [{"page": 1}],
+    assert side == {"pages": 2, "outline": [{"title": "Intro", "page": 1, "level": 1}],
+                    "page_sources": [{"page": 1, "source": "native", "engine": "pdfium",
+                                      "version": None}],
                     "metadata": meta.to_json()}
     assert json.loads(json.dumps(side)) == side  # plain JSON, as the worker sends it
     assert ReadResult("text").sidecar() == {}

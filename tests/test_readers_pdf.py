@@ -44,6 +44,15 @@ ENGINES = [
 ]
 
 
+
+def page_sources(out):
+    """The pages' provenance in its JSON form (the sidecar's)."""
+    return [s.to_json() for s in out.result.page_sources]
+
+
+def outline_of(out):
+    return [e.to_json() for e in out.result.outline]
+
 def ctx_for(engine: str, tmp_path: Path, tools: tuple[str, ...] = (), **limits) -> LocalContext:
     """A context whose chain is just ``engine`` (pdftotext: the tool is given), plus ``tools``."""
     names = set(tools) | ({"pdftotext"} if engine == "pdftotext" else set())
@@ -70,7 +79,7 @@ def test_text_pages_and_title(engine, compress, tmp_path):
     assert len(pages) == 2
     assert "Hello marker alpha" in pages[0] and "second line" in pages[0]
     assert "page two zebra" in pages[1]
-    sources = out.result.page_sources
+    sources = page_sources(out)
     assert out.result.metadata.to_json() == {"pages": 2, "title": "My Title"}
     assert replace(out.result, page_sources=None, metadata=None) == ReadResult(
         engine, pages=2, title="My Title", outline=(), pages_ocr=0,
@@ -188,7 +197,7 @@ def test_utf16_title(engine, tmp_path):
 def test_nested_outline(engine, tmp_path):
     out = read(pdfgen.make_nested_outline(), ctx_for(engine, tmp_path))
     assert out.status == "ok"
-    assert list(out.result.outline) == [
+    assert outline_of(out) == [
         {"title": "Introduction", "page": 1, "level": 1},
         {"title": "Part One", "page": 2, "level": 1},  # from a /A GoTo action
         {"title": "Section 1.1", "page": 2, "level": 2},
@@ -202,7 +211,7 @@ def test_nested_outline(engine, tmp_path):
 def test_looping_outline_ends(engine, tmp_path):
     out = read(pdfgen.make_looping_outline(), ctx_for(engine, tmp_path))
     assert out.status == "ok"
-    assert list(out.result.outline) == [
+    assert outline_of(out) == [
         {"title": "Loop A", "page": 1, "level": 1},
         {"title": "Loop child", "page": 2, "level": 2},
         {"title": "Loop B", "page": 2, "level": 1},
@@ -215,7 +224,7 @@ def test_outline_stops_at_10000_items(engine, tmp_path):
     out = read(pdfgen.make_long_outline(10_050), ctx_for(engine, tmp_path))
     outline = out.result.outline
     assert len(outline) == pdfoutline.MAX_OUTLINE_ITEMS
-    assert outline[-1]["title"] == "item 9999"
+    assert outline[-1].title == "item 9999"
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -223,7 +232,7 @@ def test_named_destinations(engine, tmp_path):
     """A named destination resolves through the /Names tree; an unknown name or a reference
     to a non-page is left out."""
     out = read(pdfgen.make_named_dests(), ctx_for(engine, tmp_path))
-    assert list(out.result.outline) == [
+    assert outline_of(out) == [
         {"title": "By name", "page": 2, "level": 1},
         {"title": "By array", "page": 3, "level": 1},
     ]
@@ -412,7 +421,7 @@ def test_image_only_page_is_ocred(engine, tmp_path):
     assert out.extractor == f"{engine}+tesseract"  # the engine found no text layer
     assert "QUOKKA" in out.text
     assert out.result.pages == 1 and out.result.pages_ocr == 1
-    (source,) = out.result.page_sources
+    (source,) = page_sources(out)
     assert source["source"] == "ocr" and source["renderer"] == "pdfium"
     assert list(tmp_path.iterdir()) == []  # rendered in memory, read by tesseract from stdin
 
@@ -429,7 +438,7 @@ def test_ocr_page_cap(tmp_path):
     assert out.limit == "ocr_max_pages" and out.extractor == "pdfium+tesseract"
     assert "WOMBAT" in out.text and "1 of 3 pages to OCR" in out.text
     assert out.result.pages_ocr == 1
-    assert [s.get("not_ocred") for s in out.result.page_sources] == [
+    assert [s.get("not_ocred") for s in page_sources(out)] == [
         None, "ocr_max_pages reached", "ocr_max_pages reached"]
 
 
@@ -465,7 +474,7 @@ def test_real_outline_uses_named_destinations(tmp_path):
 # ---------------------------------------------------------------------- the pdftext child
 
 def test_iter_pdf_protocol_shape():
-    events = list(pdfengines.iter_pdf(pdfgen.make_many_pages(3), "pdfium", 2))
+    events = [e.to_json() for e in pdfengines.iter_pdf(pdfgen.make_many_pages(3), "pdfium", 2)]
     assert events[0] == {"meta": {"pages": 3, "title": None, "outline": []}}
     assert [e["page"] for e in events[1:]] == [1, 2]
     assert "page 2 begins here" in events[2]["text"]
@@ -671,7 +680,7 @@ def test_mixed_pdf_ocrs_only_its_scanned_page(engine, tmp_path):
     assert len(pages) == 3
     assert COVER in pages[0] and CLOSING in pages[2]  # native text, in page order
     assert "QUOKKA" in pages[1] and COVER not in pages[1]
-    sources = out.result.page_sources
+    sources = page_sources(out)
     assert [s["source"] for s in sources] == ["native", "ocr", "native"]
     assert sources[0]["engine"] == engine and sources[0]["version"]
     ocr = sources[1]
@@ -695,7 +704,7 @@ def test_mixed_pdf_without_tesseract_keeps_its_text_and_says_so(tmp_path):
     assert out.text.split("\f")[1] == ""
     assert list(out.warnings) == [
         "page 2: no text layer, not OCRed: needs tesseract on this machine"]
-    sources = out.result.page_sources
+    sources = page_sources(out)
     assert sources[1]["not_ocred"] == "needs tesseract on this machine"
     assert out.result.pages_ocr == 0
 
@@ -753,7 +762,7 @@ def test_short_text_layer_is_kept_when_ocr_reads_no_more(tmp_path):
     out = read(data, ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150))
     assert out.status == "ok"
     assert out.text.split("\f")[1] == "Wombat\n"
-    source = out.result.page_sources[1]
+    source = page_sources(out)[1]
     assert source["source"] == "native"
     assert source["ocr_unused"] in ("read no more than the text layer", "read nothing")
 
@@ -765,7 +774,7 @@ def test_short_text_layer_over_a_scan_takes_the_ocr_text(tmp_path):
     out = read(data, ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150))
     page = out.text.split("\f")[1]
     assert out.status == "ok" and "QUOKKA" in page and "koalas" in page
-    assert out.result.page_sources[1]["source"] == "ocr"
+    assert page_sources(out)[1]["source"] == "ocr"
 
 
 @needs_ocr
@@ -777,7 +786,7 @@ def test_ocr_stops_before_the_deadline_and_keeps_the_text(tmp_path):
     assert out.status == "ok" and out.limit == "ocr_deadline"
     assert COVER in out.text and CLOSING in out.text
     assert "ocr_deadline reached: not OCRed: page 2" in out.text
-    assert out.result.page_sources[1]["not_ocred"] == "the deadline was near"
+    assert page_sources(out)[1]["not_ocred"] == "the deadline was near"
 
 
 # ------------------------------------------------------------ garbage measured per page
@@ -813,7 +822,7 @@ def test_one_garbage_page_does_not_throw_away_the_document(engine, tmp_path):
     assert pages[1] == ""  # never stored
     assert "page 2: garbage text dropped, not OCRed: needs tesseract on this machine" \
         in out.warnings
-    dropped = out.result.page_sources[1]
+    dropped = page_sources(out)[1]
     assert dropped["source"] == "dropped" and dropped["reason"].startswith("garbage text (")
 
 
@@ -824,7 +833,7 @@ def test_garbage_page_is_ocred(tmp_path):
     out = read(data, ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150))
     assert out.status == "ok" and out.extractor == "pdfium+tesseract"
     assert "WOMBAT" in out.text.split("\f")[1]
-    assert out.result.page_sources[1]["source"] == "ocr" and list(out.warnings) == []
+    assert page_sources(out)[1]["source"] == "ocr" and list(out.warnings) == []
 
 
 @needs_ocr
@@ -870,7 +879,7 @@ def test_annotation_only_pdf_is_ok_and_not_ocred(engine, tmp_path):
                         "[annotation] free TYPEDMARKER words\n"
                         "[annotation] highlight comment\nsecond line\n"
                         "[form field: field] field value\n")
-    assert out.result.page_sources[0]["annotations"] == 4  # the form field's value too
+    assert page_sources(out)[0]["annotations"] == 4  # the form field's value too
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -907,7 +916,7 @@ def test_scan_lying_on_its_side_or_upside_down_is_turned(turned, tmp_path):
                ctx_for("pdfium", tmp_path, tools=("tesseract",), ocr_dpi=150))
     assert out.status == "ok", out.error
     assert "seven wombats watch quietly" in out.text
-    (source,) = out.result.page_sources
+    (source,) = page_sources(out)
     assert source["confidence"] > 80
     if turned == 180:  # at 90° tesseract's own reading may already be good enough
         assert source["turned"] == 180
@@ -923,7 +932,7 @@ def test_real_annotations(tmp_path):
     assert out.text.index("The round pegs") < out.text.index("[annotation] Note in second")
     assert "[annotation] note over \"kinds\"\n\nLike in \"kinds of people\"" in out.text
     assert "Umlaut: äöüß" in out.text
-    assert out.result.page_sources[0]["annotations"] == 2
+    assert page_sources(out)[0]["annotations"] == 2
 
 
 def test_real_font_without_mapping(tmp_path):
@@ -959,7 +968,7 @@ def test_real_mixed_document(tmp_path):
     native, scanned = out.text.split("\f")
     assert "the round pegs in the square holes" in native.lower()
     assert "32 Track MIDI Sequence Recorder" in scanned
-    assert [s["source"] for s in out.result.page_sources] == ["native", "ocr"]
+    assert [s["source"] for s in page_sources(out)] == ["native", "ocr"]
 
 
 @needs_ocr
@@ -973,7 +982,7 @@ def test_two_caps_name_the_first_and_warn_of_the_second(tmp_path):
     out = read(b.build(), ctx)
     assert out.limit == "max_pages" and "2 of 3 pages" in out.text
     assert list(out.warnings) == ["ocr_max_pages reached: 1 of 2 pages to OCR"]
-    assert len(out.result.page_sources) == 2
+    assert len(page_sources(out)) == 2
 
 
 def test_c1_bytes_by_their_font_encoding():
@@ -996,7 +1005,7 @@ def test_pdftoppm_renders_what_pdfium_cannot_open(tmp_path):
     out = read(data, ctx)
     assert out.status == "ok", out.error
     assert out.extractor == "pdfplumber+tesseract" and "QUOKKA" in out.text
-    (source,) = out.result.page_sources
+    (source,) = page_sources(out)
     assert (source["source"], source["renderer"]) == ("ocr", "pdftoppm")
 
 

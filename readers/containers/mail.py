@@ -110,7 +110,7 @@ def _write_message(msg: Message, state: _State, depth: int) -> str:
     sink = state.sink
     state.defects(msg)
     lines = [f"{name}: {value}" for name in HEADERS if (value := _header(msg, name))]
-    sink.write("\n".join(lines) + "\n\n" if lines else "")
+    header_lines(sink, lines)
     try:
         body = msg.get_body(preferencelist=("plain", "html")) if isinstance(
             msg, EmailMessage) else None
@@ -131,6 +131,26 @@ def _write_message(msg: Message, state: _State, depth: int) -> str:
             continue  # another rendering of the body
         _write_attachment(part, state, depth)
     return _header(msg, "Subject")
+
+
+def header_lines(sink: TextSink, lines: list[str]) -> None:
+    """A message's header lines (``From: …``), then a blank line: one paragraph, a line
+    break between the headers."""
+    if not lines:
+        return
+    if not sink.structured:
+        sink.write("\n".join(lines) + "\n\n")
+        return
+    from ..render.events import LineBreak, Paragraph
+
+    sink.open(Paragraph())
+    for i, line in enumerate(lines):
+        if i:
+            sink.layout("\n")
+            sink.mark(LineBreak())
+        sink.write(line)
+    sink.close()
+    sink.layout("\n\n")
 
 
 def _addresses(msg: Message, name: str) -> list[str]:
@@ -192,11 +212,11 @@ def _write_attachment(part: Message, state: _State, depth: int) -> None:
         inner = part.get_payload()
         inner = inner[0] if isinstance(inner, list) and inner else None
         if not isinstance(inner, Message):
-            sink.write(f"[attachment: {shown} ({mime}): not read: empty]\n")
+            line_out(sink, f"[attachment: {shown} ({mime}): not read: empty]")
         elif depth >= MAX_DEPTH:
-            sink.write(f"[attachment: {shown} ({mime}): not read: nested too deep]\n")
+            line_out(sink, f"[attachment: {shown} ({mime}): not read: nested too deep]")
         else:
-            sink.write(f"[attachment: {shown} ({mime})]\n")
+            line_out(sink, f"[attachment: {shown} ({mime})]")
             _write_message(inner, state, depth + 1)
         return
     data = _payload(part)
@@ -204,6 +224,13 @@ def _write_attachment(part: Message, state: _State, depth: int) -> None:
     from .nested import attachment
 
     attachment(state.ctx, sink, line, data, name, state.caps)
+
+
+def line_out(sink: TextSink, line: str) -> None:
+    """One line of bastion's own (an attachment's) as a paragraph of its own."""
+    from .nested import line_out as out
+
+    out(sink, line)
 
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:

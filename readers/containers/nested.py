@@ -171,6 +171,35 @@ def printable(name: str) -> str:
                    else f"\\u{ord(c):04x}" for c in name)
 
 
+def line_out(sink: TextSink, line: str) -> None:
+    """One line of bastion's own (a member's header, an attachment's) into ``sink``: the line
+    and a line break; a paragraph of its own in the Markdown."""
+    if not sink.structured:
+        sink.write(line + "\n")
+        return
+    from ..render.events import Paragraph
+
+    sink.open(Paragraph())
+    sink.write(line)
+    sink.close()
+    sink.layout("\n")
+
+
+def _lines_out(sink: TextSink, text: str) -> None:
+    """Lines of bastion's own (``line\\n`` each), as :func:`line_out` writes them."""
+    if not sink.structured:
+        sink.write(text)
+        return
+    for line in text.splitlines():
+        line_out(sink, line)
+
+
+def _text_out(sink: TextSink, sub: TextSink, text: str) -> None:
+    """An embedded document's text (read into ``sub``), ending with a line break."""
+    shown = text if text.endswith("\n") or not text else text + "\n"
+    sink.include(sub, shown)
+
+
 def header(path: str, note: str = "") -> str:
     """The line that opens a member's text: ``=== member: dir/a.txt ===``; a member that gave
     no text says why: ``=== member: b.bin [unsupported: no reader for …] ===``."""
@@ -203,14 +232,14 @@ class Members:
 
     def _emit(self, line: str) -> None:
         if self.counts["ok"]:
-            self.sink.write(line)
+            _lines_out(self.sink, line)
         else:
             self._pending.append(line)
 
     def _flush_pending(self) -> None:
         if self._pending:
             pending, self._pending = self._pending, []
-            self.sink.write("".join(pending))
+            _lines_out(self.sink, "".join(pending))
 
     def next_member(self, path: str) -> None:
         """Called before each member is read: the member-count and deadline caps."""
@@ -242,7 +271,7 @@ class Members:
         """Detect and read one member's bytes, recursively; its text goes to the sink."""
         base = path.rstrip("/").rsplit("/", 1)[-1]
         room = max(self.sink.max_chars - self.sink.chars, 0)
-        sub = TextSink(room)
+        sub = self.sink.nested(room)
         inner_prefix = self.prefix + path + "!/"
         saved = getattr(self.ctx, "member_prefix", "")
         self.ctx.member_prefix = inner_prefix  # type: ignore[attr-defined]
@@ -272,7 +301,7 @@ class Members:
                 self._count(key, n)
             if text.strip():
                 self._flush_pending()
-                self.sink.write(text if text.endswith("\n") else text + "\n")
+                _text_out(self.sink, sub, text)
             return
         if not text.strip():
             self._count("empty")
@@ -281,8 +310,8 @@ class Members:
         self._count("ok")
         self.extractors.add(result.extractor)
         self._flush_pending()
-        self.sink.write(header(self.prefix + path))
-        self.sink.write(text if text.endswith("\n") else text + "\n")
+        _lines_out(self.sink, header(self.prefix + path))
+        _text_out(self.sink, sub, text)
 
     def _capped_text(self, path: str, sub: TextSink, cap: CapReached) -> None:
         text = sub.getvalue()
@@ -295,8 +324,8 @@ class Members:
         if text.strip():
             self._flush_pending()
             if not isinstance(inner, dict):
-                self.sink.write(header(self.prefix + path))
-            self.sink.write(text if text.endswith("\n") else text + "\n")
+                _lines_out(self.sink, header(self.prefix + path))
+            _text_out(self.sink, sub, text)
         elif not isinstance(inner, dict):
             self._count("limit")
             self._emit(header(self.prefix + path, f"limit: {cap.cap}: {cap.detail}"))
@@ -304,7 +333,7 @@ class Members:
             raise cap
         self.caps.append(cap)
         if text.strip() and not isinstance(inner, dict):
-            self.sink.write(f"[bastion: member truncated, {cap.cap} reached]\n")
+            line_out(self.sink, f"[bastion: member truncated, {cap.cap} reached]")
 
     def members(self) -> dict[str, int]:
         """The members' counts by outcome (``limit`` only when a cap stopped one)."""
@@ -348,23 +377,21 @@ def attachment(ctx: Context, sink: TextSink, line: str, data: bytes, name: str,
     readers.  A cap of the attachment alone (nesting depth, an archive's caps) ends only the
     attachment, noted in place and kept in ``caps`` for the message's record; a cap of the
     whole document is raised."""
-    sub = TextSink(max(sink.max_chars - sink.chars, 0))
+    sub = sink.nested(max(sink.max_chars - sink.chars, 0))
     note = ""
     try:
         ctx.read_nested(data, name, sub)
     except CapReached as cap:
-        sink.write(line + "]\n")
-        text = sub.getvalue()
-        sink.write(text if text.endswith("\n") or not text else text + "\n")
+        line_out(sink, line + "]")
+        _text_out(sink, sub, sub.getvalue())
         if cap.cap in DOCUMENT_CAPS:
             raise
         caps.append(cap)
-        sink.write(f"[bastion: attachment not read to its end, {cap.cap} reached]\n")
+        line_out(sink, f"[bastion: attachment not read to its end, {cap.cap} reached]")
         return
     except Unsupported as e:
         note = f": not read: {e.message}"
     except ReaderError as e:
         note = f": not read: {e.kind}: {e.message}"
-    text = sub.getvalue()
-    sink.write(line + note + "]\n")
-    sink.write(text if text.endswith("\n") or not text else text + "\n")
+    line_out(sink, line + note + "]")
+    _text_out(sink, sub, sub.getvalue())

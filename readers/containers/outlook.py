@@ -32,6 +32,7 @@ from ..errors import CapReached, CorruptDocument, ReaderError, Unsupported
 from ..metadata import DocMeta
 from ..text import textcodec
 from ..text.markup import html_to_text, prescan
+from .nested import line_out
 
 MSG = "application/vnd.ms-outlook"
 
@@ -251,8 +252,9 @@ def _attachment_storages(ole, prefix: str) -> list[str]:
 
 def _write_message(msg: _Msg, state: _State, level: int) -> str:
     sink = state.sink
-    lines = _headers(msg)
-    sink.write("\n".join(lines) + "\n\n" if lines else "")
+    from .mail import header_lines
+
+    header_lines(sink, _headers(msg))
     _body(msg, sink, state.ctx, state.warnings)
     for storage in _attachment_storages(state.ole, msg.prefix):
         _write_attachment(msg, storage, state, level)
@@ -273,15 +275,15 @@ def _write_attachment(msg: _Msg, storage: str, state: _State, level: int) -> Non
             cap = CapReached("max_depth", f"attached message {shown} nested deeper than "
                                           f"{state.ctx.limits.max_depth}")
             state.caps.append(cap)
-            sink.write(f"[attachment: {shown} (message/rfc822): not read: limit: max_depth]\n")
+            line_out(sink, f"[attachment: {shown} (message/rfc822): not read: limit: max_depth]")
             return
-        sink.write(f"[attachment: {shown} (message/rfc822)]\n")
+        line_out(sink, f"[attachment: {shown} (message/rfc822)]")
         _write_message(_Msg(state.ole, inner, top=False), state, level + 1)
         return
     data = msg.raw(PR_ATTACH_DATA, PT_BINARY, storage)
     if data is None:
-        sink.write(f"[attachment: {shown} ({mime}): not read: no data (a link or an OLE "
-                   "object)]\n")
+        line_out(sink, f"[attachment: {shown} ({mime}): not read: no data (a link or an OLE "
+                       "object)]")
         return
     line = f"[attachment: {shown} ({mime}, {len(data)} bytes)"
     from .nested import attachment

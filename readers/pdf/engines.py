@@ -1,8 +1,10 @@
-"""The text engines — PDFium, pdfplumber and pdftotext — as one protocol: a
-``{"meta": {"pages", "title", "outline", "info"}}`` event, then one ``{"page": n, "text": …}``
-(or ``{"page": n, "error": …}``) event per page (:func:`iter_pdf`); their versions, asked once
-per process (:func:`engine_version`); and ``bastion pdftext``, the protocol as JSON lines for a
-parent (:func:`pdftext_main`)."""
+"""The text engines — PDFium, pdfplumber and pdftotext — as one protocol of typed events: a
+:class:`~bastion.readers.pdf.pages.PdfMeta` (pages, title, outline, info), then one
+:class:`~bastion.readers.pdf.pages.PageText` per page (its text and annotations, or its error)
+(:func:`iter_pdf`); their versions, asked once per process (:func:`engine_version`); and
+``bastion pdftext``, the protocol as JSON lines for a parent (:func:`pdftext_main`:
+``{"meta": {"pages", "title", "outline", "info"}}``, then ``{"page": n, "text": …}`` or
+``{"page": n, "error": …}``)."""
 
 from __future__ import annotations
 
@@ -12,13 +14,14 @@ import io
 import json
 import logging
 import sys
-from typing import Any, BinaryIO, Generator, TextIO, cast
+from typing import Any, BinaryIO, Generator, TextIO, Union, cast
 
 from ..base import Context, Limits, MiB
 from ..errors import CorruptDocument, EncryptedDocument, ReaderError, ToolFailed
 from .annotations import Notes, miner_annotations, note_text
 from .info import INFO_KEYS
 from .outline import MinerOutline, PdfiumOutline, walk_outline
+from .pages import PageText, PdfMeta
 from .pdfium import PROBE_CHARS, Angles, Gaps, pdfium_api, pdfium_error
 from .text import clean_page, decode_text_string, first_line
 
@@ -28,7 +31,8 @@ OVER_OUTPUT = "pdf text over the output limit"
 MAX_INPUT_BYTES = 200 * MiB  # what ``pdftext_main`` reads from stdin
 BUILTIN_ENGINES = ("pdfium", "pdfplumber")
 
-Events = Generator[dict[str, Any], None, None]  # the meta event, then page events
+# the meta event, then the page events
+Events = Generator[Union[PdfMeta, PageText], None, None]
 
 
 # pdfplumber's words break at a gap over PLUMBER_WORD_GAP x the font size (its default, 3 points
@@ -37,7 +41,7 @@ Events = Generator[dict[str, Any], None, None]  # the meta event, then page even
 PLUMBER_WORD_GAP = 0.10
 
 
-def _pdfium_meta(pdf: Any) -> dict[str, Any]:
+def _pdfium_meta(pdf: Any) -> PdfMeta:
     """Page count, title and outline of an open PDFium document."""
     title = (pdf.get_metadata_value("Title") or "").replace("\x00", "").strip()
     try:
@@ -52,10 +56,7 @@ def _pdfium_meta(pdf: Any) -> dict[str, Any]:
             value = ""
         if value:
             info[key] = value
-    meta = {"pages": len(pdf), "title": title or None, "outline": outline}
-    if info:
-        meta["info"] = info
-    return meta
+    return PdfMeta(len(pdf), title or None, tuple(outline), info)
 
 
 def _pdfium_events(data: bytes, max_pages: int) -> Events:
@@ -74,7 +75,7 @@ def _pdfium_events(data: bytes, max_pages: int) -> Events:
         raise CorruptDocument(f"unreadable PDF: {reason}") from None
     try:
         n = len(pdf)
-        yield {"meta": _pdfium_meta(pdf)}
+        yield _pdfium_meta(pdf)
         api = pdfium_api()
         gaps, angles, reader_notes = Gaps(api), Angles(api), Notes(api)
         handle = ctypes.cast(pdf.raw, ctypes.c_void_p).value
@@ -125,12 +126,9 @@ def _pdfium_events(data: bytes, max_pages: int) -> Events:
                 finally:
                     api.close_page(page)
             except Exception as e:
-                yield {"page": i + 1, "error": f"{type(e).__name__}: {e}"}
+                yield PageText(i + 1, error=f"{type(e).__name__}: {e}")
                 continue
-            event: dict[str, Any] = {"page": i + 1, "text": clean_page(text.replace("\x02", "-"))}
-            if notes:
-                event["annotations"] = notes
-            yield event
+            yield PageText(i + 1, clean_page(text.replace("\x02", "-")), annotations=tuple(notes))
     finally:
         pdf.close()
 
@@ -209,10 +207,7 @@ def _pdfplumber_events(data: bytes, max_pages: int) -> Events:
         outline = walk_outline(MinerOutline(doc, numbers))
     except Exception:  # a broken outline costs the outline, never the text
         outline = []
-    meta: dict[str, Any] = {"pages": len(pages), "title": title, "outline": outline}
-    if info_text:
-        meta["info"] = info_text
-    yield {"meta": meta}
+    yield PdfMeta(len(pages), title, tuple(outline), info_text)
     for i, (objid, attrs) in enumerate(pages[:max_pages], 1):
         try:
             page = pdfplumber.page.Page(pdf, PDFPage(doc, objid, attrs, None), page_number=i)
@@ -225,12 +220,9 @@ def _pdfplumber_events(data: bytes, max_pages: int) -> Events:
             finally:
                 page.close()
         except Exception as e:
-            yield {"page": i, "error": f"{type(e).__name__}: {e}"}
+            yield PageText(i, error=f"{type(e).__name__}: {e}")
             continue
-        event: dict[str, Any] = {"page": i, "text": clean_page(text)}
-        if notes:
-            event["annotations"] = notes
-        yield event
+        yield PageText(i, clean_page(text), annotations=tuple(notes))
 
 
 def iter_pdf(data: bytes, engine: str, max_pages: int) -> Events:
@@ -244,14 +236,14 @@ def iter_pdf(data: bytes, engine: str, max_pages: int) -> Events:
 
 
 def pdftotext_events(
-    data: bytes, ctx: Context, max_pages: int, meta: dict[str, Any] | None,
+    data: bytes, ctx: Context, max_pages: int, meta: PdfMeta | None,
 ) -> Events:
     """pdftotext as an engine: ``-layout`` text split on its form feeds.  It gives no title or
     outline, so the meta is the one an engine already read, else PDFium's (read while
     pdftotext runs), else a page count.  The PDF goes to pdftotext's stdin as a memory file
     (``fd://0``): no scratch directory, nothing written to disk.  The annotation notes are
     PDFium's, read while pdftotext runs too (none when PDFium cannot open the file)."""
-    probed: list[dict[str, Any] | None] = []
+    probed: list[PdfMeta | None] = []
     notes: dict[int, list[str]] = {}
 
     def probe() -> None:
@@ -298,16 +290,13 @@ def pdftotext_events(
     pages = result.stdout.decode("utf-8", "replace").split("\f")
     if pages[-1].strip() == "":
         pages.pop()  # pdftotext ends every page, the last one too, with a form feed
-    yield {"meta": meta or {"pages": len(pages), "title": None, "outline": []}}
+    yield meta or PdfMeta(len(pages))
     for i, text in enumerate(pages, 1):
-        event: dict[str, Any] = {"page": i, "text": clean_page(text)}
         # poppler draws the appearance of some annotations (free text) into the page's text:
         # a note already there is not repeated
         flat = " ".join(text.split())
         found = [n for n in notes.get(i, ()) if " ".join(note_text(n).split()) not in flat]
-        if found:
-            event["annotations"] = found
-        yield event
+        yield PageText(i, clean_page(text), annotations=tuple(found))
 
 
 def engine_version(engine: str, ctx: Context) -> str | None:
@@ -383,7 +372,7 @@ def pdftext_main(argv: list[str], stdin: BinaryIO, stdout: TextIO) -> int:
         return 1
     try:
         for event in iter_pdf(data, engine, max_pages):
-            stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
+            stdout.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
         stdout.flush()
     except EncryptedDocument as e:
         print(e.message, file=sys.stderr)

@@ -1,11 +1,13 @@
-"""A PDF's outline (its bookmarks) walked into ``{"title", "page", "level"}`` entries, the
-same from PDFium as from pdfminer, within :data:`MAX_OUTLINE_ITEMS`."""
+"""A PDF's outline (its bookmarks) walked into :class:`~bastion.readers.pdf.pages.OutlineEntry`
+values (title, page, level), the same from PDFium as from pdfminer, within
+:data:`MAX_OUTLINE_ITEMS`."""
 
 from __future__ import annotations
 
 import ctypes
 from typing import Any, Hashable, Protocol
 
+from .pages import OutlineEntry
 from .pdfium import pdfium_api
 from .text import decode_text_string
 
@@ -22,14 +24,14 @@ class OutlineSource(Protocol):
     def page(self, node: Any) -> int | None: ...  # 1-based, None when unresolvable
 
 
-def walk_outline(src: OutlineSource) -> list[dict[str, Any]]:
-    """The outline in reading order: ``[{"title", "page", "level"}]``, level 1 at the top.
+def walk_outline(src: OutlineSource) -> list[OutlineEntry]:
+    """The outline in reading order, level 1 at the top.
 
     Depth first without recursion; an object seen before ends its chain (outlines can loop);
     at most ``MAX_OUTLINE_ITEMS`` items are visited; items without a resolvable page are left
     out, their children are not.
     """
-    items: list[dict[str, Any]] = []
+    items: list[OutlineEntry] = []
     seen: set[Hashable] = set()
     stack: list[tuple[Any, int]] = [(src.first_child(None), 1)]
     while stack and len(seen) < MAX_OUTLINE_ITEMS:
@@ -44,7 +46,7 @@ def walk_outline(src: OutlineSource) -> list[dict[str, Any]]:
         stack.append((src.first_child(node), level + 1))
         page = src.page(node)
         if page is not None:
-            items.append({"title": src.title(node), "page": page, "level": level})
+            items.append(OutlineEntry(src.title(node), page, level))
     return items
 
 

@@ -15,8 +15,8 @@ and measurements.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from ..base import Context, Document, Reader, ReadResult, TextSink
 from ..errors import (CapReached,
@@ -26,11 +26,13 @@ from ..errors import (CapReached,
                       ToolFailed,
                       Unsupported)
 from ..ocr.packs import TESSDATA
-from ..ocr.reader import NEEDS_TESSERACT, document_meta, provenance, tesseract_version
+from ..ocr.reader import NEEDS_TESSERACT, document_meta, tesseract_version
+from ..render.events import Heading, Note, PageBreak
 from .annotations import ANNOTATION_MARK, note_line
 from .engines import Events, engine_version, iter_pdf, pdftotext_events
 from .info import info_strings, metadata_text, pdf_meta
 from .ocrpass import OcrPass, ocr_pass
+from .pages import OcrProvenance, OutlineEntry, PageSource, PageText, PdfMeta
 from .text import clean_page, measure, page_kind, printable_ratio
 
 NO_TEXT_LAYER = "no text layer (scanned PDF?)"
@@ -43,7 +45,7 @@ MAX_PAGE_WARNINGS = 20
 class _Extraction:
     """One engine's pass over the document."""
 
-    meta: dict[str, Any]
+    meta: PdfMeta
     texts: list[str] = field(default_factory=list)  # pages 1…, "" for a failed page
     notes: list[list[str]] = field(default_factory=list)  # each page's annotation text
     errors: list[str] = field(default_factory=list)  # "page N: why"
@@ -54,15 +56,20 @@ class _Extraction:
 def _collect(events: Events, max_chars: int) -> _Extraction:
     """Run an engine to the end, or until its text is over the character budget."""
     try:
-        got = _Extraction(meta=next(events)["meta"])
+        meta = next(events)
+        if not isinstance(meta, PdfMeta):
+            raise TypeError("a PDF engine's first event is its meta")
+        got = _Extraction(meta=meta)
         chars = 0
         for event in events:
-            text = event.get("text", "")
-            if "error" in event:
-                got.errors.append(f"page {event['page']}: {event['error']}")
+            if not isinstance(event, PageText):
+                raise TypeError("a PDF engine's events after the meta are pages")
+            text = event.text
+            if event.error is not None:
+                got.errors.append(f"page {event.page}: {event.error}")
                 got.failed.add(len(got.texts))
             got.texts.append(text)
-            notes = event.get("annotations") or []
+            notes = list(event.annotations)
             got.notes.append(notes)
             chars += len(text) + 1 + sum(len(n) + len(ANNOTATION_MARK) + 1 for n in notes)
             if chars > max_chars:
@@ -99,39 +106,35 @@ def _finish(
     limits = ctx.limits
     version = engine_version(engine, ctx)
     texts = list(got.texts)
-    sources: list[dict[str, Any]] = []
-    for i, kind in enumerate(kinds):
-        entry: dict[str, Any] = {"page": i + 1, "source": "native", "engine": engine,
-                                 "version": version}
-        if i in got.failed:
-            entry["source"] = "failed"
-        sources.append(entry)
+    sources = [PageSource(page=i + 1, source="failed" if i in got.failed else "native",
+                          engine=engine, version=version) for i in range(len(kinds))]
     candidates = [i for i, k in enumerate(kinds) if k != "text" and i not in got.failed]
     ocr = ocr_pass(doc.data, candidates, kinds, ctx) if candidates else OcrPass()
     for i, (choice, renderer, dpi, turned) in ocr.done.items():
         found = choice.reading
         read_chars, own_chars = measure(found.text)[0], measure(texts[i])[0]
         if not read_chars:
-            sources[i]["ocr_unused"] = "read nothing"
+            sources[i] = replace(sources[i], ocr_unused="read nothing")
         elif kinds[i] == "short" and read_chars < 2 * own_chars:
             # OCR of a few words drops and misreads letters ("Test" -> "est"): a short text
             # layer stays unless OCR found text it lacks (a page number over a scan)
-            sources[i]["ocr_unused"] = "read no more than the text layer"
+            sources[i] = replace(sources[i], ocr_unused="read no more than the text layer")
         else:
             texts[i] = clean_page(found.text)
-            sources[i] = {"page": i + 1, "source": "ocr", "engine": "tesseract",
-                          "version": tesseract_version(ctx), "confidence": found.confidence,
-                          "renderer": renderer, "dpi": dpi, **provenance(choice)}
-            if turned:
-                sources[i]["turned"] = turned
+            sources[i] = PageSource(
+                page=i + 1, source="ocr", engine="tesseract", version=tesseract_version(ctx),
+                confidence=found.confidence, renderer=renderer, dpi=dpi,
+                ocr=OcrProvenance(tuple(choice.packs), choice.script or None,
+                                  choice.language or None, tuple(choice.missing)),
+                turned=turned or None)
     for i in ocr.blank:
-        sources[i]["blank"] = True
-    garbage = [i for i in candidates if kinds[i] == "garbage" and sources[i]["source"] != "ocr"]
+        sources[i] = replace(sources[i], blank=True)
+    garbage = [i for i in candidates if kinds[i] == "garbage" and sources[i].source != "ocr"]
     for i in garbage:  # never stored: a page of glyphs without a Unicode mapping
         ratio = printable_ratio(texts[i])
         texts[i] = ""
-        sources[i] = {**sources[i], "source": "dropped",
-                      "reason": f"garbage text ({ratio:.0%} printable)"}
+        sources[i] = replace(sources[i], source="dropped",
+                             reason=f"garbage text ({ratio:.0%} printable)")
     if garbage:
         why = "" if "tesseract" in ctx.tools else f", not OCRed: {NEEDS_TESSERACT}"
         warnings.append(f"{_page_list(garbage)}: garbage text dropped{why}")
@@ -139,7 +142,7 @@ def _finish(
     for pages, reason in ((ocr.untried, why), (ocr.capped, "ocr_max_pages reached"),
                           (ocr.stopped, "the deadline was near")):
         for i in pages:
-            sources[i]["not_ocred"] = reason
+            sources[i] = replace(sources[i], not_ocred=reason)
     unread = [i for i in ocr.untried if kinds[i] == "blank"]
     if unread:
         warnings.append(f"{_page_list(unread)}: no text layer, not OCRed: {why}")
@@ -147,33 +150,32 @@ def _finish(
         warnings.append(f"OCR page {i + 1}: {message}")
     if len(ocr.failed) > MAX_PAGE_WARNINGS:
         warnings.append(f"OCR failed on {len(ocr.failed) - MAX_PAGE_WARNINGS} more pages")
+    page_notes: list[list[str]] = [[] for _ in texts]
     for i, notes in enumerate(got.notes):
         if notes:
-            block = "\n".join(note_line(note) for note in notes)
-            texts[i] = f"{texts[i]}\n{block}" if texts[i] else block
-            sources[i]["annotations"] = len(notes)
-    pages_ocr = sum(1 for s in sources if s["source"] == "ocr")
+            page_notes[i] = [note_line(note) for note in notes]
+            sources[i] = replace(sources[i], annotations=len(notes))
+    pages_ocr = sum(1 for s in sources if s.source == "ocr")
     extractor = f"{engine}+tesseract" if pages_ocr else engine
-    kept = [ocr.done[i][0] for i, s in enumerate(sources) if s["source"] == "ocr"]
+    kept = [ocr.done[i][0] for i, s in enumerate(sources) if s.source == "ocr"]
     packs = document_meta([c for c, *_ in ocr.done.values()], kept)
-    outline = got.meta.get("outline")
-    doc_meta = pdf_meta(doc.data, info_strings(got.meta.get("info")), got.meta.get("pages"))
+    meta = got.meta
+    doc_meta = pdf_meta(doc.data, info_strings(dict(meta.info)), meta.pages)
     result = ReadResult(
-        extractor, pages=got.meta.get("pages"), title=got.meta.get("title"),
-        outline=tuple(outline) if outline is not None else None, page_sources=tuple(sources),
-        pages_ocr=pages_ocr, ocr_languages=packs.ocr_languages, ocr_missing=packs.ocr_missing,
-        ocr_packs=packs.ocr_packs).with_metadata(doc_meta)
-    if not any(t.strip() for t in texts):
+        extractor, pages=meta.pages, title=meta.title, outline=meta.outline,
+        page_sources=tuple(sources), pages_ocr=pages_ocr, ocr_languages=packs.ocr_languages,
+        ocr_missing=packs.ocr_missing, ocr_packs=packs.ocr_packs).with_metadata(doc_meta)
+    if not any(t.strip() or n for t, n in zip(texts, page_notes)):
         only = metadata_text(doc_meta)
         if not only:
             return replace(result, empty_reason=NO_TEXT_LAYER, warnings=tuple(warnings))
         # a scan whose only words are in its Info/XMP: those words are its text
         warnings.append(f"{NO_TEXT_LAYER}: the text is the document's metadata")
-        _write_pages(sink, [only], result, warnings)
+        _write_pages(sink, [only], [[]], (), result, warnings)
         return replace(result, warnings=tuple(warnings))
-    _write_pages(sink, texts, result, warnings)
+    _write_pages(sink, texts, page_notes, meta.outline, result, warnings)
     caps: list[tuple[str, str]] = []
-    n = got.meta["pages"]
+    n = meta.pages
     if n > limits.max_pages and not got.chars_full:
         caps.append(("max_pages", f"{limits.max_pages} of {n} pages"))
     if ocr.capped:
@@ -189,12 +191,20 @@ def _finish(
     return replace(result, warnings=tuple(warnings))
 
 
-def _write_pages(sink: TextSink, texts: list[str], result: ReadResult,
+def _write_pages(sink: TextSink, texts: list[str], notes: list[list[str]],
+                 outline: tuple[OutlineEntry, ...], result: ReadResult,
                  warnings: list[str]) -> None:
-    """Pages into the sink separated by form feeds; a character cap keeps the result and the
-    warnings so far."""
+    """Pages into the sink separated by form feeds, each page's annotation notes after its
+    text; a character cap keeps the result and the warnings so far.  A structured sink gets
+    the page structure too (:func:`_page_structure`)."""
     try:
-        for i, text in enumerate(texts):
+        if sink.structured:
+            _page_structure(sink, texts, notes, outline)
+            return
+        for i, (text, page_notes) in enumerate(zip(texts, notes)):
+            if page_notes:
+                block = "\n".join(page_notes)
+                text = f"{text}\n{block}" if text else block
             if i:
                 sink.write("\f")
             sink.write(text + "\n" if text else "")
@@ -203,9 +213,74 @@ def _write_pages(sink: TextSink, texts: list[str], result: ReadResult,
                          result=replace(result, warnings=tuple(warnings))) from None
 
 
+_SECTION_NUMBER = re.compile(r"^(?:\d+(?:\.\d+)*\.?|[A-Z]\.|[IVXLC]+\.)\s+")
+
+
+def _page_structure(sink: TextSink, texts: list[str], notes: list[list[str]],
+                    outline: tuple[OutlineEntry, ...]) -> None:
+    """The pages as the plain text has them, with what the PDF itself says of their
+    structure (no layout is guessed): a page break before each page after the first, the
+    outline's entries as headings — on the line of their page that holds their title, else
+    at the top of the page (in the Markdown only) — and the annotations as notes."""
+    def plain(line: str) -> str:  # a title or a line as compared: its section number aside
+        return _SECTION_NUMBER.sub("", " ".join(line.split())).casefold()
+
+    by_page: dict[int, list[OutlineEntry]] = {}
+    for entry in outline:
+        if entry.title.strip():
+            by_page.setdefault(entry.page, []).append(entry)
+    for i, (text, page_notes) in enumerate(zip(texts, notes)):
+        if i:
+            sink.layout("\f")
+            sink.mark(PageBreak(i + 1))
+        entries = by_page.get(i + 1, [])
+        lines = text.split("\n") if text else []
+        found: dict[int, OutlineEntry] = {}
+        for entry in entries:
+            want = plain(entry.title)
+            at = next((k for k, line in enumerate(lines) if k not in found
+                       and want and plain(line) == want), None)
+            if at is not None:
+                found[at] = entry
+            else:  # not on its page as a line of its own: the heading in the Markdown alone
+                sink.open(Heading(min(max(entry.level, 1), 6)))
+                sink.md(" ".join(entry.title.split()))
+                sink.close()
+        segments: list[tuple[OutlineEntry | None, str]] = []  # runs of lines, heading lines
+        run: list[str] = []
+        for k, line in enumerate(lines):
+            entry_here = found.get(k)
+            if entry_here is None:
+                run.append(line)
+                continue
+            if run:
+                segments.append((None, "\n".join(run)))
+                run = []
+            segments.append((entry_here, line))
+        if run:
+            segments.append((None, "\n".join(run)))
+        for k, (heading, part) in enumerate(segments):
+            if k:
+                sink.layout("\n")
+            if heading is None:
+                sink.write(part)  # its line breaks the text's own (soft breaks)
+            else:
+                sink.open(Heading(min(max(heading.level, 1), 6)))
+                sink.write(part)
+                sink.close()
+        for j, note in enumerate(page_notes):
+            if j or segments:
+                sink.layout("\n")
+            sink.open(Note("annotation"))
+            sink.write(note)
+            sink.close()
+        if segments or page_notes:
+            sink.layout("\n")
+
+
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     limits = ctx.limits
-    meta: dict[str, Any] | None = None
+    meta: PdfMeta | None = None
     failures: list[str] = []
     garbage: tuple[str, _Extraction, list[str]] | None = None  # the first all-garbage engine
     encrypted: EncryptedDocument | None = None

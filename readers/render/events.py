@@ -23,10 +23,7 @@ readers hold until its paragraph ends) is a list of ``(op, value)`` pairs, :data
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Union
-
-if TYPE_CHECKING:
-    from ..base import TextSink
+from typing import Any, Iterable, Protocol, Union
 
 # The ops of a recorded stream: (op, value)
 TEXT, LAYOUT, MD, OPEN, CLOSE, MARK = range(6)
@@ -155,7 +152,18 @@ Node = Union[Block, Link]
 Point = Union[PageBreak, LineBreak, Break, Fragment]
 
 
-def replay(events: Iterable[Event], sink: "TextSink") -> None:
+class Sink(Protocol):
+    """What receives the stream (:class:`bastion.readers.base.TextSink` and its kin)."""
+
+    def write(self, s: str) -> None: ...
+    def layout(self, s: str) -> None: ...
+    def md(self, s: str) -> None: ...
+    def open(self, node: Any) -> None: ...
+    def close(self) -> None: ...
+    def mark(self, node: Any) -> None: ...
+
+
+def replay(events: Iterable[Event], sink: Sink) -> None:
     """Send a recorded stream into ``sink``, in order."""
     for op, value in events:
         if op == TEXT:

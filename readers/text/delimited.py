@@ -30,6 +30,7 @@ from typing import Any, Iterator
 from . import textcodec
 from ..base import Context, Document, Reader, ReadResult, SinkBuffer, TextSink
 from ..errors import CapReached, CorruptDocument
+from ..render.events import CLOSE, LAYOUT, OPEN, TEXT, Cell, Row, Table
 
 # csv.Sniffer's quote guess is quadratic on quote-heavy text (25 s for 64 KiB of '"",'),
 # so the dialect is sniffed on a shorter sample: at most 0.3 s in that worst case.
@@ -129,20 +130,39 @@ def _dialect(data: bytes, choice: textcodec.Choice,
 
 
 class _Writer:
-    """Rows to the sink, buffered so a large table is a few big writes, not one per row."""
+    """Rows to the sink, buffered so a large table is a few big writes, not one per row (a
+    structured sink: the rows of one table, the first its header)."""
 
     def __init__(self, sink: TextSink) -> None:
         self.out = SinkBuffer(sink)
         self.rows = 0
+        self.structured = sink.structured
+        self.table_open = False
 
     def row(self, fields: list[str]) -> None:
         line = "\t".join(fields)
         if line.count("\t") != max(len(fields) - 1, 0) or "\n" in line or "\r" in line:
-            line = "\t".join(f.translate(_FIELD_SPACE) for f in fields)
+            fields = [f.translate(_FIELD_SPACE) for f in fields]
+            line = "\t".join(fields)
         self.rows += 1
-        self.out.put(line + "\n")
+        if not self.structured:
+            self.out.put(line + "\n")
+            return
+        events: list[tuple[int, Any]] = [] if self.table_open else [(OPEN, Table())]
+        self.table_open = True
+        events.append((OPEN, Row()))
+        for i, field in enumerate(fields):
+            if i:
+                events.append((LAYOUT, "\t"))
+            events += [(OPEN, Cell()), (TEXT, field), (CLOSE, None)]
+        events += [(CLOSE, None), (LAYOUT, "\n")]
+        self.out.put_events(events, len(line) + 1)
 
     def flush(self) -> None:
+        """Write what is buffered (at the end, or before a cap: the table ends there)."""
+        if self.table_open:
+            self.out.event(CLOSE)
+            self.table_open = False
         self.out.flush()
 
 
