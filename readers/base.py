@@ -242,11 +242,43 @@ class Document:
     mime: str
 
 
+@dataclass
+class ReadState:
+    """What the reading of one document keeps as it goes, declared: every level of the
+    documents inside it (archive members, attachments, objects in Office files, a decrypted
+    package) shares it through the context's ``state``, one per walked document.  A reader
+    keeps nothing else on the context."""
+
+    depth: int = 0  # how deep the document being read sits in the walked file (0: itself)
+    member_prefix: str = ""  # the path of the archive being read inside the walked file ("a.zip!/")
+    decrypting: bool = False  # a package decrypted with Office's default password is being read
+    unpacked: int = 0  # bytes decompressed from archives so far (Limits.max_unpacked_bytes)
+    # the monotonic time the first embedded document started, and the document's time budget
+    # then: no new member is started in the last share of it (readers/containers/nested.py)
+    nesting_started: float | None = None
+    nesting_budget_s: float | None = None
+    # the embedded documents' own metadata, {"path", "metadata"} (the sidecar's "embedded")
+    embedded: list[dict[str, Any]] = field(default_factory=list)
+    # the embedded documents' OCR facts, joined to the walked document's verdict
+    ocr_languages: set[str] = field(default_factory=set)
+    ocr_missing: set[str] = field(default_factory=set)
+    ocr_packs: dict[str, str | None] = field(default_factory=dict)
+
+
 class Context(Protocol):
     """What a reader may use besides its document (:class:`bastion.readers.runtime.context.LocalContext`)."""
 
     limits: Limits
     tools: dict[str, str]  # tool name -> absolute path, only the tools present and allowed
+    deadline: float  # the monotonic time the whole document must be read by
+    tools_used: set[str]  # the external tools that ran for this document
+    ocr_memo: Any  # the worker's readers/ocr/memo.OcrMemo (None: none)
+    state: ReadState  # the document's reading state, shared by its embedded documents
+
+    def time_left(self) -> float:
+        """Seconds until ``deadline`` (at least 0.1)."""
+        ...
+
     @property
     def tmpdir(self) -> Path:
         """The private scratch directory, emptied after each document."""

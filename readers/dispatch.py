@@ -289,25 +289,23 @@ def _languages(result: ReadResult, text: str,
 
 
 def _with_embedded(result: ReadResult, ctx: Context) -> ReadResult:
-    """``result`` with the metadata of the documents embedded in this one (gathered on the
-    context by :func:`bastion.readers.metadata.note_embedded`) as ``embedded``, and their
-    OCR facts (:func:`bastion.readers.containers.nested.note_ocr`) joined to its own."""
-    kept = getattr(ctx, "embedded_meta", None)
-    if kept:
-        result = replace(result, embedded=tuple(kept))
-        kept.clear()
-    seen = getattr(ctx, "nested_ocr", None)
-    if seen:
-        if seen.get("ocr_languages"):
-            result = replace(result, ocr_languages=tuple(sorted(
-                set(result.ocr_languages) | seen["ocr_languages"])))
-        if seen.get("ocr_missing"):
-            result = replace(result, ocr_missing=tuple(sorted(
-                set(result.ocr_missing) | seen["ocr_missing"])))
-        if seen.get("ocr_packs"):
-            result = replace(result, ocr_packs=dict(sorted(
-                {**seen["ocr_packs"], **(result.ocr_packs or {})}.items())))
-        seen.clear()
+    """``result`` with the metadata of the documents embedded in this one (gathered in the
+    reading state by :func:`bastion.readers.metadata.note_embedded`) as ``embedded``, and
+    their OCR facts (:func:`bastion.readers.containers.nested.note_ocr`) joined to its own."""
+    state = ctx.state
+    if state.embedded:
+        result = replace(result, embedded=tuple(state.embedded))
+        state.embedded.clear()
+    if state.ocr_languages:
+        result = replace(result, ocr_languages=tuple(sorted(
+            set(result.ocr_languages) | state.ocr_languages)))
+    if state.ocr_missing:
+        result = replace(result, ocr_missing=tuple(sorted(
+            set(result.ocr_missing) | state.ocr_missing)))
+    if state.ocr_packs:
+        result = replace(result, ocr_packs=dict(sorted(
+            {**state.ocr_packs, **(result.ocr_packs or {})}.items())))
+    state.ocr_languages, state.ocr_missing, state.ocr_packs = set(), set(), {}
     return result
 
 

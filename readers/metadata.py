@@ -247,16 +247,11 @@ class DocMeta:
 
 def note_embedded(ctx: Any, label: str, doc_meta: "DocMeta | None") -> None:
     """Keep an embedded document's metadata (an attachment, an archive member, an object in
-    an Office file) on the context, for the walked file's sidecar (``embedded``)."""
+    an Office file) in the reading state (``ctx.state.embedded``), for the walked file's
+    sidecar (``embedded``)."""
     own = doc_meta.to_json() if doc_meta else None
     if not own:
         return
-    kept = getattr(ctx, "embedded_meta", None)
-    if kept is None:
-        kept = []
-        try:
-            ctx.embedded_meta = kept
-        except AttributeError:
-            return
+    kept = ctx.state.embedded
     if len(kept) < MAX_EMBEDDED:
         kept.append({"path": clean(label, 4096) or "?", "metadata": own})

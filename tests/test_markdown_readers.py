@@ -353,3 +353,34 @@ def test_pdf_values_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         source.source = "ocr"  # type: ignore[misc]
     assert out.result.outline[0].to_json() == {"title": "Introduction", "page": 1, "level": 1}
+
+
+# ---------------------------------------------------------------------------- the read context
+
+
+def test_no_reader_sets_an_undeclared_attribute_on_the_context():
+    """What a reading keeps is declared (``ReadState``): the context refuses anything else,
+    and no reader module assigns to an attribute of a context."""
+    import ast
+    from pathlib import Path
+
+    ctx = LocalContext(Limits())
+    with pytest.raises(AttributeError):
+        ctx.depth = 1  # type: ignore[attr-defined]
+    root = Path(__file__).resolve().parent.parent / "readers"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.parent.name == "runtime":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = (node.targets if isinstance(node, ast.Assign) else
+                       [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            for t in targets:
+                if isinstance(t, ast.Attribute) and (
+                        (isinstance(t.value, ast.Name) and t.value.id == "ctx")
+                        or (isinstance(t.value, ast.Attribute) and t.value.attr == "ctx")):
+                    found.append(f"{path.relative_to(root)}:{node.lineno} ctx.{t.attr}")
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setattr" \
+                    and node.args and getattr(node.args[0], "id", "") == "ctx":
+                found.append(f"{path.relative_to(root)}:{node.lineno} setattr(ctx, …)")
+    assert found == []

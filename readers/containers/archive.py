@@ -360,7 +360,7 @@ def _read_7z(doc: Document, members: Members, ctx: Context) -> None:
             members.next_member(e["Path"])
             members.skip(e["Path"], "error", "the member needs a password", "encrypted")
         return
-    room = limits.max_unpacked_bytes - getattr(getattr(ctx, "nesting", None), "unpacked", 0)
+    room = limits.max_unpacked_bytes - ctx.state.unpacked
     over = total > room  # the members that fit are read, then the cap ends the document
     extracted = ctx.run_tool([exe, "x", "-so", "-bd", nopass, "--", where.name],
                              max_output=max(room, 0) if over else total + 1)
@@ -419,7 +419,7 @@ def _kind(doc: Document) -> str:
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     kind = _kind(doc)
-    members = Members(ctx, sink, getattr(ctx, "member_prefix", ""))
+    members = Members(ctx, sink, ctx.state.member_prefix)
     extractor = {ZIP: "zip", TAR: "tar", GZIP: "gzip", BZIP2: "bzip2", XZ: "xz",
                  SEVEN_Z: "7z"}[kind]
     try:

@@ -38,29 +38,19 @@ DEADLINE_RESERVE = 0.1  # share of the document's deadline kept back: no new mem
 MIN_RESERVE_S = 2.0
 
 
-class _Nesting:
-    """Per-document state shared by every level (kept on the context)."""
-
-    __slots__ = ("unpacked", "started", "budget_s")
-
-    def __init__(self, ctx: Context) -> None:
-        self.unpacked = 0
-        self.started = time.monotonic()
-        deadline = getattr(ctx, "deadline", None)
-        self.budget_s = (deadline - self.started) if deadline is not None else None
-
-
-def _nesting(ctx: Context) -> _Nesting:
-    state = getattr(ctx, "nesting", None)
-    if state is None:
-        state = _Nesting(ctx)
-        ctx.nesting = state  # type: ignore[attr-defined]
-    return state
+def _nesting(ctx: Context) -> None:
+    """Start the document's nesting clock (its first embedded document, or archive): the
+    time budget the deadline reserve is a share of (``ReadState.nesting_budget_s``)."""
+    state = ctx.state
+    if state.nesting_started is None:
+        state.nesting_started = time.monotonic()
+        state.nesting_budget_s = ctx.deadline - state.nesting_started
 
 
 def charge_unpacked(ctx: Context, n: int, where: str) -> None:
     """Count ``n`` decompressed bytes against the document's ``max_unpacked_bytes``."""
-    state = _nesting(ctx)
+    _nesting(ctx)
+    state = ctx.state
     state.unpacked += n
     cap = ctx.limits.max_unpacked_bytes
     if state.unpacked > cap:
@@ -70,12 +60,12 @@ def charge_unpacked(ctx: Context, n: int, where: str) -> None:
 def check_deadline(ctx: Context) -> None:
     """Raise ``CapReached("deadline_s")`` when too little of the document's time is left to
     start another member (the worker would be killed mid-member, losing all the text)."""
-    state = _nesting(ctx)
-    deadline = getattr(ctx, "deadline", None)
-    if deadline is None or state.budget_s is None:
+    _nesting(ctx)
+    budget = ctx.state.nesting_budget_s
+    if budget is None:
         return
-    reserve = max(MIN_RESERVE_S, DEADLINE_RESERVE * state.budget_s)
-    if deadline - time.monotonic() < reserve:
+    reserve = max(MIN_RESERVE_S, DEADLINE_RESERVE * budget)
+    if ctx.deadline - time.monotonic() < reserve:
         raise CapReached("deadline_s", f"stopped with {reserve:.0f} s of the deadline left")
 
 
@@ -115,22 +105,23 @@ def read_embedded(ctx: Context, data: bytes, name: str, sink: TextSink, *,
     ``deeper=False`` reads a document that replaces its container rather than sitting in it
     (a decrypted Office file) at the same depth.
     """
-    depth = getattr(ctx, "depth", 0)
+    state = ctx.state
+    depth = state.depth
     if deeper and depth >= ctx.limits.max_depth:
         raise CapReached("max_depth", f"{name} nested deeper than {ctx.limits.max_depth}")
     _nesting(ctx)
     mime, reader = select_for(ctx, data, name)
     if reader is None:
         raise Unsupported(f"no reader for {mime}")
-    ctx.depth = depth + (1 if deeper else 0)  # type: ignore[attr-defined]
+    state.depth = depth + (1 if deeper else 0)
     try:
         result = reader.read(Document(data, name, mime), sink, ctx)
     finally:
-        ctx.depth = depth  # type: ignore[attr-defined]
+        state.depth = depth
     if deeper:  # its own metadata, kept under its path for the walked file's sidecar
         from ..metadata import note_embedded
 
-        prefix = getattr(ctx, "member_prefix", "")
+        prefix = state.member_prefix
         inner = prefix[:-2] if prefix.endswith("!/") else ""
         label = inner if inner.rsplit("/", 1)[-1] == name else prefix + name
         note_embedded(ctx, label, result.metadata)
@@ -138,28 +129,17 @@ def read_embedded(ctx: Context, data: bytes, name: str, sink: TextSink, *,
     return result
 
 
-OCR_LISTS = ("ocr_languages", "ocr_missing")
-
-
 def note_ocr(ctx: Context, result: ReadResult) -> None:
-    """Keep an embedded document's OCR facts on the context, for the walked file's verdict
-    (:func:`bastion.readers.dispatch.read_document` adds them): the packs its reading used,
-    those missing, and the condition on the packs that keys it (``ocr_packs``), so that
+    """Keep an embedded document's OCR facts in the reading state, for the walked file's
+    verdict (:func:`bastion.readers.dispatch.read_document` adds them): the packs its reading
+    used, those missing, and the condition on the packs that keys it (``ocr_packs``), so that
     installing a pack re-reads the archive or e-mail whose scan could use it, as it re-reads
     the scan alone."""
-    if not (result.ocr_languages or result.ocr_missing or result.ocr_packs is not None):
-        return
-    seen = getattr(ctx, "nested_ocr", None)
-    if seen is None:
-        seen = {}
-        try:
-            ctx.nested_ocr = seen  # type: ignore[attr-defined]
-        except AttributeError:
-            return
-    for key in OCR_LISTS:
-        seen.setdefault(key, set()).update(getattr(result, key))
+    state = ctx.state
+    state.ocr_languages.update(result.ocr_languages)
+    state.ocr_missing.update(result.ocr_missing)
     if result.ocr_packs is not None:
-        seen.setdefault("ocr_packs", {}).update(result.ocr_packs)
+        state.ocr_packs.update(result.ocr_packs)
 
 
 def printable(name: str) -> str:
@@ -273,8 +253,9 @@ class Members:
         room = max(self.sink.max_chars - self.sink.chars, 0)
         sub = self.sink.nested(room)
         inner_prefix = self.prefix + path + "!/"
-        saved = getattr(self.ctx, "member_prefix", "")
-        self.ctx.member_prefix = inner_prefix  # type: ignore[attr-defined]
+        state = self.ctx.state
+        saved = state.member_prefix
+        state.member_prefix = inner_prefix
         try:
             result = read_embedded(self.ctx, data, base, sub)
         except CapReached as cap:
@@ -290,7 +271,7 @@ class Members:
             self._emit(header(self.prefix + path, f"error: {e.kind}: {e.message}"))
             return
         finally:
-            self.ctx.member_prefix = saved  # type: ignore[attr-defined]
+            state.member_prefix = saved
         self._result(path, sub, result)
 
     def _result(self, path: str, sub: TextSink, result: ReadResult) -> None:

@@ -270,7 +270,7 @@ def _write_attachment(msg: _Msg, storage: str, state: _State, level: int) -> Non
     mime = _one_line(msg.string(PR_ATTACH_MIME_TAG, storage)) or "application/octet-stream"
     inner = f"{storage}__substg1.0_{PR_ATTACH_DATA:04X}{PT_OBJECT:04X}/"
     if state.ole.exists(inner.rstrip("/")) and state.ole.exists(inner + "__properties_version1.0"):
-        depth = getattr(state.ctx, "depth", 0) + level + 1
+        depth = state.ctx.state.depth + level + 1
         if depth > state.ctx.limits.max_depth:
             cap = CapReached("max_depth", f"attached message {shown} nested deeper than "
                                           f"{state.ctx.limits.max_depth}")

@@ -195,9 +195,7 @@ def installed_packs(ctx: Context) -> dict[str, str | None]:
 
 
 def _used(ctx: Context) -> None:
-    used = getattr(ctx, "tools_used", None)
-    if used is not None:
-        used.add("tesseract")
+    ctx.tools_used.add("tesseract")
 
 
 def _recall(ctx: Context, call: str, warm: bool, image: Path | bytes,
@@ -206,7 +204,7 @@ def _recall(ctx: Context, call: str, warm: bool, image: Path | bytes,
     depends on (the call, the path that answers, the command and its version, the dpi, the
     image's bytes) — and the answer it holds (tesseract then counted as used), else
     :data:`ocrmemo.MISSING`; ``(None, None, MISSING)`` without a memo."""
-    memo = getattr(ctx, "ocr_memo", None)
+    memo = ctx.ocr_memo
     if memo is None:
         return None, None, ocrmemo.MISSING
     data = image if isinstance(image, bytes) else image.read_bytes()
@@ -243,8 +241,8 @@ def _ocr_warm(engine: tessapi.Engine, image: Path | bytes, ctx: Context, dpi: in
               timeout: float | None) -> OcrText:
     """:func:`ocr_image` in this process's engine, under what is left of the deadline."""
     _used(ctx)
-    left = ctx.time_left() if hasattr(ctx, "time_left") else None
-    limit = left if timeout is None else (timeout if left is None else min(timeout, left))
+    left = ctx.time_left()
+    limit = left if timeout is None else min(timeout, left)
     data = image if isinstance(image, bytes) else image.read_bytes()
     try:
         return parse_tsv(engine.tsv(data, dpi=dpi, timeout=limit))
@@ -338,7 +336,7 @@ def read_page(
         left = _left(ctx, timeout)
         return detect_osd(data, ctx, dpi, None if left is None else max(0.1, left))
 
-    languages = tuple(getattr(ctx.limits, "ocr_languages", (chooser.AUTO,)))
+    languages = tuple(ctx.limits.ocr_languages)
     try:
         return chooser.choose(recognise, detect, installed_packs(ctx), languages)
     except LookupError:
@@ -347,8 +345,8 @@ def read_page(
 
 def _left(ctx: Context, timeout: float | None) -> float | None:
     """What is left of ``timeout`` and of the document's deadline (None: no limit)."""
-    left = ctx.time_left() if hasattr(ctx, "time_left") else None
-    return left if timeout is None else (timeout if left is None else min(timeout, left))
+    left = ctx.time_left()
+    return left if timeout is None else min(timeout, left)
 
 
 def provenance(choice: chooser.PageChoice) -> dict[str, object]:

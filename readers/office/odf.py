@@ -206,6 +206,16 @@ class _Lists:
         levels = self.styles.get(style or "", {})
         return self.label(levels, top["counts"], len(self.open))
 
+    def label_paragraph(self, flow: Flow, attrs: dict[str, str]) -> None:
+        """Give the paragraph just opened its list item's label (a structured flow: a list
+        item, labelled or not)."""
+        listed = bool(self.open)
+        label = self.paragraph_label(attrs)
+        if label:
+            flow.set_label(label, len(self.open) - 1)
+        elif listed and flow.structured:  # a list item without a label of its own
+            flow.set_block(ListItem(len(self.open) - 1, ""))
+
     def heading_label(self, attrs: dict[str, str]) -> str:
         """The outline number of a heading outside a list (counted here)."""
         if not self.outline or (self.item_first and self.open):
@@ -315,6 +325,12 @@ class _Sheet:
             for line in drawings:
                 self.flow.emit(line)
             raise CapReached("max_parts", f"{self.flow.max_parts} drawing lines in one sheet")
+
+    def header_start(self, _attrs: dict[str, str]) -> None:
+        self.header_rows += 1  # table:table-header-rows: its rows are header rows
+
+    def header_end(self) -> None:
+        self.header_rows = max(self.header_rows - 1, 0)
 
     def row_start(self, attrs: dict[str, str]) -> None:
         repeat = max(to_int(attrs.get(TABLE + "number-rows-repeated"), 1), 1)
@@ -544,8 +560,9 @@ class _Content:
         }
         if flow.structured:  # what only the Markdown shows: links, table header rows
             self.starts.update({
-                TEXT + "a": self._link,
-                TABLE + "table-header-rows": self._header_rows,
+                TEXT + "a": lambda a: f.link_start(a.get(XLINK + "href", "")) if self.in_p
+                else None,
+                TABLE + "table-header-rows": sheet.header_start,
             })
         self.ends: dict[str, Callable[[], None]] = {
             TEXT + "p": self._p_end,
@@ -562,10 +579,8 @@ class _Content:
             **{tag: self._drawing_end for tag in _DRAWING_STARTS},
         }
         if flow.structured:
-            self.ends.update({
-                TEXT + "a": flow.link_end,
-                TABLE + "table-header-rows": self._header_rows_end,
-            })
+            self.ends.update({TEXT + "a": flow.link_end,
+                              TABLE + "table-header-rows": sheet.header_end})
 
     # -- dispatch --------------------------------------------------------------------------
 
@@ -679,12 +694,7 @@ class _Content:
         self.flow.open_para()
         first = self.lists.item_first
         if first and first[-1]:  # the first paragraph of a list item (checked here: hot)
-            listed = bool(self.lists.open)
-            label = self.lists.paragraph_label(attrs)
-            if label:
-                self.flow.set_label(label, len(self.lists.open) - 1)
-            elif listed and self.flow.structured:  # a list item without a label of its own
-                self.flow.set_block(ListItem(len(self.lists.open) - 1, ""))
+            self.lists.label_paragraph(self.flow, attrs)
         if self.shapes and self.shapes[-1]:
             self.flow.set_block(Heading(2))
 
@@ -696,16 +706,6 @@ class _Content:
         label = self.lists.heading_label(attrs)
         if label:
             self.flow.set_label(label)
-
-    def _link(self, attrs: dict[str, str]) -> None:
-        if self.in_p:
-            self.flow.link_start(attrs.get(XLINK + "href", ""))
-
-    def _header_rows(self, _attrs: dict[str, str]) -> None:
-        self.sheet.header_rows += 1
-
-    def _header_rows_end(self) -> None:
-        self.sheet.header_rows = max(self.sheet.header_rows - 1, 0)
 
     def _p_end(self) -> None:
         self.in_p -= 1

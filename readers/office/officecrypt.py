@@ -62,17 +62,18 @@ def decrypt_default(data: bytes, what: str = "document") -> bytes:
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     from ..containers.nested import read_embedded
 
-    if getattr(ctx, "decrypting", False):  # a decrypted package that is encrypted again
+    state = ctx.state
+    if state.decrypting:  # a decrypted package that is encrypted again
         raise EncryptedDocument("encrypted package inside an encrypted package")
     plain = decrypt_default(doc.data, "Office document")
-    ctx.decrypting = True  # type: ignore[attr-defined]
+    state.decrypting = True
     try:
         result = read_embedded(ctx, plain, doc.name, sink, deeper=False)
     except CapReached as cap:
         cap.extractor = f"{cap.extractor}+velvetsweatshop" if cap.extractor else None
         raise
     finally:
-        ctx.decrypting = False  # type: ignore[attr-defined]
+        state.decrypting = False
     return replace(result, extractor=f"{result.extractor}+velvetsweatshop",
                    warnings=(*result.warnings,
                              "decrypted with the default password VelvetSweatshop"),

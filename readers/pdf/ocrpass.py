@@ -226,9 +226,5 @@ def _try_turned(image: _PageImage, got: PageChoice, ctx: Context) -> tuple[PageC
 
 def _time_left(ctx: Context) -> float | None:
     """Seconds left of the document's deadline, less the reserve kept for writing the text
-    (OCR_RESERVE_S, or a tenth of a short ``tool_deadline_s``); None when the context has no
-    deadline."""
-    time_left = getattr(ctx, "time_left", None)
-    if not callable(time_left):
-        return None
-    return time_left() - min(OCR_RESERVE_S, 0.1 * ctx.limits.tool_deadline_s)
+    (OCR_RESERVE_S, or a tenth of a short ``tool_deadline_s``)."""
+    return ctx.time_left() - min(OCR_RESERVE_S, 0.1 * ctx.limits.tool_deadline_s)

@@ -128,12 +128,10 @@ class Markdown:
     closes what is open and gives the Markdown."""
 
     def __init__(self) -> None:
-        self.out: list[str] = []
-        self.frames: list[_Frame] = []
+        self.writer = _Writer()
+        self.frames = _Frames()
         self.implicit: _Frame | None = None  # text met outside any block
         self.overflow = 0  # opens past MAX_DEPTH, whose closes are ignored
-        self.lists: list[tuple[int, int]] = []  # open list items: (level, text column)
-        self.last = ""  # the kind of the last block written: "", "block", "item"
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -156,19 +154,8 @@ class Markdown:
         self._flush_implicit()
         if isinstance(node, _LEAVES):
             self._open_leaf(node)
-        elif isinstance(node, Row):
-            if not self._in(Table):
-                self.frames.append(_Frame(Table(), implicit=True))
-            frame = _Frame(node)
-            frame.header = node.header
-            self.frames.append(frame)
-        elif isinstance(node, Cell):
-            top = self._top()
-            if top is None or not isinstance(top.node, Row):
-                if not self._in(Table):
-                    self.frames.append(_Frame(Table(), implicit=True))
-                self.frames.append(_Frame(Row(), implicit=True))
-            self.frames.append(_Frame(node))
+        elif isinstance(node, (Row, Cell)):
+            self.frames.open_in_table(node)
         elif isinstance(node, Table):
             self._flush_open_leaf()
             frame = _Frame(node)
@@ -195,7 +182,7 @@ class Markdown:
             if not frame.absorbed:
                 self._render_leaf(frame)
         elif isinstance(node, Cell):
-            self._close_cell(frame)
+            self.frames.close_cell(frame)
         elif isinstance(node, Row):
             self._close_row(frame)
         elif isinstance(node, Table):
@@ -218,15 +205,15 @@ class Markdown:
         if isinstance(point, Break):
             return
         if isinstance(point, PageBreak):
-            if not self._in(Cell):
+            if not self.frames.inside(Cell):
                 self._flush_open_leaf()
                 self._place(f"<!-- page {int(point.page)} -->")
         elif isinstance(point, Fragment):
             body = point.markdown.strip("\n")
             if body:
                 self._flush_open_leaf()
-                if self._in(Cell):
-                    self._cell_part(_flatten_fragment(body))
+                if self.frames.inside(Cell):
+                    self.frames.cell_part(_flatten_fragment(body))
                 else:
                     self._place(body)
 
@@ -236,59 +223,29 @@ class Markdown:
         while self.frames:
             self.close()
         self._flush_implicit()
-        text = "".join(self.out)
+        text = "".join(self.writer.out)
         return text + "\n" if text else ""
 
     def note(self, line: str) -> None:
         """A line of bastion's own after the document (a cap's note), as a paragraph."""
         self.finish()
-        self.frames, self.implicit = [], None
+        self.frames, self.implicit = _Frames(), None
         self._place(line_start(escape(line)))
 
     # -- frames -----------------------------------------------------------------------------------
 
-    def _top(self) -> _Frame | None:
-        for frame in reversed(self.frames):
-            if not isinstance(frame.node, Link):
-                return frame
-        return None
-
-    def _in(self, kind: type) -> bool:
-        """Whether the innermost container of ``kind``'s sort is open: a cell (for Cell), a
-        table (for Table: one not inside a cell that is inside it)."""
-        for frame in reversed(self.frames):
-            if isinstance(frame.node, kind):
-                return True
-            if kind is Table and isinstance(frame.node, Cell):
-                return False
-        return False
-
     def _inline_frame(self, create: bool = True, into: bool = False) -> Any:
         """The frame text goes to: the innermost leaf or cell, else the text outside any
         block (made here when ``create``)."""
-        for frame in reversed(self.frames):
-            node = frame.node
-            if isinstance(node, Link):
-                continue
-            if isinstance(node, _LEAVES) or isinstance(node, Cell):
-                while frame.absorbed:  # an absorbed paragraph writes into its leaf
-                    frame = self._absorber(frame)
-                return frame
-            break
+        found = self.frames.leaf()
+        if found is not None:
+            return found
         if self.implicit is None:
             if not create:
                 return _Frame(Paragraph()) if into else None
             self._end_implicit_table(None)
             self.implicit = _Frame(Paragraph(), implicit=True)
         return self.implicit
-
-    def _absorber(self, frame: _Frame) -> _Frame:
-        i = self.frames.index(frame)
-        for outer in reversed(self.frames[:i]):
-            if isinstance(outer.node, _LEAVES) or isinstance(outer.node, Cell):
-                return outer
-        frame.absorbed = False
-        return frame
 
     def _end_implicit_table(self, opening: Any) -> None:
         """A table or row no event opened ends at anything but the next row or cell."""
@@ -339,13 +296,13 @@ class Markdown:
 
     def _render_leaf(self, frame: _Frame) -> None:
         node = frame.node
-        if self._in(Cell):
-            text = self._inline(frame, cell=True)
+        if self.frames.inside(Cell):
+            text = _inline(frame, cell=True)
             if isinstance(node, ListItem) and text and not frame.flushed:
                 label = node.label.strip()
                 text = (escape(label) + " " if label else "") + text
             if text:
-                self._cell_part(text)
+                self.frames.cell_part(text)
             return
         if isinstance(node, Code):
             body = "".join(v for k, v in frame.inline if k == "t").strip("\n")
@@ -353,68 +310,154 @@ class Markdown:
                 self._place(_fence(body, node.language))
             return
         if frame.implicit:
-            raw = self._inline(frame, cell=False, soft=True)
+            raw = _inline(frame, cell=False, soft=True)
             for para in _BLANK_LINES.split(raw):
                 lines = [line_start(ln) for ln in para.split("\n")]
-                body = "\n".join(ln for ln in lines if ln)
+                body = "\n".join(ln for ln in lines if ln.strip())
                 if body:
                     self._place(body)
             return
-        text = self._inline(frame, cell=False)
-        lines = [line_start(ln) for ln in text.split(_HARD)]
-        lines = [ln for ln in lines if ln]
+        lines = [ln for ln in (line_start(ln) for ln in _inline(frame, cell=False).split(_HARD))
+                 if ln.strip()]
         if not lines:
             return
-        if isinstance(node, Heading):
-            body = _TRAILING_HASHES.sub(r"\1\\\2", " ".join(lines))
-            self._place("#" * min(max(node.level, 1), 6) + " " + body)
-        elif isinstance(node, ListItem) and not frame.flushed:
-            self._place_item(node, lines)
-        elif isinstance(node, Caption):
-            self._place("*" + " ".join(lines) + "*")
-        elif isinstance(node, Note):
-            self._place("\\\n".join("> " + ln for ln in lines))
-        else:
-            continues = self._in_item() or (isinstance(node, ListItem) and frame.flushed)
-            self._place("\\\n".join(lines), continues=continues)
-
-    def _inline(self, frame: _Frame, cell: bool, soft: bool = False) -> str:
-        """A leaf's inline text: escaped text, links, breaks (``<br>`` in a cell, else
-        :data:`_HARD`, or a line break in text outside any block)."""
-        out: list[str] = []
-        link: list[str] | None = None
-        target: str | None = None
-        brk = "<br>" if cell else _HARD
-        newline = brk if not soft else ("<br>" if cell else "\n")
-        for kind, value in frame.inline:
-            dest = link if link is not None else out
-            if kind == "t":
-                s = escape(value)
-                if "\n" in s:
-                    s = s.replace("\r", "").replace("\n", newline)
-                if "\t" in s and cell:
-                    s = s.replace("\t", " ")
-                dest.append(s)
-            elif kind == "br":
-                dest.append(brk)
-            elif kind == "lo":
-                if link is None:
-                    link, target = [], link_target(value)
-            elif link is not None:  # "lc"
-                out.append(_link(link, target))
-                link = None
-        if link is not None:
-            out.append(_link(link, target))
-        text = "".join(out)
-        if cell:
-            parts = [p.strip() for p in text.replace(_HARD, "<br>").split("<br>")]
-            return "<br>".join(p for p in parts if p)
-        return text.strip(" \t\n" + _HARD)
+        if isinstance(node, ListItem) and not frame.flushed and not self.frames.inside(Table):
+            self.writer.item(node, lines)
+            return
+        continues = self._in_item() or (isinstance(node, ListItem) and frame.flushed)
+        self._place(_block(node, lines, frame.flushed), continues=continues)
 
     def _in_item(self) -> bool:
         return any(isinstance(f.node, ListItem) for f in self.frames)
 
-    def _place_item(self, node: ListItem, lines: list[str]) -> None:
+    # -- tables -----------------------------------------------------------------------------------
+
+    def _close_row(self, frame: _Frame) -> None:
+        table = self.frames.top()
+        if table is None or not isinstance(table.node, Table):
+            return
+        if self.frames.inside(Cell):  # a table inside a cell: flattened when it ends
+            table.rows.append((frame.cells, frame.header))
+        else:
+            _table_row(table, frame.cells, frame.header, self.writer)
+
+    def _close_table(self, frame: _Frame) -> None:
+        if self.frames.inside(Cell):
+            flat = _flat_table(frame)
+            if flat:
+                self.frames.cell_part(flat)
+        elif not frame.streaming and frame.rows:  # (a streaming one's rows are written)
+            _write_table(frame, self.writer)
+        for block in frame.deferred:
+            self._place(block)
+
+    # -- output -----------------------------------------------------------------------------------
+
+    def _place(self, block: str, continues: bool = False) -> None:
+        """Write a rendered block where it belongs: into the open cell (flattened), after
+        the open table (when it came between its rows), else at the top level."""
+        if self.frames.inside(Cell):
+            self.frames.cell_part(_flatten_fragment(block))
+            return
+        for frame in reversed(self.frames):
+            if isinstance(frame.node, Table):
+                frame.deferred.append(block)
+                return
+        if continues and self.writer.continuation(block):
+            return
+        self.writer.write(block, "block")
+
+
+class _Frames(list[_Frame]):
+    """The open nodes, innermost last."""
+
+    def top(self) -> _Frame | None:
+        """The innermost open node that is not a link."""
+        for frame in reversed(self):
+            if not isinstance(frame.node, Link):
+                return frame
+        return None
+
+    def inside(self, kind: type) -> bool:
+        """Whether the innermost container of ``kind``'s sort is open: a cell (for Cell), a
+        table (for Table: one not inside a cell that is inside it)."""
+        for frame in reversed(self):
+            if isinstance(frame.node, kind):
+                return True
+            if kind is Table and isinstance(frame.node, Cell):
+                return False
+        return False
+
+    def open_in_table(self, node: Row | Cell) -> None:
+        """Open a row or a cell, in a table (and a row) no event opened when none is."""
+        top = self.top()
+        if isinstance(node, Cell) and top is not None and isinstance(top.node, Row):
+            self.append(_Frame(node))
+            return
+        if not self.inside(Table):
+            self.append(_Frame(Table(), implicit=True))
+        if isinstance(node, Cell):
+            self.append(_Frame(Row(), implicit=True))
+        frame = _Frame(node)
+        frame.header = isinstance(node, Row) and node.header
+        self.append(frame)
+
+    def cell_part(self, text: str) -> None:
+        """A block met in the open cell, after the cell's own text so far."""
+        for frame in reversed(self):
+            if isinstance(frame.node, Cell):
+                if _has_text(frame.inline):
+                    frame.parts.append(_inline(frame, cell=True))
+                    frame.inline = []
+                frame.parts.append(text)
+                return
+
+    def close_cell(self, frame: _Frame) -> None:
+        """A cell ends (``frame``, just taken off): its text, its parts joined by ``<br>``,
+        joins its row."""
+        own = _inline(frame, cell=True)
+        text = "<br>".join(p for p in frame.parts + [own] if p)
+        node = frame.node
+        colspan = min(max(int(node.colspan), 1), MAX_SPAN)
+        rowspan = min(max(int(node.rowspan), 1), MAX_SPAN)
+        row = self.top()
+        if row is not None and isinstance(row.node, Row):
+            row.cells.append((text, colspan, rowspan))
+
+    def leaf(self) -> _Frame | None:
+        """The innermost open leaf or cell (what its absorbed paragraphs write into), None
+        when a container (a table, a row, a section) is innermost."""
+        for frame in reversed(self):
+            node = frame.node
+            if isinstance(node, Link):
+                continue
+            if isinstance(node, _LEAVES) or isinstance(node, Cell):
+                while frame.absorbed:  # an absorbed paragraph writes into its leaf
+                    frame = self._absorber(frame)
+                return frame
+            return None
+        return None
+
+    def _absorber(self, frame: _Frame) -> _Frame:
+        i = self.index(frame)
+        for outer in reversed(self[:i]):
+            if isinstance(outer.node, _LEAVES) or isinstance(outer.node, Cell):
+                return outer
+        frame.absorbed = False
+        return frame
+
+
+class _Writer:
+    """The Markdown written so far, and what the next block's separator and indentation
+    depend on: the open list items (their level and the column their text starts at) and
+    the kind of the last block written."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.lists: list[tuple[int, int]] = []  # open list items: (level, text column)
+        self.last = ""  # the kind of the last block written: "", "block", "item", "itemcont"
+
+    def item(self, node: ListItem, lines: list[str]) -> None:
         level = max(node.level, 0)
         if self.last not in ("item", "itemcont"):
             self.lists.clear()
@@ -433,103 +476,111 @@ class Markdown:
         pad = " " * (indent + len(marker))
         body = (" " * indent + marker + lines[0]
                 + "".join("\\\n" + pad + ln for ln in lines[1:]))
-        self._write(body, "item")
+        self.write(body, "item")
 
-    # -- tables -----------------------------------------------------------------------------------
+    def continuation(self, block: str) -> bool:
+        """Write ``block`` as a further paragraph of the open list item; False when no item
+        is open."""
+        if self.last not in ("item", "itemcont") or not self.lists:
+            return False
+        pad = " " * self.lists[-1][1]
+        self.out.append("\n\n" + "\n".join(pad + ln if ln else ln for ln in block.split("\n")))
+        self.last = "itemcont"  # the next item after a blank line (a "2." cannot interrupt
+        return True             # a paragraph)
 
-    def _cell_part(self, text: str) -> None:
-        """A block met in the open cell, after the cell's own text so far."""
-        for frame in reversed(self.frames):
-            if isinstance(frame.node, Cell):
-                if _has_text(frame.inline):
-                    frame.parts.append(self._inline(frame, cell=True))
-                    frame.inline = []
-                frame.parts.append(text)
-                return
-
-    def _close_cell(self, frame: _Frame) -> None:
-        own = self._inline(frame, cell=True)
-        parts = frame.parts + ([own] if own else [])
-        text = "<br>".join(p for p in parts if p)
-        node = frame.node
-        colspan = min(max(int(node.colspan), 1), MAX_SPAN)
-        rowspan = min(max(int(node.rowspan), 1), MAX_SPAN)
-        row = self._top()
-        if row is not None and isinstance(row.node, Row):
-            row.cells.append((text, colspan, rowspan))
-
-    def _close_row(self, frame: _Frame) -> None:
-        table = self._top()
-        if table is None or not isinstance(table.node, Table):
-            return
-        if self._in(Cell):  # a table inside a cell: flattened when it ends
-            table.rows.append((frame.cells, frame.header))
-            return
-        cells = _lay_out(frame.cells, table.carry)
-        if table.streaming:
-            self.out.append("\n" + _row_line(_fit(cells, table.width)))
-            return
-        table.rows.append(([(c, 1, 1) for c in cells], frame.header))
-        table.chars += sum(len(c) for c in cells) + len(cells)
-        if len(table.rows) >= TABLE_ROWS or table.chars >= TABLE_CHARS:
-            self._start_streaming(table)
-
-    def _start_streaming(self, table: _Frame) -> None:
-        """Write a long table's header and the rows so far; later rows are written as they
-        come, fitted to this width."""
-        rows = [[c for c, _, _ in cells] for cells, _ in table.rows]
-        table.width = min(max([table.width] + [len(r) for r in rows]), MAX_COLUMNS) or 1
-        self._write("\n".join(_table_lines(rows, table.width)), "block")
-        table.rows = []
-        table.streaming = True
-
-    def _close_table(self, frame: _Frame) -> None:
-        if self._in(Cell):
-            lines = []
-            for cells, _ in frame.rows:
-                texts = [c for c, _, _ in cells]
-                while texts and not texts[-1]:
-                    texts.pop()
-                if texts:
-                    lines.append(" \\| ".join(texts))
-            if lines:
-                self._cell_part("<br>".join(lines))
-        elif frame.streaming:
-            pass  # its rows are written
-        elif frame.rows:
-            rows = [[c for c, _, _ in cells] for cells, _ in frame.rows]
-            width = min(max([frame.width] + [len(r) for r in rows]), MAX_COLUMNS) or 1
-            self._write("\n".join(_table_lines(rows, width)), "block")
-        for block in frame.deferred:
-            self._place(block)
-
-    # -- output -----------------------------------------------------------------------------------
-
-    def _place(self, block: str, continues: bool = False) -> None:
-        """Write a rendered block where it belongs: into the open cell (flattened), after
-        the open table (when it came between its rows), else at the top level."""
-        if self._in(Cell):
-            self._cell_part(_flatten_fragment(block))
-            return
-        for frame in reversed(self.frames):
-            if isinstance(frame.node, Table):
-                frame.deferred.append(block)
-                return
-        if continues and self.last in ("item", "itemcont") and self.lists:
-            pad = " " * self.lists[-1][1]
-            self.out.append("\n\n" + "\n".join(pad + ln if ln else ln
-                                               for ln in block.split("\n")))
-            self.last = "itemcont"  # the next item after a blank line (a "2." cannot
-            return                  # interrupt a paragraph)
-        self._write(block, "block")
-
-    def _write(self, block: str, kind: str) -> None:
+    def write(self, block: str, kind: str) -> None:
         if self.out:
             self.out.append("\n" if kind == "item" and self.last == "item" else "\n\n")
         self.out.append(block)
         self.last = kind
         if kind != "item":
             self.lists.clear()
+
+
+
+
+def _inline(frame: _Frame, cell: bool, soft: bool = False) -> str:
+    """A leaf's inline text: escaped text, links, breaks (``<br>`` in a cell, else
+    :data:`_HARD`, or a line break in text outside any block)."""
+    out: list[str] = []
+    link: list[str] | None = None
+    target: str | None = None
+    brk = "<br>" if cell else _HARD
+    newline = brk if not soft else ("<br>" if cell else "\n")
+    for kind, value in frame.inline:
+        dest = link if link is not None else out
+        if kind == "t":
+            s = escape(value)
+            if "\n" in s:
+                s = s.replace("\r", "").replace("\n", newline)
+            if "\t" in s and cell:
+                s = s.replace("\t", " ")
+            dest.append(s)
+        elif kind == "br":
+            dest.append(brk)
+        elif kind == "lo":
+            if link is None:
+                link, target = [], link_target(value)
+        elif link is not None:  # "lc"
+            out.append(_link(link, target))
+            link = None
+    if link is not None:
+        out.append(_link(link, target))
+    text = "".join(out)
+    if cell:
+        parts = [p.strip() for p in text.replace(_HARD, "<br>").split("<br>")]
+        return "<br>".join(p for p in parts if p)
+    return text.strip(" \t\n" + _HARD)
+
+
+def _block(node: Any, lines: list[str], flushed: bool) -> str:
+    """A leaf block's Markdown from its text's lines (escaped, hard breaks between them)."""
+    if isinstance(node, Heading):
+        body = _TRAILING_HASHES.sub(r"\1\\\2", " ".join(lines))
+        return "#" * min(max(node.level, 1), 6) + " " + body
+    if isinstance(node, ListItem) and not flushed:  # an item between a table's rows
+        return "- " + "\\\n".join(lines)
+    if isinstance(node, Caption):
+        return "*" + " ".join(lines) + "*"
+    if isinstance(node, Note):
+        return "\\\n".join("> " + ln for ln in lines)
+    return "\\\n".join(lines)
+
+
+def _table_row(table: _Frame, cells: list[tuple[str, int, int]], header: bool,
+               writer: _Writer) -> None:
+    """A row of a top-level table: held (its spans laid out) until the table's width is
+    known, or, once a long table is written as it goes, written fitted to its width."""
+    laid = _lay_out(cells, table.carry)
+    if table.streaming:
+        writer.out.append("\n" + _row_line(_fit(laid, table.width)))
+        return
+    table.rows.append(([(c, 1, 1) for c in laid], header))
+    table.chars += sum(len(c) for c in laid) + len(laid)
+    if len(table.rows) >= TABLE_ROWS or table.chars >= TABLE_CHARS:
+        _write_table(table, writer)  # its header and rows so far; the next as they come
+        table.rows = []
+        table.streaming = True
+
+
+def _write_table(table: _Frame, writer: _Writer) -> None:
+    """The rows held as a GFM table, as wide as the widest row (or the declared width)."""
+    rows = [[c for c, _, _ in cells] for cells, _ in table.rows]
+    table.width = min(max([table.width] + [len(r) for r in rows]), MAX_COLUMNS) or 1
+    writer.write("\n".join(_table_lines(rows, table.width)), "block")
+
+
+def _flat_table(table: _Frame) -> str:
+    """A table inside a cell, as the cell's text: cells joined by `` \\| ``, rows by
+    ``<br>``."""
+    lines = []
+    for cells, _ in table.rows:
+        texts = [c for c, _, _ in cells]
+        while texts and not texts[-1]:
+            texts.pop()
+        if texts:
+            lines.append(" \\| ".join(texts))
+    return "<br>".join(lines)
 
 
 def _link(inner: list[str], target: str | None) -> str:

@@ -16,7 +16,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..base import Context, Limits, TextSink, ToolResult
+from ..base import Context, Limits, ReadState, TextSink, ToolResult
 from .toolcall import run_tool
 
 if TYPE_CHECKING:
@@ -32,8 +32,13 @@ class LocalContext:
 
     The worker builds one per document; tests build one to call a reader directly.  Embedded
     documents (attachments, archive members) are read through ``nested`` and chosen with
-    :meth:`select`, on the ``registry`` the builder gave (default: the built-in one).
+    :meth:`select`, on the ``registry`` the builder gave (default: the built-in one).  Its
+    attributes are declared (``__slots__``): what a reading keeps is its ``state``
+    (:class:`~bastion.readers.base.ReadState`), and setting anything else fails.
     """
+
+    __slots__ = ("registry", "limits", "tools", "_tmpdir", "deadline", "state", "tools_used",
+                 "nested", "ocr_memo", "__weakref__")
 
     def __init__(
         self, limits: Limits | None = None, tools: dict[str, str] | None = None,
@@ -51,7 +56,7 @@ class LocalContext:
         self.deadline = deadline if deadline is not None else (
             time.monotonic() + self.limits.tool_deadline_s
         )
-        self.depth = 0
+        self.state = ReadState()  # what the reading keeps, shared by embedded documents
         self.tools_used: set[str] = set()  # the tools that ran for this document
         self.nested = nested
         # the worker's readers/ocrmemo.OcrMemo: images OCRed already in the run (None: none)
