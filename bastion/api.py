@@ -21,7 +21,8 @@ __all__ = ["extract_file", "extract_bytes", "sweep", "records", "read_summary"]
 
 
 def extract_file(path: str | os.PathLike[str], *, limits: Limits | None = None,
-                 tools: Tools = "auto", name: str | None = None) -> Result:
+                 tools: Tools = "auto", name: str | None = None,
+                 markdown: bool = False) -> Result:
     """Read one file in a sandboxed worker (deadline, output and memory caps) and return its
     :class:`Result`.  A document that cannot be read is a result with ``status`` ``error``,
     never an exception; a path that is missing, a directory or not a regular file raises
@@ -29,17 +30,18 @@ def extract_file(path: str | os.PathLike[str], *, limits: Limits | None = None,
 
     ``limits``: the per-document budgets (default :class:`bastion.readers.base.Limits`); ``tools``:
     ``"auto"`` (the known tools on PATH), ``None`` (built-in readers only) or a list of tool
-    names; ``name``: the file name to choose the reader by (default the path's).  The
-    workers are kept for the next call with the same limits and tools, and stopped at exit.
+    names; ``name``: the file name to choose the reader by (default the path's);
+    ``markdown=True``: the result holds the text's Markdown too (``Result.markdown``).  The
+    workers are kept for the next call with the same settings, and stopped at exit.
     """
-    return default_extractor(limits, tools).extract_file(path, name=name)
+    return default_extractor(limits, tools, markdown).extract_file(path, name=name)
 
 
 def extract_bytes(data: bytes, name: str | None = None, *, limits: Limits | None = None,
-                  tools: Tools = "auto") -> Result:
+                  tools: Tools = "auto", markdown: bool = False) -> Result:
     """:func:`extract_file` for a document in memory; ``name`` (e.g. ``"q3.xlsx"``) helps
     choose the reader as a file name would (the content decides first)."""
-    return default_extractor(limits, tools).extract_bytes(data, name)
+    return default_extractor(limits, tools, markdown).extract_bytes(data, name)
 
 
 class _Tee(io.TextIOBase):

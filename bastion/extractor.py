@@ -73,6 +73,9 @@ class Result:
     verdict: Verdict  # the same fields as the store and the records keep them
     metadata: DocMeta = DocMeta()  # what the document declares about itself (the sidecar's)
     embedded: tuple[tuple[str, DocMeta], ...] = ()  # its embedded documents' own, by path
+    # the text's Markdown (an extractor made with markdown=True; ok only): CommonMark with
+    # GFM tables, from the same reading as ``text`` (docs/readers.md)
+    markdown: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -92,7 +95,7 @@ def _outline(meta: dict[str, Any]) -> tuple[OutlineEntry, ...]:
 
 
 def _result(name: str, mime: str, sha256: str, size: int, verdict: Verdict, text: str,
-            meta: dict[str, Any]) -> Result:
+            meta: dict[str, Any], markdown: str | None = None) -> Result:
     return Result(
         name=name, status=verdict.status, text=text if verdict.status is Status.OK else "",
         mime=mime, extractor=verdict.extractor, sha256=sha256, size=size, chars=verdict.chars,
@@ -100,7 +103,8 @@ def _result(name: str, mime: str, sha256: str, size: int, verdict: Verdict, text
         error_kind=verdict.error_kind, limit=verdict.limit, tools_used=verdict.tools_used,
         warnings=verdict.warnings, pages_ocr=verdict.pages_ocr, members=verdict.members,
         encoding_source=verdict.encoding_source, verdict=verdict,
-        metadata=DocMeta.from_json(meta.get("metadata")), embedded=_embedded(meta))
+        metadata=DocMeta.from_json(meta.get("metadata")), embedded=_embedded(meta),
+        markdown=markdown if verdict.status is Status.OK else None)
 
 
 def _embedded(meta: dict[str, Any]) -> tuple[tuple[str, DocMeta], ...]:
@@ -195,11 +199,13 @@ class Extractor:
     ``extra_readers`` names modules whose ``READER`` goes before the registry (an embedding
     program's own readers; the tests' misbehaving one), as ``WorkerPool`` takes them.
     ``tool_versions=False``: the tools are found on PATH but not asked their versions.
+    ``markdown=True``: each :class:`Result` holds the text's Markdown too (``markdown``),
+    rendered from the same reading.
     """
 
     def __init__(self, *, limits: Limits | None = None, tools: Tools = "auto",
                  jobs: int = 1, extra_readers: tuple[str, ...] = (),
-                 tool_versions: bool = True) -> None:
+                 tool_versions: bool = True, markdown: bool = False) -> None:
         if jobs < 1:
             raise ValueError("jobs must be at least 1")
         from bastion.readers.dispatch import Registry
@@ -211,12 +217,13 @@ class Extractor:
         self.limits = limits if limits is not None else Limits()
         self.tools = find_tools(tools, versions=tool_versions)
         self.jobs = jobs
+        self.markdown = markdown
         self._lock = threading.RLock()
         self._pool: Any = None
         self._tmp: Path | None = None
         self._pid = os.getpid()
         self._seq = 0
-        self._done: dict[int, tuple[Verdict, str, dict[str, Any]]] = {}
+        self._done: dict[int, tuple[Verdict, str, dict[str, Any], str | None]] = {}
         self.closed = False
         _LIVE.add(self)
 
@@ -280,7 +287,8 @@ class Extractor:
         if reader.uses_tool_deadline and present:
             deadline = self.limits.tool_deadline_s
         return Job(0, path, name, mime, sha256, size, deadline,
-                   {t: self.tools[t].path for t in present}, reader.name)
+                   {t: self.tools[t].path for t in present}, reader.name,
+                   markdown=self.markdown)
 
     def _run(self, jobs: list[Job]) -> list[Result]:
         with self._lock:
@@ -295,7 +303,7 @@ class Extractor:
         pending[job.id] = job
         if job.reader is None:
             self._done[job.id] = (Verdict(status=Status.UNSUPPORTED,
-                                          error=f"no reader for {job.mime}"), "", {})
+                                          error=f"no reader for {job.mime}"), "", {}, None)
             return job.id
         self._ensure_pool().submit(job)
         return job.id
@@ -306,16 +314,20 @@ class Extractor:
 
     def _collect(self, job_id: int, pending: dict[int, Job]) -> Result:
         job = pending.pop(job_id)
-        verdict, text, meta = self._done.pop(job_id)
-        return _result(job.name, job.mime, job.sha256, job.size, verdict, text, meta)
+        verdict, text, meta, markdown = self._done.pop(job_id)
+        return _result(job.name, job.mime, job.sha256, job.size, verdict, text, meta, markdown)
 
     def _on_result(self, result: Any) -> None:
         verdict = result.verdict  # the worker's (or the pool's) Verdict, and the sidecar
         meta = result.sidecar or {}
         text = ""
+        markdown = None
         if verdict.status is Status.OK and result.text_path is not None:
             text = Path(result.text_path).read_bytes().decode("utf-8", "replace")
-        self._done[result.job.id] = (verdict, text, meta)
+            if result.markdown_path is not None:
+                markdown = Path(result.markdown_path).read_bytes().decode("utf-8", "replace")
+                verdict = replace(verdict, markdown=True)
+        self._done[result.job.id] = (verdict, text, meta, markdown)
 
     def _scratch(self) -> Path:
         if self.closed:
@@ -395,14 +407,17 @@ _DEFAULTS: dict[tuple[Any, ...], Extractor] = {}
 _DEFAULTS_LOCK = threading.Lock()
 
 
-def default_extractor(limits: Limits | None, tools: Tools) -> Extractor:
-    """The module-level extractor for these limits and tools (made on first use, reused)."""
+def default_extractor(limits: Limits | None, tools: Tools,
+                      markdown: bool = False) -> Extractor:
+    """The module-level extractor for these limits, tools and renderings (made on first
+    use, reused)."""
     limits = limits if limits is not None else Limits()
-    key = (limits, tools if isinstance(tools, str) or tools is None else tuple(tools))
+    key = (limits, tools if isinstance(tools, str) or tools is None else tuple(tools),
+           markdown)
     with _DEFAULTS_LOCK:
         ex = _DEFAULTS.get(key)
         if ex is None or ex.closed:
-            ex = _DEFAULTS[key] = Extractor(limits=limits, tools=tools)
+            ex = _DEFAULTS[key] = Extractor(limits=limits, tools=tools, markdown=markdown)
         return ex
 
 

@@ -133,7 +133,8 @@ def extract_record(d: dict[str, Any]) -> ExtractRecord:
     """One parsed extract.jsonl line as an :class:`ExtractRecord`."""
     return ExtractRecord(root=d["root"], path=d["path"], sha256=d.get("sha256"),
                          mime=d.get("mime"), verdict=Verdict.from_store(d), v=d["v"],
-                         reused=bool(d.get("reused")), text=d.get("text"))
+                         reused=bool(d.get("reused")), text=d.get("text"),
+                         markdown=d.get("markdown"))
 
 
 @overload

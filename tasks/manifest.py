@@ -52,7 +52,8 @@ _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SIZE_RE = re.compile(r"\s*([0-9]{1,30})\s*([A-Za-z]*)\s*")
 _SIZE_UNITS = {"": 1, "B": 1, "KiB": KiB, "MiB": MiB, "GiB": GiB, "TiB": 1024 * GiB}
 
-_TOP_KEYS = ("version", "roots", "stages", "limits", "output_mode", "allow_root_workers")
+_TOP_KEYS = ("version", "roots", "stages", "limits", "output_mode", "allow_root_workers",
+             "markdown")
 OUTPUT_MODES = ("private", "group")  # tasks/output/directory.py: 0700/0600 or 0750/0640, never wider
 _ROOT_KEYS = ("name", "path", "include", "exclude", "follow_symlinks", "one_file_system")
 _STR = "tag:yaml.org,2002:str"
@@ -96,6 +97,7 @@ class Manifest:
     limits: Limits  # the extract budgets
     output_mode: str = "private"  # one of OUTPUT_MODES (docs/security.md)
     allow_root_workers: bool = False  # run as root, accept workers that cannot give it up
+    markdown: bool = False  # store each text's Markdown beside it (extract/<aa>/<stem>.md)
 
 
 # -- loading ------------------------------------------------------------------------------
@@ -299,10 +301,11 @@ class _Validator:
                                  f"{output_mode!r}", "output_mode", mnode)
         allow_root = ("allow_root_workers" in top
                       and self.boolean(top["allow_root_workers"][1], "allow_root_workers"))
+        markdown = "markdown" in top and self.boolean(top["markdown"][1], "markdown")
         return Manifest(
             path=path, digest=digest, version=version, roots=roots, stages=stages,
             max_file_bytes=max_file_bytes, limits=Limits(**values), output_mode=output_mode,
-            allow_root_workers=allow_root,
+            allow_root_workers=allow_root, markdown=markdown,
         )
 
     def roots(self, node: yaml.Node, base: Path) -> tuple[Root, ...]:

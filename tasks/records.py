@@ -56,13 +56,19 @@ class ExtractRecord:
     # a repeat offender's backoff (tasks/extract/store.py): {"failures": n in a row,
     # "next_try_in_runs": k}; only on such an error record (absent from every other)
     retry: dict[str, int] | None = None
+    # the store file holding the text's Markdown (ok records of a run with ``markdown:
+    # true``), relative to out; absent from every other record
+    markdown: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = self.verdict.to_json()
+        d.pop("markdown", None)  # (the verdict's flag: the record names the file)
         d.update(root=self.root, path=self.path, sha256=self.sha256, mime=self.mime, v=self.v,
                  reused=self.reused, text=self.text)
         if self.retry is not None:
             d["retry"] = self.retry
+        if self.markdown is not None:
+            d["markdown"] = self.markdown
         return d
 
 

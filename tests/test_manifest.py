@@ -176,7 +176,8 @@ ROOT = "roots:\n  - name: d\n    path: data\n"  # lines 2-4 when after "version:
 REFUSALS = [
     # (manifest text, line, key, fragment of the problem)
     ("version: 1\n" + ROOT + "colour: blue\n", 5, "colour",
-     "unknown key (allowed: version, roots, stages, limits, output_mode, allow_root_workers)"),
+     "unknown key (allowed: version, roots, stages, limits, output_mode, allow_root_workers, "
+     "markdown)"),
     ("version: 1\n" + ROOT + "    exe: /bin/sh\n", 5, "roots[0].exe",
      "unknown key (allowed: name, path, include, exclude, follow_symlinks, one_file_system)"),
     ("version: 1\n" + ROOT + "limits:\n  stderr_bytes: 10\n", 6, "limits.stderr_bytes",

@@ -2093,7 +2093,9 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
 
 READER = Reader(
     name="ooxml",
-    version=5,  # 5: metadata, list overrides, dates as their format shows them
+    # 5: metadata, list overrides, dates as their format shows them; 6: a table nested in a
+    # Word table cell on lines of its own after its row (issue 43)
+    version=6,
     mimes=DOCX_MIMES + XLSX_MIMES + PPTX_MIMES,
     extensions=tuple(_EXT_KIND),
     settings=("max_member_bytes", "max_xml_bytes"),

@@ -687,3 +687,18 @@ def _flatten_fragment(block: str) -> str:
 
 
 __all__ = ["Markdown", "escape", "line_start", "link_target", "Section"]
+
+
+CAPPED_NOTE = "[bastion: markdown truncated, max_output_bytes reached]"
+
+
+def capped(markdown: str, max_bytes: int) -> bytes:
+    """The Markdown as UTF-8 within ``max_bytes`` (the output cap the text is under too): a
+    Markdown longer than the cap (its syntax and escapes make it longer than the text) is cut
+    at a line's end, and a paragraph of :data:`CAPPED_NOTE` says so."""
+    data = markdown.encode("utf-8", "replace")  # (lone surrogates as "?", as the text)
+    if len(data) <= max_bytes:
+        return data
+    note = ("\n\n" + escape(CAPPED_NOTE) + "\n").encode("ascii")
+    cut = data.rfind(b"\n", 0, max(max_bytes - len(note), 0))
+    return data[:max(cut, 0)] + note if len(note) <= max_bytes else b""

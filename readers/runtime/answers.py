@@ -23,6 +23,7 @@ from .worker import Misbehaved, Worker
 from ..base import SIDECAR
 
 _TEXT_NAME = re.compile(r"t[0-9]{1,12}\.txt")
+_MARKDOWN_NAME = re.compile(r"m[0-9]{1,12}\.md")
 
 
 class Answers:
@@ -37,8 +38,10 @@ class Answers:
         self.foreign = foreign  # the workers run as other uids: texts are made ours
         self._made = False
 
-    def read(self, w: Worker, msg: dict[str, Any]) -> tuple[Verdict, Path | None, dict[str, Any]]:
-        """The verdict, text file and sidecar ``w``'s answer ``msg`` gives for its job
+    def read(self, w: Worker, msg: dict[str, Any]
+             ) -> tuple[Verdict, Path | None, dict[str, Any], Path | None]:
+        """The verdict, text file, sidecar and Markdown file (a job that asked for it)
+        ``w``'s answer ``msg`` gives for its job
         (:class:`~bastion.readers.runtime.worker.Misbehaved` when it is not an answer to it)."""
         job = w.job
         if job is None or msg.get("id") != job.id or isinstance(msg.get("id"), bool):
@@ -51,12 +54,18 @@ class Answers:
         if not isinstance(msg.get("fatal", False), bool) or not _count(msg.get("rss", 0)):
             raise Misbehaved("worker", "reader worker sent a malformed answer (fatal, rss)")
         sidecar = _sidecar(msg.get("sidecar"))
-        text_path = None
+        text_path = markdown_path = None
         if verdict.status is Status.OK:
             text_path = self.take(w, msg.get("text"))
-        return verdict, text_path, sidecar
+            if job.markdown:  # taken like the text, with the same checks
+                try:
+                    markdown_path = self.take(w, msg.get("markdown"), _MARKDOWN_NAME)
+                except Misbehaved:
+                    _remove(text_path)
+                    raise
+        return verdict, text_path, sidecar, markdown_path
 
-    def take(self, w: Worker, name: Any) -> Path:
+    def take(self, w: Worker, name: Any, pattern: re.Pattern[str] = _TEXT_NAME) -> Path:
         """The worker's text file, only if it is a plain regular file in its own directory,
         within the output cap; :class:`Misbehaved` otherwise.
 
@@ -65,7 +74,7 @@ class Answers:
         a FIFO does not block) and checked on the descriptor: checked in place, a worker
         could swap it between the check and the store's rename.  A worker's text then
         belongs to us; whatever else it named (a directory, a link, a FIFO) is removed."""
-        if not isinstance(name, str) or not _TEXT_NAME.fullmatch(name):
+        if not isinstance(name, str) or not pattern.fullmatch(name):
             raise Misbehaved("worker", "reader worker named no valid text file")
         if not self._made:
             self.path.mkdir(mode=0o700, exist_ok=True)

@@ -26,6 +26,7 @@ class Job:
     tools: dict[str, str] = field(default_factory=dict)  # the reader's tools: name -> path
     reader: str | None = None  # the reader the parent chose (None: the worker's registry's)
     key: str = ""  # the task key it was planned under (the parent's; the worker never sees it)
+    markdown: bool = False  # render the Markdown beside the text (issue 43)
 
     @property
     def pair(self) -> tuple[str, str]:

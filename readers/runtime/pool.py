@@ -53,6 +53,7 @@ class JobResult:
     verdict: Verdict
     text_path: Path | None = None  # the text to move into the store (status ok only)
     sidecar: dict[str, Any] = field(default_factory=dict)  # outline, page sources, …
+    markdown_path: Path | None = None  # its Markdown, when the job asked for it (ok only)
 
     # the verdict's fields, read through (callers that only look at one)
     @property
@@ -157,8 +158,9 @@ class WorkerPool:
         try:
             self.callback(result)
         finally:
-            if text_path is not None and text_path.exists():
-                text_path.unlink()
+            for path in (text_path, result.markdown_path):
+                if path is not None and path.exists():
+                    path.unlink()
 
     def warm(self) -> None:
         """Start every worker now (each boots while the caller goes on), not at first use."""
@@ -298,12 +300,12 @@ class WorkerPool:
 
     def _on_result(self, w: Worker, msg: dict[str, Any]) -> None:
         try:
-            verdict, text_path, sidecar = self._answers.read(w, msg)
+            verdict, text_path, sidecar, markdown_path = self._answers.read(w, msg)
         except Misbehaved as e:
             self._fail(w, e.kind, e.message)
             return
         result = JobResult(job=w.take_job(), verdict=verdict, text_path=text_path,
-                           sidecar=sidecar)
+                           sidecar=sidecar, markdown_path=markdown_path)
         w.done += 1
         rss = int(msg.get("rss") or 0)
         if not (msg.get("fatal") or w.done >= self.recycle_after or rss > self.rss_limit):

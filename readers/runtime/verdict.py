@@ -61,13 +61,16 @@ class Verdict:
     ocr_missing: tuple[str, ...] = ()  # packs OCR would have used, not installed
     # the packs OCR looked at -> their identity then (None: absent): keys the verdict
     ocr_packs: dict[str, str | None] | None = None
+    # its Markdown is stored beside its text (set by the parent that stored it, never taken
+    # from a worker; written only when true, so a verdict without it reads as before)
+    markdown: bool = False
 
     MAX_WARNINGS = 20
     MAX_AUTHORS = 20
     MAX_FIELD = 500  # characters of each main metadata string in the record
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "status": self.status.value, "extractor": self.extractor, "chars": self.chars,
             "error": self.error, "error_kind": self.error_kind, "limit": self.limit,
             "tools_used": list(self.tools_used), "pages": self.pages, "title": self.title,
@@ -79,6 +82,9 @@ class Verdict:
             "ocr_languages": list(self.ocr_languages), "ocr_missing": list(self.ocr_missing),
             "ocr_packs": self.ocr_packs,
         }
+        if self.markdown:
+            out["markdown"] = True
+        return out
 
     @classmethod
     def from_json(cls, d: Any) -> "Verdict":
@@ -161,6 +167,7 @@ class Verdict:
             languages=tuple((x["code"], x["confidence"]) for x in d.get("languages") or ()),
             ocr_languages=tuple(d.get("ocr_languages") or ()),
             ocr_missing=tuple(d.get("ocr_missing") or ()), ocr_packs=d.get("ocr_packs"),
+            markdown=bool(d.get("markdown")),  # (a record names the file: true too)
         )
 
     @classmethod

@@ -136,6 +136,8 @@ class Worker:
         }
         if why is not None:
             message["open_error"] = why
+        if job.markdown:  # the Markdown too, in m<seq>.md beside the text
+            message["markdown"] = True
         line = json.dumps(message, ensure_ascii=True).encode()
         try:
             fds = ([(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", [fd]))]

@@ -15,6 +15,7 @@ opened the file, so the worker needs no access to its path)::
     result {"id": 7, "verdict": {"status": "ok", "extractor": "pdfium", "chars": 99, …},
             "text": "t7.txt", "sidecar": {"outline": […], "page_sources": […]},
             "rss": 51234816, "fatal": false}
+           (a job with "markdown": true: and "markdown": "m7.md", its Markdown)
 
 The reader is the one the parent chose (``reader``; none: the registry chooses, as for a
 document handed over without a plan); ``verdict`` is a :class:`bastion.readers.runtime.verdict.Verdict` in its
@@ -93,11 +94,12 @@ def _read_checked(fd: int, size: int, sha256: str) -> bytes:
 
 
 def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
-           text_fd: int, ocr_memo: Any = None, registry: Any = None) -> dict[str, Any]:
+           text_fd: int, ocr_memo: Any = None, registry: Any = None,
+           md_fd: int | None = None) -> dict[str, Any]:
     """Read one document (in the child the zygote forked for it) with a reader of
     ``registry`` (the worker's, built once in :func:`main`; default the built-in one): the
-    text goes to ``text_fd`` (``t<seq>.txt``, opened by the zygote), the scratch is
-    ``scratch``."""
+    text goes to ``text_fd`` (``t<seq>.txt``, opened by the zygote), its Markdown, when the
+    job asks for it, to ``md_fd`` (``m<seq>.md``), the scratch is ``scratch``."""
     from ..base import Document
     from .context import LocalContext
     from ..dispatch import BUILTIN, Outcome, read_document, read_nested
@@ -123,7 +125,8 @@ def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
             reader = registry.by_name(job.get("reader"))  # chosen by the parent, not again here
             if reader is None and job.get("reader") is not None:
                 raise RuntimeError(f"no reader named {job.get('reader')!r} in this worker")
-            outcome = read_document(Document(data, job["name"], job["mime"]), ctx, reader)
+            outcome = read_document(Document(data, job["name"], job["mime"]), ctx, reader,
+                                    markdown=md_fd is not None)
             used = ctx.tools_used
             del data
     except MemoryError:
@@ -161,6 +164,18 @@ def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
                 os.ftruncate(text_fd, 0)
             except OSError:
                 pass
+    if outcome.status == "ok" and md_fd is not None and outcome.markdown is not None:
+        from ..render.markdown import capped
+
+        try:  # within the output cap (cut at a line, a note says so): docs/readers.md
+            view = memoryview(capped(outcome.markdown, limits.max_output_bytes))
+            while view:
+                view = view[os.write(md_fd, view):]
+            result["markdown"] = f"m{seq}.md"
+        except OSError as e:
+            outcome = Outcome("error", extractor=outcome.extractor,
+                              error=f"cannot write text: {e.strerror}", error_kind="internal")
+            result["text"] = None
     verdict = Verdict.of_outcome(
         outcome.status, chars=len(outcome.text), extractor=outcome.extractor,
         error=outcome.error, error_kind=outcome.error_kind, limit=outcome.limit,
@@ -250,7 +265,8 @@ def main() -> None:
             os._exit(2)  # not the pool's protocol: the pool sees this worker die
         seq += 1
         job = json.loads(line)
-        batched = job.get("reader") in BATCH_READERS
+        markdown = job.get("markdown") is True  # (a batch child has no descriptor for it)
+        batched = job.get("reader") in BATCH_READERS and not markdown
         if batch is not None and (not batched or batch.count >= BATCH_DOCS):
             batch.end(pid1)  # and every process it started
             batch = None
@@ -259,12 +275,14 @@ def main() -> None:
         clear(scratch)
         text_fd = os.open(workdir / f"t{seq}.txt",
                           os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        md_fd = os.open(workdir / f"m{seq}.md", os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                        | os.O_CLOEXEC, 0o600) if markdown else None
         doc_fd = fds[0] if fds else None
         n = seq
 
-        def work(job=job, doc_fd=doc_fd, text_fd=text_fd, n=n) -> dict[str, Any]:
+        def work(job=job, doc_fd=doc_fd, text_fd=text_fd, n=n, md_fd=md_fd) -> dict[str, Any]:
             return handle(job, doc_fd, scratch / f"job{n}", limits, n, text_fd, OcrMemo(),
-                          registry)
+                          registry, md_fd)
 
         try:
             if batched:
@@ -279,6 +297,8 @@ def main() -> None:
                 out = read_in_child(job["id"], work, own, narrow, pid1)
         finally:
             os.close(text_fd)
+            if md_fd is not None:
+                os.close(md_fd)
             if doc_fd is not None:
                 os.close(doc_fd)
         view = memoryview(out)

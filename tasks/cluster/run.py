@@ -163,7 +163,8 @@ class ClusterSession(ExtractSession):
 
     def _place(self, pairs: list[tuple[Item, JobOutcome]]) -> None:
         for item, done in pairs:
-            self.place(item, done.verdict, None, done.sidecar or {}, text=done.text)
+            self.place(item, done.verdict, None, done.sidecar or {}, text=done.text,
+                       markdown=done.markdown)
 
     def _writers(self) -> Any:
         if self._writer_pool is None:

@@ -12,7 +12,9 @@ stdout: the text exactly as a sweep stores it (UTF-8, LF, NFC); with several fil
 preceded by a ``==> FILE <==`` line, as ``head`` does.  ``--json``: one JSON object per
 file and line instead: the record's fields (the verdict), the file's path, size, sha256 and
 MIME type, its ``metadata``, its ``embedded`` documents' metadata and its ``outline`` (as the
-sidecar keeps them) and its ``text``.
+sidecar keeps them) and its ``text``.  ``--markdown``: the text's Markdown instead (CommonMark
+with GFM tables: headings, lists, tables, links as the document has them; docs/readers.md),
+read from the same reading; with ``--json``, a ``markdown`` field beside the ``text``.
 stderr: one line per file that gave no text (``empty``, ``unsupported``, ``error``) or was
 cut short.  Exit codes as for a sweep: 0, 2 when a file is an ``error``, 3 when a FILE could
 not be read at all (missing, a directory), 1 for a usage error.
@@ -67,6 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", help="a file to read, or - for stdin")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per file (verdict, metadata, text) instead of the text")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the text's Markdown (headings, lists, tables, links) instead")
     p.add_argument("--name", default=None,
                    help="the file name to choose stdin's reader by (e.g. report.docx)")
     p.add_argument("--no-external", action="store_true",
@@ -86,6 +90,9 @@ def _record(label: str, path: str | None, result: Any) -> dict[str, Any]:
     d["outline"] = [{"title": e.title, "page": e.page, "level": e.level}
                     for e in result.outline]
     d["text"] = result.text if result.ok else None
+    d.pop("markdown", None)  # (the verdict's flag)
+    if result.markdown is not None:
+        d["markdown"] = result.markdown
     return d
 
 
@@ -140,7 +147,8 @@ def _run(args: Any) -> int:
     # the text's languages only when they are printed (--json): their model costs a worker
     # ≈ 0.6 s of CPU to load, three times the rest of a small file's reading
     limits = Limits(name_languages=bool(args.json))
-    with Extractor(limits=limits, tools=tools, tool_versions=False) as ex:
+    with Extractor(limits=limits, tools=tools, tool_versions=False,
+                   markdown=bool(args.markdown)) as ex:
         ex.start()  # the worker boots while this process hashes and types the first file
         for label in args.files:
             try:
@@ -168,7 +176,8 @@ def _run(args: Any) -> int:
                     if several:
                         out.write(f"{chr(10) if printed else ''}==> {label} <==\n"
                                   .encode("utf-8", "surrogateescape"))
-                    out.write(result.text.encode("utf-8", "replace"))
+                    shown = result.markdown if args.markdown else result.text
+                    out.write((shown or "").encode("utf-8", "replace"))
                 out.flush()
                 printed += 1
             except BrokenPipeError:  # `bastion text big.pdf | head`: the reader has enough

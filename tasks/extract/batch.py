@@ -49,6 +49,7 @@ class JobOutcome:
     verdict: Verdict
     text: bytes | None = None  # UTF-8, as the worker wrote it (status ok only)
     sidecar: dict[str, Any] | None = None  # pages, title, outline, page sources
+    markdown: bytes | None = None  # its Markdown, UTF-8 (a job that asked for it, ok only)
 
     @property
     def pair(self) -> tuple[str, str]:
@@ -80,12 +81,15 @@ class _Collector:
 def _outcome(result: JobResult) -> JobOutcome:
     verdict = result.verdict
     sha, key = result.job.pair
-    text = None
+    text = markdown = None
     if verdict.status is Status.OK and result.text_path is not None:
         text = result.text_path.read_bytes()  # the pool removes the file after the callback
+        if result.markdown_path is not None:
+            markdown = result.markdown_path.read_bytes()
+            verdict = replace(verdict, markdown=True)
     sidecar = dict(result.sidecar) or None
     return JobOutcome(sha, key, verdict, text,
-                      sidecar if verdict.status is Status.OK else None)
+                      sidecar if verdict.status is Status.OK else None, markdown)
 
 
 _PoolKey = tuple[Limits, str, tuple[str, ...], int, int]

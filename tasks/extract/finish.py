@@ -62,7 +62,7 @@ def _finish(run: Run) -> RunEnd | None:
         for name in LEGACY:  # an output of the layout before the records table
             od.unlink(f"{STATE_DIR}/{name}")
         # the records are durable (OutputDir.write fsyncs): texts they dropped can go
-        removed = run.store.remove_unreferenced(table.stems)
+        removed = run.store.remove_unreferenced(table.stems, table.markdown_stems)
         summary = _summary(run, tally, run.store.made_count(), removed)
         row = runs.record_extract(run.store.db, od, summary.to_json())
         if run.toolcache is not None:
@@ -187,7 +187,8 @@ def _remove_dropped_texts(run: Run, table: Records, dropped: list[dict]) -> int:
     for stem in sorted(stems):
         if table.names(stem):
             continue
-        for rel in (store._rel(stem, ".txt"), store._rel(stem, ".meta.json")):
+        for rel in (store._rel(stem, ".txt"), store._rel(stem, ".md"),
+                    store._rel(stem, ".meta.json")):
             if od.unlink(rel):  # through the output's descriptor
                 removed += 1
     return removed

@@ -9,9 +9,10 @@ largest first) and the jobs handed out are a column of it; what the run made is 
 (the verdicts' ``run``).  A file's task
 key (:func:`task_key`) is everything besides its bytes that decides its verdict: the extractor
 version, the reader's name and version, the MIME type, the limits the reader's text depends
-on, the identity of every external tool the reader may call (present or absent), and the
+on, the identity of every external tool the reader may call (present or absent), the
 versions of the Python libraries it reads with (and py3langid's, which names every text's
-languages).  Same key and same sha256 ⇒ the stored verdict stands, whatever its status,
+languages), and the renderings stored (the Markdown beside the text, ``markdown: true``, with
+the renderer's version).  Same key and same sha256 ⇒ the stored verdict stands, whatever its status,
 except ``error``, which is retried on every run, or, for a repeat offender (a timeout, memory
 or crash verdict that keeps coming back: tasks/extract/store.py), at the runs its backoff
 says (``deferred``); and except a verdict whose OCR looked at language packs
@@ -40,6 +41,9 @@ from .store import text_stem
 
 # Raise when any reader's output changes: every verdict and text is redone on the next run.
 EXTRACT_VERSION = 2
+# Raise when the Markdown rendering changes (readers/render/markdown.py): every document of a
+# run with ``markdown: true`` is rendered again (a run without it is not touched).
+MARKDOWN_VERSION = 1
 
 COMMON_SETTINGS = ("max_chars", "max_parts")  # Limits that change every reader's text
 # Python distributions every reader's record depends on: the language identification
@@ -60,8 +64,10 @@ def library_version(distribution: str) -> str | None:
 
 
 def task_key(reader: Reader | None, mime: str, limits: Limits,
-             tools: Mapping[str, Tool]) -> str:
-    """The digest of what decides a verdict besides the bytes (see the module docstring)."""
+             tools: Mapping[str, Tool], markdown: bool = False) -> str:
+    """The digest of what decides a verdict besides the bytes (see the module docstring).
+    ``markdown``: the Markdown is rendered and stored too (a key of its own, so turning it
+    on re-reads each document once; off, the key is the one without it)."""
     if reader is None:
         parts: list[Any] = [EXTRACT_VERSION, None, mime]
     else:
@@ -73,6 +79,8 @@ def task_key(reader: Reader | None, mime: str, limits: Limits,
         parts = [EXTRACT_VERSION, reader.name, reader.version, mime, settings, used]
         if libs:
             parts.append(libs)
+        if markdown:
+            parts.append(["markdown", MARKDOWN_VERSION])
     blob = json.dumps(parts, sort_keys=True, default=list).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -94,13 +102,14 @@ class Item:
     fresh: bool  # its stored verdict stands: nothing to do
     index: int  # its place in the plan (walk order, hashed files only)
     canonical: int  # the index of the first item with the same (sha256, key): one job for both
+    markdown: bool = False  # its Markdown is rendered and stored beside its text
 
     def job(self, job_id: int, path: str, tools: Mapping[str, Tool]) -> Job:
         """The document to read, once its ``path`` is resolved (absolute, as the reading
         machine sees it) and its reader's tools located (``tools``: this machine's)."""
         return Job(job_id, path, posixpath.basename(self.path), self.mime, self.sha256,
                    self.size, self.deadline_s, {t: tools[t].path for t in self.tools},
-                   self.reader, self.key)
+                   self.reader, self.key, self.markdown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +180,9 @@ class Plan:
     run holds no object per file; the walk records without a sha256 (nothing to extract)
     re-read from the walk, or held when the plan was made from a list."""
 
-    def __init__(self, skipped_source: Callable[[], Iterable[WalkRecord]]) -> None:
+    def __init__(self, skipped_source: Callable[[], Iterable[WalkRecord]],
+                 markdown: bool = False) -> None:
+        self.markdown = markdown  # every item's Markdown rendered and stored too
         self.db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
         for pragma in ("journal_mode=OFF", "synchronous=OFF", f"cache_size=-{CACHE_KB}"):
             self.db.execute(f"PRAGMA {pragma}")
@@ -220,7 +231,7 @@ class Plan:
             yield Item(root, decode(path), sha, c.mime, size,
                        c.reader.name if c.reader is not None else None, c.key,
                        text_stem(sha, c.key, bool(least)), c.tools, c.deadline_s, bool(fresh),
-                       idx, canonical)
+                       idx, canonical, self.markdown)
 
     def _add(self, rows: list[tuple]) -> None:
         with self.db:
@@ -285,13 +296,16 @@ CHUNK = 2000  # items whose verdicts are looked up at once
 def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
          verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
          select: Select, tools: Mapping[str, Tool], limits: Limits,
-         texts: Container[str], deferred: Container[tuple[str, str]] = ()) -> Plan:
+         texts: Container[str], deferred: Container[tuple[str, str]] = (),
+         markdown: bool = False) -> Plan:
     """Plan every walked file.  ``walk`` is the records, or a function reading them again
     (then the records without a sha256 are not held: :attr:`Plan.skipped` re-reads them).
     ``verdicts`` are the stored ones by (sha256, key), or a function giving those of some
     sha256s (looked up :data:`CHUNK` items at a time); ``texts`` the file names in the store
-    (an ``ok`` verdict stands only while its text is there); ``deferred`` the (sha256, key)
-    pairs whose ``error`` verdict stands in this run (repeat offenders not due yet)."""
+    (an ``ok`` verdict stands only while its text is there, and its Markdown when
+    ``markdown``); ``deferred`` the (sha256, key) pairs whose ``error`` verdict stands in
+    this run (repeat offenders not due yet); ``markdown``: every text's Markdown is rendered
+    and stored too (in the keys)."""
     if callable(walk):
         reread: Callable[[], Iterable[WalkRecord]] = walk
         held: list[WalkRecord] | None = None
@@ -300,7 +314,8 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
         held = []
         records = walk
         reread = lambda: ()  # noqa: E731  (the held records are given instead)
-    made = Plan(lambda: (r for r in reread() if r.kind != "file" or r.sha256 is None))
+    made = Plan(lambda: (r for r in reread() if r.kind != "file" or r.sha256 is None),
+                markdown)
     chosen: dict[tuple[str, str], int] = {}
     installed = {n[len(ocr_packs.TOOL_PREFIX):]: t.key for n, t in tools.items()
                  if n.startswith(ocr_packs.TOOL_PREFIX)}
@@ -321,7 +336,8 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
             if reader is not None and reader.uses_tool_deadline and present:
                 deadline = limits.tool_deadline_s
             at = chosen[(mime, _suffixes(name))] = len(made.choices)
-            made.choices.append(Choice(mime, reader, task_key(reader, mime, limits, tools),
+            made.choices.append(Choice(mime, reader,
+                                       task_key(reader, mime, limits, tools, markdown),
                                        present, deadline))
         rows.append((made.count + len(rows), rec.root, encode(rec.path), sha, rec.size or 0,
                      at, made.choices[at].key))
@@ -342,7 +358,8 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
             v = found.get((item.sha256, item.key))
             if v is not None and (
                     v.status is not Status.ERROR or (item.sha256, item.key) in deferred) and (
-                    v.status is not Status.OK or f"{item.stem}.txt" in texts) and (
+                    v.status is not Status.OK or f"{item.stem}.txt" in texts and (
+                        not markdown or f"{item.stem}.md" in texts)) and (
                     v.ocr_packs is None or ocr_packs.holds(v.ocr_packs, installed)):
                 fresh.append(item.index)
         made.set_fresh(fresh, True)
@@ -380,4 +397,4 @@ def describe(item: Item, verdict: Verdict | None, *, forgotten: bool, other_key:
     if verdict.ocr_packs is not None:
         return ("not up to date: an OCR language pack it looked at was installed, removed or "
                 "changed (or its text is missing from the store)")
-    return "not up to date: its text is missing from the store"
+    return "not up to date: its text (or its Markdown) is missing from the store"

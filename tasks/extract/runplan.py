@@ -139,7 +139,8 @@ class RunPlan:
         db = self.store.db
         # the walk table's rows, streamed in walk order (walk.jsonl is their export)
         self._plan = plan(lambda: walk_records(db), self.store.verdicts_for, select,
-                          self.tools, manifest.limits, StoreTexts(self.store.root), deferred)
+                          self.tools, manifest.limits, StoreTexts(self.store.root), deferred,
+                          manifest.markdown)
         self.forgotten = forgotten(out / STATE_DIR)
         if self.forgotten:  # doit forget: those files are redone, whatever the store says
             every = ALL in self.forgotten
@@ -288,7 +289,7 @@ def plan_change(run: RunPlan, select: Select) -> tuple[Plan, dict, Change] | Non
     shas = sorted({r.sha256 for r in records if r.sha256})
     verdicts = store.verdicts_for(shas)
     planned = plan_module.plan(records, verdicts, select, run.tools, run.manifest.limits,
-                               StoreTexts(store.root))
+                               StoreTexts(store.root), markdown=run.manifest.markdown)
     keys: dict[str, set[str]] = {}
     for sha, key in verdicts:
         keys.setdefault(sha, set()).add(key)

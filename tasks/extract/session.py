@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -151,37 +152,52 @@ class ExtractSession:
         if self.stopping:  # answers the pool hands back while it stops: kept when they can be
             if full is None:
                 try:
-                    self.record(item, result.verdict, result.text_path, result.sidecar)
+                    self.record(item, result.verdict, result.text_path, result.sidecar,
+                                markdown_path=result.markdown_path)
                 except (OutputError, OSError):
                     pass  # the run's one error line is said; the next run redoes this one
             return
         if full is not None:  # the output's problem, not the document's: the run stops
             raise OutputError(f"cannot write texts to {self.out}: {full} (the texts stored so "
                               "far are kept: free space and run again)")
-        self.record(item, result.verdict, result.text_path, result.sidecar)
+        self.record(item, result.verdict, result.text_path, result.sidecar,
+                    markdown_path=result.markdown_path)
 
     # -- commits --------------------------------------------------------------------------------
 
     def record(self, item: Item, verdict: Verdict, text_path: Path | None,
-               sidecar: dict[str, Any], text: bytes | None = None) -> None:
+               sidecar: dict[str, Any], text: bytes | None = None, *,
+               markdown_path: Path | None = None, markdown: bytes | None = None) -> None:
         """Put a verdict's text (a worker's file, or ``text`` bytes made elsewhere: a cluster
-        worker) and sidecar in place and queue the verdict for commit.  The sidecar (PDFs:
-        pages, title, outline, how each page's text was made; any document's metadata and
-        its embedded documents') is kept beside a text that has any."""
+        worker), its Markdown (``markdown_path`` or ``markdown``, when the job asked for it)
+        and sidecar in place and queue the verdict for commit.  The sidecar (PDFs: pages,
+        title, outline, how each page's text was made; any document's metadata and its
+        embedded documents') is kept beside a text that has any."""
         with critical():  # a text in the store always has its verdict queued
-            self.place(item, verdict, text_path, sidecar, text)
+            verdict = self.place(item, verdict, text_path, sidecar, text,
+                                 markdown_path=markdown_path, markdown=markdown)
             self.queue(item, verdict)
 
     def place(self, item: Item, verdict: Verdict, text_path: Path | None,
-              sidecar: dict[str, Any], text: bytes | None = None) -> None:
-        """The text and sidecar of a verdict into the store (or out of it): files only, so
-        several items may be placed at once from threads (tasks/cluster/run.py does)."""
+              sidecar: dict[str, Any], text: bytes | None = None, *,
+              markdown_path: Path | None = None, markdown: bytes | None = None) -> Verdict:
+        """The text, Markdown and sidecar of a verdict into the store (or out of it): files
+        only, so several items may be placed at once from threads (tasks/cluster/run.py
+        does).  The verdict to record: with ``markdown`` set when its Markdown was stored."""
         stem = item.stem
         if verdict.status is Status.OK and (text_path is not None or text is not None):
             if text is not None:
                 self.store.write_text(stem, text)
             elif text_path is not None:
                 self.store.adopt_text(stem, text_path)
+            if markdown is not None:
+                self.store.write_text(stem, markdown, ".md")
+            elif markdown_path is not None:
+                self.store.adopt_text(stem, markdown_path, ".md")
+            else:
+                self.store.remove_meta(stem, ".md")  # (one an earlier run left)
+            verdict = replace(verdict, markdown=markdown is not None
+                              or markdown_path is not None)
             if ("outline" in sidecar or "page_sources" in sidecar or "metadata" in sidecar
                     or "embedded" in sidecar):
                 self.store.write_meta(stem, sidecar)
@@ -189,6 +205,7 @@ class ExtractSession:
                 self.store.remove_meta(stem)
         else:
             self.store.remove_text(stem)
+        return verdict
 
     def recorded(self, item: Item) -> bool:
         """Whether this run recorded a verdict of ``item``'s (sha256, key) already: queued,

@@ -3,6 +3,7 @@
 Layout under the output directory::
 
     extract/<aa>/<sha256>.txt              the text (UTF-8, normalised), status ok only
+    extract/<aa>/<sha256>.md               its Markdown (a run with ``markdown: true``)
     extract/<aa>/<sha256>.meta.json        PDF sidecar (pages, title, outline, page sources)
     extract/<aa>/<sha256>.<key>.txt        the text of the same bytes read as another type
     .bastion/verdicts.sqlite               one verdict per (sha256, task key); the runs
@@ -73,6 +74,36 @@ def syncfs(path: Path) -> bool:
     return False
 
 
+def _sweep_bucket(bfd: int, bucket: str, referenced: Callable[[str], Container[str]],
+                  markdown: Callable[[str], Container[str]] | None) -> int:
+    """:meth:`Store.remove_unreferenced` in one bucket (its descriptor ``bfd``)."""
+    with os.scandir(bfd) as it:
+        entries = [e.name for e in it]
+    named = referenced(bucket)
+    with_md: Container[str] | None = None
+    removed = 0
+    for name in entries:
+        if name.startswith(TMP_PREFIX):
+            continue  # another step's temp file: remove_stale_temps' business
+        stem = name[:-4] if name.endswith(".txt") else (
+            name[:-10] if name.endswith(".meta.json") else None)
+        if stem is not None and stem in named:
+            continue
+        if name.endswith(".md"):
+            if with_md is None:
+                with_md = markdown(bucket) if markdown is not None else named
+            if name[:-3] in with_md:
+                continue
+        try:
+            os.unlink(name, dir_fd=bfd)
+            removed += 1
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise OutputError(f"cannot remove {bucket}/{name}: {e.strerror}") from None
+    return removed
+
+
 class Store:
     """The texts under ``extract/`` and the verdict index under ``.bastion/``."""
 
@@ -102,6 +133,9 @@ class Store:
 
     def meta_path(self, stem: str) -> Path:
         return self.root / stem[:2] / f"{stem}.meta.json"
+
+    def markdown_path(self, stem: str) -> Path:  # (a record names it: markdown_of)
+        return self.root / stem[:2] / f"{stem}.md"
 
     # -- verdicts -------------------------------------------------------------------------------
 
@@ -241,16 +275,17 @@ class Store:
     def _rel(stem: str, suffix: str) -> str:
         return f"extract/{stem[:2]}/{stem}{suffix}"
 
-    def adopt_text(self, stem: str, tmp: Path) -> None:
-        """Move a worker's finished text file into the store, atomically (``renameat`` into
-        the bucket's descriptor; what arrives must be a regular file, given the store's
-        mode)."""
-        self.dir.adopt(tmp, self._rel(stem, ".txt"))
+    def adopt_text(self, stem: str, tmp: Path, suffix: str = ".txt") -> None:
+        """Move a worker's finished text file (or its Markdown: ``suffix`` ``.md``) into the
+        store, atomically (``renameat`` into the bucket's descriptor; what arrives must be a
+        regular file, given the store's mode)."""
+        self.dir.adopt(tmp, self._rel(stem, suffix))
         self._dirty = True
 
-    def write_text(self, stem: str, data: bytes) -> None:
-        """Store a text handed over as bytes (a text made elsewhere: a cluster worker)."""
-        self.dir.write(self._rel(stem, ".txt"), data, sync=False)  # durable at the commit
+    def write_text(self, stem: str, data: bytes, suffix: str = ".txt") -> None:
+        """Store a text (or its Markdown: ``suffix`` ``.md``) handed over as bytes (made
+        elsewhere: a cluster worker)."""
+        self.dir.write(self._rel(stem, suffix), data, sync=False)  # durable at the commit
         self._dirty = True
 
     def write_meta(self, stem: str, meta: dict[str, Any]) -> None:
@@ -260,24 +295,29 @@ class Store:
         self.dir.write(self._rel(stem, ".meta.json"), body.encode("ascii"), sync=False)
         self._dirty = True
 
-    def remove_meta(self, stem: str) -> None:
+    def remove_meta(self, stem: str, suffix: str = ".meta.json") -> None:
+        """Remove a text's sidecar (or its Markdown: ``suffix`` ``.md``), if there is one."""
         try:
-            self.dir.unlink(self._rel(stem, ".meta.json"))
+            self.dir.unlink(self._rel(stem, suffix))
         except FileNotFoundError:
             pass
 
     def remove_text(self, stem: str) -> None:
-        for suffix in (".txt", ".meta.json"):
+        for suffix in (".txt", ".md", ".meta.json"):
             try:
                 self.dir.unlink(self._rel(stem, suffix))
             except FileNotFoundError:
                 pass
 
-    def remove_unreferenced(self, referenced: Callable[[str], Container[str]]) -> int:
+    def remove_unreferenced(self, referenced: Callable[[str], Container[str]],
+                            markdown: Callable[[str], Container[str]] | None = None) -> int:
         """Delete every store file whose stem no record references (texts and sidecars of
         deleted or edited files): ``referenced(bucket)`` gives the stems the records name in
-        one bucket (:meth:`bastion.tasks.extract.table.Records.stems`).  Called only once the records that dropped them are
-        durable, so a crash before or during it loses nothing.  Returns how many."""
+        one bucket (:meth:`bastion.tasks.extract.table.Records.stems`), ``markdown(bucket)``
+        those whose records name a Markdown too (asked only of a bucket holding one: a
+        ``.md`` no record names goes, as after a run with ``markdown: true`` turned off).
+        Called only once the records that dropped them are durable, so a crash before or
+        during it loses nothing.  Returns how many."""
         removed = 0
         od = self.dir
         for bucket in self._bucket_dirs():
@@ -286,23 +326,7 @@ class Store:
                 bfd = od.dir_fd(rel_bucket, create=False)
             except OSError:
                 continue  # gone, or a link where a bucket should be: never followed
-            with os.scandir(bfd) as it:
-                entries = [e.name for e in it]
-            named = referenced(bucket)
-            for name in entries:
-                if name.startswith(TMP_PREFIX):
-                    continue  # another step's temp file: remove_stale_temps' business
-                stem = name[:-4] if name.endswith(".txt") else (
-                    name[:-10] if name.endswith(".meta.json") else None)
-                if stem is not None and stem in named:
-                    continue
-                try:
-                    os.unlink(name, dir_fd=bfd)
-                    removed += 1
-                except FileNotFoundError:
-                    pass
-                except OSError as e:
-                    raise OutputError(f"cannot remove {bucket}/{name}: {e.strerror}") from None
+            removed += _sweep_bucket(bfd, bucket, referenced, markdown)
             od.rmdir(rel_bucket)  # only when empty
         return removed
 

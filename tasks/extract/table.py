@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
@@ -41,7 +42,7 @@ from . import plan as _plan
 if TYPE_CHECKING:
     from .plan import Item
 
-__all__ = ["NOT_YET", "Records", "Row", "line_of", "make_row"]
+__all__ = ["NOT_YET", "Records", "Row", "line_of", "make_row", "markdown_file", "markdown_of"]
 
 NOT_YET = "not extracted yet (run the extract stage)"
 BATCH_ROWS = 5000  # rows written per transaction
@@ -77,11 +78,32 @@ def record(root: str, path: str, sha256: str | None, mime: str | None, verdict: 
                              verdict=Verdict(status=Status.SKIPPED, error=skip or NOT_YET),
                              v=_plan.EXTRACT_VERSION, reused=reused)
     text = f"extract/{stem[:2]}/{stem}.txt" if stem is not None else None
+    markdown = markdown_file(stem) if stem is not None and verdict.markdown else None
     backoff = retry if verdict.status is Status.ERROR else None
     return ExtractRecord(root=root, path=path, sha256=sha256, mime=mime, verdict=verdict,
                          v=_plan.EXTRACT_VERSION, reused=reused, text=text,
                          retry=None if backoff is None else
-                         {"failures": backoff[0], "next_try_in_runs": max(backoff[1] - run, 1)})
+                         {"failures": backoff[0], "next_try_in_runs": max(backoff[1] - run, 1)},
+                         markdown=markdown)
+
+
+def markdown_file(stem: str) -> str:
+    """The store file of a text's Markdown, relative to the output directory (what an ok
+    record of a run with ``markdown: true`` names): ``extract/<aa>/<stem>.md``."""
+    return f"extract/{stem[:2]}/{stem}.md"
+
+
+def markdown_of(out: Path, record: dict[str, Any]) -> Path | None:
+    """The Markdown file an extract record (a parsed extract.jsonl line) names, as a path
+    under the output directory ``out``; None when it names none (not ok, or a run without
+    ``markdown: true``).  Only a name of the store's own form is taken."""
+    name = record.get("markdown")
+    if not isinstance(name, str) or not _MARKDOWN_FILE.fullmatch(name):
+        return None
+    return Path(out) / name
+
+
+_MARKDOWN_FILE = re.compile(r"extract/[0-9a-f]{2}/[0-9a-f]{64}(\.[0-9a-f]{16})?\.md")
 
 
 def line_of(row: tuple, run: int) -> bytes:
@@ -279,6 +301,14 @@ class Records:
         return {r[0] for r in self.db.execute(
             "SELECT DISTINCT stem FROM records WHERE stem >= ? AND stem < ?",
             (bucket, bucket + "\uffff"))}
+
+    def markdown_stems(self, bucket: str) -> set[str]:
+        """The stems in one store bucket whose records name a Markdown too (their verdict's
+        ``markdown``)."""
+        return {r[0] for r in self.db.execute(
+            "SELECT DISTINCT r.stem FROM records r JOIN verdicts v ON v.sha256 = r.sha256 "
+            "AND v.key = r.key WHERE r.stem >= ? AND r.stem < ? "
+            "AND json_extract(v.body, '$.markdown') = 1", (bucket, bucket + "\uffff"))}
 
     def names(self, stem: str, besides: tuple[str, str] | None = None) -> int:
         """How many records name the text ``stem`` (other than ``besides``' (root, path))."""
