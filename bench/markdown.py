@@ -86,6 +86,15 @@ json.dump(status, open(os.path.join(outdir, "status.json"), "w"))
 '''
 
 
+_SECTION = re.compile(r"^(?:\d+(?:\.\d+)*\.?|[a-z]\.|[ivxlc]+\.)\s+|^sheet \d+: ")
+
+
+def heading(text: str) -> str:
+    """A heading as compared: :func:`norm`, its section number (``2.3``) or a LibreOffice
+    sheet heading's ``Sheet N:`` aside (the outline or the export names it without)."""
+    return _SECTION.sub("", norm(text))
+
+
 def norm(text: str) -> str:
     """A text as compared: case folded, blanks collapsed, a number as its value."""
     text = " ".join(text.split()).casefold()
@@ -94,6 +103,14 @@ def norm(text: str) -> str:
     except ValueError:
         return text
     return format(value, ".15g") if value == value else text
+
+
+def link_key(href: str) -> str:
+    """A link's target as compared: percent-decoded (a renderer may encode it), no trailing
+    slash."""
+    from urllib.parse import unquote
+
+    return unquote(href.strip()).rstrip("/")
 
 
 def structure() -> dict[str, Counter]:
@@ -109,13 +126,15 @@ def of_markdown(md: str) -> dict[str, Counter]:
     found = structure()
     toks = markdown_it.MarkdownIt("commonmark").enable("table").parse(md)
 
-    def text(tok) -> str:
-        return "".join(c.content for c in tok.children or () if c.type in ("text",
-                                                                             "code_inline"))
+    def text(tok) -> str:  # a line break (soft, hard, <br>) read as the space it shows
+        return "".join(c.content if c.type in ("text", "code_inline") else " "
+                       for c in tok.children or ()
+                       if c.type in ("text", "code_inline", "softbreak", "hardbreak")
+                       or (c.type == "html_inline" and c.content.lower().startswith("<br")))
 
     for i, tok in enumerate(toks):
         if tok.type == "heading_open":
-            found["headings"][norm(text(toks[i + 1]))] += 1
+            found["headings"][heading(text(toks[i + 1]))] += 1
         elif tok.type == "list_item_open":
             nxt = next((t for t in toks[i + 1:i + 4] if t.type == "inline"), None)
             if nxt is not None and text(nxt).strip():
@@ -129,7 +148,7 @@ def of_markdown(md: str) -> dict[str, Counter]:
                 if child.type == "link_open":
                     href = str(child.attrs.get("href", ""))
                     if EXTERNAL.match(href):
-                        found["links"][href.rstrip("/")] += 1
+                        found["links"][link_key(href)] += 1
     return found
 
 
@@ -146,6 +165,8 @@ class _HtmlCounts(html.parser.HTMLParser):
         self.skip = 0
 
     def handle_starttag(self, tag, attrs):
+        if tag in ("br", "p", "div") and self.open:  # a line break inside: a space
+            self.open[-1][1].append(" ")
         if tag in ("script", "style"):
             self.skip += 1
         elif tag in ("h1", "h2", "h3", "h4", "h5", "h6", "li", "td", "th"):
@@ -153,7 +174,7 @@ class _HtmlCounts(html.parser.HTMLParser):
         elif tag == "a":
             href = dict(attrs).get("href") or ""
             if EXTERNAL.match(href):
-                self.found["links"][href.rstrip("/")] += 1
+                self.found["links"][link_key(href)] += 1
 
     def handle_endtag(self, tag):
         if tag in ("script", "style"):
@@ -166,7 +187,7 @@ class _HtmlCounts(html.parser.HTMLParser):
                 if value:
                     kind = ("headings" if name.startswith("h") else
                             "list items" if name == "li" else "table cells")
-                    self.found[kind][norm(value)] += 1
+                    self.found[kind][heading(value) if kind == "headings" else norm(value)] += 1
                 return
 
     def handle_data(self, data):
@@ -212,7 +233,7 @@ def of_ooxml_slides(path: Path) -> dict[str, Counter]:
                 texts = ["".join(t.text or "" for t in para.iter(a + "t"))
                          for para in sp.iter(a + "p")]
                 if title and " ".join(texts).strip():
-                    found["headings"][norm(" ".join(t for t in texts if t.strip()))] += 1
+                    found["headings"][heading(" ".join(t for t in texts if t.strip()))] += 1
             for para in root.iter(a + "p"):
                 ppr = para.find(a + "pPr")
                 text = "".join(t.text or "" for t in para.iter(a + "t"))
@@ -227,7 +248,7 @@ def of_ooxml_slides(path: Path) -> dict[str, Counter]:
             for link in root.iter(a + "hlinkClick"):
                 href = targets.get(link.get(r + "id"), "")
                 if EXTERNAL.match(href):
-                    found["links"][href.rstrip("/")] += 1
+                    found["links"][link_key(href)] += 1
     return found
 
 
@@ -249,7 +270,7 @@ def of_odp(path: Path) -> dict[str, Counter]:
         root = ET.fromstring(zf.read("content.xml"))
     for frame in root.iter(draw + "frame"):
         if frame.get(pres + "class") == "title" and all_text(frame):
-            found["headings"][norm(all_text(frame))] += 1
+            found["headings"][heading(all_text(frame))] += 1
     for item in root.iter(text_ns + "list-item"):
         first = item.find(text_ns + "p")
         if first is not None and all_text(first):
@@ -260,7 +281,7 @@ def of_odp(path: Path) -> dict[str, Counter]:
     for link in root.iter(text_ns + "a"):
         href = link.get(xlink + "href", "")
         if EXTERNAL.match(href):
-            found["links"][href.rstrip("/")] += 1
+            found["links"][link_key(href)] += 1
     return found
 
 
@@ -295,7 +316,7 @@ def of_pdf(path: Path) -> dict[str, Counter]:
             doc = PDFDocument(PDFParser(f))
             for _level, title, *_ in doc.get_outlines():
                 if isinstance(title, str) and title.strip():
-                    found["headings"][norm(title)] += 1
+                    found["headings"][heading(title)] += 1
     except Exception:  # noqa: BLE001 - no outline (or none pdfminer reads): nothing
         pass
     return found
@@ -308,10 +329,13 @@ def of_csv(path: Path) -> dict[str, Counter]:
         dialect = csv.Sniffer().sniff(text[:8192], delimiters=",;|\t")
     except csv.Error:
         dialect = csv.excel
-    for row in csv.reader(io.StringIO(text), dialect):
-        for cell in row:
-            if cell.strip():
-                found["table cells"][norm(cell)] += 1
+    try:
+        for row in csv.reader(io.StringIO(text, newline=""), dialect):
+            for cell in row:
+                if cell.strip():
+                    found["table cells"][norm(cell)] += 1
+    except csv.Error:
+        pass  # the cells up to a malformed line
     return found
 
 
@@ -367,8 +391,22 @@ def markitdown_markdown(paths: list[Path]) -> dict[Path, str]:
                 if (outdir / f"{i}.md").exists() else "" for i, p in enumerate(paths)}
 
 
-def matched(found: Counter, ref: Counter) -> int:
-    return sum((found & ref).values())
+def matched(found: Counter, ref: Counter, kind: str = "") -> int:
+    """How many of ``ref`` ``found`` holds (multisets).  A list item matches a reference item
+    it begins (an item's first paragraph against the whole item: the reference reads an item's
+    later blocks, a code block or a second paragraph, into its text)."""
+    exact = found & ref
+    hits = sum(exact.values())
+    if kind != "list items":
+        return hits
+    left_ref = list((ref - exact).elements())
+    for text in (found - exact).elements():
+        for i, whole in enumerate(left_ref):
+            if len(text) >= 8 and whole.startswith(text):
+                hits += 1
+                del left_ref[i]
+                break
+    return hits
 
 
 def main() -> int:
@@ -393,7 +431,7 @@ def main() -> int:
             ref_total = sum(sum(refs[p][kind].values()) for p in paths)
             cells = [fmt, kind, str(ref_total)]
             for name in tools:
-                hit = sum(matched(counts[name][p][kind], refs[p][kind]) for p in paths)
+                hit = sum(matched(counts[name][p][kind], refs[p][kind], kind) for p in paths)
                 raw = sum(sum(counts[name][p][kind].values()) for p in paths)
                 cells.append(f"{hit} ({raw})")
                 totals.setdefault(name, {}).setdefault(kind, [0, 0])

@@ -241,10 +241,32 @@ def test_a_block_between_table_rows_follows_the_table():
 
 
 def test_unbalanced_streams_still_render():
-    md = sink_of([("close", None), ("open", Cell()), ("write", "lonely"), ("open", ListItem()),
+    md = sink_of([("close", None), ("open", Cell()), ("write", "lonely"), ("open", Paragraph()),
                   ("write", "x"), ("open", Table()), ("open", Row())]).markdown()
     assert tables(md) == [[["lonely<br>x"]]]
     assert sink_of([("close", None), ("close", None)]).markdown() == ""
+
+
+def test_a_layout_table_is_written_as_its_blocks():
+    """A single column whose cells hold structure (a page laid out in a table: a heading, a
+    list) is written as the blocks it holds; a single column of values stays a table."""
+    def one_column(*cells):
+        events = [("open", Table())]
+        for cell in cells:
+            events += [("open", Row()), ("open", Cell())] + cell + [("close", None),
+                                                                      ("close", None)]
+        return events + [("close", None)]
+
+    md = sink_of(one_column([("open", Heading(2)), ("write", "News"), ("close", None)],
+                            [("open", ListItem()), ("write", "one"), ("close", None),
+                             ("open", ListItem()), ("write", "two"), ("close", None)],
+                            [("write", "plain * text")])).markdown()
+    assert md == "## News\n\n- one\n- two\n\nplain \\* text\n"
+    assert blocks(md) == ["heading_open", "bullet_list_open", "list_item_open",
+                          "paragraph_open", "list_item_open", "paragraph_open",
+                          "paragraph_open"]
+    data = sink_of(one_column([("write", "10")], [("write", "20")])).markdown()
+    assert tables(data) == [[["10"], ["20"]]]
 
 
 def test_line_breaks_are_hard_breaks_in_blocks_and_br_in_cells():

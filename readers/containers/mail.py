@@ -121,6 +121,8 @@ def _write_message(msg: Message, state: _State, depth: int) -> str:
         text = decode_payload(_payload(body), body.get_content_charset())
         if body.get_content_subtype() == "html":
             html_to_text(text, sink, state.ctx.limits)
+        elif sink.structured and _html_body(msg, body, sink, state, text):
+            pass  # the text body in the text, its HTML alternative's structure in the Markdown
         else:
             sink.write(text if text.endswith("\n") or not text else text + "\n")
     for part, in_alt in _leaves(msg):
@@ -151,6 +153,28 @@ def header_lines(sink: TextSink, lines: list[str]) -> None:
         sink.write(line)
     sink.close()
     sink.layout("\n\n")
+
+
+def _html_body(msg: Message, body: Message, sink: TextSink, state: _State, text: str) -> bool:
+    """For a structured sink: the text body ``text`` as the plain text shows it, and the
+    message's HTML alternative of it (when it has one) as the Markdown, read into a sink of
+    its own; False when there is no HTML alternative."""
+    from email.message import EmailMessage
+
+    try:
+        rich = msg.get_body(preferencelist=("html",)) if isinstance(msg, EmailMessage) else None
+    except Exception:  # noqa: BLE001 - a malformed structure: the text body alone
+        rich = None
+    if rich is None or rich is body:
+        return False
+    sub = sink.nested(max(sink.max_chars - sink.chars, 0))
+    try:
+        html_to_text(decode_payload(_payload(rich), rich.get_content_charset()), sub,
+                     state.ctx.limits)
+    except CapReached:
+        pass  # its Markdown as far as it went (the text is the text body's)
+    sink.include(sub, text if text.endswith("\n") or not text else text + "\n")
+    return True
 
 
 def _addresses(msg: Message, name: str) -> list[str]:

@@ -33,12 +33,9 @@ _MARKER = re.compile(r"(#{1,6}) ")
 
 
 class _Frame:
-    """An open paragraph, row or cell: its parts and, for a paragraph, the lines it defers;
-    for a structured flow its block node, its inline marks (links, as ``(part index,
-    event)``), a row's header flag and a cell's span."""
+    """An open paragraph, row or cell: its parts and, for a paragraph, the lines it defers."""
 
-    __slots__ = ("kind", "parts", "deferred", "pending", "label", "node", "marks", "links",
-                 "header", "colspan")
+    __slots__ = ("kind", "parts", "deferred", "pending", "label")
 
     def __init__(self, kind: int) -> None:
         self.kind = kind
@@ -46,11 +43,6 @@ class _Frame:
         self.deferred: list[Any] = []
         self.pending: Any = 0  # a row's empty cells not yet materialised
         self.label = ""  # a paragraph's list label ("1. ", "• "), shown if it has text
-        self.node: Any = None
-        self.marks: list[tuple[int, Event]] = []
-        self.links = 0
-        self.header = False
-        self.colspan = 1
 
     def text(self) -> str:
         if self.kind == _ROW:
@@ -80,7 +72,7 @@ class Flow:
     def __init__(self, sink: TextSink, limits: Limits, *, nested_apart: bool = False) -> None:
         self.sink = sink
         self.max_parts = limits.max_parts
-        self.frames: list[_Frame] = []
+        self.frames: list[Any] = []  # the open frames (_Frame; a structured flow's _Block)
         self.parts: list[Any] | None = None  # the innermost frame's parts, for add()
         self._pending: str | None = None
         self.nested_apart = nested_apart
@@ -110,7 +102,7 @@ class Flow:
         self.parts = frame.parts
         return frame
 
-    def _pop(self) -> _Frame:
+    def _pop(self) -> Any:  # (a _Frame; a structured flow's _Block)
         frame = self.frames.pop()
         self.parts = self.frames[-1].parts if self.frames else None
         return frame
@@ -292,6 +284,21 @@ class Flow:
         raise CapReached("max_parts", f"{self.max_parts} parts in one paragraph or row")
 
 
+class _Block(_Frame):
+    """A frame of a :class:`StructuredFlow`: besides, its block node, its inline marks
+    (links, as ``(part index, event)``), a row's header flag and a cell's span."""
+
+    __slots__ = ("node", "marks", "links", "header", "colspan")
+
+    def __init__(self, kind: int) -> None:
+        super().__init__(kind)
+        self.node: Any = None
+        self.marks: list[tuple[int, Event]] = []
+        self.links = 0
+        self.header = False
+        self.colspan = 1
+
+
 class Line:
     """A finished line of a :class:`StructuredFlow`: its plain text and its events (whose
     ``write`` and ``layout`` characters are that text), and whether writing it ends a line of
@@ -345,6 +352,12 @@ class StructuredFlow(Flow):
     def __init__(self, sink: TextSink, limits: Limits, *, nested_apart: bool = False) -> None:
         self._held: list[Line] = []  # structure waiting for the pending heading's line
         super().__init__(sink, limits, nested_apart=nested_apart)
+
+    def _push(self, kind: int) -> _Frame:
+        frame = _Block(kind)
+        self.frames.append(frame)
+        self.parts = frame.parts
+        return frame
 
     @property
     def pending_heading(self) -> str | None:
@@ -583,7 +596,7 @@ def _link(target: str) -> Any:
     return Link(target)
 
 
-def _runs(frame: _Frame) -> list[Event]:
+def _runs(frame: _Block) -> list[Event]:
     """A paragraph's runs as text events, its links around them."""
     parts = frame.parts
     if not frame.marks:
@@ -602,7 +615,7 @@ def _runs(frame: _Frame) -> list[Event]:
     return out
 
 
-def _row_line(frame: _Frame) -> Line | None:
+def _row_line(frame: _Block) -> Line | None:
     """A row's line: its cells joined by tabs (its trailing empty cells left out of the
     text; a table nested in one kept for the Markdown)."""
     trailing: list[Event] = []
@@ -625,7 +638,7 @@ def _row_line(frame: _Frame) -> Line | None:
     return Line("\t".join(c.text for c in frame.parts), events)
 
 
-def _open_line(frame: _Frame) -> Line | None:
+def _open_line(frame: _Block) -> Line | None:
     """What an open frame holds, as a line (written when a cap stops the document)."""
     if frame.kind == _ROW:
         return _row_line(frame) if frame.parts else None

@@ -1095,8 +1095,9 @@ class _Docx(_Walker):
     def _hyperlink(self, attrs: dict[str, str]) -> None:
         rid = attrs.get(R + "id")
         target = _link_targets(self.state.pkg, self.part).get(rid or "") if rid else None
-        if target is None and attrs.get(W + "anchor"):
-            target = "#" + attrs[W + "anchor"]
+        anchor = attrs.get(W + "anchor")
+        if anchor:  # a place in the target (or in this document)
+            target = (target or "") + "#" + anchor
         self.hyperlinks.append(bool(target))
         if target:
             self.flow.link_start(target)

@@ -100,7 +100,8 @@ class _Frame:
     between its rows, ``deferred``), a section, a link."""
 
     __slots__ = ("node", "inline", "parts", "cells", "rows", "deferred", "absorbed",
-                 "flushed", "implicit", "header", "chars", "streaming", "width", "carry")
+                 "flushed", "implicit", "header", "chars", "streaming", "width", "carry",
+                 "blocks", "layout")
 
     def __init__(self, node: Any, implicit: bool = False) -> None:
         self.node = node
@@ -117,6 +118,10 @@ class _Frame:
         self.streaming = False  # a table whose header is written: rows go out as they come
         self.width = 0
         self.carry: dict[int, int] = {}  # a table's columns still covered by a rowspan
+        # what a cell holds as blocks (a row's, a table's: per cell, per row), for a table
+        # found to be one of layout (:func:`_is_layout`), whose blocks are written as blocks
+        self.blocks: list[Any] = []
+        self.layout = False  # it holds structure: a heading, a list, code, a table
 
 
 def _has_text(inline: list[tuple[str, Any]]) -> bool:
@@ -302,30 +307,9 @@ class Markdown:
                 label = node.label.strip()
                 text = (escape(label) + " " if label else "") + text
             if text:
-                self.frames.cell_part(text)
+                self.frames.cell_part(text, _leaf_item(frame), not isinstance(node, Paragraph))
             return
-        if isinstance(node, Code):
-            body = "".join(v for k, v in frame.inline if k == "t").strip("\n")
-            if body.strip():
-                self._place(_fence(body, node.language))
-            return
-        if frame.implicit:
-            raw = _inline(frame, cell=False, soft=True)
-            for para in _BLANK_LINES.split(raw):
-                lines = [line_start(ln) for ln in para.split("\n")]
-                body = "\n".join(ln for ln in lines if ln.strip())
-                if body:
-                    self._place(body)
-            return
-        lines = [ln for ln in (line_start(ln) for ln in _inline(frame, cell=False).split(_HARD))
-                 if ln.strip()]
-        if not lines:
-            return
-        if isinstance(node, ListItem) and not frame.flushed and not self.frames.inside(Table):
-            self.writer.item(node, lines)
-            return
-        continues = self._in_item() or (isinstance(node, ListItem) and frame.flushed)
-        self._place(_block(node, lines, frame.flushed), continues=continues)
+        self._place_items([_leaf_item(frame)], self._in_item())
 
     def _in_item(self) -> bool:
         return any(isinstance(f.node, ListItem) for f in self.frames)
@@ -336,20 +320,44 @@ class Markdown:
         table = self.frames.top()
         if table is None or not isinstance(table.node, Table):
             return
+        table.layout = table.layout or frame.layout
         if self.frames.inside(Cell):  # a table inside a cell: flattened when it ends
             table.rows.append((frame.cells, frame.header))
+            table.blocks.append(frame.blocks)
         else:
-            _table_row(table, frame.cells, frame.header, self.writer)
+            _table_row(table, frame.cells, frame.header, self.writer, frame.blocks)
 
     def _close_table(self, frame: _Frame) -> None:
+        layout = _is_layout(frame)
         if self.frames.inside(Cell):
             flat = _flat_table(frame)
             if flat:
-                self.frames.cell_part(flat)
+                self.frames.cell_part(flat, ("blocks", [i for row in frame.blocks
+                                                        for cell in row for i in cell])
+                                      if layout else ("raw", _table_text(frame)), True)
+        elif layout and not frame.streaming:  # a layout table: its cells' blocks, in order
+            for row in frame.blocks:
+                for cell in row:
+                    self._place_items(cell)
         elif not frame.streaming and frame.rows:  # (a streaming one's rows are written)
             _write_table(frame, self.writer)
         for block in frame.deferred:
             self._place(block)
+
+    def _place_items(self, items: list[Any], in_item: bool = False) -> None:
+        """Leaves as blocks (:func:`_leaf_item`'s form: a leaf, or what a layout table's
+        cell held), each written where it belongs."""
+        for item in items:
+            if item[0] == "raw":
+                if item[1]:
+                    self._place(item[1])
+            elif item[0] == "blocks":
+                self._place_items(item[1], in_item)
+            elif isinstance(item[1], ListItem) and not item[3] and not self.frames.inside(Table):
+                self.writer.item(item[1], list(item[2]))
+            else:
+                continues = in_item or (isinstance(item[1], ListItem) and item[3])
+                self._place(_block(item[1], item[2], item[3]), continues=continues)
 
     # -- output -----------------------------------------------------------------------------------
 
@@ -402,27 +410,32 @@ class _Frames(list[_Frame]):
         frame.header = isinstance(node, Row) and node.header
         self.append(frame)
 
-    def cell_part(self, text: str) -> None:
-        """A block met in the open cell, after the cell's own text so far."""
+    def cell_part(self, text: str, item: Any = None, structure: bool = False) -> None:
+        """A block met in the open cell, after the cell's own text so far; ``item`` its
+        form as a block (``structure``: a heading, a list item, code, a table)."""
         for frame in reversed(self):
             if isinstance(frame.node, Cell):
                 if _has_text(frame.inline):
-                    frame.parts.append(_inline(frame, cell=True))
-                    frame.inline = []
+                    _own_text(frame)
                 frame.parts.append(text)
+                frame.blocks.append(item if item is not None else ("raw", text))
+                frame.layout = frame.layout or structure
                 return
 
     def close_cell(self, frame: _Frame) -> None:
         """A cell ends (``frame``, just taken off): its text, its parts joined by ``<br>``,
         joins its row."""
-        own = _inline(frame, cell=True)
-        text = "<br>".join(p for p in frame.parts + [own] if p)
+        if _has_text(frame.inline):
+            _own_text(frame)
+        text = "<br>".join(p for p in frame.parts if p)
         node = frame.node
         colspan = min(max(int(node.colspan), 1), MAX_SPAN)
         rowspan = min(max(int(node.rowspan), 1), MAX_SPAN)
         row = self.top()
         if row is not None and isinstance(row.node, Row):
             row.cells.append((text, colspan, rowspan))
+            row.blocks.append(frame.blocks)
+            row.layout = row.layout or frame.layout
 
     def leaf(self) -> _Frame | None:
         """The innermost open leaf or cell (what its absorbed paragraphs write into), None
@@ -547,19 +560,64 @@ def _block(node: Any, lines: list[str], flushed: bool) -> str:
     return "\\\n".join(lines)
 
 
+def _own_text(cell: _Frame) -> None:
+    """A cell's own text so far (outside any block of it) made one of its parts."""
+    cell.parts.append(_inline(cell, cell=True))
+    lines = [ln for ln in (line_start(ln) for ln in _inline(cell, cell=False).split(_HARD))
+             if ln.strip()]
+    cell.blocks.append(("leaf", Paragraph(), lines, False) if lines else ("raw", ""))
+    cell.inline = []
+
+
+def _leaf_item(frame: _Frame) -> Any:
+    """A leaf met in a cell, in its form as a block: ``("leaf", node, lines, flushed)``, or
+    ``("raw", markdown)`` for code and text outside any block."""
+    node = frame.node
+    if isinstance(node, Code):
+        body = "".join(v for k, v in frame.inline if k == "t").strip("\n")
+        return ("raw", _fence(body, node.language) if body.strip() else "")
+    if frame.implicit:  # paragraphs split at blank lines, their lines kept
+        paras = ["\n".join(ln for ln in (line_start(x) for x in para.split("\n")) if ln.strip())
+                 for para in _BLANK_LINES.split(_inline(frame, cell=False, soft=True))]
+        return ("blocks", [("raw", para) for para in paras if para])
+    lines = [ln for ln in (line_start(ln) for ln in _inline(frame, cell=False).split(_HARD))
+             if ln.strip()]
+    return ("leaf", node, lines, frame.flushed) if lines else ("raw", "")
+
+
+def _is_layout(table: _Frame) -> bool:
+    """Whether a table is one of layout, not of data: a single column whose cells hold
+    structure (a heading, a list, code, another table) — a page or a message laid out in a
+    table; its cells are then written as the blocks they hold."""
+    return table.layout and bool(table.rows) and all(
+        sum(1 for text, _, _ in cells if text) <= 1 for cells, _ in table.rows)
+
+
+def _table_text(table: _Frame) -> str:
+    """A table inside a cell as a table of its own (when the cell's table is written as
+    blocks)."""
+    carry: dict[int, int] = {}
+    rows = [_lay_out(cells, carry) for cells, _ in table.rows]
+    if not rows:
+        return ""
+    width = min(max(len(r) for r in rows), MAX_COLUMNS) or 1
+    return "\n".join(_table_lines(rows, width))
+
+
 def _table_row(table: _Frame, cells: list[tuple[str, int, int]], header: bool,
-               writer: _Writer) -> None:
+               writer: _Writer, blocks: list[Any]) -> None:
     """A row of a top-level table: held (its spans laid out) until the table's width is
     known, or, once a long table is written as it goes, written fitted to its width."""
     laid = _lay_out(cells, table.carry)
     if table.streaming:
         writer.out.append("\n" + _row_line(_fit(laid, table.width)))
         return
+    table.blocks.append(blocks)
     table.rows.append(([(c, 1, 1) for c in laid], header))
     table.chars += sum(len(c) for c in laid) + len(laid)
     if len(table.rows) >= TABLE_ROWS or table.chars >= TABLE_CHARS:
         _write_table(table, writer)  # its header and rows so far; the next as they come
-        table.rows = []
+        table.rows, table.blocks = [], []
         table.streaming = True
 
 

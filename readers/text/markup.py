@@ -35,7 +35,7 @@ from . import textcodec
 from ..base import Context, Document, Limits, Reader, ReadResult, SinkBuffer, TextSink
 from ..errors import CapReached
 from ..metadata import DocMeta, split_keywords, split_people
-from ..render.events import (CLOSE, MARK, OPEN, Break, Caption, Cell, Code, Heading,
+from ..render.events import (CLOSE, MARK, MD, OPEN, Break, Caption, Cell, Code, Heading,
                              LineBreak, Link, ListItem, Note, Paragraph, Row, Table)
 
 _PRESCAN = 1024  # bytes the WHATWG prescan looks at
@@ -358,6 +358,12 @@ class _Structure:
             return
         if tag == "br":
             self.event(MARK, LineBreak())
+            return
+        if tag == "img":  # a picture in a link: its alt text is the link's (Markdown only)
+            alt = dict(attrs).get("alt")
+            if isinstance(alt, str) and alt.strip() and any(t == "a" and opened
+                                                            for t, opened in self.tags):
+                self.event(MD, " ".join(alt.split()))
             return
         if tag in _BLOCKS:
             self._end_paragraph()
