@@ -263,10 +263,11 @@ def _sink(max_chars: int, markdown: bool) -> TextSink:
 def _markdown(sink: TextSink, note: str | None = None) -> str | None:
     """The sink's Markdown in the store's normal form (with the cap's ``note`` at its end),
     None for a plain sink."""
+    if not sink.structured:  # (the renderer is not imported by a plain read: a document's
+        return None          # process forked from the worker would import it every time)
     from .render.sink import MarkdownSink
 
-    if not isinstance(sink, MarkdownSink):
-        return None
+    assert isinstance(sink, MarkdownSink)
     if note is not None:
         sink.end_note(note)
     return normalize_text(sink.markdown())

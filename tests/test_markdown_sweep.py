@@ -167,3 +167,29 @@ def test_a_worker_that_names_another_file_as_its_markdown_fails_its_job(tmp_path
         assert failed.verdict.status.value == "error" and failed.verdict.error_kind == "worker"
     finally:
         pool.close()
+
+
+@pytest.mark.slow
+def test_a_cluster_batch_carries_the_markdown_back(tmp_path):
+    """What a cluster worker sends back (``extract_batch``): the Markdown's bytes beside the
+    text's, and a verdict that says so; none for a job that did not ask."""
+    import hashlib
+
+    from bastion.readers.runtime.job import Job
+    from bastion.tasks.extract.batch import close_pools, extract_batch
+
+    doc = tmp_path / "p.html"
+    doc.write_text(PAGE)
+    sha = hashlib.sha256(doc.read_bytes()).hexdigest()
+    jobs = [Job(0, str(doc), "p.html", "text/html", sha, doc.stat().st_size, 30.0,
+                reader="markup", key="k1", markdown=True),
+            Job(0, str(doc), "p.html", "text/html", sha, doc.stat().st_size, 30.0,
+                reader="markup", key="k2")]
+    try:
+        with_md, plain = extract_batch(jobs, limits=Limits(name_languages=False), workers=1,
+                                       tmp_root=tmp_path / "pools")
+    finally:
+        close_pools()
+    assert with_md.verdict.markdown and with_md.markdown is not None
+    assert b"# HEADMARK" in with_md.markdown and with_md.text == plain.text
+    assert not plain.verdict.markdown and plain.markdown is None
