@@ -390,3 +390,36 @@ def test_html_implied_end_tags_and_spans():
                    "<ul><li>x<li>y</ul><div>d1</div><div>d2</div>").markdown
     assert tables(md) == [[["R", "a"], ["", "b"]]]
     assert blocks(md).count("paragraph_open") == 6  # one, two, x, y, d1, d2
+
+
+NODES = st.sampled_from([Heading(1), Heading(3), Paragraph(), ListItem(0, "1."), ListItem(2, ""),
+                         Table(), Row(), Row(True), Cell(), Cell(2, 3), Link("https://x.example"),
+                         Link("javascript:x"), Caption(), Code("py"), Note()])
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("write"), TEXT), st.tuples(st.just("layout"), TEXT),
+    st.tuples(st.just("md"), TEXT), st.tuples(st.just("open"), NODES),
+    st.tuples(st.just("close"), st.none()),
+    st.tuples(st.just("mark"), st.sampled_from([PageBreak(2), LineBreak(),
+                                                Fragment("## x\n\n| a |\n| --- |")]))),
+    max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS)
+def test_any_stream_renders_to_markdown_that_parses(ops):
+    """Whatever order a reader's events come in (a cap cuts a table, a reader closes more
+    than it opened), the renderer writes Markdown, and the plain text is the text and layout
+    characters."""
+    sink = MarkdownSink(1 << 20)
+    for op, value in ops:
+        getattr(sink, op)(value) if op != "close" else sink.close()
+    md = sink.markdown()
+    parse(md)
+    assert sink.getvalue() == "".join(v for op, v in ops if op in ("write", "layout"))
+    widths: set[int] = set()
+    for line in md.split("\n") + [""]:  # every table's lines as wide as its header
+        if line.startswith("| ") and line.endswith(" |"):
+            widths.add(line.count(" | "))
+        else:
+            assert len(widths) <= 1, md
+            widths = set()
