@@ -178,13 +178,14 @@ def test_without_the_library_the_command_runs(tmp_path, monkeypatch):
     assert tessapi.engine(cli_version()) is None
     ctx = LocalContext(Limits(), {"tesseract": TESSERACT}, tmpdir=tmp_path / "s")
     ran: list[list[str]] = []
-    real = ctx.run_tool
+    real = LocalContext.run_tool
 
-    def spy(argv, **kw):
+    def spy(self, argv, **kw):
         ran.append(argv)
-        return real(argv, **kw)
+        return real(self, argv, **kw)
 
-    monkeypatch.setattr(ctx, "run_tool", spy)
+    # (on the class: a context's attributes are declared, its methods not replaceable)
+    monkeypatch.setattr(LocalContext, "run_tool", spy)
     out = read_document(Document(NOTE.read_bytes(), NOTE.name, "image/png"), ctx)
     assert out.status == "ok" and "bastion" in out.text
     assert any(a[0] == TESSERACT and "tsv" in a for a in ran), ran
