@@ -27,7 +27,6 @@ import json
 import os
 import sqlite3
 import sys
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from bastion.readers.base import Limits, Reader
@@ -92,7 +91,7 @@ def readers_fingerprint() -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
-INSTALLED = "registry.json"  # in the user's cache (readers/text/langmodel.py cache_dir)
+INSTALLED = "registry.json"  # in the user's cache (tasks/extract/usercache.py)
 INSTALLED_KEPT = 16  # installations remembered (checkouts, virtualenvs of one user)
 
 
@@ -102,16 +101,10 @@ def installed_registry(fingerprint: str) -> dict[str, Any] | None:
     name (``libraries``), as an earlier run of this installation computed them, so that a
     first run of a new output imports no reader it does not use (every reader module
     imported and the libraries' metadata read: ≈ 0.1 s of a one-file sweep).  None when the
-    cache has nothing for it or cannot be read."""
-    path = _installed_path()
-    if path is None:
-        return None
-    try:
-        with open(path, "rb") as f:
-            entries = json.loads(f.read(1 << 20))
-    except (OSError, ValueError):
-        return None
-    entry = entries.get(fingerprint) if isinstance(entries, dict) else None
+    cache has nothing for it."""
+    from . import usercache
+
+    entry = usercache.read(INSTALLED).get(fingerprint)
     if not (isinstance(entry, dict) and isinstance(entry.get("digest"), str)
             and isinstance(entry.get("libraries"), dict)):
         return None
@@ -120,35 +113,13 @@ def installed_registry(fingerprint: str) -> dict[str, Any] | None:
 
 def remember_registry(fingerprint: str, digest: str, libraries: Mapping[str, str | None]) -> None:
     """Keep the registry's digest and the libraries' versions of this installation in the
-    user's cache (the last :data:`INSTALLED_KEPT` installations); a cache that cannot be
-    written is left as it is."""
-    from ..output.atomic import OutputError, write_file_atomically
+    user's cache (the last :data:`INSTALLED_KEPT` installations)."""
+    from . import usercache
 
-    path = _installed_path()
-    if path is None:
-        return
-    try:
-        with open(path, "rb") as f:
-            entries = json.loads(f.read(1 << 20))
-        if not isinstance(entries, dict):
-            entries = {}
-    except (OSError, ValueError):
-        entries = {}
+    entries = usercache.read(INSTALLED)
     entries.pop(fingerprint, None)
     entries[fingerprint] = {"digest": digest, "libraries": dict(libraries)}
-    kept = dict(list(entries.items())[-INSTALLED_KEPT:])
-    try:  # a cache: no fsync (a lost write is computed again)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_file_atomically(path, json.dumps(kept).encode(), sync=False)
-    except (OSError, ValueError, OutputError):
-        pass
-
-
-def _installed_path() -> Path | None:
-    from bastion.readers.text.langmodel import cache_dir
-
-    where = cache_dir()
-    return None if where is None else where / INSTALLED
+    usercache.write(INSTALLED, dict(list(entries.items())[-INSTALLED_KEPT:]))
 
 
 def cached_registry(od: OutputDir, fingerprint: str) -> str | None:

@@ -1,6 +1,5 @@
 """The tools of a run, probed once and cached by binary in ``.bastion/tools.json``, and for
-the user in ``tools.json`` of the user's cache (``$XDG_CACHE_HOME/bastion``, else
-``~/.cache/bastion``).
+the user in ``tools.json`` of the user's cache (tasks/extract/usercache.py).
 
 A tool's version is asked only when its binary is new to the cache (path, size, mtime, ctime,
 inode: :class:`bastion.readers.runtime.toolset.ToolProbe`); so is tesseract's data directory
@@ -15,15 +14,15 @@ whose file is still what it was (:data:`USER_KEPT` at most).
 
 from __future__ import annotations
 
-import json
 import os
 from functools import cached_property
 from pathlib import Path
 
 from bastion.readers.runtime.toolset import Tool, ToolProbe
 
-from ..output.atomic import STATE_DIR, OutputError, read_json_file, write_file_atomically
+from ..output.atomic import STATE_DIR, read_json_file
 from ..output.directory import OutputDir
+from . import usercache
 
 TOOLS_CACHE = f"{STATE_DIR}/tools.json"  # in the output directory
 USER_CACHE = "tools.json"  # in the user's cache directory
@@ -69,24 +68,8 @@ class ToolCache:
             self.user = {**self.user, **self.known}
 
 
-def _user_path() -> Path | None:
-    from bastion.readers.text.langmodel import cache_dir
-
-    where = cache_dir()
-    return None if where is None else where / USER_CACHE
-
-
 def _read_user() -> dict[str, list]:
-    path = _user_path()
-    if path is None:
-        return {}
-    try:
-        with open(path, "rb") as f:
-            entries = json.loads(f.read(4 << 20))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(entries, dict):
-        return {}
+    entries = usercache.read(USER_CACHE)
     return {k: v for k, v in entries.items() if isinstance(k, str) and isinstance(v, list)}
 
 
@@ -101,13 +84,5 @@ def _current(key: str, entry: list) -> bool:
 
 
 def _write_user(entries: dict[str, list]) -> None:
-    path = _user_path()
-    if path is None:
-        return
     kept = {k: v for k, v in entries.items() if _current(k, v)}
-    kept = dict(list(kept.items())[-USER_KEPT:])
-    try:  # a cache: no fsync, and a failure is no run's
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_file_atomically(path, json.dumps(kept, sort_keys=True).encode(), sync=False)
-    except (OSError, ValueError, OutputError):
-        pass
+    usercache.write(USER_CACHE, dict(list(kept.items())[-USER_KEPT:]))
