@@ -142,6 +142,7 @@ def _extract_action(run: Run, item: Item) -> TaskFailed | None:
 def _finish_action(run: Run) -> TaskFailed | None:
     from .extract.finish import finish
 
+    run.resume_gc()  # the slice's tasks are done (Run.pause_gc)
     refused = _refused(run)
     if refused:
         run.close()
@@ -363,6 +364,7 @@ def extract_tasks(run: Run) -> Iterator[dict]:
     plan = run.plan()
     every = cfg.all_tasks
     batch = plan.items if every else run.items_for()
+    run.pause_gc()  # until the slice's end (Run.pause_gc: its tasks make no garbage to collect)
     names = set()
     for item in batch:
         name = task_name(item.root, item.path)
