@@ -50,9 +50,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from benchlib import compile_trees  # noqa: E402
-from peers import OFFLINE_ENV, VENVS, run_tree, start_spawner  # noqa: E402
+from peers import KREUZBERG, OFFLINE_ENV, VENVS, run_tree, start_spawner  # noqa: E402
 
-KREUZBERG = "4.10.4"  # the version issue 40's table was measured with
 TREE_VERSION = 1  # raise when a generated tree changes
 TREES = ("texts", "html", "mail", "one", "peers")
 
