@@ -85,10 +85,7 @@ class Store:
         self._dirty = False  # texts or renames not yet made durable
         self._dir: OutputDir | None = None
         self.run = 0  # this extract run's number (backoff.start_run), 0 before
-        self._unstamped = False
-        # no text nor sidecar was stored when this run's session claimed the store (a first
-        # run): placing one then has no older file of its name to remove
-        self.empty = False
+        self._unstamped = self.empty = False  # empty: no bucket when the session claimed it
 
     @property
     def dir(self) -> OutputDir:
