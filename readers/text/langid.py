@@ -129,7 +129,7 @@ def preload() -> None:
 
 
 def letters(text: str) -> int:
-    """How many letters ``text`` has (the characters of ``[^\W\d_]``, counted as what is
+    """How many letters ``text`` has (the characters of ``[^\\W\\d_]``, counted as what is
     left when the others are removed: half the cost of listing them)."""
     return len(_NOT_LETTERS.sub("", text))
 
