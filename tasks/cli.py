@@ -280,7 +280,9 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
                 # must not change or stop a run)
                 rc = DoitMain(ModuleTaskLoader(pipeline.namespace(run)), config_filenames=(),
                               extra_config=backends).run(argv)
-                if rc != 0 or not run.more_slices:
+                more = rc == 0 and run.more_slices
+                run.slice_done(more)  # the collector may take the slice's garbage (Run.pause_gc)
+                if not more:
                     break
     finally:
         sys.stderr = real_stderr

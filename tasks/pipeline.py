@@ -17,8 +17,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from doit.exceptions import TaskFailed
+from doit.action import BaseAction
+from doit.exceptions import BaseFail, TaskError, TaskFailed
 from doit.reporter import ConsoleReporter
+from doit.task import IOConfig, Task, first_line
 
 from bastion.errors import CANNOT_START, OutputError, WorkerError
 
@@ -140,6 +142,7 @@ def _extract_action(run: Run, item: Item) -> TaskFailed | None:
 def _finish_action(run: Run) -> TaskFailed | None:
     from .extract.finish import finish
 
+    run.resume_gc()  # the slice's tasks are done (Run.pause_gc)
     refused = _refused(run)
     if refused:
         run.close()
@@ -190,6 +193,98 @@ def _unknown_task(name: str, close: list[str]) -> TaskFailed:
 for _f in (_refuse, _walk_action, _extract_action, _finish_action, _finish_teardown,
            _clean_extract, _clean_item, _clean_walk, _unknown_task):
     setattr(_f, "__signature__", inspect.signature(_f))
+
+
+class Call(BaseAction):
+    """One Python call as a doit action: what a per-file task runs.  doit's ``PythonAction``
+    pays, on every run of every task, for capturing stdout and stderr into fresh buffers and
+    for inspecting the callable's signature (its keyword arguments); bastion's actions print
+    nothing and take only their arguments, so a call is all they need.  The result is read as
+    ``PythonAction`` reads it (``None`` or a :class:`doit.exceptions.TaskFailed`), and an
+    exception that escapes the action is the task's error, as there."""
+
+    def __init__(self, func: Any, args: tuple, task: Any = None) -> None:
+        self.func = func
+        self.args = args
+        self.task = task
+        self.out = self.err = self.result = None
+        self.values: dict[str, Any] = {}
+
+    def execute(self, out: Any = None, err: Any = None) -> Any:
+        try:
+            returned = self.func(*self.args)
+        except Exception as e:  # noqa: BLE001 — as doit's PythonAction: the task's error
+            return TaskError("PythonAction Error", e)
+        if returned is None or isinstance(returned, BaseFail):
+            return returned
+        return TaskError(f"{self.func.__name__} returned {returned!r}, not None or a failure")
+
+    def __str__(self) -> str:
+        return f"Python: function {self.func.__name__}"
+
+    def __repr__(self) -> str:
+        return f"<PythonAction: '{self.func!r}'>"
+
+
+_IO = IOConfig({})
+
+
+class FileTask(Task):
+    """One walked file's ``extract:<root>/<path>`` task, made directly rather than from a
+    dict: doit's ``Task.__init__`` checks nineteen fields and wraps each action and clean
+    action in a ``PythonAction``, which at 20,000 files a slice is a tenth of what the parent
+    spends on a small document (docs/performance.md, issue 40).  The attributes are the ones
+    ``Task.__init__`` sets for a task with one action, a clean action, an ``uptodate`` entry
+    and nothing else (tests/test_pipeline_tasks.py compares them with doit's own)."""
+
+    def __init__(self, name: str, action: BaseAction, clean: BaseAction, uptodate: Any,
+                 doc: str | None = None, group: str = "extract") -> None:
+        # pylint: disable=super-init-not-called — what Task.__init__ would set, set here
+        self.name = name
+        self.params = ()
+        self.creator_params: list = []
+        self.options: dict[str, Any] | None = None
+        self.pos_arg = None
+        self.pos_arg_val = None
+        self.setup_tasks: list = []
+        self.io = _IO
+        self._actions = [action]
+        action.task = self
+        self._action_instances = [action]
+        self.dep_changed = None
+        self.file_dep: set = set()
+        self.task_dep: list = []
+        self.wild_dep: list = []
+        self.calc_dep: set = set()
+        self.loader = None
+        self.getargs: dict = {}
+        self.value_savers: list = []
+        self.uptodate: list[tuple[Any, Any, Any]] = [
+            (uptodate, [], {}) if callable(uptodate) else (uptodate, None, None)]
+        self.targets: list = []
+        self.subtask_of = group
+        self.has_subtask = False
+        self.result = None
+        self.values: dict = {}
+        self.verbosity = 0
+        self.custom_title = None
+        self.cfg_values = None
+        self._remove_targets = False
+        clean.task = self
+        self.clean_actions = [clean]
+        self.teardown: list = []
+        self.doc = first_line(doc)
+        self.watch = ()
+        self.meta = None
+        self.executed = False
+
+    def init_options(self, args: Any = None) -> Any:
+        """No parameters to parse (doit's builds a parser per task for none): the command
+        line's other words are left to the caller, as doit's would leave them."""
+        if self.options is None:
+            self.options = {}
+            return args
+        return None
 
 
 class Freshness:
@@ -243,15 +338,17 @@ def extract_tasks(run: Run) -> Iterator[dict]:
     of ``RunConfig.slice``.
     """
     cfg = run.cfg
-    group: dict[str, Any] = {"basename": "extract", "name": None,
-                             "doc": "extract text from every walked file (one subtask per file)",
-                             "setup": [FINISH_TASK], "task_dep": ["walk"],
-                             "clean": [(_clean_extract, (run,))]}
+    doc = "extract text from every walked file (one subtask per file)"
     refusal = refused_settings(cfg)
     if refusal:
-        yield {"basename": "extract", "name": None, "doc": group["doc"],
+        yield {"basename": "extract", "name": None, "doc": doc,
                "actions": [(_refuse, (refusal,))]}
         return
+    # the group as doit's loader makes it from {"name": None, …}; the subtasks are Task
+    # objects (FileTask), which the loader takes as they are, so their names are added to
+    # the group's task_dep here
+    group = Task("extract", None, doc=doc, setup=[FINISH_TASK], task_dep=["walk"],
+                 clean=[(_clean_extract, (run,))], has_subtask=True)
     yield group
     decision = run.decide()  # refused, nothing to do, or planned (tasks/extract/values.py)
     if decision.refused is not None:
@@ -267,25 +364,22 @@ def extract_tasks(run: Run) -> Iterator[dict]:
     plan = run.plan()
     every = cfg.all_tasks
     batch = plan.items if every else run.items_for()
+    run.pause_gc()  # until the slice's end (Run.pause_gc: its tasks make no garbage to collect)
     names = set()
     for item in batch:
         name = task_name(item.root, item.path)
         if name in names:
             continue  # the same path twice cannot happen in one walk; be safe with doit
         names.add(name)
-        task: dict[str, Any] = {
-            "basename": "extract",
-            "name": name,
-            "actions": [(_extract_action, (run, item))],
-            "clean": [(_clean_item, (run, item))],
-            "verbosity": 0,
-        }
+        full = f"extract:{name}"
+        action, clean = Call(_extract_action, (run, item)), Call(_clean_item, (run, item))
         if every:
             reason = run.why(item)
-            task["uptodate"] = [Freshness(item.fresh and not run.is_forgotten(item), reason)]
-            task["doc"] = reason
+            task = FileTask(full, action, clean,
+                            Freshness(item.fresh and not run.is_forgotten(item), reason), reason)
         else:
-            task["uptodate"] = [item.fresh]
+            task = FileTask(full, action, clean, item.fresh)
+        group.task_dep.append(full)  # (what doit's loader does for a subtask's dict)
         yield task
     if every:
         for requested in cfg.requested:

@@ -14,4 +14,5 @@
 - ``table``    : the records table, its export extract.jsonl, and what the walk changed since it
 - ``stamp``    : the no-op check, decided without reading the walk
 - ``toolcache``: the tools of a run, probed once and cached by binary
+- ``usercache``: what is kept for the user across outputs (the registry's digest, the tools' versions)
 """

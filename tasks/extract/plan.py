@@ -26,7 +26,6 @@ import json
 import posixpath
 import sqlite3
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Callable, Container, Iterable, Iterator, Mapping, Sequence, overload
 
 from bastion.readers.base import Limits, Reader
@@ -52,15 +51,34 @@ COMMON_LIBRARIES = ("py3langid",)
 Select = Callable[[str, str], "Reader | None"]  # (mime, file name) -> reader
 
 
-@lru_cache(maxsize=None)
+_VERSIONS: dict[str, str | None] = {}  # the distributions' versions found so far
+
+
 def library_version(distribution: str) -> str | None:
-    """The installed version of a Python distribution a reader names (None: not installed)."""
+    """The installed version of a Python distribution a reader names (None: not installed),
+    read once per process (``importlib.metadata`` scans the import path: ≈ 4 ms a name)."""
+    try:
+        return _VERSIONS[distribution]
+    except KeyError:
+        pass
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version(distribution)
+        found: str | None = version(distribution)
     except PackageNotFoundError:
-        return None
+        found = None
+    _VERSIONS[distribution] = found
+    return found
+
+
+def known_versions(versions: Mapping[str, str | None]) -> None:
+    """Versions this installation's distributions were found to have by an earlier run, taken
+    under the same readers' fingerprint (tasks/extract/stamp.py ``installed_registry``: the
+    fingerprint follows every directory of the import path, so an install, upgrade or
+    removal is a new one)."""
+    for name, found in versions.items():
+        if isinstance(name, str) and (found is None or isinstance(found, str)):
+            _VERSIONS.setdefault(name, found)
 
 
 def task_key(reader: Reader | None, mime: str, limits: Limits,

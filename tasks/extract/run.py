@@ -11,6 +11,7 @@ check, the slices handed to doit) is its base, :class:`bastion.tasks.extract.run
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -89,6 +90,8 @@ class Run(RunPlan):
         self.t0 = time.monotonic()
         self.started = time.time()
         self._told_tightened = False
+        self._gc_was: bool | None = None  # while paused (pause_gc): whether it was enabled
+        self._frozen = False  # the slice's objects left out of collections (resume_gc)
 
     # -- settings ---------------------------------------------------------------------------------
 
@@ -132,6 +135,7 @@ class Run(RunPlan):
     def release(self) -> None:
         """Stop the workers (:meth:`close`) and release the lock this run took (a lock it was
         given stays its giver's) and close what it opened."""
+        self.slice_done(False)
         self.close()
         if self._lock is not None and self._owns_lock:
             self._lock.release()
@@ -213,6 +217,39 @@ class Run(RunPlan):
             self.start_session()
         except (OutputError, WorkerError, OSError):
             self.close()
+
+    def pause_gc(self) -> None:
+        """No cyclic garbage collection while a slice's tasks are made and run (until
+        :meth:`resume_gc`, at the slice's finish).  A slice's tasks and doit's nodes for them
+        are hundreds of thousands of objects that live until the slice ends, and every full
+        collection while they pile up walks them all: ≈ 1 s of a 20,000-file sweep's parent,
+        a fifth of its CPU (docs/performance.md, issue 40).  The walk runs before, with the
+        collector on."""
+        if self._gc_was is None:
+            self._gc_was = gc.isenabled()
+            gc.disable()
+
+    def resume_gc(self) -> None:
+        """The collector on again (as it was before :meth:`pause_gc`), what the slice made
+        left out of its collections while the slice's doit run holds it (``gc.freeze``:
+        until :meth:`slice_done`), so the finish pays no collection of it either."""
+        if self._gc_was is not None:
+            gc.freeze()
+            self._frozen = True
+            if self._gc_was:
+                gc.enable()
+            self._gc_was = None
+
+    def slice_done(self, more: bool) -> None:
+        """A slice's doit run is over: what it made is garbage the collector may take, at
+        once when another slice follows (so that no two slices' garbage is ever held), else
+        whenever it next runs (idempotent)."""
+        self.resume_gc()
+        if self._frozen:
+            self._frozen = False
+            gc.unfreeze()
+            if more:
+                gc.collect()
 
     def extract(self, item: Item) -> None:
         """Hand one item to a worker (its verdict is committed when it arrives)."""

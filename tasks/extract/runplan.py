@@ -119,6 +119,7 @@ class RunPlan:
             return self._plan
         manifest, out = self.load()
         self.walk_read = check_walk(manifest, out)
+        self.installed()  # the libraries' versions an earlier run of this installation found
         select = self.registry.select
         probed = self._probe_tools()
         self.tools.clear()  # the same dict the session (started early) holds
@@ -173,6 +174,8 @@ class RunPlan:
         self.tools.update(self._probe_tools())
         from ..output.modes import OutputError
 
+        if not stamp.has_stamp(self.lock()):
+            return None  # no complete run before: nothing can stand (no inputs' digest taken)
         if self.store is None:
             self.store = Store(self.out, self.store_dir)
         try:
@@ -192,18 +195,46 @@ class RunPlan:
             extra=self.extra_readers)
 
     @functools.cached_property
+    def fingerprint(self) -> str | None:
+        """The readers' fingerprint (:func:`bastion.tasks.extract.stamp.readers_fingerprint`:
+        ``stat`` calls, no reader imported); None for a run with extra readers or a listing
+        command (their registry's digest is always computed)."""
+        if self.extra_readers or self.cfg.listing:
+            return None
+        return stamp.readers_fingerprint()
+
+    def installed(self) -> dict[str, Any] | None:
+        """What the user's cache holds for this installation (the registry's digest, the
+        libraries' versions: :func:`bastion.tasks.extract.stamp.installed_registry`), the
+        versions handed to the plan's keys; None when nothing is cached."""
+        fingerprint = self.fingerprint
+        entry = stamp.installed_registry(fingerprint) if fingerprint is not None else None
+        if entry is not None:
+            plan_module.known_versions(entry["libraries"])
+        return entry
+
+    @functools.cached_property
     def readers_digest(self) -> tuple[str | None, str]:
         """(the readers' fingerprint, the registry's digest): the digest the stamp took under
-        the same fingerprint (:func:`bastion.tasks.extract.stamp.readers_fingerprint`: no
-        reader imported), else the registry's, computed (every reader imported).  No
-        fingerprint for a run with extra readers or a listing command."""
-        fingerprint = None
-        if not (self.extra_readers or self.cfg.listing):
-            fingerprint = stamp.readers_fingerprint()
+        the same fingerprint, else the one an earlier run of this installation left in the
+        user's cache (no reader imported either way), else the registry's, computed (every
+        reader imported) and left there."""
+        fingerprint = self.fingerprint
+        if fingerprint is not None:
             cached = stamp.cached_registry(self.lock(), fingerprint)
             if cached is not None:
                 return fingerprint, cached
-        return fingerprint, stamp.registry_digest(self.registry.readers())
+            entry = self.installed()
+            if entry is not None:
+                return fingerprint, entry["digest"]
+        readers = self.registry.readers()
+        digest = stamp.registry_digest(readers)
+        if fingerprint is not None:
+            names = {lib for r in readers for lib in r.libraries} | set(
+                plan_module.COMMON_LIBRARIES)
+            stamp.remember_registry(fingerprint, digest, {
+                lib: plan_module.library_version(lib) for lib in sorted(names)})
+        return fingerprint, digest
 
     def is_forgotten(self, item: Item) -> bool:
         return bool(self.forgotten) and (
@@ -274,6 +305,8 @@ def plan_change(run: RunPlan, select: Select) -> tuple[Plan, dict, Change] | Non
     reach back to them (then the caller plans everything)."""
     store = run.store
     assert store is not None  # (opened by the plan before it asks)
+    if not stamp.has_stamp(run.lock()):
+        return None  # no complete run before (and no inputs' digest taken for nothing)
     previous = stamp.holds_but_walk(run.lock(), run.inputs(), store.db)
     if previous is None:
         return None

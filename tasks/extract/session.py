@@ -3,8 +3,8 @@
 An :class:`ExtractSession` hands planned items to the sandboxed workers
 (:class:`bastion.readers.runtime.pool.WorkerPool`) and commits each verdict as it arrives: the text first
 (moved into the store), then, in batches, the verdicts (one ``syncfs`` and one transaction per
-:data:`COMMIT_EVERY` verdicts or :data:`COMMIT_SECONDS`).  Items of one (sha256, key) share
-one job.
+:data:`COMMIT_EVERY` verdicts or :data:`COMMIT_SECONDS`, whichever comes first).  Items of one
+(sha256, key) share one job.
 """
 
 from __future__ import annotations
@@ -30,7 +30,12 @@ from .docopen import DocumentDirs, Unopenable
 from .plan import Item
 from .store import Store
 
-COMMIT_EVERY = 500  # verdicts per commit (one syncfs + one transaction)
+# verdicts per commit (one syncfs + one transaction), or the verdicts of COMMIT_SECONDS: a
+# kill -9 redoes at most that much finished work.  Each commit costs ≈ 15–25 ms whatever its
+# size (the syncfs's journal commit, the WAL's checkpoint), so at a few thousand small
+# documents a second the count, not the time, would decide how often: 500 made it 40 commits
+# per 20,000 files (docs/performance.md, issue 40).
+COMMIT_EVERY = 5000
 COMMIT_SECONDS = 2.0
 RUNNING = f"{STATE_DIR}/extracting"  # present while a session may be writing the store
 SCRATCH = f"{STATE_DIR}/tmp"  # the workers' private directories (when the output's path is secure)
@@ -80,8 +85,24 @@ class ExtractSession:
                 pass
         self.pool = WorkerPool(self.workers, self.limits, tmp_root, self._on_result,
                                extra_readers=self.extra_readers, allow_root=self.allow_root)
-        self.pool.warm()
+        self._warm_one(self.pool)
         return self.pool
+
+    @staticmethod
+    def _warm_one(pool: WorkerPool) -> None:
+        """Start one worker now (it boots while the walk and the plan run); the pool starts
+        the others when a document finds every started one busy (``WorkerPool.submit``),
+        which for a run of many documents is its second document, a few milliseconds after
+        the first.  A run of one document (``bastion sweep`` of a changed file, a one-file
+        tree) so never starts a second worker beside the one it uses: on two cores that
+        second start took ≈ 50 ms of wall time and 0.1 s of CPU from a 0.4 s run
+        (docs/performance.md, issue 40)."""
+        size = pool.size
+        pool.size = 1
+        try:
+            pool.warm()
+        finally:
+            pool.size = size
 
     def claim_store(self) -> None:
         """Clear the temp files a killed run left in the output and the store (the texts and
@@ -95,12 +116,16 @@ class ExtractSession:
             unfinished = True
         except OSError:
             unfinished = False
+        buckets = self.store._bucket_dirs()
         if unfinished:
-            for bucket in self.store._bucket_dirs():
+            for bucket in buckets:
                 od.remove_stale_temps(f"extract/{bucket}")
         else:
             od.dir_fd(STATE_DIR)
             od.write(RUNNING, b"", sync=False)
+        # a store without a bucket holds no text or sidecar: nothing to remove before a
+        # text is placed (each (sha256, key) is placed once a run: Plan.hand_out)
+        self.store.empty = not buckets
 
     def release_store(self) -> None:
         """Nothing of this run writes the store any more: the marker goes."""
@@ -201,9 +226,9 @@ class ExtractSession:
             if ("outline" in sidecar or "page_sources" in sidecar or "metadata" in sidecar
                     or "embedded" in sidecar):
                 self.store.write_meta(stem, sidecar)
-            else:
+            elif not self.store.empty:
                 self.store.remove_meta(stem)
-        else:
+        elif not self.store.empty:
             self.store.remove_text(stem)
         return verdict
 

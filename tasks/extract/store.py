@@ -116,7 +116,7 @@ class Store:
         self._dirty = False  # texts or renames not yet made durable
         self._dir: OutputDir | None = None
         self.run = 0  # this extract run's number (backoff.start_run), 0 before
-        self._unstamped = False
+        self._unstamped = self.empty = False  # empty: no bucket when the session claimed it
 
     @property
     def dir(self) -> OutputDir:
