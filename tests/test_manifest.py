@@ -128,6 +128,8 @@ def test_digest_is_sha256_of_exact_bytes(tree: Path) -> None:
     ("[walk, extract]", ("walk", "extract")),
     ("[walk]", ("walk",)),
     ("[extract]", ("extract",)),
+    ("[walk, extract, index]", ("walk", "extract", "index")),
+    ("[index]", ("index",)),
 ])
 def test_stages_accepted(tree: Path, stages: str, expected: tuple[str, ...]) -> None:
     m = load_manifest(write(tree, f"version: 1\nroots: [{{name: d, path: data}}]\n"
@@ -234,10 +236,12 @@ REFUSALS = [
      "expected a boolean, got an integer"),
     ("version: 1\n" + ROOT + "stages: []\n", 5, "stages", "must name at least one stage"),
     ("version: 1\n" + ROOT + "stages: walk\n", 5, "stages", "expected a list, got a string"),
-    ("version: 1\n" + ROOT + "stages: [walk, index]\n", 5, "stages[1]",
-     "unknown stage 'index' (allowed: walk, extract)"),
+    ("version: 1\n" + ROOT + "stages: [walk, search]\n", 5, "stages[1]",
+     "unknown stage 'search' (allowed: walk, extract, index)"),
     ("version: 1\n" + ROOT + "stages: [extract, walk]\n", 5, "stages[1]",
-     "stages must be in the order walk, extract"),
+     "stages must be in the order walk, extract, index"),
+    ("version: 1\n" + ROOT + "stages: [walk, index, extract]\n", 5, "stages[2]",
+     "stages must be in the order walk, extract, index"),
     ("version: 1\n" + ROOT + "stages:\n  - walk\n  - walk\n", 7, "stages[1]",
      "duplicate stage 'walk'"),
     ("version: 1\n" + ROOT + "limits: []\n", 5, "limits", "expected a mapping, got a list"),
