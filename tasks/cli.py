@@ -316,12 +316,25 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
         if problems:
             print(shown(problems), file=sys.stderr)
     if "index" in stages:
-        from .index.stage import describe
-
-        print(shown(describe(run.index_summary, out)), file=sys.stderr)
+        print(shown(_describe_index(run.index_summary, out)), file=sys.stderr)
     if walked.get("partial"):  # like rsync's "partial transfer": docs/architecture.md
         code = EXIT_ERRORS_AND_PARTIAL if code == EXIT_ERRORS else EXIT_PARTIAL
     return code
+
+
+def _describe_index(summary: object, out: Path) -> str:
+    """The index stage's line: what it did, or (doit found it up to date) the index as it
+    stands."""
+    from .index.stage import describe, standing
+    from .output.readonly import open_read
+
+    if summary is None:
+        try:
+            with open_read(out) as read:
+                summary = standing(read)
+        except OutputError:
+            pass
+    return describe(summary, out)  # type: ignore[arg-type]
 
 
 def targets(stages: Sequence[str]) -> list[str]:
@@ -418,9 +431,14 @@ def _dispatch(args: argparse.Namespace) -> int:
             why = not_an_output(path)
             if why is not None:
                 return _fail(f"cannot compare {path}: {why}")
+        from .commands.stdout import Stdout
+
         differences = compare_outputs(args.a, args.b, strict=args.strict)
+        stdout = Stdout()  # `| head`: a closed pipe ends the listing quietly, same exit code
         for line in differences:
-            print(shown(line))
+            if not stdout.write(shown(line) + "\n"):
+                break
+        stdout.flush()
         if differences:
             print(f"bastion: {len(differences)} difference(s)", file=sys.stderr)
             return EXIT_DIFFERENT
@@ -435,7 +453,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         except ReportError as e:
             return _fail(str(e))
         if args.html is None:
-            sys.stdout.write(render_text(report))
+            from .commands.stdout import Stdout
+
+            stdout = Stdout()  # (a closed pipe: quiet)
+            stdout.write(render_text(report))
+            stdout.flush()
             return EXIT_OK
         from .output.atomic import write_file_atomically
 

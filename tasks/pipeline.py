@@ -361,6 +361,8 @@ def extract_tasks(run: Run) -> Iterator[dict]:
         else:
             task["uptodate"] = [item.fresh]
         yield task
+    if every and not cfg.listing:
+        yield from _glob_tasks(cfg.requested, names)
     if every:
         for requested in cfg.requested:
             name = requested.split(":", 1)[1]
@@ -391,6 +393,72 @@ def index_task(run: Run) -> dict:
         task["actions"] = [(_refuse, (refusal,))]
         task["clean"] = []
     return task
+
+
+def _glob_tasks(requested: tuple[str, ...], names: set[str]) -> Iterator[dict]:
+    """A task named by each glob of the command line (``doit "extract:docs/reports/*"``):
+    it depends on every file's task the glob matches, as doit's own wildcard selects plain
+    tasks (``fnmatch`` over the task names), so doit runs exactly those (the ones not up to
+    date; all of them with ``-a``); a glob that matches nothing fails, saying so.  doit
+    matches a glob before the walk has run and the file tasks exist: :func:`after_walk`
+    makes it wait for them (:func:`_glob_after_creation`)."""
+    import fnmatch
+
+    for pattern in requested:
+        if "*" not in pattern:
+            continue
+        name = pattern.split(":", 1)[1]
+        matched = sorted(n for n in names if fnmatch.fnmatch(f"extract:{n}", pattern))
+        if matched:
+            yield {"basename": "extract", "name": name, "verbosity": 0,
+                   "doc": f"the {len(matched)} walked file(s) {pattern} matches",
+                   "task_dep": [f"extract:{n}" for n in matched], "actions": []}
+        else:
+            yield {"basename": "extract", "name": name, "verbosity": 0,
+                   "actions": [(_unknown_glob, (pattern,))]}
+
+
+def _unknown_glob(pattern: str) -> TaskFailed:
+    return TaskFailed(f"no walked file matches {pattern} (the task names: doit list --all)")
+
+
+setattr(_unknown_glob, "__signature__", inspect.signature(_unknown_glob))
+
+
+def _glob_after_creation() -> None:
+    """Let a glob on the command line match the subtasks of a group doit creates later.
+
+    doit expands a task name holding ``*`` (``doit run "extract:docs/*"``) in
+    ``TaskControl._get_wild_tasks`` against the tasks that exist when the command line is
+    read; the ``extract`` group is created after the walk (``create_after``), so the glob
+    matched nothing and the run did nothing (doit 0.36 and 0.37 alike).  This wraps that
+    method: a glob that matches nothing and names a subtask of a group still to be created
+    (``extract:…``) is kept as one name, which doit then treats as it treats a named subtask
+    of such a group (a placeholder, run once the group is created), and the group's
+    generator yields a task of that very name, depending on the files the glob matches
+    (:func:`_glob_tasks`).  Checked against doit 0.36.0 and 0.37.0; any other glob is
+    expanded by doit as before.  Idempotent."""
+    from doit.control import TaskControl
+
+    current = TaskControl._get_wild_tasks
+    if getattr(current, "bastion_after_creation", False):
+        return
+
+    def _get_wild_tasks(self: Any, pattern: str) -> list[str]:
+        found = current(self, pattern)
+        basename = pattern.split(":", 1)[0]
+        if found or basename not in DELAYED_GROUPS or ":" not in pattern:
+            return found
+        group = self.tasks.get(basename)
+        if group is None or not group.loader or getattr(group.loader, "created", True):
+            return found
+        return [pattern]
+
+    setattr(_get_wild_tasks, "bastion_after_creation", True)
+    TaskControl._get_wild_tasks = _get_wild_tasks  # type: ignore[method-assign]
+
+
+DELAYED_GROUPS = frozenset({"extract"})  # the groups created after the walk
 
 
 def finish_task(run: Run) -> dict:
@@ -465,6 +533,7 @@ def after_walk(run: Run, generator: Any) -> Any:
         return generator
     from doit import create_after
 
+    _glob_after_creation()
     return create_after(executed="walk")(generator)
 
 

@@ -28,6 +28,7 @@ drop the texts of records not written yet.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from ..output.directory import OutputDir
 from ..output.readonly import ReadOutput
 from .database import INDEX_DB, get_state, open_index, pack, read_index, set_state
 
-__all__ = ["IndexSummary", "is_current", "sync", "describe", "RECORDS"]
+__all__ = ["IndexSummary", "is_current", "standing", "sync", "describe", "RECORDS"]
 
 RECORDS = "extract.jsonl"
 BATCH_TEXTS = 500
@@ -66,26 +67,88 @@ class IndexSummary:
         return {"stage": "index", **{f: getattr(self, f) for f in self.__dataclass_fields__}}
 
 
+def standing(out: ReadOutput) -> IndexSummary | None:
+    """The summary of an index in step with the records, read without changing anything (the
+    CLI's line when doit found the index task up to date); None when there is none."""
+    try:
+        db = read_index(out)
+    except (PrerequisiteError, OutputError):
+        return None
+    try:
+        texts = db.execute("SELECT count(*) FROM texts").fetchone()[0]
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+    size = 0
+    for suffix in ("", "-wal"):
+        try:
+            size += out.od.stat(INDEX_DB + suffix).st_size
+        except OSError:
+            pass
+    return IndexSummary(texts=texts, added=0, removed=0, missing=0, chars=0, bytes=size,
+                        duration_s=0.0, current=True)
+
+
 def records_identity(od: OutputDir) -> list[int] | None:
     return identity(od, RECORDS)
 
 
 def is_current(out: ReadOutput) -> bool:
     """Whether the index of ``out`` is in step with its records (read-only: nothing is made,
-    so ``doit list --status`` may ask)."""
-    if not out.exists(INDEX_DB):
+    so ``doit list --status`` may ask): extract.jsonl is the one it was last brought in step
+    with, or every extract run since changed no text (:func:`_unchanged_since`)."""
+    if not out.exists(INDEX_DB) or not out.exists(DB_NAME):
         return False
     try:
         db = read_index(out)
     except (PrerequisiteError, OutputError):
         return False
     try:
-        synced = get_state(db, "synced")
+        synced, row = get_state(db, "synced"), get_state(db, "synced_row")
     except sqlite3.Error:
         return False
     finally:
         db.close()
-    return synced is not None and synced == identity(out.od, RECORDS)
+    if synced is None:
+        return False
+    if synced == identity(out.od, RECORDS):
+        return True
+    main = out.sqlite(DB_NAME)
+    try:
+        return _unchanged_since(main, row)
+    finally:
+        main.close()
+
+
+NOOP_ROWS = 1000  # extract runs looked at by _unchanged_since (more: the texts are compared)
+
+
+def _unchanged_since(db: sqlite3.Connection, row: Any) -> bool:
+    """Whether no extract run after run row ``row`` changed a text the records name: there
+    was at least one, each read nothing and removed nothing (a run that found nothing to do
+    rewrites extract.jsonl only to say every record was reused), and no record was reset
+    since (``doit clean extract:<file>`` leaves its row ``reused = 0``; a run that reads
+    nothing leaves none)."""
+    if not isinstance(row, int):
+        return False
+    try:
+        runs = db.execute("SELECT summary FROM runs WHERE stage = 'extract' AND run > ? "
+                          "ORDER BY run LIMIT ?", (row, NOOP_ROWS + 1)).fetchall()
+        if not runs or len(runs) > NOOP_ROWS:
+            return False
+        for (summary,) in runs:
+            s = json.loads(summary)
+            if s.get("extracted") != 0 or s.get("removed") != 0:
+                return False
+        return db.execute("SELECT 1 FROM records WHERE reused = 0 LIMIT 1").fetchone() is None
+    except (sqlite3.Error, ValueError, AttributeError):
+        return False
+
+
+def _last_run(db: sqlite3.Connection) -> int:
+    row = db.execute("SELECT max(run) FROM rec.runs WHERE stage = 'extract'").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
 
 
 def _records_whole(od: OutputDir, main: sqlite3.Connection) -> None:
@@ -126,7 +189,14 @@ def _sync(od: OutputDir, db: sqlite3.Connection, t0: float,
     try:
         _records_whole(od, db)  # (the records' tables are found in the attached database)
         marker = records_identity(od)
-        if get_state(db, "synced") == marker:
+        synced, synced_row = get_state(db, "synced"), get_state(db, "synced_row")
+        if synced == marker:
+            return _summary(od, db, t0, current=True)
+        if synced is not None and _unchanged_since(db, synced_row):
+            with db:  # only the reused flags moved: in step with this export too
+                db.execute("BEGIN IMMEDIATE")
+                set_state(db, "synced", marker)
+                set_state(db, "synced_row", _last_run(db))
             return _summary(od, db, t0, current=True)
         runs = _runs(db)
         since = get_state(db, "synced_run")
@@ -147,6 +217,7 @@ def _sync(od: OutputDir, db: sqlite3.Connection, t0: float,
             db.execute("BEGIN IMMEDIATE")
             set_state(db, "synced", marker)
             set_state(db, "synced_run", runs)
+            set_state(db, "synced_row", _last_run(db))
         return _summary(od, db, t0, added=added, removed=removed, missing=missing, chars=chars)
     finally:
         for table in ("gone", "todo"):
@@ -275,15 +346,23 @@ def _summary(od: OutputDir, db: sqlite3.Connection, t0: float, *, current: bool 
                         current=current)
 
 
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
 def describe(summary: IndexSummary | None, out: Any) -> str:
     """The index stage's one line for the person."""
     if summary is None:
         return "index: nothing done"
-    mib = summary.bytes / (1 << 20)
+    shown_size = _size(summary.bytes)
     what = ("in step with the records, nothing to do" if summary.current else
             f"{summary.added} added, {summary.removed} removed, {summary.chars} characters "
             f"read")
     missing = (f"; {summary.missing} text(s) missing from the store, not indexed (the next "
                "extract run reads them again)" if summary.missing else "")
     return (f"index: {summary.texts} texts in {summary.duration_s} s: {what}{missing}; "
-            f"{mib:.1f} MiB in {out}/{INDEX_DB}; search it with bastion search")
+            f"{shown_size} in {out}/{INDEX_DB}; search it with bastion search")
