@@ -177,6 +177,7 @@ class Grep:
         lines = matching_lines(self.rx, text, first=self.mode == "files" and not keep)
         for n, line in lines:
             matches += 1
+            self.found = True
             if keep and self.mode == "lines":
                 self.kept.execute("INSERT INTO lines VALUES (?, ?, ?)", (named.stem, n, line))
             if self.mode == "lines":
@@ -191,6 +192,8 @@ class Grep:
         self._summary(label, matches)
 
     def _print_kept(self, named: Named, label: str, matches: int, left: int) -> None:
+        if matches:
+            self.found = True
         if self.mode == "lines" and matches:
             cursor = self.kept.execute("SELECT n, line FROM lines WHERE stem = ? ORDER BY n",
                                        (named.stem,))
