@@ -265,7 +265,9 @@ def test_a_tool_set_change_that_rereads_a_file_reindexes_it(tmp_path: Path) -> N
     the typed page's words are in the index; with it, the next sweep OCRs the scan (a new
     task key, the same store name) and its words are found."""
     if shutil.which("tesseract") is None:
-        pytest.fail("tesseract is missing: .ci/run installs tesseract-ocr")
+        if os.environ.get("CI"):
+            pytest.fail("tesseract is missing: .ci/run installs tesseract-ocr")
+        pytest.skip("tesseract is not installed (apt-get install tesseract-ocr)")
     from tests import pdfgen
 
     root = tmp_path / "root"
