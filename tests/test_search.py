@@ -383,3 +383,19 @@ def test_an_index_kept_up_over_edits_equals_one_built_fresh(tmp_path_factory) ->
             _same_index(out, fresh)
 
     check()
+
+
+def test_the_snippet_of_a_long_text_comes_from_the_first_window_that_matches() -> None:
+    """A text of several MiB is given to snippet() a window at a time (memory bounded by
+    the window): the snippet is where the words are, marked, however far into the text."""
+    from bastion.tasks.index.query import WINDOW, _Snipper
+
+    text = "filler line of words\n" * (3 * WINDOW // 20) + "the alder pump is here\n"
+    snipper = _Snipper()
+    try:
+        snippet, spans = snipper.snippet(text, "alder pump")
+        assert [snippet[a:b] for a, b in spans] == ["alder", "pump"]
+        snippet, spans = snipper.snippet(text, "quokka OR alder")
+        assert "alder" in [snippet[a:b] for a, b in spans]
+    finally:
+        snipper.close()

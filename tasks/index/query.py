@@ -156,19 +156,38 @@ class _Snipper:
 
     def snippet(self, text: str, query: str) -> tuple[str, tuple[tuple[int, int], ...]]:
         """The snippet of ``text`` for ``query`` on one line (blanks collapsed), and the
-        spans of the matched words in it."""
+        spans of the matched words in it.  A text over :data:`WINDOW` characters is looked
+        at a window at a time (cut at a line's end), and the first window the query matches
+        gives the snippet, so memory stays bounded by the window whatever the text's size;
+        when no window matches alone (the words far apart), the text's start is shown."""
         start, end = next(((a, b) for a, b in _MARKS if a not in text and b not in text),
                           ("\x02", "\x03"))
-        self.db.execute("DELETE FROM one")
-        self.db.execute("INSERT INTO one (rowid, body) VALUES (1, ?)", (text,))
-        row = self.db.execute(
-            "SELECT snippet(one, 0, ?, ?, '…', ?) FROM one WHERE one MATCH ?",
-            (start, end, SNIPPET_TOKENS, query)).fetchone()
-        marked = row[0] if row and row[0] else _SPACE.sub(" ", text[:200]).strip()
-        return _unmark(marked, start, end)
+        for window in _windows(text):
+            self.db.execute("DELETE FROM one")
+            self.db.execute("INSERT INTO one (rowid, body) VALUES (1, ?)", (window,))
+            row = self.db.execute(
+                "SELECT snippet(one, 0, ?, ?, '…', ?) FROM one WHERE one MATCH ?",
+                (start, end, SNIPPET_TOKENS, query)).fetchone()
+            if row and row[0]:
+                return _unmark(row[0], start, end)
+        return _unmark(_SPACE.sub(" ", text[:200]).strip(), start, end)
 
     def close(self) -> None:
         self.db.close()
+
+
+WINDOW = 1 << 20  # characters of a long text handed to snippet() at once
+
+
+def _windows(text: str) -> Iterator[str]:
+    """``text`` whole when short, else consecutive windows of about :data:`WINDOW`
+    characters cut after a line's end."""
+    at = 0
+    while at < len(text):
+        cut = len(text) if len(text) - at <= 2 * WINDOW else text.find("\n", at + WINDOW)
+        cut = len(text) if cut < 0 else cut + 1
+        yield text[at:cut]
+        at = cut
 
 
 def _unmark(marked: str, start: str, end: str) -> tuple[str, tuple[tuple[int, int], ...]]:
