@@ -14,7 +14,7 @@ import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, NoReturn, Sequence
+from typing import Any, Iterator, NoReturn, Sequence
 
 from bastion.errors import CANNOT_START, OutputError
 
@@ -322,7 +322,7 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
     return code
 
 
-def _describe_index(summary: object, out: Path) -> str:
+def _describe_index(summary: Any, out: Path) -> str:
     """The index stage's line: what it did, or (doit found it up to date) the index as it
     stands."""
     from .index.stage import describe, standing
@@ -334,7 +334,7 @@ def _describe_index(summary: object, out: Path) -> str:
                 summary = standing(read)
         except OutputError:
             pass
-    return describe(summary, out)  # type: ignore[arg-type]
+    return describe(summary, out)
 
 
 def targets(stages: Sequence[str]) -> list[str]:

@@ -455,7 +455,7 @@ def _glob_after_creation() -> None:
         return [pattern]
 
     setattr(_get_wild_tasks, "bastion_after_creation", True)
-    TaskControl._get_wild_tasks = _get_wild_tasks  # type: ignore[method-assign]
+    TaskControl._get_wild_tasks = _get_wild_tasks
 
 
 DELAYED_GROUPS = frozenset({"extract"})  # the groups created after the walk
