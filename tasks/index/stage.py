@@ -187,11 +187,11 @@ def _sync(od: OutputDir, db: sqlite3.Connection, t0: float,
           progress: Callable[[int, int], None] | None) -> IndexSummary:
     db.execute("ATTACH DATABASE ? AS rec", (od.proc(DB_NAME),))
     try:
-        _records_whole(od, db)  # (the records' tables are found in the attached database)
         marker = records_identity(od)
         synced, synced_row = get_state(db, "synced"), get_state(db, "synced_row")
-        if synced == marker:
+        if synced is not None and synced == marker:
             return _summary(od, db, t0, current=True)
+        _records_whole(od, db)  # (the records' tables are found in the attached database)
         if synced is not None and _unchanged_since(db, synced_row):
             with db:  # only the reused flags moved: in step with this export too
                 db.execute("BEGIN IMMEDIATE")
@@ -244,18 +244,20 @@ def _changed(db: sqlite3.Connection, since: int | None) -> None:
     if since is None:
         cursor = db.execute("SELECT id, stem, key FROM texts")
         while rows := cursor.fetchmany(BATCH_TEXTS):
-            stale += [(i,) for i, stem, key in rows if _wanted_key(db, stem) not in (None, key)]
+            stale = [(i,) for i, stem, key in rows if _wanted_key(db, stem) not in (None, key)]
             db.executemany("INSERT OR IGNORE INTO temp.gone VALUES (?)", stale)
-            stale = []
     else:
         made = db.execute("SELECT sha256, key FROM rec.verdicts WHERE run > ? AND "
-                          "status = 'ok'", (since,)).fetchall()
-        for sha, key in made:
-            for stem in (sha, f"{sha}.{key}"):
-                row = db.execute("SELECT id, key FROM texts WHERE stem = ?", (stem,)).fetchone()
-                if row is not None and _wanted_key(db, stem) not in (None, row[1]):
-                    stale.append((row[0],))
-    db.executemany("INSERT OR IGNORE INTO temp.gone VALUES (?)", stale)
+                          "status = 'ok'", (since,))
+        while rows := made.fetchmany(BATCH_TEXTS):
+            for sha, key in rows:
+                for stem in (sha, f"{sha}.{key}"):
+                    row = db.execute("SELECT id, key FROM texts WHERE stem = ?",
+                                     (stem,)).fetchone()
+                    if row is not None and _wanted_key(db, stem) not in (None, row[1]):
+                        stale.append((row[0],))
+            db.executemany("INSERT OR IGNORE INTO temp.gone VALUES (?)", stale)
+            stale = []
 
 
 def _remove(db: sqlite3.Connection) -> int:
