@@ -155,7 +155,7 @@ def test_every_limits_field_but_the_internal_ones_is_a_key(tree: Path) -> None:
     err = refused(write(tree, "version: 1\nroots: [{name: d, path: data}]\nlimits: {x: 1}\n"))
     allowed = err.problem.split("(allowed: ")[1].rstrip(")").split(", ")
     internal = {f.name for f in fields(Limits) if f.metadata.get("kind") == "internal"}
-    assert internal == {"stderr_bytes", "name_languages"}
+    assert internal == {"stderr_bytes", "name_languages", "external_off"}
     expected = [f.name for f in fields(Limits) if f.name not in internal]
     assert allowed == ["max_file_bytes", *expected]
     lists = {"pdf_engines": "[pdfium]", "ocr_languages": "[deu, eng]"}
