@@ -399,3 +399,28 @@ def test_the_snippet_of_a_long_text_comes_from_the_first_window_that_matches() -
         assert "alder" in [snippet[a:b] for a, b in spans]
     finally:
         snipper.close()
+
+
+def test_after_a_sweep_that_changed_nothing_the_index_is_not_said_to_be_behind(
+        swept, capsys) -> None:
+    """The first sweep after one with work rewrites extract.jsonl only to flag every record
+    reused: the index task is up to date then, and a search does not warn."""
+    m, root, out = swept
+    assert sweep(m, out) == 0 and sweep(m, out) == 0
+    capsys.readouterr()
+    assert main(["search", str(out), "pump"]) == 0
+    assert "behind" not in capsys.readouterr().err
+    assert not bastion.search(out, "pump").behind
+    (root / "d1" / "none.txt").write_text("a quokka now\n")
+    assert main(["sweep", str(m), "--out", str(out), "-q", "-j", "1", "--no-external",
+                 ]) == 0
+    assert not bastion.search(out, "quokka").behind
+    (root / "d1" / "none.txt").write_text("a wombat now\n")
+    assert main(["walk", str(m), "--out", str(out), "-q"]) == 0
+    assert main(["extract", str(m), "--out", str(out), "-q", "-j", "1",
+                 "--no-external"]) == 0  # the extract stage alone: the index is behind
+    results = bastion.search(out, "wombat")
+    assert results.behind and [p for p, _ in ranked(out, "wombat")] == []
+    capsys.readouterr()
+    assert main(["search", str(out), "wombat"]) == 1
+    assert "behind" in capsys.readouterr().err

@@ -28,7 +28,7 @@ from bastion.errors import QueryError
 from ..database import DB_NAME
 from ..output.readonly import ReadOutput
 from ..walk.table import decode
-from .database import TOKENIZER, get_state, read_index, unpack
+from .database import TOKENIZER, read_index, unpack
 
 __all__ = ["Place", "Hit", "SearchResults", "search", "MAX_PATHS", "SNIPPET_TOKENS"]
 
@@ -114,10 +114,9 @@ def search(out: ReadOutput, query: str, limit: int = 10) -> SearchResults:
                 "ORDER BY s, t.stem LIMIT ?", (query, limit)).fetchall()
         except sqlite3.OperationalError as e:
             raise _query_error(query, e) from None
-        synced = get_state(index, "synced")
-        from ..output.atomic import identity
+        from .stage import is_current
 
-        behind = synced != identity(out.od, "extract.jsonl")
+        behind = not is_current(out)
         hits: list[Hit] = []
         snipper = _Snipper()
         try:
