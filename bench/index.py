@@ -18,7 +18,8 @@ round) so that drift hits both alike:
 * the bytes: the index file beside the text store and the records' database;
 * ``bastion search`` (two words) and ``bastion grep`` (one word) over the output.
 
-Writes a table to stdout and the raw figures to ``bench/results/index.json``.
+Writes a table to stdout and the raw figures to ``bench/results/index-<cases>.json``;
+``--only first`` (or ``noop,change,alone,search``) runs some cases only.
 """
 
 from __future__ import annotations
@@ -97,6 +98,8 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/bastion-bench-index"))
     ap.add_argument("--reuse", action="store_true",
                     help="keep the tree and the outputs of an earlier run (no first sweeps)")
+    ap.add_argument("--only", default="first,noop,change,alone,search",
+                    help="the cases to run, of first,noop,change,alone,search")
     args = ap.parse_args()
     work = args.work
     tree = work / f"tree-{args.files}"
@@ -118,27 +121,28 @@ def main() -> int:
 
     load = os.getloadavg()
     rounds = args.rounds
-    if not args.reuse:
+    only = set(args.only.split(","))
+    if not args.reuse and "first" in only:
         for r in range(rounds):
             for which in (("A", "B") if r % 2 == 0 else ("B", "A")):
                 shutil.rmtree(out[which], ignore_errors=True)
                 record("first sweep", which, sweep(which))
-    for r in range(rounds):
+    for r in range(rounds if "noop" in only else 0):
         for which in (("A", "B") if r % 2 == 0 else ("B", "A")):
             sweep(which)  # (the no-op after a run with work flips the reused flags)
             record("no-op sweep", which, sweep(which))
-    for r in range(rounds):
+    for r in range(rounds if "change" in only else 0):
         edited = tree / "d0000" / f"f{r:07d}.txt"
         edited.write_text(edited.read_text() + f"edited in round {r}\n")
         for which in (("A", "B") if r % 2 == 0 else ("B", "A")):
             record("one file changed", which, sweep(which))
-    for r in range(rounds):
+    for r in range(rounds if "alone" in only else 0):
         (out["B"] / ".bastion" / "index.sqlite").unlink()
         record("index built alone", "B", run([*BASTION, "index", str(indexed), "--out",
                                               str(out["B"]), "-q"]))
         record("index built alone", "A", sweep("A"))  # the yardstick: a no-op sweep
     query = f"{vocabulary[5]} {vocabulary[50]}"
-    for r in range(max(rounds, 5)):
+    for r in range(max(rounds, 5) if "search" in only else 0):
         record("search (2 words)", "B", run([*BASTION, "search", str(out["B"]), query]))
         record("grep (1 word)", "B", run([*BASTION, "grep", vocabulary[500], str(out["B"])],
                                          ok=(0, 1)))
@@ -149,7 +153,8 @@ def main() -> int:
     results = {"files": args.files, "rounds": rounds, "load_before": load,
                "load_after": os.getloadavg(), "figures": figures, "bytes": sizes}
     (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "index.json").write_text(json.dumps(results, indent=2))
+    (HERE / "results" / f"index-{'-'.join(sorted(only))}.json").write_text(
+        json.dumps(results, indent=2))
 
     print(f"{args.files} files, {rounds} rounds, load {load[0]:.1f} -> "
           f"{os.getloadavg()[0]:.1f}")

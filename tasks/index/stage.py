@@ -218,6 +218,7 @@ def _sync(od: OutputDir, db: sqlite3.Connection, t0: float,
             set_state(db, "synced", marker)
             set_state(db, "synced_run", runs)
             set_state(db, "synced_row", _last_run(db))
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # (the file's size is the index's)
         return _summary(od, db, t0, added=added, removed=removed, missing=missing, chars=chars)
     finally:
         for table in ("gone", "todo"):
