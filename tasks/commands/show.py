@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any, Callable
 
 from bastion.errors import BastionError
@@ -77,8 +78,6 @@ def split_out(args: list[str]) -> tuple[str | None, list[str]]:
 
 
 def _say(line: str) -> None:
-    import sys
-
     print(f"bastion: show: {shown(line)}", file=sys.stderr)
 
 
@@ -138,18 +137,14 @@ def _show(stored: Stored, paths: list[str], as_json: bool, file_of: FileOf) -> i
                                      "text": text}) + "\n")
         elif text is not None:
             if len(paths) > 1:
-                header = f"==> {safe_label(label, stdout)} <==\n"
-                stdout.write(("\n" if printed else "") + header)
+                shown_label = shown(label) if stdout.tty else label
+                stdout.write(("\n" if printed else "") + f"==> {shown_label} <==\n")
             _write_text(stdout, text)
             printed += 1
         if stdout.closed:
             return code
     stdout.flush()
     return code
-
-
-def safe_label(label: str, stdout: Stdout) -> str:
-    return shown(label) if stdout.tty else label
 
 
 def _write_text(stdout: Stdout, text: str) -> None:
