@@ -251,6 +251,8 @@ def test_sweep_raises_the_documented_exceptions(tree: Path) -> None:
     with pytest.raises(ValueError):
         bastion.sweep(tree / "manifest.yaml", out=tree / "o", jobs=10_000)
     with pytest.raises(ValueError, match="stages"):
+        bastion.sweep(tree / "manifest.yaml", out=tree / "o", stages=["search"])
+    with pytest.raises(bastion.PrerequisiteError, match="'index' is not in the stages"):
         bastion.sweep(tree / "manifest.yaml", out=tree / "o", stages=["index"])
     out = tree / "locked"
     out.mkdir()

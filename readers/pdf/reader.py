@@ -24,7 +24,8 @@ from ..errors import (CapReached,
                       EncryptedDocument,
                       ReaderError,
                       ToolFailed,
-                      Unsupported)
+                      Unsupported,
+                      missing_tool)
 from ..ocr.packs import TESSDATA
 from ..ocr.reader import NEEDS_TESSERACT, document_meta, tesseract_version
 from ..render.events import Heading, Note, PageBreak
@@ -136,9 +137,11 @@ def _finish(
         sources[i] = replace(sources[i], source="dropped",
                              reason=f"garbage text ({ratio:.0%} printable)")
     if garbage:
-        why = "" if "tesseract" in ctx.tools else f", not OCRed: {NEEDS_TESSERACT}"
+        why = "" if "tesseract" in ctx.tools else \
+            f", not OCRed: {missing_tool(NEEDS_TESSERACT, limits)}"
         warnings.append(f"{_page_list(garbage)}: garbage text dropped{why}")
-    why = NEEDS_TESSERACT if "tesseract" not in ctx.tools else "no renderer opens the file"
+    why = (missing_tool(NEEDS_TESSERACT, limits) if "tesseract" not in ctx.tools
+           else "no renderer opens the file")
     for pages, reason in ((ocr.untried, why), (ocr.capped, "ocr_max_pages reached"),
                           (ocr.stopped, "the deadline was near")):
         for i in pages:
@@ -167,10 +170,11 @@ def _finish(
         ocr_missing=packs.ocr_missing, ocr_packs=packs.ocr_packs).with_metadata(doc_meta)
     if not any(t.strip() or n for t, n in zip(texts, page_notes)):
         only = metadata_text(doc_meta)
+        reason = _no_text(ocr)
         if not only:
-            return replace(result, empty_reason=NO_TEXT_LAYER, warnings=tuple(warnings))
+            return replace(result, empty_reason=reason, warnings=tuple(warnings))
         # a scan whose only words are in its Info/XMP: those words are its text
-        warnings.append(f"{NO_TEXT_LAYER}: the text is the document's metadata")
+        warnings.append(f"{reason}: the text is the document's metadata")
         _write_pages(sink, [only], [[]], (), result, warnings)
         return replace(result, warnings=tuple(warnings))
     _write_pages(sink, texts, page_notes, meta.outline, result, warnings)
@@ -189,6 +193,21 @@ def _finish(
         raise CapReached(caps[0][0], caps[0][1],
                          result=replace(result, warnings=tuple(warnings)))
     return replace(result, warnings=tuple(warnings))
+
+
+def _no_text(ocr: OcrPass) -> str:
+    """Why a PDF holds no text: no text layer, and what OCR made of its pages (read them and
+    found no words, found them blank, failed); "scanned PDF?" only while OCR has not looked
+    (no tesseract, a cap or the deadline reached first: the warnings and the pages'
+    ``not_ocred`` say which)."""
+    if ocr.done:
+        pages = sorted(ocr.done)
+        return f"no text layer, and OCR read no text on {_page_list(pages)}"
+    if ocr.failed:
+        return f"no text layer, and OCR failed on {_page_list(sorted(ocr.failed))}"
+    if ocr.blank and not (ocr.untried or ocr.capped or ocr.stopped):
+        return "no text layer, and its pages are blank"
+    return NO_TEXT_LAYER
 
 
 def _write_pages(sink: TextSink, texts: list[str], notes: list[list[str]],
@@ -328,7 +347,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
             engine, got, kinds = garbage
             return _finish(doc, sink, ctx, engine, got, kinds, _warnings(failures, got))
         if "pdftotext" not in ctx.tools:
-            raise Unsupported(NEEDS_PDFTOTEXT)
+            raise Unsupported(missing_tool(NEEDS_PDFTOTEXT, ctx.limits))
         raise ReaderError(f"{GARBAGE}: " + "; ".join(failures))
     if encrypted is not None:  # no engine could open it without a password
         raise encrypted
