@@ -65,7 +65,7 @@ _EXPORTS = {
     **dict.fromkeys(["ExtractSummary", "Summary", "ToolInfo", "WalkSummary"], ".outputs"),
     "Limits": ".readers.base",
     "DocMeta": ".readers.metadata",
-    **dict.fromkeys(["Status", "Verdict"], ".readers.verdict"),
+    **dict.fromkeys(["Status", "Verdict"], ".readers.runtime.verdict"),
     **dict.fromkeys(["ExtractRecord", "WalkRecord"], ".tasks.records"),
 }
 
