@@ -49,6 +49,10 @@ plant      leaves a mark for the next document: a module attribute and a builtin
            scratch's parent, an ``atexit`` hook, a thread, a child process in a session of its
            own (``sleep 1000.<arg>``); returns ``planted``
 planted    returns, as JSON, which marks of ``plant`` it sees
+memscan    scans its whole address space (every readable mapping in ``/proc/self/maps``, read
+           through ``/proc/self/mem``) for markers; the argument is JSON ``{"markers": [[first
+           half, second half], …]}`` (halves, so that no whole marker is in its own document);
+           returns ``{"found": [index…], "where": {index: mapping}, "scanned": bytes}``
 forge      answers for the worker with a forged line (the argument: JSON merged into a valid
            answer to its job; ``"text_is"`` first tries to make its text a ``dir``, ``fifo``,
            ``symlink``, ``hardlink`` or a ``big`` file, and says in the verdict's warnings
@@ -435,7 +439,63 @@ def _planted(arg: str, ctx: Context) -> dict:
             "child_alive": alive}
 
 
-ATTACKS = {"status": _status, "sockets": _sockets, "syscalls": _syscalls,
+def memscan(arg: str) -> dict:
+    """Which markers (each given as two halves, never joined here) this process's memory holds,
+    in one byte per character (ASCII, as Python keeps an ASCII str), UTF-16 or UTF-32."""
+    spec = json.loads(arg)
+    forms = []  # (marker index, first half, second half) in each encoding
+    for i, (first, second) in enumerate(spec["markers"]):
+        for encoding in ("ascii", "utf-16-le", "utf-32-le"):
+            forms.append((i, first.encode(encoding), second.encode(encoding)))
+    overlap = max(len(a) + len(b) for _, a, b in forms)
+    found: dict[int, str] = {}
+    scanned = 0
+    with open("/proc/self/maps") as f:
+        maps = f.read().splitlines()
+    try:
+        mem = os.open("/proc/self/mem", os.O_RDONLY)
+    except PermissionError:  # not dumpable (its /proc files are root's): it makes itself so
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+        mem = os.open("/proc/self/mem", os.O_RDONLY)
+    try:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if "r" not in fields[1]:
+                continue
+            where = fields[5].strip() if len(fields) > 5 else "[anonymous]"
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            addr, tail = lo, b""
+            while addr < hi:
+                try:
+                    chunk = os.pread(mem, min(4 << 20, hi - addr), addr)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                buf = tail + chunk
+                for i, first, second in forms:
+                    at = buf.find(first)
+                    while at >= 0:
+                        end = at + len(first)
+                        if buf[end:end + len(second)] == second:
+                            found.setdefault(i, where)
+                        at = buf.find(first, at + 1)
+                tail = buf[-overlap:]
+                addr += len(chunk)
+                scanned += len(chunk)
+    finally:
+        os.close(mem)
+    return {"found": sorted(found), "where": {str(k): v for k, v in found.items()},
+            "scanned": scanned}
+
+
+def _memscan(arg: str, ctx: Context) -> dict:
+    return memscan(arg)
+
+
+ATTACKS = {"memscan": _memscan, "status": _status, "sockets": _sockets, "syscalls": _syscalls,
            "metadata": _metadata, "peek": _peek, "procs": _procs, "plant": _plant,
            "planted": _planted}
 

@@ -434,3 +434,93 @@ def test_plain_text_shares_a_process_for_a_bounded_batch_only(tmp_path: Path) ->
         assert marks == [*range(BATCH_DOCS), 0, 1, 0], marks
     finally:
         p.pool.close()
+
+
+# -- nothing of one document in the memory of the next -----------------------------------------
+
+
+CORE_XML = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?><cp:coreProperties '
+            'xmlns:cp="http://schemas.openxmlformats.org/package/2006/metadata/core-properties" '
+            'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>{title}</dc:title>'
+            '<dc:creator>{author}</dc:creator><dc:subject>{subject}</dc:subject>'
+            '</cp:coreProperties>')
+
+
+def test_no_earlier_documents_name_title_author_sender_or_subject_is_in_a_later_ones_memory(
+        tmp_path: Path) -> None:
+    """Attacker code in a document's process (the hostile reader, one document of its own; and
+    the first document of a new plain-text batch) scans every readable mapping of its address
+    space for unique markers that earlier documents of the same worker carried in their names,
+    titles, authors, e-mail senders, subjects and texts — read before it through the single-
+    document path (a DOCX) and the batch path (a text, an HTML page, an e-mail).  It finds
+    none: no job line and no answer passes through the zygote they are forked from.  (It finds
+    its own document's name, which its job carries: the scan works.)"""
+    from officegen import docx, w_p
+
+    marks: dict[str, str] = {}
+
+    def mark(what: str) -> str:
+        marks[what] = "zq" + uuid.uuid4().hex[:22]
+        return marks[what]
+
+    p = Pool(tmp_path)
+    p.pool.extra_readers = ("tests.hostile_text", "tests.hostile_readers")
+
+    def submit(name: str, data: bytes, mime: str, reader: str) -> Job:
+        p.seq += 1
+        path = p.docs / name
+        path.write_bytes(data)
+        job = Job(p.seq, str(path), name, mime, hashlib.sha256(data).hexdigest(), len(data),
+                  30.0, reader=reader)
+        p.pool.submit(job)
+        return job
+
+    try:
+        text = submit(f"{mark('text name')}.txt", f"notes {mark('text body')}\n".encode(),
+                      "text/plain", "text")
+        page = submit(f"{mark('page name')}.html",
+                      (f"<html><head><title>{mark('page title')}</title><meta name=author "
+                       f"content=\"{mark('page author')}\"></head><body><p>{mark('page body')}"
+                       "</p></body></html>").encode(), "text/html", "markup")
+        mail = submit(f"{mark('mail name')}.eml",
+                      (f"From: {mark('sender name')} <{mark('sender')}@example.org>\r\n"
+                       f"To: someone@example.org\r\nSubject: {mark('subject')}\r\n"
+                       "Date: Mon, 1 Jun 2026 10:00:00 +0000\r\n"
+                       f"Content-Type: text/plain\r\n\r\nbody {mark('mail body')}\r\n").encode(),
+                      "message/rfc822", "mail")
+        core = CORE_XML.format(title=mark("docx title"), author=mark("docx author"),
+                               subject=mark("docx subject"))
+        office = submit(f"{mark('docx name')}.docx",
+                        docx(w_p(f"words {mark('docx body')}"),
+                             parts={"docProps/core.xml": core}),
+                        "application/vnd.openxmlformats-officedocument.wordprocessingml."
+                        "document", "ooxml")
+        p.pool.drain()
+        for job in (text, page, mail, office):
+            assert p.results[job.id][0].status == "ok", p.results[job.id]
+        assert p.results[page.id][0].sidecar["metadata"]["title"] == marks["page title"]
+        assert p.results[mail.id][0].sidecar["metadata"]["subject"] == marks["subject"]
+        assert p.results[office.id][0].sidecar["metadata"]["authors"] == [marks["docx author"]]
+
+        earlier = list(marks.values())
+
+        def scan(cmd: str, name: str, mime: str, reader: str) -> dict:
+            own = mark(f"{cmd} name")
+            halves = [[m[:12], m[12:]] for m in [*earlier, own]]
+            job = submit(f"{own}{name}", f"memscan\n{json.dumps({'markers': halves})}".encode(),
+                         mime, reader)
+            p.pool.drain()
+            result, seen = p.results[job.id]
+            assert result.status == "ok", (result.error_kind, result.error)
+            return json.loads(seen or "{}")
+
+        for seen in (scan("alone", ".hostile", "application/x-hostile", "hostile"),
+                     scan("batch", ".txt", "text/plain", "text")):
+            leaked = [f"{what} (in {seen['where'].get(str(i))})" for i, what in enumerate(marks)
+                      if i in seen["found"] and i < len(earlier)]
+            assert leaked == [], leaked
+            assert seen["found"] == [len(earlier)], seen  # its own name: the scan sees memory
+            assert seen["scanned"] > 16 << 20, seen
+            earlier.append(marks[list(marks)[-1]])  # the first scan's name is earlier for the next
+    finally:
+        p.pool.close()
