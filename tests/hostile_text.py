@@ -1,5 +1,5 @@
 """A hostile reader that takes the name ``text``, so that the worker batches its documents as
-plain text (:data:`bastion.readers.runtime.zygote.BATCH_READERS`): the tests' way to see the
+plain text (:data:`bastion.readers.runtime.batch.PURE_READERS`): the tests' way to see the
 batch's bounds from inside.  Each document answers JSON: its process's pid (as the pool sees
 it) and whether the mark an earlier document of its process left is there; then it leaves one.
 A document whose first line is ``memscan`` instead scans its process's memory for the markers

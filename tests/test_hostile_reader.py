@@ -264,7 +264,7 @@ def test_a_forged_answer_is_one_worker_error_and_the_run_goes_on(
     assert (result.status, result.error_kind) == ("error", "worker"), result
     assert why in (result.error or ""), result
     assert text is None
-    answers = pool.pool._answers.path  # whatever it named was removed, not left to the store
+    answers = pool.pool.fleet.answers.path  # whatever it named was removed, not left to the store
     assert not answers.exists() or list(answers.iterdir()) == []
     pool.goes_on()
     assert len(pool.pool.workers) == 1 and pool.pool.killed == 1
@@ -286,9 +286,10 @@ def test_a_workers_metadata_is_made_again_in_the_parent(pool: Pool) -> None:
 
 @pytest.mark.parametrize("kind", ["dir", "fifo", "symlink", "hardlink"])
 def test_a_document_cannot_make_its_text_anything_but_its_text(pool: Pool, kind: str) -> None:
-    """The text file is the zygote's, handed to the child as a descriptor: the child may not
-    remove it or put a directory, FIFO or link in its place (Landlock: it writes only in its
-    scratch).  The answer it then forges names the zygote's file, which is what is taken."""
+    """The text file is the parent's, in a directory of its own, handed to the document's
+    process as a descriptor: the process may not remove it or put a directory, FIFO or link
+    in its place (it cannot reach the directory; and Landlock: it writes only in its
+    scratch).  The answer it then forges names that file, which is what is taken."""
     result, text = pool.run("forge", json.dumps({"text_is": kind}))
     assert result.status == "ok", result
     assert result.warnings == ("plant denied: EACCES",), result
@@ -302,18 +303,20 @@ def test_a_document_cannot_make_its_text_anything_but_its_text(pool: Pool, kind:
                                       ("big", "output limit")])
 def test_the_parent_takes_only_a_regular_file_of_one_link_within_the_cap(
         tmp_path: Path, kind: str, why: str) -> None:
-    """The parent's own check, behind the sandbox's: whatever a worker's directory holds at
-    the text's name, only a regular file of one link within the cap is taken; the rest is
-    removed and refused, never an exception that stops the run (a directory raised
-    IsADirectoryError before)."""
-    from types import SimpleNamespace
-
+    """The parent's own check, behind the sandbox's: whatever its own directory holds at a
+    text file's name when the answer comes (a document's process only ever had a descriptor
+    of the file, but without Landlock one running as the pool's own user could reach the
+    path), only a regular file of one link within the cap is taken; the rest is removed and
+    refused, never an exception that stops the run (a directory raised IsADirectoryError
+    before)."""
     from bastion.readers.runtime.answers import Answers
     from bastion.readers.runtime.worker import Misbehaved
 
-    wdir = tmp_path / "w1"
-    wdir.mkdir()
-    target = wdir / "t1.txt"
+    answers = Answers(tmp_path / "answers", LIMITS)
+    target, fd = answers.text_file("w1", 1)
+    os.close(fd)
+    if kind != "big":
+        target.unlink()
     if kind == "dir":
         target.mkdir()
         (target / "inside").write_text("x")
@@ -327,9 +330,8 @@ def test_the_parent_takes_only_a_regular_file_of_one_link_within_the_cap(
     else:
         with open(target, "wb") as f:
             f.truncate(LIMITS.max_output_bytes + 1)
-    answers = Answers(tmp_path / "answers", LIMITS, True)
     with pytest.raises(Misbehaved) as refused:
-        answers.take(SimpleNamespace(dir=wdir), "t1.txt")
+        answers.take(target)
     assert refused.value.kind == "worker" and why in refused.value.message
     assert list((tmp_path / "answers").iterdir()) == []
     assert os.stat("/etc/passwd").st_nlink >= 1
@@ -405,7 +407,7 @@ def test_plain_text_shares_a_process_for_a_bounded_batch_only(tmp_path: Path) ->
     BATCH_DOCS in a row; a document of any other family ends the batch; what one left in
     the batch's process is gone after it.  (A reader named ``text`` stands in for the plain-
     text reader, so the answers can say which process read them.)"""
-    from bastion.readers.runtime.zygote import BATCH_DOCS
+    from bastion.readers.runtime.batch import BATCH_DOCS
 
     p = Pool(tmp_path)
     p.pool.extra_readers = ("tests.hostile_text", "tests.hostile_readers")
@@ -514,13 +516,14 @@ def test_no_earlier_documents_name_title_author_sender_or_subject_is_in_a_later_
             assert result.status == "ok", (result.error_kind, result.error)
             return json.loads(seen or "{}")
 
-        for seen in (scan("alone", ".hostile", "application/x-hostile", "hostile"),
-                     scan("batch", ".txt", "text/plain", "text")):
-            leaked = [f"{what} (in {seen['where'].get(str(i))})" for i, what in enumerate(marks)
-                      if i in seen["found"] and i < len(earlier)]
+        for cmd, name, mime, reader in (("alone", ".hostile", "application/x-hostile", "hostile"),
+                                        ("batch", ".txt", "text/plain", "text")):
+            seen = scan(cmd, name, mime, reader)
+            leaked = [f"{what} (in {seen['where'].get(str(i))}: {seen['context'].get(str(i))})"
+                      for i, what in enumerate(marks) if i in seen["found"] and i < len(earlier)]
             assert leaked == [], leaked
             assert seen["found"] == [len(earlier)], seen  # its own name: the scan sees memory
             assert seen["scanned"] > 16 << 20, seen
-            earlier.append(marks[list(marks)[-1]])  # the first scan's name is earlier for the next
+            earlier.append(marks[f"{cmd} name"])  # an earlier document's, for the next scan
     finally:
         p.pool.close()
