@@ -527,3 +527,70 @@ def test_no_earlier_documents_name_title_author_sender_or_subject_is_in_a_later_
             earlier.append(marks[f"{cmd} name"])  # an earlier document's, for the next scan
     finally:
         p.pool.close()
+
+
+def _mail(subject: str, attachment: tuple[str, str, bytes] | None = None) -> bytes:
+    from email.message import EmailMessage
+
+    msg = EmailMessage()
+    msg["From"], msg["To"], msg["Subject"] = "a@example.org", "b@example.org", subject
+    msg.set_content(f"body of {subject}\n")
+    if attachment is not None:
+        name, mime, data = attachment
+        maintype, subtype = mime.split("/")
+        msg.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
+    return msg.as_bytes()
+
+
+@pytest.mark.slow
+def test_an_email_shares_a_process_only_while_it_needs_no_native_reader(tmp_path: Path) -> None:
+    """E-mails and HTML pages share a process with plain texts (pure readers, one batch); an
+    e-mail whose attachment needs a reader that is not pure (here the hostile one, standing
+    for PDFium or tesseract) is not read in the batch: the batch's process answers that it
+    needs a process of its own, and it is read again, whole, in a fresh one.  A plain-text
+    attachment is read in the batch.  Every document gets exactly one record."""
+    p = Pool(tmp_path)
+    p.pool.extra_readers = ("tests.hostile_text", "tests.hostile_readers")
+
+    def submit(name: str, data: bytes, mime: str, reader: str) -> Job:
+        p.seq += 1
+        path = p.docs / name
+        path.write_bytes(data)
+        job = Job(p.seq, str(path), name, mime, hashlib.sha256(data).hexdigest(), len(data),
+                  30.0, reader=reader)
+        p.pool.submit(job)
+        return job
+
+    try:
+        for name, mime, reader in (("w.txt", "text/plain", "text"),
+                                   ("w.html", "text/html", "markup"),
+                                   ("w.eml", "message/rfc822", "mail")):
+            submit(name, b"warm\n", mime, reader)  # each family loaded by the zygote first
+        p.pool.drain()
+        first = submit("a.txt", b"plain a\n", "text/plain", "text")
+        page = submit("p.html", b"<title>T</title><p>page words</p>", "text/html", "markup")
+        plain = submit("plain.eml", _mail("plain one"), "message/rfc822", "mail")
+        texted = submit("texted.eml", _mail("with text", ("n.txt", "text/plain", b"note\n")),
+                        "message/rfc822", "mail")
+        native = submit("native.eml", _mail("with native", ("x.hostile", "application/"
+                        "octet-stream", b"pid\n\x00\x01\x02")), "message/rfc822", "mail")
+        last = submit("b.txt", b"plain b\n", "text/plain", "text")
+        p.pool.drain()
+        jobs = (first, page, plain, texted, native, last)
+        assert all(p.results[j.id][0].status == "ok" for j in jobs), [p.results[j.id] for j in jobs]
+        assert len(p.results) == len(jobs) + 3
+        batch_pid = json.loads(p.results[first.id][1] or "{}")["pid"]
+        assert "page words" in (p.results[page.id][1] or "")
+        assert "body of plain one" in (p.results[plain.id][1] or "")
+        # the text attachment: read by the pure reader put first, in the batch's process
+        inner = (p.results[texted.id][1] or "").split("[attachment: n.txt (text/plain")[1]
+        assert json.loads(inner.split("\n", 1)[1].split("\n")[0])["pid"] == batch_pid
+        # the native one: read, with its e-mail, in a process of its own
+        text = p.results[native.id][1] or ""
+        assert "body of with native" in text and "[attachment: x.hostile" in text, text
+        seen_by = int(text.split("[attachment: x.hostile")[1].split("\n")[1])
+        last_pid = json.loads(p.results[last.id][1] or "{}")["pid"]
+        assert seen_by not in (batch_pid, last_pid)
+        assert p.pool.killed == 0
+    finally:
+        p.pool.close()

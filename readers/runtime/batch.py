@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..base import Context, TextSink
 
 # the readers whose documents may share a process (the parent decides, on the job's reader)
-PURE_READERS = frozenset({"text"})
+PURE_READERS = frozenset({"text", "markup", "mail"})
 BATCH_DOCS = 64  # documents one shared process reads at most
 
 

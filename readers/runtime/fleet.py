@@ -96,11 +96,7 @@ class Fleet:
         """Let ``w`` give its process what it may take now."""
         if w not in self.workers:
             return
-        try:
-            w.pump(self.answers.text_file, time.monotonic())
-        except Gone:  # its process (and so the worker) is gone: what it held goes elsewhere
-            self._on_death(w)
-            return
+        w.pump(self.answers.text_file, time.monotonic())
         for job, why in w.hand.refused:
             self.out.append(Outcome("failed", job, JobResult(job=job, verdict=Verdict.failed(
                 "internal", why))))
@@ -180,6 +176,7 @@ class Fleet:
                         event[1].close()
                         raise Misbehaved("worker", "reader worker broke the protocol")
                     w.hand.child = event[1]
+                    w.forked = event[1].gen
                     self.sel.register(event[1].answers, selectors.EVENT_READ, (w, event[1]))
                 else:
                     self._on_exit(w, event[1], event[2])
@@ -253,9 +250,12 @@ class Fleet:
     # -- failures -------------------------------------------------------------------------------
 
     def _on_death(self, w: Worker) -> None:
-        """``w``'s control socket ended: the job it read is failed by its death; the others
-        it held go back to the queue."""
-        self._blame(w, *w.death(self.limits.stderr_bytes))
+        """``w``'s control socket ended: the job it read is failed by its death (or, none
+        given, the first it held, when the zygote died loading its family); the others go
+        back to the queue."""
+        queue = w.hand.queue
+        self._blame(w, *w.death(self.limits.stderr_bytes),
+                    held=bool(queue) and queue[0].needs > w.forked)
 
     def _fail(self, w: Worker, kind: str, message: str, *, held: bool = False) -> None:
         """Kill a worker (with everything it started) and fail the job it read (``held``: or

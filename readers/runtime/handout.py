@@ -101,12 +101,18 @@ class Child:
     given: int = 0
     open: bool = True  # may be given more jobs (else its job socket is closed)
     eof: bool = False  # its answer pipe ended
+    discarded: bool = False  # a spare the parent let go unused (its end is no surprise)
 
     def shut(self) -> None:
         """No more jobs: it reads what it was given, answers, and ends."""
         if self.open:
             self.open = False
             self.jobs.close()
+
+    def discard(self) -> None:
+        """Let an unused spare go (it ends at once)."""
+        self.discarded = True
+        self.shut()
 
     def read(self) -> None:
         """Read what its answer pipe holds now (to its end, once every writer is gone)."""
@@ -197,7 +203,8 @@ class Handout:
         shut), or pure jobs in messages of up to :data:`MSG_JOBS` (a shared process is shut
         at :data:`~bastion.readers.runtime.batch.BATCH_DOCS`, when a job that may not share
         it comes, and when its family came after it was forked).  ``text_file(worker, seq)``
-        makes a text file; :class:`Gone` when the process's socket is gone (the worker died)."""
+        makes a text file.  A process whose socket is gone takes nothing more: its end
+        will be reported."""
         while self.queue:
             child, head = self.child, self.queue[0]
             if child is None:
@@ -206,7 +213,7 @@ class Handout:
                 if not child.open:
                     break
                 if child.gen < head.needs:
-                    child.shut()  # forked before its family was loaded: the next spare has it
+                    child.discard()  # forked before its family was loaded: the next has it
                     break
                 if not head.pure:
                     self._give(child, [self.queue.popleft()], False, text_file, now)
@@ -234,7 +241,7 @@ class Handout:
               text_file: Callable[[str, int], tuple[Path, int]], now: float) -> None:
         """Give ``child`` these jobs, each with its document's and its text file's descriptors
         (the document opened here, by the parent: :func:`open_document`), in messages of at
-        most :data:`MSG_BYTES`.  :class:`Gone` (the jobs held again) when its socket is gone."""
+        most :data:`MSG_BYTES`; when its socket is gone, the jobs not given are held again."""
         given: list[tuple[dict[str, Any], list[int], Sent, Queued]] = []
         try:
             for item in items:
@@ -275,11 +282,12 @@ class Handout:
                 try:
                     child.jobs.sendmsg([json.dumps({"jobs": jobs}, ensure_ascii=True).encode()],
                                        [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", fds))])
-                except OSError:
+                except OSError:  # it is gone (its end will be reported): the jobs held again
                     for _, _, sent, _ in given[at - len(batch):]:
                         _unlink(sent.text)
                     self.queue.extendleft(reversed([item for *_, item in given[at - len(batch):]]))
-                    raise Gone() from None
+                    child.shut()
+                    return
                 if not self.sent:
                     self.since = now  # the first job's clock starts
                     self.err.clear()
@@ -335,7 +343,7 @@ class Handout:
         self.child = None
         child.close()
         self.since = now  # a job it holds waits for the next spare
-        if not child.given and child.open:
+        if not child.given and not child.discarded:
             self.spare_deaths += 1
             return None, [], self.spare_deaths >= SPARE_DEATHS
         self.spare_deaths = 0

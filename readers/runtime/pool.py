@@ -184,8 +184,9 @@ class WorkerPool:
                     result.text_path.unlink()
 
     def _choose(self, job: Job, alone: bool) -> Worker | None:
-        """The worker to hold ``job``: a free one, a new one, or (for a pure job) the least
-        loaded one whose process reads pure documents with room for more."""
+        """The worker to hold ``job``: a free one, a new one, or the least loaded one whose
+        process reads pure documents — with room for more, for a pure job; for one a shared
+        process sent back (to be read alone), behind them, lest it hold up the queue."""
         for w in list(self.workers):
             if w.hand.free():
                 if w.exited():  # dead while idle (its keeper, holding its sockets, may not
@@ -195,7 +196,7 @@ class WorkerPool:
                 return w
         if len(self.workers) < self.size:
             return self.fleet.spawn()
-        if job.reader in PURE_READERS and not alone:
+        if job.reader in PURE_READERS:
             takers = [w for w in self.workers if w.hand.takes_pure()]
             if takers:
                 return min(takers, key=lambda w: w.hand.load())

@@ -60,7 +60,7 @@ class Worker:
     """One worker and what the parent keeps of it; the jobs it holds are its ``hand``'s."""
 
     __slots__ = ("proc", "control", "dir", "err", "ready", "killed", "started", "contained",
-                 "pid", "pidfd", "user", "identity", "hand", "prepared", "gen")
+                 "pid", "pidfd", "user", "identity", "hand", "prepared", "gen", "forked")
 
     def __init__(self, proc: subprocess.Popen, control: socket.socket, wdir: Path,
                  user: tuple[int, int] | None = None) -> None:
@@ -79,6 +79,7 @@ class Worker:
         self.hand = Handout(wdir.name, self.err, self.started)
         self.prepared: dict[tuple[str, str, str], int] = {}  # what it was asked to load: gen
         self.gen = 0  # prepare messages sent
+        self.forked = 0  # prepare messages its zygote had applied when it forked its last spare
 
     @classmethod
     def start(cls, wdir: Path, limits: Limits, *, user: tuple[int, int] | None,
@@ -195,7 +196,7 @@ class Worker:
             gen = self.prepared[key] = self.gen
             child = self.hand.child
             if child is not None and child.pure is None and child.gen < gen:
-                child.shut()
+                child.discard()
         return gen
 
     def assign(self, job: Job, alone: bool, tools: dict[str, str], now: float) -> None:
