@@ -12,7 +12,9 @@ pages (``markup``), e-mails (``mail``), and plain texts with no reader named (re
 document to a process on either side) — a :class:`WorkerPool` of ``--workers`` reads
 ``n // 10`` and then ``n`` documents; the cost of one document is the difference over the
 difference, so the workers' start cancels out: wall time, the parent's CPU, and the CPU of
-every process under it (the workers and what they forked, counted once reaped).
+every process under it (the workers and what they forked, counted once reaped).  The row
+``in-proc`` reads the same documents, already in memory, in one process of this tree: no
+isolation, no file (``read_document``, hashing each, encoding its text): the readers' own cost.
 
 ``--sweep``: ``bastion sweep -j 2`` of a fresh output over ``n`` small texts, ``n`` HTML
 pages and ``n`` e-mails (each tree its own sweep), and over one file; wall time and the CPU
@@ -112,10 +114,35 @@ print(json.dumps({"wall": t1 - t0, "parent": c1.user - c0.user + c1.system - c0.
 """
 
 
-def pool_run(tree: Path, files: list[Path], mime: str, reader: str | None, workers: int) -> dict:
+# the same documents read in one process, no isolation at all: the floor the pool is over
+INPROC = r"""
+import hashlib, json, os, sys, time
+from pathlib import Path
+from bastion.readers.base import Document, Limits
+from bastion.readers.dispatch import BUILTIN, read_document
+from bastion.readers.runtime.context import LocalContext
+files, mime, reader, workers, tmp = json.loads(sys.argv[1])
+chosen = BUILTIN.by_name(reader) if reader else None
+ctx = LocalContext(Limits(), {}, Path(tmp))
+read_document(Document(Path(files[0]).read_bytes(), "x", mime), ctx, chosen)  # imports
+docs = [(Path(f).name, Path(f).read_bytes()) for f in files]
+t0, c0 = time.perf_counter(), os.times()
+for name, data in docs:
+    hashlib.sha256(data).hexdigest()
+    out = read_document(Document(data, name, mime), ctx, chosen)
+    assert out.status == "ok", out
+    out.text.encode()
+t1, c1 = time.perf_counter(), os.times()
+print(json.dumps({"wall": t1 - t0, "parent": c1.user - c0.user + c1.system - c0.system,
+                  "children": 0.0}))
+"""
+
+
+def pool_run(tree: Path, files: list[Path], mime: str, reader: str | None, workers: int,
+             code: str = POOL) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         arg = json.dumps([[str(f) for f in files], mime, reader, workers, tmp])
-        out = subprocess.run([sys.executable, "-c", POOL, arg], cwd=tree, capture_output=True,
+        out = subprocess.run([sys.executable, "-c", code, arg], cwd=tree, capture_output=True,
                              text=True, timeout=3600)
     if out.returncode:
         sys.exit(f"{tree}: {out.stderr[-2000:]}")
@@ -128,9 +155,10 @@ def pools(trees: dict[str, Path], n: int, rounds: int, workers: int, work: Path)
     rows: dict[tuple[str, str], list[dict]] = {}
     for _ in range(rounds):
         for kind, (ext, mime, reader) in KINDS.items():
-            for side, tree in trees.items():
-                a = pool_run(tree, files[ext][:small], mime, reader, workers)
-                b = pool_run(tree, files[ext], mime, reader, workers)
+            for side, tree in [*trees.items(), ("in-process", HERE)]:
+                code = INPROC if side == "in-process" else POOL
+                a = pool_run(tree, files[ext][:small], mime, reader, workers, code)
+                b = pool_run(tree, files[ext], mime, reader, workers, code)
                 rows.setdefault((kind, side), []).append(
                     {k: (b[k] - a[k]) / (n - small) * 1000 for k in a})
     print(f"per document, ms (median of {rounds}; {workers} worker(s); ({n} - {small}) "
@@ -139,11 +167,11 @@ def pools(trees: dict[str, Path], n: int, rounds: int, workers: int, work: Path)
           f"{'CPU total':>10s}")
     for kind in KINDS:
         med = {}
-        for side in trees:
+        for side in [*trees, "in-process"]:
             got = rows[(kind, side)]
             med[side] = {k: statistics.median(r[k] for r in got) for k in got[0]}
             m = med[side]
-            print(f"{kind:18s} {side:6s} {m['wall']:8.3f} {m['parent']:11.3f} "
+            print(f"{kind:18s} {side[:6]:6s} {m['wall']:8.3f} {m['parent']:11.3f} "
                   f"{m['children']:12.3f} {m['parent'] + m['children']:10.3f}")
         if "base" in med and "this" in med:
             b, t = med["base"], med["this"]

@@ -117,7 +117,8 @@ class _Spare:
 
 
 class Zygote:
-    """The fork loop: one spare child at a time, its end reported, the next forked at once.
+    """The fork loop: one spare child at a time, its end reported, the next forked at once
+    (the first once the parent has named a family to load: every job's family is named).
 
     ``child_main(jobs, answers)`` is what a child runs, after ``narrow()``, with its end of
     the job socket and the write end of its answer pipe; ``prepare(spec)`` loads what a
@@ -149,10 +150,12 @@ class Zygote:
             while True:
                 if not self.commands():
                     return
-                if self.child is None:
+                if self.child is None and self.gen:  # (the first spare once a family is named)
                     self.fork()
                 child = self.child
-                assert child is not None
+                if child is None:
+                    waiter.poll()
+                    continue
                 if child.pidfd is not None:
                     waiter.register(child.pidfd, select.POLLIN)
                 try:
