@@ -296,26 +296,27 @@ def test_a_document_cannot_make_its_text_anything_but_its_text(pool: Pool, kind:
     assert text == ""
 
 
-@pytest.mark.parametrize("kind,why", [("dir", "not a regular file"),
-                                      ("fifo", "not a regular file"),
-                                      ("symlink", "without following links"),
+@pytest.mark.parametrize("kind,why", [("dir", "no longer the file made for it"),
+                                      ("fifo", "no longer the file made for it"),
+                                      ("symlink", "no longer the file made for it"),
+                                      ("gone", "gone"),
                                       ("hardlink", "other links"),
                                       ("big", "output limit")])
-def test_the_parent_takes_only_a_regular_file_of_one_link_within_the_cap(
+def test_the_parent_takes_only_its_own_file_of_one_link_within_the_cap(
         tmp_path: Path, kind: str, why: str) -> None:
-    """The parent's own check, behind the sandbox's: whatever its own directory holds at a
-    text file's name when the answer comes (a document's process only ever had a descriptor
-    of the file, but without Landlock one running as the pool's own user could reach the
-    path), only a regular file of one link within the cap is taken; the rest is removed and
-    refused, never an exception that stops the run (a directory raised IsADirectoryError
-    before)."""
+    """The parent's own check, behind the sandbox's: a document's process only ever had a
+    descriptor of its text file, in a directory of the parent's, but were that path reached
+    (by a process of the same user without Landlock) and replaced by a directory, a FIFO or a
+    link, removed, linked elsewhere or grown past the cap, the text is refused and whatever
+    is at the path removed: never an exception that stops the run (a directory raised
+    IsADirectoryError before), never a text read through a link."""
     from bastion.readers.runtime.answers import Answers
-    from bastion.readers.runtime.worker import Misbehaved
+    from bastion.readers.runtime.handout import Misbehaved, Sent
 
     answers = Answers(tmp_path / "answers", LIMITS)
     target, fd = answers.text_file("w1", 1)
-    os.close(fd)
-    if kind != "big":
+    sent = Sent(Job(1, "x", "x", "text/plain", "0" * 64, 1, 1.0), False, 1, target, fd, False)
+    if kind in ("dir", "fifo", "symlink", "gone"):
         target.unlink()
     if kind == "dir":
         target.mkdir()
@@ -325,13 +326,11 @@ def test_the_parent_takes_only_a_regular_file_of_one_link_within_the_cap(
     elif kind == "symlink":
         os.symlink("/etc/passwd", target)
     elif kind == "hardlink":
-        (tmp_path / "other").write_text("x")
-        os.link(tmp_path / "other", target)
-    else:
-        with open(target, "wb") as f:
-            f.truncate(LIMITS.max_output_bytes + 1)
+        os.link(target, tmp_path / "elsewhere")
+    elif kind == "big":
+        os.ftruncate(fd, LIMITS.max_output_bytes + 1)
     with pytest.raises(Misbehaved) as refused:
-        answers.take(target)
+        answers.take(sent)
     assert refused.value.kind == "worker" and why in refused.value.message
     assert list((tmp_path / "answers").iterdir()) == []
     assert os.stat("/etc/passwd").st_nlink >= 1

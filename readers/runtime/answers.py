@@ -109,7 +109,7 @@ class Answers:
         msg = parse(line)
         if msg.get("alone") is True and sent.pure and msg.get("id") == sent.job.id \
                 and not isinstance(msg.get("id"), bool):
-            self.discard(sent)
+            sent.close()
             return None, msg
         verdict, text_path, sidecar = self.read(sent, msg)
         return JobResult(job=sent.job, verdict=verdict, text_path=text_path, sidecar=sidecar), msg
@@ -139,44 +139,41 @@ class Answers:
                 if name != f"t{sent.seq}.txt":
                     raise Misbehaved("worker", f"reader worker's text file is missing (it "
                                                f"named {name}, its job's is t{sent.seq}.txt)")
-                text_path = self.take(sent.text)
+                text_path = self.take(sent)
                 kept = True
             return verdict, text_path, sidecar
         finally:
-            if not kept:
-                _remove(sent.text)
+            sent.close(keep=kept)
 
-    def take(self, path: Path) -> Path:
-        """``path``, the text file made for a job, only if it is still a plain regular file of
-        one link within the output cap; :class:`Misbehaved` otherwise (and whatever is there
-        removed).  Opened without following a link (``O_NOFOLLOW``, ``O_NONBLOCK``: a FIFO
-        does not block) and checked on the descriptor.  (Its directory is this process's
-        alone: a document's process only ever had a descriptor of the file.)"""
-        why = None
+    def take(self, sent: Sent) -> Path:
+        """The text file made for ``sent``, only if it is still a regular file of one link
+        within the output cap, and still the file at its path; :class:`Misbehaved` otherwise
+        (and whatever is at the path removed).  Checked on the parent's own descriptor of it
+        (a document's process only ever had one too), and the path against it without
+        following a link: the directory is this process's alone, but a process of the same
+        user without Landlock could reach it."""
+        st = os.fstat(sent.out)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-                         | os.O_NOCTTY)
+            at = os.lstat(sent.text)
+            why = None
         except OSError as e:
-            why = f"cannot be opened without following links ({e.strerror})"
-        else:
-            try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode):
-                    why = "not a regular file"
-                elif st.st_nlink != 1:
-                    why = "a file with other links"
-                elif st.st_size > self.limits.max_output_bytes:
-                    why = f"over the {self.limits.max_output_bytes} byte output limit"
-            finally:
-                os.close(fd)
+            why = f"gone ({e.strerror})"
         if why is not None:
-            _remove(path)
+            pass
+        elif (at.st_dev, at.st_ino) != (st.st_dev, st.st_ino):
+            why = "no longer the file made for it"
+        elif st.st_nlink != 1:
+            why = "a file with other links"
+        elif st.st_size > self.limits.max_output_bytes:
+            why = f"over the {self.limits.max_output_bytes} byte output limit"
+        if why is not None:
+            _remove(sent.text)
             raise Misbehaved("worker", f"reader worker's text file is {why}")
-        return path
+        return sent.text
 
     def discard(self, sent: Sent) -> None:
         """The text file of a job that will not be answered here (sent again, or failed)."""
-        _remove(sent.text)
+        sent.close()
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

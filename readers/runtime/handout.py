@@ -84,7 +84,16 @@ class Sent:
     alone: bool
     seq: int  # its number in the worker: its scratch (job<seq>) and text (t<seq>.txt)
     text: Path  # the parent's file its text goes to
+    out: int  # the parent's own descriptor of that file (until the answer is read)
     pure: bool
+
+    def close(self, keep: bool = False) -> None:
+        """Done with its text file: the descriptor closed and (unless ``keep``) the file gone."""
+        if self.out >= 0:
+            os.close(self.out)
+            self.out = -1
+        if not keep:
+            _unlink(self.text)
 
 
 @dataclass(slots=True, eq=False)
@@ -240,63 +249,62 @@ class Handout:
     def _give(self, child: Child, items: list[Queued], pure: bool,
               text_file: Callable[[str, int], tuple[Path, int]], now: float) -> None:
         """Give ``child`` these jobs, each with its document's and its text file's descriptors
-        (the document opened here, by the parent: :func:`open_document`), in messages of at
-        most :data:`MSG_BYTES`; when its socket is gone, the jobs not given are held again."""
-        given: list[tuple[dict[str, Any], list[int], Sent, Queued]] = []
+        (the document opened here, by the parent: :func:`open_document`; the text file's kept
+        by its :class:`Sent` too), in messages of at most :data:`MSG_BYTES`; when its socket is
+        gone, the jobs not given are held again."""
+        given: list[tuple[dict[str, Any], int | None, Sent, Queued]] = []
+        for item in items:
+            self.seq += 1
+            job = item.job
+            try:
+                text, out = text_file(self.name, self.seq)
+            except OSError as e:  # the output's filesystem: the pool says so as its verdict
+                self.refused.append((job, f"cannot write text: {e.strerror}"))
+                continue
+            message: dict[str, Any] = {
+                "id": job.id, "seq": self.seq, "name": job.name, "mime": job.mime,
+                "reader": job.reader, "sha256": job.sha256, "size": job.size,
+                "tools": item.tools, "deadline": job.deadline_s, "pure": pure,
+                "text": f"t{self.seq}.txt", "doc": None}
+            doc, why = open_document(job.path)
+            if why is not None:
+                message["open_error"] = why
+            given.append((message, doc, Sent(job, item.alone, self.seq, text, out, pure), item))
+        at = 0
         try:
-            for item in items:
-                self.seq += 1
-                job = item.job
-                try:
-                    text, out = text_file(self.name, self.seq)
-                except OSError as e:  # the output's filesystem: the pool says so as its verdict
-                    self.refused.append((job, f"cannot write text: {e.strerror}"))
-                    continue
-                fds = [out]
-                message: dict[str, Any] = {
-                    "id": job.id, "seq": self.seq, "name": job.name, "mime": job.mime,
-                    "reader": job.reader, "sha256": job.sha256, "size": job.size,
-                    "tools": item.tools, "deadline": job.deadline_s, "pure": pure,
-                    "text": f"t{self.seq}.txt", "doc": None}
-                fd, why = open_document(job.path)
-                if fd is not None:
-                    fds.append(fd)
-                else:
-                    message["open_error"] = why
-                given.append((message, fds, Sent(job, item.alone, self.seq, text, pure), item))
-            at = 0
             while at < len(given):
-                batch: list[tuple[dict[str, Any], list[int], Sent, Queued]] = []
-                size = 0
-                while at < len(given) and (not batch or size < MSG_BYTES):
-                    batch.append(given[at])
-                    size += len(json.dumps(given[at][0])) + 64
-                    at += 1
-                jobs, fds = [], []
-                for message, mine, _, _ in batch:
+                batch, size = given[at:at + 1], _size(given[at][0])
+                while at + len(batch) < len(given) and size < MSG_BYTES:
+                    batch.append(given[at + len(batch)])
+                    size += _size(batch[-1][0])
+                jobs: list[dict[str, Any]] = []
+                fds: list[int] = []
+                for message, doc, sent, _ in batch:
                     message["out"] = len(fds)
-                    if len(mine) > 1:
-                        message["doc"] = len(fds) + 1
-                    fds.extend(mine)
+                    fds.append(sent.out)
+                    if doc is not None:
+                        message["doc"] = len(fds)
+                        fds.append(doc)
                     jobs.append(message)
                 try:
                     child.jobs.sendmsg([json.dumps({"jobs": jobs}, ensure_ascii=True).encode()],
                                        [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", fds))])
                 except OSError:  # it is gone (its end will be reported): the jobs held again
-                    for _, _, sent, _ in given[at - len(batch):]:
-                        _unlink(sent.text)
-                    self.queue.extendleft(reversed([item for *_, item in given[at - len(batch):]]))
+                    for _, _, sent, _ in given[at:]:
+                        sent.close()
+                    self.queue.extendleft(reversed([item for *_, item in given[at:]]))
                     child.shut()
                     return
+                at += len(batch)
                 if not self.sent:
                     self.since = now  # the first job's clock starts
                     self.err.clear()
                 self.sent.extend(sent for _, _, sent, _ in batch)
                 child.given += len(batch)
         finally:
-            for _, fds, _, _ in given:
-                for fd in fds:
-                    os.close(fd)
+            for _, doc, _, _ in given:
+                if doc is not None:
+                    os.close(doc)
 
     def answered(self, now: float) -> Sent:
         """The job its process answered (the first it holds): its clock ends, the next's starts."""
@@ -405,6 +413,12 @@ def open_document(path: str) -> tuple[int | None, str | None]:
         why = f"cannot open: {e.strerror}"
     os.close(fd)
     return None, why
+
+
+def _size(message: dict[str, Any]) -> int:
+    """About the bytes of a job in a message (no need to encode it twice)."""
+    return 300 + len(message["name"]) * 6 + sum(len(k) + len(v) + 8
+                                                 for k, v in message["tools"].items())
 
 
 def _unlink(path: Path) -> None:
