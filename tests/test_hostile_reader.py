@@ -593,3 +593,39 @@ def test_an_email_shares_a_process_only_while_it_needs_no_native_reader(tmp_path
         assert p.pool.killed == 0
     finally:
         p.pool.close()
+
+
+@pytest.mark.parametrize("cmd,kind", [("segv", "crash"), ("sleep", "timeout")])
+def test_a_shared_process_that_dies_costs_one_record_and_the_rest_are_read(
+        tmp_path: Path, cmd: str, kind: str) -> None:
+    """A shared process (plain texts: a reader named ``text`` put first) given several
+    documents in one message dies on one of them (a crash; a deadline that kills its whole
+    worker): that document gets one error record, the documents it was given and had not
+    started are read by another process, the ones it had answered keep their records, and
+    every document has exactly one."""
+    p = Pool(tmp_path)
+    p.pool.extra_readers = ("tests.hostile_text", "tests.hostile_readers")
+    try:
+        jobs = []
+        for i in range(12):
+            p.seq += 1
+            data = f"{cmd}\n".encode() if i == 5 else f"plain {i}\n".encode()
+            path = p.docs / f"t{i}.txt"
+            path.write_bytes(data)
+            job = Job(p.seq, str(path), path.name, "text/plain", hashlib.sha256(data).hexdigest(),
+                      len(data), 2.0, reader="text")
+            jobs.append(job)
+            p.pool.submit(job)
+        p.pool.drain()
+        assert sorted(p.results) == [j.id for j in jobs]
+        bad, _ = p.results[jobs[5].id]
+        assert (bad.status, bad.error_kind) == ("error", kind), bad
+        seen = {j.id: json.loads(p.results[j.id][1] or "{}") for j in jobs if j is not jobs[5]}
+        assert all(p.results[i][0].status == "ok" for i in seen)
+        before = {seen[j.id]["pid"] for j in jobs[:5]}
+        after = {seen[j.id]["pid"] for j in jobs[6:]}
+        assert not before & after  # those after it: read by another process
+        assert p.pool.killed == 1
+        p.goes_on()
+    finally:
+        p.pool.close()

@@ -440,7 +440,7 @@ def test_landlock_forbids_writing_outside_the_private_dir(tmp_path: Path) -> Non
         assert result.status == "ok", result
         assert text.startswith("denied:"), text
         assert not target.exists()
-        # nor in its worker's directory (its cwd: the zygote's, which holds the texts)
+        # nor in its worker's directory (its cwd)
         result, text = h.run("write", "inside.txt")
         assert text.startswith("denied:"), text
         # inside its own scratch directory it may write
@@ -662,8 +662,8 @@ def test_worker_that_breaks_the_protocol_is_killed(harness: Harness) -> None:
 
 
 def test_text_file_replaced_by_a_symlink_is_refused(harness: Harness) -> None:
-    """A symlink planted at its text's name (in its scratch: its worker's directory is not
-    its to write) is never followed: the text goes to the descriptor its zygote opened.  The
+    """A symlink planted at its text's name (in its scratch: nothing else is its to write) is
+    never followed: the text goes to the descriptor of the file the parent made.  The
     parent's own refusal of a link is tests/test_hostile_reader.py's."""
     result, text = harness.run("symlink")
     assert result.status == "ok", result

@@ -220,10 +220,10 @@ class Fleet:
             if w not in self.workers:
                 return
         dead, again, stuck = w.hand.ended(time.monotonic())
-        if stuck:
-            w.read_stderr(self.limits.stderr_bytes)
-            raise Misbehaved("crash", "reader worker's processes die before any job: "
-                             + (first_line(bytes(w.err)) or f"status {status}"))
+        if stuck:  # the job it holds is failed, lest it go from worker to worker for ever
+            self._fail(w, "crash", "reader worker's processes die before any job"
+                       + (f" (status {status})" if not w.err else ""), held=True)
+            return
         if dead is not None:
             self._end_job(dead, *w.child_death(status, self.limits.stderr_bytes))
         for s in again:
