@@ -2,6 +2,7 @@
 
     python bench/runtime.py --base /tmp/base [--n 2000] [--rounds 3] [--workers 1]
     python bench/runtime.py --base /tmp/base --sweep [--n 3000] [--rounds 3]
+    python bench/runtime.py --images [--n 300]
 
 ``--base`` is another checkout of bastion (e.g. ``git -C /work/main archive HEAD | tar -x -C
 /tmp/base``); each side runs in a subprocess of its own, from its own tree, with this
@@ -19,6 +20,13 @@ isolation, no file (``read_document``, hashing each, encoding its text): the rea
 ``--sweep``: ``bastion sweep -j 2`` of a fresh output over ``n`` small texts, ``n`` HTML
 pages and ``n`` e-mails (each tree its own sweep), and over one file; wall time and the CPU
 of the sweep and everything under it.
+
+``--images``: what a document's process costs against the size of the image it is forked
+from: a process of this tree loads what a zygote loads (the runtime, the language model) and
+then more and more reader families (HTML and e-mail; PDF with PDFium and pdfplumber; OCR with
+tesseract's warm engines), and at each step forks ``n`` children that exit at once, then ``n``
+that read one small text first; its anonymous memory beside the CPU of each (fork, the child's
+page faults, exit and reap).
 
 Prints the medians of the rounds and the ratio of this tree to the base.
 """
@@ -180,6 +188,74 @@ def pools(trees: dict[str, Path], n: int, rounds: int, workers: int, work: Path)
                   f"{(t['parent'] + t['children']) / (b['parent'] + b['children']):10.2f}")
 
 
+# -- the image a process is forked from ---------------------------------------------------------
+
+IMAGES = r"""
+import json, os, shutil, sys, time, gc
+from pathlib import Path
+from bastion.readers.base import Document, Limits
+from bastion.readers.runtime import workermain, batch, context, verdict, zygote, sandbox
+from bastion.readers.runtime.context import LocalContext
+from bastion.readers.dispatch import Registry, read_document
+from bastion.readers.text import langid
+n, tmp = int(sys.argv[1]), Path(sys.argv[2])
+limits, registry = Limits(), Registry()
+langid.map_model()
+langid.preload()
+doc = Document(b"Note 1\napple river stone paper light window garden music table letter\n",
+               "a.txt", "text/plain")
+text = registry.by_name("text")
+tesseract = shutil.which("tesseract")
+steps = [("zygote + text", {"reader": "text"}), ("+ HTML, e-mail", {"reader": "mail"}),
+         ("+ PDF", {"reader": "pdf"}),
+         ("+ OCR (warm tesseract)", {"reader": "ocr", "tools": {"tesseract": tesseract}}
+          if tesseract else None)]
+out = []
+for label, spec in steps:
+    if spec is None:
+        continue
+    workermain.prepare({"mime": None, "tools": {}, **spec}, limits, tmp, registry)
+    read_document(doc, LocalContext(limits, {}, tmp), text)
+    gc.freeze()
+    with open("/proc/self/status") as f:
+        anon = next(int(l.split()[1]) for l in f if l.startswith("RssAnon")) / 1024
+    row = {"image": label, "anon_mib": anon}
+    for mode in ("exit", "read"):
+        c0, t0 = os.times(), time.perf_counter()
+        for _ in range(n):
+            pid = os.fork()
+            if pid == 0:
+                if mode == "read":
+                    read_document(doc, LocalContext(limits, {}, tmp), text)
+                os._exit(0)
+            os.waitpid(pid, 0)
+        c1, t1 = os.times(), time.perf_counter()
+        cpu = (c1.user - c0.user + c1.system - c0.system + c1.children_user - c0.children_user
+               + c1.children_system - c0.children_system)
+        row[mode] = cpu / n * 1000
+        row[mode + "_wall"] = (t1 - t0) / n * 1000
+    out.append(row)
+print(json.dumps(out))
+"""
+
+
+def images(n: int, rounds: int) -> None:
+    runs = []
+    for _ in range(rounds):
+        with tempfile.TemporaryDirectory() as tmp:
+            done = subprocess.run([sys.executable, "-c", IMAGES, str(n), tmp], cwd=HERE,
+                                  capture_output=True, text=True, timeout=3600)
+        if done.returncode:
+            sys.exit(done.stderr[-2000:])
+        runs.append(json.loads(done.stdout))
+    print(f"a document's process against its image: CPU per process, ms (median of {rounds} "
+          f"runs of {n}; load {os.getloadavg()[0]:.1f})")
+    print(f"{'image':24s} {'anon MiB':>9s} {'fork+exit':>10s} {'fork+read+exit':>15s}")
+    for i, row in enumerate(runs[0]):
+        med = {k: statistics.median(r[i][k] for r in runs) for k in row if k != "image"}
+        print(f"{row['image']:24s} {med['anon_mib']:9.1f} {med['exit']:10.2f} {med['read']:15.2f}")
+
+
 # -- whole sweeps ---------------------------------------------------------------------------------
 
 
@@ -235,7 +311,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--sweep", action="store_true", help="whole sweeps instead of the pool")
+    ap.add_argument("--images", action="store_true",
+                    help="a document's process against the size of the image it is forked from")
     args = ap.parse_args()
+    if args.images:
+        images(args.n if args.n != 2000 else 300, args.rounds)
+        return
     trees = {"this": HERE}
     if args.base is not None:
         trees = {"base": args.base.resolve(), "this": HERE}
