@@ -20,6 +20,7 @@ tool       runs ``sh -c 'sleep 1000.<arg> & sleep 999.<arg>'`` through run_tool 
 daemon     starts ``sleep 1000.<arg>`` in a session of its own (setsid), then sleeps forever
 symlink    plants a symlink named as its text file in its scratch's parent, then returns text
 garbage    writes a line that is not JSON on its answer pipe, then returns text
+bigline    writes 33 MiB without an end of line on its answer pipe, then exits
 write      tries to create the file named by the argument (``$TMPDIR`` expanded); returns
            ``wrote`` or ``denied: …``
 net        tries a TCP connection to 127.0.0.1:<argument>; returns ``connected`` or
@@ -171,6 +172,20 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
             except OSError:
                 pass
         sink.write("wrote garbage\n")
+    elif cmd == "bigline":
+        import fcntl
+
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            try:
+                if fd > 2 and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY \
+                        and os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                    block = b"x" * (1 << 20)
+                    for _ in range(33):
+                        os.write(fd, block)
+            except OSError:
+                pass
+        os._exit(0)
     elif cmd == "write":
         try:
             with open(os.path.expandvars(arg), "w") as f:

@@ -661,6 +661,15 @@ def test_worker_that_breaks_the_protocol_is_killed(harness: Harness) -> None:
     assert len(harness.results) == 2
 
 
+def test_an_answer_over_the_cap_is_one_output_limit_error(harness: Harness) -> None:
+    """A document's process that writes an answer line past the cap (32 MiB) is stopped
+    there: one ``output_limit`` record, the parent's buffer bounded, the run goes on."""
+    result, _ = harness.run("bigline", deadline=30)
+    assert (result.status, result.error_kind) == ("error", "output_limit"), result
+    assert_goes_on(harness)
+    assert len(harness.results) == 2
+
+
 def test_text_file_replaced_by_a_symlink_is_refused(harness: Harness) -> None:
     """A symlink planted at its text's name (in its scratch: nothing else is its to write) is
     never followed: the text goes to the descriptor of the file the parent made.  The

@@ -111,6 +111,10 @@ class Child:
     open: bool = True  # may be given more jobs (else its job socket is closed)
     eof: bool = False  # its answer pipe ended
     discarded: bool = False  # a spare the parent let go unused (its end is no surprise)
+    scanned: int = 0  # bytes of ``buf`` known to hold no end of line
+
+    def __post_init__(self) -> None:
+        self.jobs.shutdown(socket.SHUT_RD)  # the parent only writes there: nothing comes back
 
     def shut(self) -> None:
         """No more jobs: it reads what it was given, answers, and ends."""
@@ -136,19 +140,22 @@ class Child:
                 self.eof = True
                 return
             self.buf += data
-            if len(self.buf) > MAX_RESULT_LINE and b"\n" not in self.buf:
-                return
+            if len(self.buf) > MAX_RESULT_LINE:
+                return  # read no more: :meth:`lines` says whether there is a whole line
 
     def lines(self) -> Iterator[bytes]:
-        """Its whole answer lines so far; :class:`Misbehaved` for one over the cap."""
+        """Its whole answer lines so far; :class:`Misbehaved` for one over the cap.  (Each
+        byte is looked at once for an end of line, however the line came in pieces.)"""
         while True:
-            at = self.buf.find(b"\n")
+            at = self.buf.find(b"\n", self.scanned)
             if at < 0:
+                self.scanned = len(self.buf)
                 if len(self.buf) > MAX_RESULT_LINE:
                     raise Misbehaved("output_limit", "reader output over the result size limit")
                 return
             line = bytes(self.buf[:at])
             del self.buf[: at + 1]
+            self.scanned = 0
             yield line
 
     def close(self) -> None:
@@ -334,6 +341,8 @@ class Handout:
         if child is None or child.n != n:
             raise Misbehaved("worker", "reader worker broke the protocol")
         child.read()  # all of it: every writer is gone
+        if len(child.buf) > MAX_RESULT_LINE:
+            raise Misbehaved("output_limit", "reader output over the result size limit")
         if not child.eof:
             raise Misbehaved("worker", "a document's process left its answer pipe open")
         lines = list(child.lines())
