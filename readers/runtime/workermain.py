@@ -33,7 +33,8 @@ The reader is the one the parent chose (``reader``; none: the registry chooses, 
 document handed over without a plan); ``verdict`` is a :class:`bastion.readers.runtime.verdict.
 Verdict` in its JSON form; ``text`` names the text file the job gave (written only when the
 verdict is ``ok``; the parent makes it durable with one ``syncfs`` per batch); ``fatal``: the
-process ran out of memory or recursion (a shared one takes no more documents).  What the parent
+process ran out of memory or recursion, and ``rss`` (its peak resident memory) past half the
+memory cap: a shared one takes no more documents.  What the parent
 believes of an answer is :mod:`bastion.readers.runtime.answers`'s.
 
 Each document has an :class:`bastion.readers.ocr.memo.OcrMemo` of its own: an image OCRed
@@ -53,17 +54,15 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-READ_CHUNK = 1 << 20
 MAX_JOB = 1 << 18  # bytes of one job message (names, types, the tools): the pool's cap too
 MAX_FDS = 128  # descriptors one job message may carry (two a job): the pool's cap too
 
 
 def _rss() -> int:
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
+    """The most memory this process has held resident (a system call, no file to read)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _read_checked(fd: int, size: int, sha256: str) -> bytes:
