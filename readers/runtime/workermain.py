@@ -185,8 +185,9 @@ def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
 def serve(jobs: socket.socket, answers: int, scratch: Path, limits, registry: Any) -> None:
     """A document's process, after the zygote forked it: its jobs from the parent's
     messages, one answer line each on its pipe, until the parent closes its end."""
+    import shutil
+
     from ..ocr.memo import OcrMemo
-    from .zygote import clear
 
     room = socket.CMSG_SPACE(MAX_FDS * array("i").itemsize)
     while True:
@@ -212,8 +213,10 @@ def serve(jobs: socket.socket, answers: int, scratch: Path, limits, registry: An
             view = memoryview(line)
             while view:
                 view = view[os.write(answers, view):]
-            if job.get("pure"):  # the next document of this process starts with a clear scratch
-                clear(scratch)
+            own = scratch / f"job{seq}"
+            if job.get("pure") and os.path.isdir(own):  # the next document of this process
+                shutil.rmtree(own, ignore_errors=True)  # starts without this one's files (the
+                # zygote clears the whole scratch after the process)
 
 
 def main() -> None:
