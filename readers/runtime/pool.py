@@ -47,9 +47,9 @@ class WorkerPool:
     ``submit`` returns as soon as a worker has taken the job (waiting, and handling finished
     jobs, while all are busy): its process has it, or reads earlier jobs and will be given it
     as it answers them; ``callback(result)`` runs in the caller's thread for every job,
-    exactly once, whatever its process did — for a finished document, after the next job has
-    been given out, so the caller's work on a result overlaps the workers' on the next
-    documents.  ``drain`` waits for the jobs in flight and runs every callback still due.
+    exactly once, whatever its process did — for a finished document, once the next job has
+    been taken (while a process is forked for it, or after), so the caller's work on a result
+    overlaps the workers' on the next documents.  ``drain`` waits for the jobs in flight and runs every callback still due.
 
     Each document is read in a process of its own, forked ahead by its worker's zygote and
     given the job straight from here; documents of the pure readers
@@ -124,6 +124,7 @@ class WorkerPool:
         if any(w.hand.queue for w in self.workers):  # what the workers said meanwhile: a
             self._poll(0.0)  # spare to give a held job to, answers to make room for more
         while any(w.hand.queue and not w.hand.sent for w in self.workers):
+            self._flush()  # the caller's work on earlier results while a process is forked
             self._poll()  # a worker holds jobs its process does not have: until it does
         # the finished jobs' callbacks (the caller's store work) run now, while the workers
         # already read the next documents, not before they get them
