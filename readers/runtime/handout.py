@@ -12,11 +12,11 @@ A worker's zygote forks one document's process at a time, ahead of need
   several to a message (:data:`MSG_JOBS`), while it has fewer than :data:`REFILL` unanswered,
   until it has been given :data:`~bastion.readers.runtime.batch.BATCH_DOCS`; a job of another
   kind ends it (its socket shut once it has answered all it holds);
-* a spare forked before the zygote loaded a job's family is shut, never used for it.
+* a spare forked before the zygote loaded a job's family is let go, never used for it.
 
 The clock (:meth:`Handout.due`): the first job given and unanswered has its deadline from the
 moment it was given (or its predecessor answered); a job held waits at most
-:data:`~bastion.readers.runtime.worker.STARTUP_DEADLINE_S` for a process; a shared process
+:data:`STARTUP_DEADLINE_S` for a process; a shared process
 that answered all must end within :data:`LINGER_S`.  A lone process's answer is taken only
 once the zygote reports its end (every process of its document gone):
 :meth:`Handout.ending`.
@@ -233,7 +233,10 @@ class Handout:
                     break
                 if not head.pure:
                     self._give(child, [self.queue.popleft()], False, text_file, now)
-                    child.shut()  # one document, one process
+                    if child.given:
+                        child.shut()  # one document, one process
+                    elif child.open:
+                        child.discard()  # no text file could be made for it: unused
                     break
                 child.pure = True
             if not child.open or not child.pure:
