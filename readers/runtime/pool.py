@@ -87,8 +87,10 @@ class WorkerPool:
         self.closed = False
         # jobs no worker holds yet (first: those to read again), with whether to read alone
         self._queue: deque[tuple[Job, bool]] = deque()
-        # results whose callback waits for the next job given out (see submit)
+        # results whose callback waits for the next job given out (see submit); failures,
+        # called back at once
         self._pending: deque[JobResult] = deque()
+        self._failed: deque[JobResult] = deque()
 
     @property
     def workers(self) -> list[Worker]:
@@ -145,6 +147,8 @@ class WorkerPool:
 
     def close(self) -> None:
         try:
+            while self._failed:
+                self.callback(self._failed.popleft())
             self._flush()
         finally:
             if not self.closed:
@@ -225,10 +229,10 @@ class WorkerPool:
         out, self.fleet.out = self.fleet.out, []
         self._queue.extendleft(reversed([(o.job, o.alone) for o in out if o.kind == "again"]))
         for o in out:
-            if o.result is not None and o.kind == "result":
-                self._pending.append(o.result)
-            elif o.result is not None:
-                self.callback(o.result)
+            if o.result is not None:
+                (self._pending if o.kind == "result" else self._failed).append(o.result)
+        while self._failed:  # (one that raises leaves the others for the next call)
+            self.callback(self._failed.popleft())
 
 
 def worker_user(name: str | None, contain: str = AUTO,
