@@ -362,24 +362,7 @@ class Extractor:
         self._done.clear()
         if pool is None:
             return
-        for w in pool.workers:
-            for stream in (w.proc.stdin, w.proc.stdout, w.proc.stderr,
-                           getattr(w, "jobs", None)):  # pipes, or the job socket
-                try:
-                    if stream is not None:
-                        stream.close()
-                except OSError:
-                    pass
-            pidfd = getattr(w, "pidfd", None)
-            if isinstance(pidfd, int):
-                try:
-                    os.close(pidfd)
-                except OSError:
-                    pass
-        try:
-            pool.sel.close()
-        except OSError:
-            pass
+        pool.abandon()  # its copies of the workers' descriptors closed, no process touched
 
     def close(self) -> None:
         """Stop the workers and remove the scratch directory (idempotent)."""
