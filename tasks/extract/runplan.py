@@ -29,7 +29,7 @@ from ..output.atomic import STATE_DIR, read_json_file
 from ..output.directory import OutputDir
 from ..manifest import Manifest
 from ..names import task_name
-from . import plan as plan_module
+from . import owners, plan as plan_module
 from .plan import Item, Plan, Select, describe, plan
 from . import backoff, stamp
 from .store import Store
@@ -142,7 +142,7 @@ class RunPlan:
         # the walk table's rows, streamed in walk order (walk.jsonl is their export)
         self._plan = plan(lambda: walk_records(db), self.store.verdicts_for, select,
                           self.tools, manifest.limits, StoreTexts(self.store.root), deferred,
-                          manifest.markdown, self.store.owners)
+                          manifest.markdown, self._owners)
         self.forgotten = forgotten(out / STATE_DIR)
         if self.forgotten:  # doit forget: those files are redone, whatever the store says
             every = ALL in self.forgotten
@@ -151,11 +151,16 @@ class RunPlan:
         self._disown()
         return self._plan
 
+    def _owners(self, shas: list[str]) -> dict[str, str]:
+        """Whose texts the plain names of these sha256s hold (tasks/extract/owners.py)."""
+        assert self.store is not None
+        return owners.owners(self.store.db, shas) if self.store.db_path.exists() else {}
+
     def _disown(self) -> None:
         """Before any text is placed: the plain names this run gives to another key than
-        their owner's are no one's (tasks/extract/store.py), unless nothing is run."""
+        their owner's are no one's (tasks/extract/owners.py), unless nothing is run."""
         if not self.cfg.listing and self.store is not None and self._plan is not None:
-            self.store.disown(self._plan.disowned())
+            owners.disown(self.store.db, self._plan.disowned())
 
     def decide(self) -> Decision:
         """What the extract stage does (once per run: later doit slices get the same value):
@@ -331,7 +336,7 @@ def plan_change(run: RunPlan, select: Select) -> tuple[Plan, dict, Change] | Non
     verdicts = store.verdicts_for(shas)
     planned = plan_module.plan(records, verdicts, select, run.tools, run.manifest.limits,
                                StoreTexts(store.root), markdown=run.manifest.markdown,
-                               owners=store.owners)
+                               owners=run._owners)
     keys: dict[str, set[str]] = {}
     for sha, key in verdicts:
         keys.setdefault(sha, set()).add(key)

@@ -15,8 +15,8 @@ and its own text, the first key in sort order keeping the plain name (:func:`tex
 Which key that is depends on the walk (a.txt deleted, or the tools turned on then off), so
 the database names the key whose text the plain names hold (its ``plain`` table): an ``ok``
 verdict stands on the plain name only while its key is that one, and a run about to give
-the plain name to another key first clears the owner (:meth:`Store.disown`), committed
-before any text is renamed.
+the plain name to another key first clears the owner (:mod:`.owners`), committed before any
+text is renamed.
 
 Every write goes through the output directory's checked descriptor (:mod:`bastion.tasks.output.directory`):
 texts are renamed into their bucket with ``renameat`` relative to the bucket's descriptor,
@@ -46,7 +46,7 @@ from bastion.readers.runtime.verdict import Verdict
 
 from ..output.atomic import STATE_DIR, TMP_PREFIX, OutputError, dumps
 from ..output.directory import OutputDir
-from . import backoff
+from . import backoff, owners
 from ..database import connect
 
 STAMP = f"{STATE_DIR}/extract-stamp.json"  # the no-op stamp (tasks/extract/stamp.py)
@@ -208,29 +208,6 @@ class Store:
     def _one(self, sql: str, *args: Any) -> Any:
         return self._all(sql, *args)[0][0]
 
-    def owners(self, shas: list[str]) -> dict[str, str]:
-        """The key whose text the plain-named files of each of these sha256s hold (the
-        ``plain`` table; a sha256 missing: no ok verdict stands on its plain names)."""
-        if not shas or not self.db_path.exists():
-            return {}
-        return dict(row for at in range(0, len(shas), 500) for row in self._all(
-            f"SELECT sha256, key FROM plain WHERE sha256 IN "
-            f"({','.join('?' * len(shas[at:at + 500]))})", *shas[at:at + 500]))
-
-    def disown(self, shas: Iterable[str]) -> None:
-        """Before another key's text replaces the plain-named files of these sha256s: no
-        verdict stands on them until that key's is committed (committed now, so that a run
-        killed after the rename never leaves an old key's verdict describing the new text)."""
-        rows = [(sha,) for sha in shas]
-        if not rows:
-            return
-        try:
-            with self.db:
-                self.db.execute("BEGIN")
-                self.db.executemany("DELETE FROM plain WHERE sha256 = ?", rows)
-        except sqlite3.Error as e:
-            raise OutputError(f"cannot record verdicts in {self.db_path}: {e}") from None
-
     def put_many(self, verdicts: list[tuple[str, str, Verdict]],
                  plain: Iterable[tuple[str, str]] = ()) -> None:
         """Commit (sha256, key, verdict) rows in one transaction, after making their texts
@@ -247,8 +224,7 @@ class Store:
                 self.db.execute("BEGIN")
                 self.db.executemany("INSERT OR REPLACE INTO verdicts (sha256, key, status, body, "
                                     "run) VALUES (?,?,?,?,?)", rows)
-                self.db.executemany("INSERT OR REPLACE INTO plain (sha256, key) VALUES (?,?)",
-                                    plain)
+                owners.own(self.db, plain)
                 backoff.record(self.db, verdicts, self.run)  # in the same transaction
         except sqlite3.Error as e:
             raise OutputError(f"cannot record verdicts in {self.db_path}: {e}") from None
