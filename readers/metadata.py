@@ -21,6 +21,7 @@ from typing import Any, Iterable
 MAX_STRING = 2000  # characters of one metadata string
 MAX_ITEMS = 100  # authors, keywords, recipients …
 MAX_FIELDS = 40  # format fields of one document
+MAX_KEY = 256  # characters of a format field's name
 MAX_EMBEDDED = 1000  # nested documents whose metadata one sidecar keeps
 
 COUNTS = ("pages", "slides", "sheets", "words", "characters", "paragraphs", "attachments")
@@ -185,6 +186,8 @@ class DocMeta:
                 kept[name] = v
         extra: list[tuple[str, str | tuple[str, ...]]] = []
         for key, v in (fields or {}).items():
+            if not isinstance(key, str) or not key or len(key) > MAX_KEY:
+                continue  # a field's name is the format's (or a PDF's own Info key): bounded
             if isinstance(v, (list, tuple)):
                 items = clean_list(v)
                 if items:

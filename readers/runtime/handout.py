@@ -36,9 +36,10 @@ from typing import Any, Callable, Iterator
 
 from .batch import BATCH_DOCS, PURE_READERS
 from .job import Job
+from .schema import MAX_ANSWER
 from .workermain import MAX_FDS, MAX_JOB
 
-MAX_RESULT_LINE = 32 << 20  # bytes of one answer line (the outline of a PDF can be long)
+MAX_RESULT_LINE = MAX_ANSWER  # bytes of one answer line: the schema's cap (schema.py)
 STARTUP_DEADLINE_S = 60.0  # for a worker's ready message, and for a process it must fork
 LINGER_S = 30.0  # for a shared process to end once it has answered its last job
 IN_FLIGHT = 32  # pure jobs one worker may hold (given to its process, or waiting for it)
