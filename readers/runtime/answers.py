@@ -79,7 +79,7 @@ def parse(line: bytes) -> dict[str, Any]:
     try:
         return schema.answer(line)
     except schema.Invalid as e:
-        raise Misbehaved("worker", f"reader worker sent an invalid answer: {e}"[:600]) from None
+        raise Misbehaved("worker", f"reader worker broke the protocol: {e}"[:600]) from None
 
 
 class Answers:

@@ -33,12 +33,13 @@ import math
 import re
 from typing import Any, Iterable
 
-MAX_ANSWER = 8 << 20  # bytes of one answer line, before it is parsed
+MAX_ANSWER = 4 << 20  # bytes of one answer line, before it is parsed
 MAX_DEPTH = 12  # nesting of an answer (an honest one: 7, an embedded document's fields)
 MAX_CONTAINERS = 200_000  # objects and arrays in one answer
 MAX_INT = 1 << 53  # the largest integer (a count, a page, an id) an answer may hold
 MAX_FIELD = 4096  # characters of a verdict's error, extractor, title, limit
 MAX_MAIN = 500  # characters of a verdict's main metadata strings and warnings
+MAX_WARNINGS = 20  # a verdict's warnings (Verdict.MAX_WARNINGS)
 MAX_NAME = 256  # characters of a tool's, a pack's, an engine's name
 MAX_OUTLINE = 10_000  # outline entries (readers/pdf/outline.py visits no more)
 MAX_OUTLINE_TITLE = 500  # characters of an outline entry's title (cut at the source)
@@ -228,7 +229,7 @@ VERDICT = Obj({
     "error_kind": Opt(Str(32, _error_kinds())), "limit": _field,
     "tools_used": List(_name, 64), "pages": _count, "title": _field, "pages_ocr": _count,
     "members": Opt(Map(Str(32), Int(), 16)), "encoding_source": _field,
-    "warnings": List(Str(MAX_MAIN), 20), "authors": List(Str(MAX_MAIN), 20),
+    "warnings": List(Str(MAX_MAIN), MAX_WARNINGS), "authors": List(Str(MAX_MAIN), 20),
     "created": _main, "modified": _main, "subject": _main, "declared_language": _main,
     "languages": List(Obj({"code": Str(20), "confidence": Num(0, 1)},
                           required=("code", "confidence")), 10),
@@ -292,8 +293,7 @@ def load(line: bytes) -> Any:
         raise Invalid("", f"an answer over the {MAX_ANSWER} byte cap")
     if line.count(b"[") + line.count(b"{") > MAX_DEPTH:  # else it cannot nest deeper
         brackets = _STRINGS.sub(b"", line).translate(_SQUARE, _BRACKETS_ONLY)
-        if len(brackets) > 2 * MAX_CONTAINERS:
-            raise Invalid("", f"an answer of over {MAX_CONTAINERS} objects and arrays")
+        containers = len(brackets) // 2
         for _ in range(MAX_DEPTH):  # each pass takes the innermost level
             if not brackets:
                 break
@@ -301,6 +301,8 @@ def load(line: bytes) -> Any:
         if brackets:
             raise Invalid("", f"an answer nested deeper than {MAX_DEPTH} levels "
                               "(or not JSON)")
+        if containers > MAX_CONTAINERS:
+            raise Invalid("", f"an answer of over {MAX_CONTAINERS} objects and arrays")
     try:
         return json.loads(line.decode("utf-8"), parse_constant=_no_constant)
     except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -323,49 +325,58 @@ def answer(line: bytes) -> dict[str, Any]:
 
 # -- the worker's side --------------------------------------------------------------------------
 
-_CUT_FIRST = ("outline", "embedded", "page_sources", "metadata")  # the sidecar's, in this order
+_CUT_FIRST = ("outline", "embedded", "page_sources", "metadata")  # what may be cut
+_MOST = {"outline": MAX_OUTLINE, "embedded": MAX_EMBEDDED, "page_sources": MAX_PAGE_SOURCES}
+_ROOM = 16 << 10  # bytes kept free under the cap for the warnings that name a cut
 
 
 def encode(msg: dict[str, Any], cap: int = MAX_ANSWER) -> bytes:
-    """An answer's line (the worker's side): within ``cap`` bytes with its end of line.  An
-    honest document whose sidecar would not fit (tens of thousands of long outline titles,
-    the metadata of a thousand attachments) keeps what fits: its lists halved, outline
-    first, then cut out, each cut named in the verdict's warnings (the record's)."""
-    line = _dumps(msg)
+    """An answer's line (the worker's side), within ``cap`` bytes with its end of line.  An
+    honest document whose sidecar would not fit (tens of thousands of outline entries, the
+    metadata of many attachments) keeps what fits: a list over its schema bound is cut to
+    it, then, while the line is over the cap, the biggest of the outline, the embedded
+    documents' metadata, the page sources and the metadata is halved (a list) or left out;
+    each cut named in the verdict's warnings (the record's).  (The bounds on each string
+    are the readers' own, at the source: outline titles, metadata, the verdict's fields.)"""
     sidecar = msg.get("sidecar")
-    if len(line) < cap or not isinstance(sidecar, dict):
-        return line
-    sidecar = dict(sidecar)
-    msg = dict(msg, sidecar=sidecar)
+    if not isinstance(sidecar, dict):
+        return _dumps(msg)
     notes: list[str] = []
-    for key in _CUT_FIRST:
+    sidecar = dict(sidecar)
+    for key, most in _MOST.items():
         value = sidecar.get(key)
-        if value is None:
-            continue
-        whole = len(value) if isinstance(value, list) else None
-        while len(line) >= cap:
-            if isinstance(value, list) and len(value) > 1:
-                value = value[: len(value) // 2]
-                sidecar[key] = value
-            else:
-                del sidecar[key]
-                value = None
-            line = _dumps(msg)
-            if value is None:
-                break
-        if value is None or (whole is not None and len(value) < whole):
-            kept = "left out" if value is None else f"cut to {len(value)} of {whole} entries"
-            notes.append(f"sidecar {key} {kept}: answer cap of {cap >> 20} MiB reached")
-        if len(line) < cap:
+        if isinstance(value, list) and len(value) > most:
+            sidecar[key] = value[:most]
+            notes.append(f"sidecar {key} cut to {most} of {len(value)} entries: its cap reached")
+    msg = dict(msg, sidecar=sidecar)
+    line = _dumps(msg)
+    whole = {k: len(v) for k, v in sidecar.items() if isinstance(v, list)}
+    had = set(sidecar)
+    while len(line) >= cap - _ROOM:
+        sizes = {k: len(_dumps(sidecar[k])) for k in _CUT_FIRST if k in sidecar}
+        if not sizes:
             break
+        key = max(sizes, key=lambda k: sizes[k])  # the biggest first
+        value = sidecar[key]
+        if isinstance(value, list) and len(value) > 1:
+            sidecar[key] = value[: len(value) // 2]
+        else:
+            del sidecar[key]
+        line = _dumps(msg)
+    for key in _CUT_FIRST:
+        if key in had and key not in sidecar:
+            notes.append(f"sidecar {key} left out: answer cap of {cap >> 20} MiB reached")
+        elif key in whole and len(sidecar[key]) < whole[key]:
+            notes.append(f"sidecar {key} cut to {len(sidecar[key])} of {whole[key]} entries: "
+                         f"answer cap of {cap >> 20} MiB reached")
     verdict = msg.get("verdict")
     if notes and isinstance(verdict, dict):
         warnings = list(verdict.get("warnings") or ())
-        room = max(0, 20 - len(notes))
-        msg["verdict"] = dict(verdict, warnings=warnings[:room] + notes[:20])
+        notes = notes[:MAX_WARNINGS]
+        msg["verdict"] = dict(verdict, warnings=warnings[:MAX_WARNINGS - len(notes)] + notes)
         line = _dumps(msg)
     return line
 
 
-def _dumps(msg: dict[str, Any]) -> bytes:
+def _dumps(msg: Any) -> bytes:
     return json.dumps(msg, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"

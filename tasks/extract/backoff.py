@@ -28,7 +28,7 @@ from ..output.atomic import OutputError
 
 __all__ = ["CAP", "KINDS", "deferred", "record", "retries", "start_run"]
 
-KINDS = ("timeout", "memory", "crash")  # errors that cost as much again when retried
+KINDS = ("timeout", "memory", "crash", "worker")  # errors that cost as much again when retried
 CAP = 64  # at most this many runs between two tries of a repeat offender
 
 
