@@ -320,3 +320,55 @@ def test_any_answer_shaped_json_is_one_verdict(tmp_path: Path, verdict: dict,
         "unknown", "not_utf8", "over_cap"])
 def test_what_stopped_runs_before_is_a_worker_error(tmp_path: Path, line: bytes) -> None:
     assert _Answers(tmp_path).take(line) == "worker"
+
+
+# -- the same through the real protocol: a hostile reader's forged lines, a real pool ---------
+
+
+@pytest.fixture(scope="module")
+def hostile_pool(tmp_path_factory: pytest.TempPathFactory):
+    """A real pool with the hostile reader (its documents' processes forge the answers)."""
+    import hashlib
+
+    from bastion.readers.runtime.pool import WorkerPool
+
+    tmp = tmp_path_factory.mktemp("hostile-pool")
+    docs = tmp / "docs"
+    docs.mkdir()
+    results: dict[int, list] = {}
+    pool = WorkerPool(1, Limits(deadline_s=30, max_output_bytes=1 << 20), tmp / "pool",
+                      lambda r: results.setdefault(r.job.id, []).append(r),
+                      extra_readers=HOSTILE)
+    seq = [0]
+
+    def run(data: bytes):
+        seq[0] += 1
+        path = docs / f"{seq[0]}.hostile"
+        path.write_bytes(data)
+        job = Job(seq[0], str(path), path.name, "application/x-hostile",
+                  hashlib.sha256(data).hexdigest(), len(data), 30.0, reader="hostile")
+        pool.submit(job)
+        pool.drain()
+        return results.get(job.id, [])
+
+    yield run
+    pool.close()
+
+
+@as_root
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(verdict=st.dictionaries(_keys, _shaped, max_size=5),
+       sidecar=st.dictionaries(_keys, _shaped, max_size=5) | _shaped)
+def test_any_forged_answer_on_the_real_protocol_is_one_result(hostile_pool, verdict: dict,
+                                                              sidecar: object) -> None:
+    """Arbitrary JSON in an answer, written by a document's process on its real answer pipe:
+    exactly one result for the job (ok or a worker error), and the pool reads the next."""
+    spec = {"verdict": {**VERDICT, **verdict}, "sidecar": sidecar}
+    got = hostile_pool(forge(spec))
+    assert len(got) == 1 and got[0].status in ("ok", "error"), got
+    if got[0].status == "error":
+        assert got[0].error_kind == "worker", got[0]
+    after = hostile_pool(b"ok\n")
+    assert len(after) == 1 and after[0].status == "ok", after
