@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bastion.readers.base import Limits
@@ -361,6 +361,8 @@ def hostile_pool(tmp_path_factory: pytest.TempPathFactory):
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(verdict=st.dictionaries(_keys, _shaped, max_size=5),
        sidecar=st.dictionaries(_keys, _shaped, max_size=5) | _shaped)
+@example(verdict={"languages": 5}, sidecar={})  # TypeError in the parent before
+@example(verdict={}, sidecar={"metadata": {"pages": "²"}})  # ValueError before
 def test_any_forged_answer_on_the_real_protocol_is_one_result(hostile_pool, verdict: dict,
                                                               sidecar: object) -> None:
     """Arbitrary JSON in an answer, written by a document's process on its real answer pipe:
