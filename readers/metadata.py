@@ -180,8 +180,10 @@ class DocMeta:
             raise TypeError(f"unknown metadata count(s): {', '.join(sorted(bad))}")
         kept: dict[str, Any] = {}
         for name, v in counts.items():
-            if isinstance(v, str) and v.strip().isdigit():
-                v = int(v.strip())
+            if isinstance(v, str):  # ASCII digits only ("²" is a digit to str.isdigit)
+                digits = v.strip()
+                v = int(digits) if digits.isascii() and digits.isdigit() \
+                    and len(digits) <= 16 else None
             if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 53:
                 kept[name] = v
         extra: list[tuple[str, str | tuple[str, ...]]] = []
