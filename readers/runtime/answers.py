@@ -3,12 +3,13 @@
 The parent (:class:`bastion.readers.runtime.pool.WorkerPool`) makes each job's text file
 (:meth:`Answers.text_file`: in a directory only it can reach; the document's process gets a
 write-only descriptor of it, never its path) and reads each answer line through
-:class:`Answers`: :func:`parse` (the one place an answer's bytes become a value), then the job
-it names, the verdict's types, vocabulary and bounds, the sidecar's keys and types, and the
+:class:`Answers`: :func:`parse` (the one place an answer's bytes become a value: the one schema
+of answers, :mod:`bastion.readers.runtime.schema`, bounds the bytes before the parse and types
+and bounds every field), then the job it names, its ``chars`` against its text's size, and the
 text named, which must be the file this job was given, still a regular file of one link within
-the output cap.  Whatever fails is a :class:`~bastion.readers.runtime.worker.Misbehaved` of
-kind ``worker``: that document's ``error`` record; the pool kills and replaces the worker, and
-the run goes on.
+the output cap.  Whatever fails — and any exception at all while an answer is read — is a
+:class:`~bastion.readers.runtime.worker.Misbehaved` of kind ``worker``: that document's
+``error`` record; the pool kills and replaces the worker, and the run goes on.
 """
 
 from __future__ import annotations
