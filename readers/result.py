@@ -82,6 +82,8 @@ class ReadResult:
                 v = v.to_json()
             elif name == "title":
                 v = v[:MAX_TITLE]
+            elif name == "pages" and not (type(v) is int and 0 <= v < 1 << 53):
+                continue  # no count (the verdict's pages are kept the same way)
             elif isinstance(v, tuple):
                 v = [x.to_json() if hasattr(x, "to_json") else x for x in v]
             out[name] = v
