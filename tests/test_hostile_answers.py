@@ -374,3 +374,35 @@ def test_any_forged_answer_on_the_real_protocol_is_one_result(hostile_pool, verd
         assert got[0].error_kind == "worker", got[0]
     after = hostile_pool(b"ok\n")
     assert len(after) == 1 and after[0].status == "ok", after
+
+
+def _depth(v: object) -> int:
+    if isinstance(v, list):
+        return 1 + max((_depth(x) for x in v), default=0)
+    if isinstance(v, dict):
+        return 1 + max((_depth(x) for x in v.values()), default=0)
+    return 0
+
+
+_text = st.text(alphabet=st.sampled_from('[]{}"\\ab\u00e9\x00'), max_size=8)
+_nested = st.recursive(st.none() | st.integers() | _text,
+                       lambda inner: st.lists(inner, max_size=3)
+                       | st.dictionaries(_text, inner, max_size=3), max_leaves=30)
+
+
+@_SETTINGS
+@given(value=_nested, wraps=st.integers(min_value=0, max_value=14))
+def test_the_nesting_bound_is_the_values_own_nesting(value: object, wraps: int) -> None:
+    """The nesting counted on the bytes (brackets outside strings, whatever the strings hold:
+    brackets, quotes, backslashes) is the value's own: a value within the bound loads as it
+    is, one past it is refused before the parse."""
+    from bastion.readers.runtime.schema import MAX_DEPTH, Invalid, load
+
+    for _ in range(wraps):
+        value = [value]
+    for line in (json.dumps(value).encode(), json.dumps(value, ensure_ascii=False).encode()):
+        if _depth(value) <= MAX_DEPTH:
+            assert load(line) == value
+        else:
+            with pytest.raises(Invalid, match="nested deeper than"):
+                load(line)
