@@ -64,22 +64,47 @@ def source() -> Source:
     """The installed py3langid's model file, its version and SHA-256 (4.5 MB: ≈ 5 ms),
     found without importing py3langid (which imports NumPy).  Raises ImportError without
     it, OSError when its model cannot be read."""
-    from importlib.metadata import PackageNotFoundError, version
     from importlib.util import find_spec
 
     spec = find_spec("py3langid")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("py3langid is not installed")
-    path = Path(list(spec.submodule_search_locations)[0]).joinpath(*MODEL)
+    package = Path(list(spec.submodule_search_locations)[0])
+    path = package.joinpath(*MODEL)
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
-    try:
-        number = version("py3langid")
-    except PackageNotFoundError:
-        raise ImportError("py3langid has no distribution metadata") from None
+    number = _beside(package)
+    if number is None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("py3langid")
+        except PackageNotFoundError:
+            raise ImportError("py3langid has no distribution metadata") from None
     return Source(path, number, digest.hexdigest())
+
+
+def _beside(package: Path) -> str | None:
+    """The version in the metadata of the one ``py3langid-*.dist-info`` beside the package
+    (how pip installs it), else None (and :mod:`importlib.metadata` is asked).  Read
+    directly: importing ``importlib.metadata`` (and the ``email`` package it parses metadata
+    with) cost every worker's start ≈ 25 ms of CPU before its first document."""
+    try:
+        found = [p for p in os.listdir(package.parent)
+                 if p.startswith("py3langid-") and p.endswith(".dist-info")]
+        if len(found) != 1:
+            return None
+        with open(package.parent / found[0] / "METADATA", encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    return None  # the headers end: no version among them
+                if line.startswith("Version:"):
+                    return line[len("Version:"):].strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
 
 
 def cache_dir() -> Path | None:
