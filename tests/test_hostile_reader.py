@@ -200,6 +200,116 @@ def test_its_network_namespace_is_empty(pool: Pool) -> None:
     assert interfaces == ["lo"], dev
 
 
+# -- it reads only what reading needs ----------------------------------------------------------
+
+
+def test_a_document_reads_nothing_of_the_hosts_but_what_reading_needs(
+        pool: Pool, public_dir: Path, tmp_path: Path) -> None:
+    """As root (the workers on their slots' uids): root's home, the shadow file, another
+    store's texts (root's, 0700), and world-readable files of the host — a file in a public
+    directory, a 0644 text in a store made with ``output_mode: group``, ``/etc/hostname`` —
+    are all invisible to a document's process (Landlock read rules: issue 41), while what
+    reading needs (the interpreter's modules, a system library) stays readable."""
+    world = public_dir / "world.txt"
+    world.write_text("anyone may read this\n")
+    os.chmod(world, 0o644)
+    shared_store = public_dir / "store" / "extract" / "ab"
+    shared_store.mkdir(parents=True)
+    for d in (public_dir / "store", public_dir / "store" / "extract", shared_store):
+        os.chmod(d, 0o755)
+    (shared_store / "ab12.txt").write_text("a group store's text\n")
+    os.chmod(shared_store / "ab12.txt", 0o644)
+    private = tmp_path / "other-store" / "extract" / "cd"
+    private.mkdir(parents=True)
+    (private / "cd34.txt").write_text("root's store\n")
+    hidden = ["/root", "/etc/shadow", "/etc/hostname", str(world), str(public_dir),
+              str(shared_store / "ab12.txt"), str(private / "cd34.txt")]
+    needed = [os.__file__, "/usr/lib/x86_64-linux-gnu/libc.so.6"]
+    seen = pool.answer("peek", json.dumps({"paths": hidden + needed}))
+    assert all(seen[p].startswith("denied:") for p in hidden), seen
+    assert all(seen[p].startswith("read:") for p in needed if os.path.exists(p)), seen
+
+
+USER_RUN = """
+import hashlib, json, sys
+sys.path[:0] = json.loads(sys.argv[3])
+from pathlib import Path
+from bastion.readers.base import Limits
+from bastion.readers.runtime.pool import Job, WorkerPool
+home, paths = Path(sys.argv[1]), json.loads(sys.argv[2])
+results = {}
+def collect(r):
+    results[r.job.id] = (r.status, r.error, r.text_path.read_text() if r.text_path else None)
+pool = WorkerPool(1, Limits(deadline_s=30), home / "pool", collect,
+                  extra_readers=("tests.hostile_readers",))
+try:
+    data = ("peek\\n" + json.dumps({"paths": paths})).encode()
+    doc = home / "1.hostile"
+    doc.write_bytes(data)
+    pool.submit(Job(1, str(doc), doc.name, "application/x-hostile",
+                    hashlib.sha256(data).hexdigest(), len(data), 30.0, reader="hostile"))
+    pool.drain()
+    print(json.dumps({"contained": pool.workers[0].contained if pool.workers else None,
+                      "uid": pool.identity["uid"] if pool.identity else None,
+                      "result": results[1]}))
+finally:
+    pool.close()
+"""
+
+
+def test_a_document_read_by_a_user_reads_nothing_of_that_users(tmp_path: Path) -> None:
+    """Run by a user who is not root (the pool keeps the user's uid: there is no other), a
+    compromised reader cannot read the key planted in that user's ``~/.ssh/id_ed25519``, the
+    text in another of that user's stores, nor the home it lives in (issue 41, item 4)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from seconduser import second_user
+
+    # the user's interpreter: the system's, of this one's version, with this one's packages
+    # (this one lives under /root, which the user may not enter)
+    python = shutil.which(f"python{sys.version_info[0]}.{sys.version_info[1]}",
+                          path="/usr/bin:/usr/local/bin")
+    if python is None:
+        pytest.skip(f"no python{sys.version_info[0]}.{sys.version_info[1]} in /usr/bin for "
+                    "the user to run")
+    uid, gid = second_user()
+    home = Path(tempfile.mkdtemp(prefix="bastion-home-", dir="/tmp"))
+    try:
+        os.chown(home, uid, gid)
+        os.chmod(home, 0o700)
+        key = home / ".ssh" / "id_ed25519"
+        text = home / "notes" / ".agent" / "extract" / "ab" / "ab12.txt"
+        for path, content in ((key, "-----BEGIN OPENSSH PRIVATE KEY----- planted\n"),
+                              (text, "another store's text\n")):
+            path.parent.mkdir(parents=True)
+            path.write_text(content)
+            os.chmod(path, 0o600)
+            for p in (path, *path.parents):
+                if p == home:
+                    break
+                os.chown(p, uid, gid)
+        paths = [str(key), str(key.parent), str(text), str(home)]
+        run = subprocess.run(
+            ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", python, "-I",
+             "-c", USER_RUN, str(home), json.dumps(paths),
+             json.dumps([str(Path(__file__).resolve().parent.parent),
+                         *[p for p in sys.path if "site-packages" in p]])],
+            cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True,
+            timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"})
+        assert run.returncode == 0, run.stderr[-3000:]
+        out = json.loads(run.stdout.splitlines()[-1])
+        assert out["uid"] == uid and out["contained"] == "user-pid-namespace", out
+        status, error, seen_text = out["result"]
+        assert status == "ok", (status, error)
+        seen = json.loads(seen_text)
+        assert set(seen) == set(paths)
+        assert all(v.startswith("denied:") for v in seen.values()), seen
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 # -- workers share nothing ----------------------------------------------------------------------
 
 

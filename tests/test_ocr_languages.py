@@ -428,3 +428,37 @@ def test_the_manifests_ocr_languages_keys_exactly_the_readers_that_ocr():
                if task_key(r, mime, Limits(), {}) != task_key(r, mime, fixed, {})}
     # and the readers of documents inside documents, whose images and scans are OCR'd too
     assert changed == {"pdf", "ocr", "archive", "mail", "outlook", "legacy"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or not HAVE >= {"eng", "osd"} or bool(lp.MISSING_FONTS),
+                    reason="as root (workers on slot uids), with tesseract's eng and osd packs "
+                           f"and the fonts ({lp.FONT_PACKAGES})")
+def test_packs_in_a_private_directory_are_read_by_workers_that_gave_up_root(
+        tmp_path, monkeypatch):
+    """``TESSDATA_PREFIX`` under a directory only root may pass (``tmp_path`` is 0700, as
+    ``/root`` is): the pack directory is bound read-only into the workers' view as the
+    interpreter under ``/root`` is, so a real scan is read with its pack (issue 41, item 8;
+    before, every scan was ``error: tesseract: no language pack in …``)."""
+    monkeypatch.delenv("BASTION_NO_EXTERNAL", raising=False)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    where = private / "tessdata"
+    where.mkdir()
+    for name in ("eng", "osd"):
+        shutil.copyfile(f"{SYSTEM.path}/{name}.traineddata", where / f"{name}.traineddata")
+    root = tmp_path / "tree"
+    root.mkdir()
+    sample = lp.sample("eng")
+    (root / "scan.png").write_bytes(lp.render(sample))
+    m = tmp_path / "m.yaml"
+    m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\n"
+                 "stages: [walk, extract]\n", encoding="utf-8")
+    out = tmp_path / "out"
+    monkeypatch.setenv("TESSDATA_PREFIX", str(where))
+    record = sweep(m, out)["scan.png"]
+    assert record["status"] == "ok", record
+    assert record["ocr_languages"] == ["eng"] and record["ocr_missing"] == [], record
+    assert lp.recall(sample.text, (out / record["text"]).read_text(), sample.script) >= 0.9
+    ident = json.loads((out / "extract.summary.json").read_text())["worker_identity"]
+    assert ident["uid"] != 0 and 0 not in ident["uids"], ident

@@ -37,7 +37,7 @@ from .handout import (STARTUP_DEADLINE_S, Child, Gone, Handout, Misbehaved, Queu
 from .identity import dropped, measure
 from .job import Job
 from .procs import CHILD_ENV, containment, start_worker, stop_worker, worker_status
-from .sandbox import SCRATCH_DIR, WORKER_DIR, passable, reachable
+from .sandbox import SCRATCH_DIR, WORKER_DIR, blocking_ancestor, passable, reachable
 
 __all__ = ["Child", "Gone", "Misbehaved", "StartError", "ToolPaths", "Worker", "open_document"]
 
@@ -60,7 +60,8 @@ class Worker:
     """One worker and what the parent keeps of it; the jobs it holds are its ``hand``'s."""
 
     __slots__ = ("proc", "control", "dir", "err", "ready", "killed", "started", "contained",
-                 "pid", "pidfd", "user", "identity", "hand", "prepared", "gen", "forked")
+                 "pid", "pidfd", "user", "identity", "hand", "prepared", "gen", "forked",
+                 "tool_view")
 
     def __init__(self, proc: subprocess.Popen, control: socket.socket, wdir: Path,
                  user: tuple[int, int] | None = None) -> None:
@@ -80,12 +81,16 @@ class Worker:
         self.prepared: dict[tuple[str, str, str], int] = {}  # what it was asked to load: gen
         self.gen = 0  # prepare messages sent
         self.forked = 0  # prepare messages its zygote had applied when it forked its last spare
+        self.tool_view: frozenset[str] = frozenset()  # tools' paths bound into its view
 
     @classmethod
     def start(cls, wdir: Path, limits: Limits, *, user: tuple[int, int] | None,
-              extra_readers: tuple[str, ...], contain: str) -> "Worker":
+              extra_readers: tuple[str, ...], contain: str,
+              tool_view: frozenset[str] = frozenset()) -> "Worker":
         """Make its directory ``wdir`` and start a worker in it (:class:`StartError` when
-        the process cannot be started); its control socket and stderr do not block."""
+        the process cannot be started); its control socket and stderr do not block.
+        ``tool_view``: tools and tool data its user cannot reach, bound into its view (a
+        ``TESSDATA_PREFIX`` under a private directory, as the interpreter under ``/root``)."""
         wdir.mkdir(parents=True, exist_ok=False)
         mount = user is not None
         if user is not None:  # its own directory, seen as WORKER_DIR in its namespace
@@ -95,7 +100,7 @@ class Worker:
         scratch = str(SCRATCH_DIR) if mount else str(wdir / "scratch")
         config = {"dir": seen_as, "bind": str(wdir) if mount else None, "user": user,
                   "scratch": scratch,
-                  "view": view_paths() if mount else [],
+                  "view": [*view_paths(), *sorted(tool_view)] if mount else [],
                   "limits": limits.as_dict(), "extra_readers": list(extra_readers),
                   "contain": containment(contain, mount)[1]}
         argv = [sys.executable, "-I", "-S", "-c", _BOOT.format(path=worker_path()),
@@ -112,6 +117,7 @@ class Worker:
             theirs.close()
         ours.setblocking(False)
         worker = cls(proc, ours, wdir, user)
+        worker.tool_view = tool_view if mount else frozenset()
         assert proc.stderr is not None
         os.set_blocking(proc.stderr.fileno(), False)
         return worker
@@ -178,16 +184,16 @@ class Worker:
             raise WorkerError(f"a reader worker kept root or a capability: {self.identity}")
 
     def prepare(self, job: Job, tools: dict[str, str]) -> int:
-        """Ask the zygote to load ``job``'s reader family (once per family, and per tools for
-        the families whose engines it warms); the generation a fresh process needs for it.
-        A spare forked before is shut: the next one will have it."""
-        warmed = job.reader in ("ocr", "pdf", None)
+        """Ask the zygote to load ``job``'s reader family (once per family and tools: the
+        tools' paths are what its document processes may read of them, and the families
+        whose engines it warms key them by the tools too); the generation a fresh process
+        needs for it.  A spare forked before is shut: the next one will have it."""
         key = (job.reader or "", job.mime if job.reader is None else "",
-               json.dumps(tools, sort_keys=True) if warmed else "")
+               json.dumps(tools, sort_keys=True))
         gen = self.prepared.get(key)
         if gen is None:
             spec = {"reader": job.reader, "mime": job.mime if job.reader is None else None,
-                    "tools": tools if warmed else {}}
+                    "tools": tools}
             try:
                 self.control.sendmsg([json.dumps({"prepare": spec}).encode()])
             except OSError:
@@ -342,6 +348,20 @@ class ToolPaths:
     def __init__(self, user: tuple[int, int] | None) -> None:
         self.user = user
         self._paths: dict[str, str] = {}  # a tool's path -> the one its workers run
+        self._hidden: dict[str, bool] = {}  # a path its workers run -> behind a private dir
+
+    def hidden(self, tools: dict[str, str]) -> frozenset[str]:
+        """Those of ``tools``' paths (as :meth:`__call__` gave them) that a directory above
+        them hides from the workers' user: they must be bound into its view."""
+        if self.user is None:
+            return frozenset()
+        out = []
+        for path in tools.values():
+            if path not in self._hidden:
+                self._hidden[path] = blocking_ancestor(path, *self.user) is not None
+            if self._hidden[path]:
+                out.append(path)
+        return frozenset(out)
 
     def __call__(self, tools: dict[str, str]) -> dict[str, str]:
         if self.user is None or not tools:

@@ -249,8 +249,7 @@ def main() -> None:
     # first, before anything else runs: nothing a reader starts may outlive this worker
     contained = contain_descendants(config.get("contain", ""))
     from ..base import Limits
-    from .sandbox import (bind_worker_dir, enter_sandbox, landlock_ruleset, mount_scratch,
-                          prepared_enforce)
+    from .sandbox import DocumentRules, bind_worker_dir, enter_sandbox, mount_scratch
 
     limits = Limits.from_dict(config["limits"])
     if config.get("bind"):  # it gives up root: its directory where its user can reach it
@@ -286,18 +285,32 @@ def main() -> None:
     except langid.Unavailable:
         pass  # every child keeps its text without languages, and says why
 
-    # made once, enforced by each document's process (one system call): it may write only in
-    # its scratch (and its text, through the descriptor the parent gave)
-    _, ruleset = landlock_ruleset([scratch])
-    narrow = prepared_enforce(ruleset)
+    # made once (again when a prepare names a tool it does not cover), enforced by each
+    # document's process (one system call): it may write only in its scratch (and its text,
+    # through the descriptor the parent gave), and read only what reading needs
+    rules = DocumentRules(scratch, read_paths())
 
     # what it says of itself is informative only: the pool measures it from /proc
     ready = {"ready": True, "contained": contained, "pid": pid, "landlock": abi,
              "seccomp": filtered}
     control.sendmsg([json.dumps(ready).encode()])
-    Zygote(control, scratch=scratch, pid1=contained in NAMESPACES, narrow=narrow,
+    def prepared(spec: dict[str, Any]) -> None:
+        tools = spec.get("tools")
+        if isinstance(tools, dict):
+            rules.add_tools([p for p in tools.values() if isinstance(p, str)])
+        prepare(spec, limits, scratch, registry)
+
+    Zygote(control, scratch=scratch, pid1=contained in NAMESPACES, narrow=rules.enforce,
            child_main=lambda jobs, answers: serve(jobs, answers, scratch, limits, registry),
-           prepare=lambda spec: prepare(spec, limits, scratch, registry)).run()
+           prepare=prepared).run()
+
+
+def read_paths() -> list[str]:
+    """What a document's process must read of this interpreter: the program, the standard
+    library and every directory on its module path (bastion's tree, the environment's
+    packages), as written and as their links lead."""
+    return [p for p in (sys.executable, os.path.realpath(sys.executable), sys.base_prefix,
+                        *sys.path) if p and os.path.isabs(p)]
 
 
 def scratch_bytes(limits) -> int:
