@@ -36,7 +36,8 @@ sockets    tries every socket family and protocol against the listeners its argu
            (JSON: ``{"tcp4": port, "tcp6": port, "udp4": port, "unix": path, "abstract":
            name}``); returns ``{attempt: "open…" | "denied: …"}`` as JSON
 syscalls   tries the calls a reader never needs (mount, unshare, setns, ptrace, keyctl, bpf,
-           io_uring_setup, perf_event_open, userfaultfd, chroot, TIOCSTI); returns
+           io_uring_setup, perf_event_open, userfaultfd, chroot, TIOCSTI, open_tree_attr and a
+           made-up number, PR_SET_NAME and PR_SET_MM, a Landlock ruleset, kill(-1)); returns
            ``{call: "allowed" | errno name}`` as JSON
 metadata   tries to change what it does not own or may not (chmod and chown of the path in its
            argument, chown of its own file to root, a setuid bit and a ``security.capability``
@@ -340,6 +341,12 @@ def _syscalls(arg: str, ctx: Context) -> dict:
     call("perf_event_open", 298, buf, 0, -1, -1, 0)
     call("userfaultfd", 323, 0)
     call("chroot", 161, b"/")
+    call("open_tree_attr", 467, -100, b"/", 0, None, 0)  # newer than the filter's table
+    call("made-up", 1000)
+    call("prctl-PR_SET_NAME", 157, 15, b"owned")
+    call("prctl-PR_SET_MM", 157, 35, 8, 0, 0, 0)  # PR_SET_MM_ARG_START
+    call("landlock_create_ruleset", 444, None, 0, 1)  # the zygote's, not a document's
+    call("kill-all", 62, -1, 0)
     ctx.tmpdir.mkdir(parents=True, exist_ok=True)
     tty = os.open(os.devnull, os.O_RDWR)
     try:

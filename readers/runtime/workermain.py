@@ -289,6 +289,15 @@ def main() -> None:
     # document's process (one system call): it may write only in its scratch (and its text,
     # through the descriptor the parent gave), and read only what reading needs
     rules = DocumentRules(scratch, read_paths())
+    # and a seccomp filter of its own, stacked on the zygote's (readers/runtime/seccomp.py)
+    from . import seccomp
+
+    document_filter = seccomp.prepared(seccomp.document_program()) if filtered else None
+
+    def narrow() -> None:
+        rules.enforce()
+        if document_filter is not None:
+            document_filter()
 
     # what it says of itself is informative only: the pool measures it from /proc
     ready = {"ready": True, "contained": contained, "pid": pid, "landlock": abi,
@@ -300,7 +309,7 @@ def main() -> None:
             rules.add_tools([p for p in tools.values() if isinstance(p, str)])
         prepare(spec, limits, scratch, registry)
 
-    Zygote(control, scratch=scratch, pid1=contained in NAMESPACES, narrow=rules.enforce,
+    Zygote(control, scratch=scratch, pid1=contained in NAMESPACES, narrow=narrow,
            child_main=lambda jobs, answers: serve(jobs, answers, scratch, limits, registry),
            prepare=prepared).run()
 
