@@ -743,3 +743,77 @@ def test_a_shared_process_that_dies_costs_one_record_and_the_rest_are_read(
         p.goes_on()
     finally:
         p.pool.close()
+
+
+# -- /run/bastion and its slots ----------------------------------------------------------------
+
+
+@pytest.fixture()
+def run_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """``/run/bastion`` stood in for by a fresh directory (the real one is every run's)."""
+    from bastion.readers.runtime import identity
+
+    top = Path("/run") / f"bastion-test-{uuid.uuid4().hex[:12]}"
+    top.mkdir(mode=0o755)
+    monkeypatch.setattr(identity, "LOCKS", top / "bastion" / "slots")
+    yield top / "bastion"
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def test_run_bastion_and_its_slots_are_roots_0755_whatever_the_umask(run_dir: Path) -> None:
+    from bastion.readers.runtime.identity import SlotUsers
+
+    old = os.umask(0)
+    users = SlotUsers()
+    try:
+        uid, _ = users.take()
+    finally:
+        os.umask(old)
+        users.close()
+    for d in (run_dir, run_dir / "slots"):
+        st = os.lstat(d)
+        assert stat.S_ISDIR(st.st_mode) and (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o755)
+    lock = os.lstat(run_dir / "slots" / f"{uid}.lock")
+    assert (lock.st_uid, stat.S_IMODE(lock.st_mode)) == (0, 0o600)
+
+
+@pytest.mark.parametrize("how", ["replaced", "symlink"])
+def test_slots_a_co_user_replaced_are_refused_in_one_line(run_dir: Path, tmp_path: Path,
+                                                          how: str) -> None:
+    """``/run/bastion`` left 0777 (by the code before, under umask 0) let a co-user put their
+    own ``slots/`` in place, or a link to a directory of root's: root then created lock
+    files where they chose, and two runs could share a slot's uid.  Now the pool refuses in
+    one line, and creates nothing there."""
+    from seconduser import second_user
+
+    from bastion.readers.runtime.identity import SlotUsers
+
+    uid, gid = second_user()
+    run_dir.mkdir()
+    os.chmod(run_dir, 0o777)
+    if how == "replaced":
+        (run_dir / "slots").mkdir()
+        os.chown(run_dir / "slots", uid, gid)
+        os.chmod(run_dir / "slots", 0o777)
+        why = f"owned by uid {uid}"
+    else:
+        target = tmp_path / "roots-dir"
+        target.mkdir()
+        os.symlink(target, run_dir / "slots")
+        why = "symbolic link"
+    users = SlotUsers()
+    try:
+        with pytest.raises(OSError) as refused:
+            users.take()
+    finally:
+        users.close()
+    message = str(refused.value)
+    assert why in message and "/slots" in message and "\n" not in message, message
+    made = list((run_dir / "slots").iterdir())
+    assert made == [], made
+    with pytest.raises(WorkerError, match=why):  # and the pool says so, one line
+        pool = WorkerPool(1, LIMITS, tmp_path / "pool", print)
+        try:
+            pool.warm()
+        finally:
+            pool.close()
