@@ -314,6 +314,75 @@ def test_a_document_read_by_a_user_reads_nothing_of_that_users(tmp_path: Path) -
         shutil.rmtree(home, ignore_errors=True)
 
 
+# -- /proc says nothing -------------------------------------------------------------------------
+
+
+POLLER = r"""
+import os, sys, time
+word, stop = sys.argv[1].encode(), sys.argv[2]
+seen, others = set(), 0
+while not os.path.exists(stop):
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():  # (its own names the word)
+            continue
+        for what in ("cmdline", "comm", "task/" + pid + "/comm"):
+            try:
+                with open("/proc/" + pid + "/" + what, "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            if what == "cmdline" and b"unshare" in data:
+                others += 1  # a keeper's: another user's processes are read
+            if word in data or word[:15] in data:
+                seen.add(what + ": " + repr(data[:80]))
+    time.sleep(0.005)
+print(others)
+print("\n".join(sorted(seen)))
+"""
+
+
+def test_a_document_cannot_say_anything_in_proc(pool: Pool, public_dir: Path) -> None:
+    """Attacker code in a document's process writes a word over its argv area, sets its comm
+    (``PR_SET_NAME``, ``/proc/self/comm``) and points its argv area at a buffer holding it
+    (``PR_SET_MM``); an unprivileged user polling every ``/proc/*/cmdline`` and ``comm``
+    meanwhile reads nothing of it (issue 41, item 3: before, it read the word as it ran).
+    The worker's own command line is empty: it was started with no argument and no
+    environment, its settings on its stdin, and emptied its argv area."""
+    import subprocess
+    import sys
+
+    from seconduser import second_user
+
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        pytest.skip("no /usr/bin/python3 for the unprivileged poller")
+    uid, gid = second_user()
+    word = "zq" + uuid.uuid4().hex[:20]
+    stop = public_dir / "stop"
+    poller = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+                               python, "-I", "-c", POLLER, word, str(stop)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        tried = pool.answer("proctalk", json.dumps({"word": word, "time": 1.5}))
+    finally:
+        stop.touch()
+        out, _ = poller.communicate(timeout=60)
+    others, *seen = out.splitlines()
+    assert int(others) > 0, out  # it could read other users' command lines
+    assert [s for s in seen if s] == [], (seen, tried)
+    assert tried["own cmdline"] == "b''", tried
+    assert word[:15] not in tried["own comm"], tried
+    for name in ("PR_SET_NAME", "PR_SET_MM_MAP", "PR_SET_MM_ARG_START"):
+        assert tried[name] == "EPERM", tried
+    for name in ("/proc/self/comm", "/proc/thread-self/comm"):
+        assert tried[name].startswith("denied:"), tried
+    worker = pool.pool.workers[0].pid
+    with open(f"/proc/{worker}/cmdline", "rb") as f:
+        assert f.read() == b""
+    with open(f"/proc/{worker}/environ", "rb") as f:
+        assert f.read() == b""  # (and the settings it read on its stdin are nowhere to read)
+
+
 # -- workers share nothing ----------------------------------------------------------------------
 
 

@@ -46,9 +46,15 @@ __all__ = ["Child", "Gone", "Misbehaved", "StartError", "ToolPaths", "Worker", "
 # package itself (site-packages/bastion/readers/..), whose parent holds it
 _UP = Path(__file__).resolve().parent.parent
 _REPO = str(_UP if (_UP / "bastion" / "__init__.py").is_file() else _UP.parent)
+# What a worker runs, read from its stdin (``python -I -S`` and nothing more on its command
+# line, no environment): its module path, its control socket moved to fd 0, its settings
 _BOOT = (
-    "import sys; sys.path[:0] = {path!r}; "
-    "from bastion.readers.runtime.workermain import main; main()"
+    "import os, sys\n"
+    "os.dup2({control}, 0)\n"
+    "os.close({control})\n"
+    "sys.path[:0] = {path!r}\n"
+    "from bastion.readers.runtime.workermain import main\n"
+    "main({config!r})\n"
 )
 
 
@@ -103,13 +109,14 @@ class Worker:
                   "view": [*view_paths(), *sorted(tool_view)] if mount else [],
                   "limits": limits.as_dict(), "extra_readers": list(extra_readers),
                   "contain": containment(contain, mount)[1]}
-        argv = [sys.executable, "-I", "-S", "-c", _BOOT.format(path=worker_path()),
-                json.dumps(config)]
-        env = dict(CHILD_ENV, TMPDIR=scratch)
+        config["env"] = dict(CHILD_ENV, TMPDIR=scratch)  # set by the worker itself
         # messages kept whole, with descriptors (a spare's channel): SOCK_SEQPACKET
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        boot = _BOOT.format(control=theirs.fileno(), path=worker_path(),
+                            config=json.dumps(config)).encode()
         try:
-            proc = start_worker(argv, env, str(wdir), theirs.fileno(), contain, mount)
+            proc = start_worker([sys.executable, "-I", "-S"], boot, str(wdir), theirs.fileno(),
+                                contain, mount)
         except OSError as e:
             ours.close()
             raise StartError(str(e)) from None

@@ -1,7 +1,9 @@
 """A worker: the zygote (:mod:`bastion.readers.runtime.zygote`), and the documents' processes it forks.
 
-Started by :class:`bastion.readers.runtime.pool.WorkerPool` as ``python -I -S -c …`` with one JSON
-argument (its private directory, the limits, how it holds its descendants).  It enters the
+Started by :class:`bastion.readers.runtime.pool.WorkerPool` as ``python -I -S`` with no other
+argument and no environment: what it runs, and its settings (its private directory, the
+limits, how it holds its descendants, its environment), come on its stdin, read whole before
+it starts; its command line is then emptied (:func:`bastion.readers.runtime.procs.blank_cmdline`).  It enters the
 sandbox first (:func:`main`), then becomes the zygote, which forks each document's process:
 a spare waiting on its own channel to the parent (:func:`serve`), which reads the documents
 the parent hands it (:func:`handle`) and answers the parent directly.  The zygote's own
@@ -241,13 +243,19 @@ def serve(jobs: socket.socket, answers: int, scratch: Path, limits, registry: An
                 # zygote clears the whole scratch after the process)
 
 
-def main() -> None:
-    config = json.loads(sys.argv[1])
+def main(settings: str) -> None:
+    """The worker, started as ``python -I -S`` with no environment, reading what to run from
+    its stdin (:data:`bastion.readers.runtime.worker._BOOT`): ``settings`` are its JSON."""
+    config = json.loads(settings)
     workdir = Path(config["dir"])
-    from .procs import NAMESPACES, contain_descendants, host_pid
+    from .procs import NAMESPACES, blank_cmdline, contain_descendants, host_pid
 
     # first, before anything else runs: nothing a reader starts may outlive this worker
     contained = contain_descendants(config.get("contain", ""))
+    # and nothing it or a document's process says can be read in /proc/<pid>/cmdline
+    blank_cmdline()
+    os.environ.clear()
+    os.environ.update(config.get("env") or {})
     from ..base import Limits
     from .sandbox import DocumentRules, bind_worker_dir, enter_sandbox, mount_scratch
 
@@ -398,4 +406,4 @@ def prepare(spec: dict[str, Any], limits, scratch: Path, registry: Any = None) -
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.stdin.read())
