@@ -57,7 +57,6 @@ class Fleet:
         # the answers read, and the texts' files (the pool's own)
         self.answers = Answers(tmp_root / f"s{os.getpid()}", limits)
         self.tools = ToolPaths(user.sample if user else None)  # as the workers run them
-        self.tool_view: frozenset[str] = frozenset()  # tools' paths bound into workers' views
         self.identity: dict[str, Any] | None = None  # a worker's, measured from /proc
         self.workers: list[Worker] = []
         self.sel = selectors.DefaultSelector()
@@ -74,7 +73,7 @@ class Fleet:
             ids = None if self.user is None else self.user.take()
             worker = Worker.start(wdir, self.limits, user=ids,
                                   extra_readers=self.extra_readers, contain=self.contain,
-                                  tool_view=self.tool_view)
+                                  tool_view=self.tools.view)
         except (OSError, StartError) as e:
             if ids is not None and self.user is not None:
                 self.user.give(ids)
@@ -85,23 +84,19 @@ class Fleet:
         self.spawned += 1
         return worker
 
-    def assign(self, w: Worker, job: Job, alone: bool) -> Worker:
-        """Let ``w`` hold ``job`` and give it to its process as soon as it may; the worker
-        that holds it (another, started in its place, when ``w`` is free and its view lacks
-        a tool the job names: a tool's data in a directory its user cannot pass)."""
+    def assign(self, w: Worker, job: Job, alone: bool) -> None:
+        """Let ``w`` hold ``job`` and give it to its process as soon as it may (a new worker
+        in place of a free ``w`` whose view lacks a hidden tool path: :meth:`ToolPaths.widen`)."""
         tools = self.tools(job.tools)
-        hidden = self.tools.hidden(tools)
-        if not hidden <= w.tool_view and w.hand.free():
-            self.tool_view |= hidden
+        if self.tools.widen(tools, w.view) and w.hand.free():
             self.retire(w)
             w = self.spawn()
         try:
             w.assign(job, alone, tools, time.monotonic())
         except Gone:
             self._on_death(w)
-            return w
+            return
         self.pump(w)
-        return w
 
     def pump(self, w: Worker) -> None:
         """Let ``w`` give its process what it may take now."""

@@ -66,11 +66,10 @@ class Worker:
     """One worker and what the parent keeps of it; the jobs it holds are its ``hand``'s."""
 
     __slots__ = ("proc", "control", "dir", "err", "ready", "killed", "started", "contained",
-                 "pid", "pidfd", "user", "identity", "hand", "prepared", "gen", "forked",
-                 "tool_view")
+                 "pid", "pidfd", "user", "identity", "hand", "prepared", "gen", "forked", "view")
 
     def __init__(self, proc: subprocess.Popen, control: socket.socket, wdir: Path,
-                 user: tuple[int, int] | None = None) -> None:
+                 user: tuple[int, int] | None = None, view: frozenset[str] = frozenset()) -> None:
         self.proc = proc
         self.control = control  # the parent's end of the control socket
         self.dir = wdir
@@ -87,16 +86,15 @@ class Worker:
         self.prepared: dict[tuple[str, str, str], int] = {}  # what it was asked to load: gen
         self.gen = 0  # prepare messages sent
         self.forked = 0  # prepare messages its zygote had applied when it forked its last spare
-        self.tool_view: frozenset[str] = frozenset()  # tools' paths bound into its view
+        self.view = view  # the tools' paths bound into its view
 
     @classmethod
     def start(cls, wdir: Path, limits: Limits, *, user: tuple[int, int] | None,
               extra_readers: tuple[str, ...], contain: str,
               tool_view: frozenset[str] = frozenset()) -> "Worker":
         """Make its directory ``wdir`` and start a worker in it (:class:`StartError` when
-        the process cannot be started); its control socket and stderr do not block.
-        ``tool_view``: tools and tool data its user cannot reach, bound into its view (a
-        ``TESSDATA_PREFIX`` under a private directory, as the interpreter under ``/root``)."""
+        the process cannot be started; ``tool_view``: tools' paths to bind into its view, as
+        the interpreter's); its control socket and stderr do not block."""
         wdir.mkdir(parents=True, exist_ok=False)
         mount = user is not None
         if user is not None:  # its own directory, seen as WORKER_DIR in its namespace
@@ -123,8 +121,7 @@ class Worker:
         finally:
             theirs.close()
         ours.setblocking(False)
-        worker = cls(proc, ours, wdir, user)
-        worker.tool_view = tool_view if mount else frozenset()
+        worker = cls(proc, ours, wdir, user, tool_view if mount else frozenset())
         assert proc.stderr is not None
         os.set_blocking(proc.stderr.fileno(), False)
         return worker
@@ -191,9 +188,8 @@ class Worker:
             raise WorkerError(f"a reader worker kept root or a capability: {self.identity}")
 
     def prepare(self, job: Job, tools: dict[str, str]) -> int:
-        """Ask the zygote to load ``job``'s reader family (once per family and tools: the
-        tools' paths are what its document processes may read of them, and the families
-        whose engines it warms key them by the tools too); the generation a fresh process
+        """Ask the zygote to load ``job``'s reader family (once per family and tools: what its
+        documents' processes may read, what keys warm engines); the generation a fresh process
         needs for it.  A spare forked before is shut: the next one will have it."""
         key = (job.reader or "", job.mime if job.reader is None else "",
                json.dumps(tools, sort_keys=True))
@@ -356,19 +352,20 @@ class ToolPaths:
         self.user = user
         self._paths: dict[str, str] = {}  # a tool's path -> the one its workers run
         self._hidden: dict[str, bool] = {}  # a path its workers run -> behind a private dir
+        self.view: frozenset[str] = frozenset()  # such paths: bound into new workers' views
 
-    def hidden(self, tools: dict[str, str]) -> frozenset[str]:
-        """Those of ``tools``' paths (as :meth:`__call__` gave them) that a directory above
-        them hides from the workers' user: they must be bound into its view."""
+    def widen(self, tools: dict[str, str], view: frozenset[str]) -> bool:
+        """Whether a worker whose view binds ``view`` lacks one of ``tools``' paths (as
+        :meth:`__call__` gave them) that a directory above hides from its user (kept in
+        :attr:`view` for the workers started from now on)."""
         if self.user is None:
-            return frozenset()
-        out = []
+            return False
         for path in tools.values():
             if path not in self._hidden:
                 self._hidden[path] = blocking_ancestor(path, *self.user) is not None
-            if self._hidden[path]:
-                out.append(path)
-        return frozenset(out)
+        hidden = frozenset(p for p in tools.values() if self._hidden[p])
+        self.view |= hidden
+        return not hidden <= view
 
     def __call__(self, tools: dict[str, str]) -> dict[str, str]:
         if self.user is None or not tools:

@@ -3,8 +3,9 @@
 Started by :class:`bastion.readers.runtime.pool.WorkerPool` as ``python -I -S`` with no other
 argument and no environment: what it runs, and its settings (its private directory, the
 limits, how it holds its descendants, its environment), come on its stdin, read whole before
-it starts; its command line is then emptied (:func:`bastion.readers.runtime.procs.blank_cmdline`).  It enters the
-sandbox first (:func:`main`), then becomes the zygote, which forks each document's process:
+it starts; its command line is then emptied
+(:func:`bastion.readers.runtime.procs.blank_cmdline`).  It enters the sandbox first
+(:func:`main`), then becomes the zygote, which forks each document's process:
 a spare waiting on its own channel to the parent (:func:`serve`), which reads the documents
 the parent hands it (:func:`handle`) and answers the parent directly.  The zygote's own
 control messages are in :mod:`bastion.readers.runtime.zygote`.
