@@ -45,9 +45,9 @@ _MS_RDONLY, _MS_REC = 1, 16384
 
 # What every document's process may read besides its scratch, the interpreter, bastion and its
 # environment's packages, and the tools (and their data) its jobs name: the system's programs,
-# libraries and shared data, what the dynamic loader, fontconfig and ``mimetypes`` read, its
-# own ``/proc`` entries (a process's memory and descriptors stay behind ptrace's rules) and
-# the harmless devices.  Nothing else of the host: no home, no output store, no ``/etc``
+# libraries and shared data, what the dynamic loader, fontconfig and ``mimetypes`` read,
+# ``/proc`` (other processes' memory, descriptors and environment stay behind ptrace's rules)
+# and the harmless devices.  Nothing else of the host: no home, no output store, no ``/etc``
 # beyond these, no ``/tmp``, no ``/srv``, no mount of the user's (docs/security.md).
 SYSTEM_READ = (
     "/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin",
