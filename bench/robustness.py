@@ -85,6 +85,16 @@ def cwd(pid: int) -> str:
         return ""
 
 
+def binds(pid: int) -> str:
+    """The sources of the bind mounts in ``pid``'s mount namespace (a worker that gave up root
+    works in its directory bound over /run/bastion-worker, its command line empty)."""
+    try:
+        with open(f"/proc/{pid}/mountinfo") as f:
+            return " ".join(line.split()[3] for line in f)
+    except (OSError, IndexError):
+        return ""
+
+
 def tree_snapshot(top: Path, skip: tuple[str, ...] = ()) -> set[str]:
     out = set()
     for d, dirs, files in os.walk(top):
@@ -288,10 +298,12 @@ def main() -> int:
         tempfile.tempdir = None
 
     time.sleep(0.5)
-    # ours: a worker's command line names its directory under `work`; a tool runs in a
-    # scratch directory there (other programs on the machine are not counted)
+    # ours: a worker (or its keeper) works in its directory under `work`, bound there in its
+    # mount namespace when it gave up root; a tool runs in a scratch directory there (other
+    # programs on the machine are not counted)
     leaked = [p for p in pids() - before_pids if alive(p) and p != os.getpid()
-              and (str(work) in cmdline(p, 4096) or str(work) in cwd(p))]
+              and (str(work) in cmdline(p, 4096) or str(work) in cwd(p)
+                   or str(work) in binds(p))]
     report["processes_leaked"] = [{"pid": p, "cmd": cmdline(p)} for p in leaked]
     tmp_left = tree_snapshot(fresh_tmp)
     report["files_in_fresh_tmpdir"] = sorted(tmp_left)

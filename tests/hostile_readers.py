@@ -36,7 +36,8 @@ sockets    tries every socket family and protocol against the listeners its argu
            (JSON: ``{"tcp4": port, "tcp6": port, "udp4": port, "unix": path, "abstract":
            name}``); returns ``{attempt: "open…" | "denied: …"}`` as JSON
 syscalls   tries the calls a reader never needs (mount, unshare, setns, ptrace, keyctl, bpf,
-           io_uring_setup, perf_event_open, userfaultfd, chroot, TIOCSTI); returns
+           io_uring_setup, perf_event_open, userfaultfd, chroot, TIOCSTI, open_tree_attr and a
+           made-up number, PR_SET_NAME and PR_SET_MM, a Landlock ruleset, kill(-1)); returns
            ``{call: "allowed" | errno name}`` as JSON
 metadata   tries to change what it does not own or may not (chmod and chown of the path in its
            argument, chown of its own file to root, a setuid bit and a ``security.capability``
@@ -44,6 +45,8 @@ metadata   tries to change what it does not own or may not (chmod and chown of t
 peek       tries to read what is not its own: the argument is JSON ``{"paths": [...],
            "pids": [...]}`` (files and directories, and ``/proc/<pid>/cwd`` and ``environ``);
            returns ``{what: "read…" | "denied: …"}`` as JSON
+proctalk   tries to say a word in its ``/proc`` entries (argv area, comm, ``PR_SET_MM``); the
+           argument is JSON ``{"word": …, "time": seconds to stay}``; returns what each did
 procs      starts ``sleep`` processes until refused (at most the argument); returns how many
            ran at once, and leaves them running
 plant      leaves a mark for the next document: a module attribute and a builtin, a file in its
@@ -350,6 +353,12 @@ def _syscalls(arg: str, ctx: Context) -> dict:
     call("perf_event_open", 298, buf, 0, -1, -1, 0)
     call("userfaultfd", 323, 0)
     call("chroot", 161, b"/")
+    call("open_tree_attr", 467, -100, b"/", 0, None, 0)  # newer than the filter's table
+    call("made-up", 1000)
+    call("prctl-PR_SET_NAME", 157, 15, b"owned")
+    call("prctl-PR_SET_MM", 157, 35, 8, 0, 0, 0)  # PR_SET_MM_ARG_START
+    call("landlock_create_ruleset", 444, None, 0, 1)  # the zygote's, not a document's
+    call("kill-all", 62, -1, 0)
     ctx.tmpdir.mkdir(parents=True, exist_ok=True)
     tty = os.open(os.devnull, os.O_RDWR)
     try:
@@ -412,6 +421,69 @@ def _peek(arg: str, ctx: Context) -> dict:
                 out[key] = f"read: {f.read(100)!r}"
         except OSError as e:
             out[key] = _denied(e)
+    return out
+
+
+def _proctalk(arg: str, ctx: Context) -> dict:
+    """Tries every way to say ``arg`` (a short word) in its ``/proc`` entries: writes it over
+    its argv area, sets its comm (``PR_SET_NAME``, ``/proc/self/comm``, its thread's), points
+    its argv area at a buffer holding it (``PR_SET_MM`` ``MAP`` and ``ARG_START``/``END``);
+    then stays a while (``time`` in the argument's JSON) for a poller to read."""
+    import ctypes
+
+    spec = json.loads(arg)
+    word = spec["word"].encode()
+    out: dict[str, str] = {}
+    lib = ctypes.CDLL(None, use_errno=True)
+    lib.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
+                          ctypes.c_ulong]
+    with open("/proc/self/stat", "rb") as f:
+        data = f.read()
+    fields = [int(x) for x in data[data.rindex(b")") + 2:].split()[1:]]
+    field = lambda n: fields[n - 4]  # noqa: E731  (proc(5)'s numbering)
+    arg_start, arg_end = field(48), field(49)
+    try:  # the argv area: plain memory of its own (the stack's top)
+        ctypes.memmove(arg_start, word + b"\0", len(word) + 1)
+        out["argv-area"] = f"written ({arg_end - arg_start} bytes shown)"
+    except Exception as e:  # noqa: BLE001
+        out["argv-area"] = f"denied: {e}"
+
+    def prctl(name: str, *args) -> None:
+        ctypes.set_errno(0)
+        rc = lib.prctl(*args)
+        out[name] = "done" if rc == 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+
+    name = ctypes.create_string_buffer(word[:15])
+    prctl("PR_SET_NAME", 15, ctypes.addressof(name), 0, 0, 0)
+    for path in ("/proc/self/comm", "/proc/thread-self/comm"):
+        try:
+            with open(path, "wb") as f:
+                f.write(word[:15])
+            out[path] = "done"
+        except OSError as e:
+            out[path] = _denied(e)
+    buf = ctypes.create_string_buffer(word + b"\0")
+    lo = ctypes.addressof(buf)
+    prctl("PR_SET_MM_ARG_END", 35, 9, lo + len(word) + 1, 0, 0)
+    prctl("PR_SET_MM_ARG_START", 35, 8, lo, 0, 0)
+
+    class MmMap(ctypes.Structure):
+        _fields_ = [*((n, ctypes.c_uint64) for n in (
+            "start_code", "end_code", "start_data", "end_data", "start_brk", "brk",
+            "start_stack", "arg_start", "arg_end", "env_start", "env_end")),
+            ("auxv", ctypes.c_void_p), ("auxv_size", ctypes.c_uint32),
+            ("exe_fd", ctypes.c_int32)]
+
+    lib.sbrk.restype = ctypes.c_void_p
+    mm = MmMap(field(26), field(27), field(45), field(46), field(47),
+               lib.sbrk(ctypes.c_long(0)) or 0, field(28), lo, lo + len(word) + 1,
+               lo + len(word) + 1, lo + len(word) + 1, None, 0, -1)
+    prctl("PR_SET_MM_MAP", 35, 14, ctypes.addressof(mm), ctypes.sizeof(mm), 0)
+    with open("/proc/self/cmdline", "rb") as f:
+        out["own cmdline"] = repr(f.read())
+    with open("/proc/self/comm", "rb") as f:
+        out["own comm"] = repr(f.read())
+    time.sleep(float(spec.get("time", 2)))
     return out
 
 
@@ -524,7 +596,7 @@ def _memscan(arg: str, ctx: Context) -> dict:
 
 ATTACKS = {"memscan": _memscan, "status": _status, "sockets": _sockets, "syscalls": _syscalls,
            "metadata": _metadata, "peek": _peek, "procs": _procs, "plant": _plant,
-           "planted": _planted}
+           "planted": _planted, "proctalk": _proctalk}
 
 
 def _forge(spec: dict, ctx: Context) -> None:

@@ -34,13 +34,33 @@ def pids_with(token: str | bytes) -> list[int]:
 
 
 def workers_of(out: Path) -> list[int]:
-    """Live reader workers of the run writing to ``out`` (their config names its directory)."""
-    return [pid for pid in pids_with(str(out)) if _is_worker(pid)]
+    """Live reader workers of the run writing to ``out``: their keepers (``unshare``, working
+    in the worker's directory), the workers and their documents' processes.  A worker has no
+    argument and no environment and blanks its command line (issue 41), so it is known by
+    where it works: its directory under ``out`` (its working directory, or, for one that gave
+    up root and sees it as ``/run/bastion-worker``, the bind mount in its mount namespace)."""
+    token = str(out)
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or not alive(int(entry)):
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0", 1)[0]
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        keeper = os.path.basename(argv0) in (b"unshare", b"setpriv")
+        if (keeper or argv0 == b"") and (cwd.startswith(token) or
+                                         (argv0 == b"" and _binds(int(entry), token))):
+            found.append(int(entry))
+    return found
 
 
-def _is_worker(pid: int) -> bool:
+def _binds(pid: int, token: str) -> bool:
+    """Whether a directory under ``token`` is bound in ``pid``'s mount namespace."""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"bastion.readers.runtime.workermain" in f.read()
-    except OSError:
+        with open(f"/proc/{pid}/mountinfo") as f:
+            return any(line.split()[3].startswith(token) for line in f)
+    except (OSError, IndexError):
         return False

@@ -34,7 +34,7 @@ from bastion.tasks.cluster.run import (Batch, ClusterError, batch_key, parse_clu
 from bastion.tasks.commands.compare import compare_outputs  # noqa: E402
 from bastion.tasks.config import RunConfig  # noqa: E402
 
-from procutil import alive, pids_with  # noqa: E402
+from procutil import alive, pids_with, workers_of  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here runs real pools, clusters or doit runs (> 1 s)
 
@@ -102,8 +102,7 @@ def hostile_tree(tmp: Path, sleepers: int, texts: int) -> Path:
 def sandbox_workers(under: Path) -> list[int]:
     """The reader workers themselves (not the ``unshare`` keeper each one runs under, nor the
     process a worker forks to read documents, which has its command line)."""
-    found = [p for p in pids_with(str(under)) if _cmdline_has(p, b"bastion.readers.runtime.workermain")
-             and not _argv0_is(p, (b"unshare", b"setpriv"))]
+    found = [p for p in workers_of(under) if not _argv0_is(p, (b"unshare", b"setpriv"))]
     return [p for p in found if _ppid(p) not in found]
 
 

@@ -189,8 +189,12 @@ def test_no_socket_of_any_family_reaches_a_listener(pool: Pool, public_dir: Path
 
 
 def test_the_calls_a_reader_never_needs_are_refused(pool: Pool) -> None:
+    """Each answers EPERM; calls newer than the filter's table (``open_tree_attr``, which
+    returned a descriptor before issue 41) and numbers no kernel has answer ENOSYS."""
     seen = pool.answer("syscalls")
-    assert seen and all(v == "EPERM" for v in seen.values()), seen
+    newer = {"open_tree_attr", "made-up"}
+    assert newer < set(seen) and {"prctl-PR_SET_NAME", "kill-all"} < set(seen), seen
+    assert all(v == ("ENOSYS" if k in newer else "EPERM") for k, v in seen.items()), seen
 
 
 def test_its_network_namespace_is_empty(pool: Pool) -> None:
@@ -198,6 +202,185 @@ def test_its_network_namespace_is_empty(pool: Pool) -> None:
     dev = seen["/proc/self/net/dev"]
     interfaces = [ln.split(":")[0].strip() for ln in dev.split("\\n")[2:] if ":" in ln]
     assert interfaces == ["lo"], dev
+
+
+# -- it reads only what reading needs ----------------------------------------------------------
+
+
+def test_a_document_reads_nothing_of_the_hosts_but_what_reading_needs(
+        pool: Pool, public_dir: Path, tmp_path: Path) -> None:
+    """As root (the workers on their slots' uids): root's home, the shadow file, another
+    store's texts (root's, 0700), and world-readable files of the host — a file in a public
+    directory, a 0644 text in a store made with ``output_mode: group``, ``/etc/hostname`` —
+    are all invisible to a document's process (Landlock read rules: issue 41), while what
+    reading needs (the interpreter's modules, a system library) stays readable."""
+    world = public_dir / "world.txt"
+    world.write_text("anyone may read this\n")
+    os.chmod(world, 0o644)
+    shared_store = public_dir / "store" / "extract" / "ab"
+    shared_store.mkdir(parents=True)
+    for d in (public_dir / "store", public_dir / "store" / "extract", shared_store):
+        os.chmod(d, 0o755)
+    (shared_store / "ab12.txt").write_text("a group store's text\n")
+    os.chmod(shared_store / "ab12.txt", 0o644)
+    private = tmp_path / "other-store" / "extract" / "cd"
+    private.mkdir(parents=True)
+    (private / "cd34.txt").write_text("root's store\n")
+    hidden = ["/root", "/etc/shadow", "/etc/hostname", str(world), str(public_dir),
+              str(shared_store / "ab12.txt"), str(private / "cd34.txt")]
+    needed = [os.__file__, "/usr/lib/x86_64-linux-gnu/libc.so.6"]
+    seen = pool.answer("peek", json.dumps({"paths": hidden + needed}))
+    assert all(seen[p].startswith("denied:") for p in hidden), seen
+    assert all(seen[p].startswith("read:") for p in needed if os.path.exists(p)), seen
+
+
+USER_RUN = """
+import hashlib, json, sys
+sys.path[:0] = json.loads(sys.argv[3])
+from pathlib import Path
+from bastion.readers.base import Limits
+from bastion.readers.runtime.pool import Job, WorkerPool
+home, paths = Path(sys.argv[1]), json.loads(sys.argv[2])
+results = {}
+def collect(r):
+    results[r.job.id] = (r.status, r.error, r.text_path.read_text() if r.text_path else None)
+pool = WorkerPool(1, Limits(deadline_s=30), home / "pool", collect,
+                  extra_readers=("tests.hostile_readers",))
+try:
+    data = ("peek\\n" + json.dumps({"paths": paths})).encode()
+    doc = home / "1.hostile"
+    doc.write_bytes(data)
+    pool.submit(Job(1, str(doc), doc.name, "application/x-hostile",
+                    hashlib.sha256(data).hexdigest(), len(data), 30.0, reader="hostile"))
+    pool.drain()
+    print(json.dumps({"contained": pool.workers[0].contained if pool.workers else None,
+                      "uid": pool.identity["uid"] if pool.identity else None,
+                      "result": results[1]}))
+finally:
+    pool.close()
+"""
+
+
+def test_a_document_read_by_a_user_reads_nothing_of_that_users(tmp_path: Path) -> None:
+    """Run by a user who is not root (the pool keeps the user's uid: there is no other), a
+    compromised reader cannot read the key planted in that user's ``~/.ssh/id_ed25519``, the
+    text in another of that user's stores, nor the home it lives in (issue 41, item 4)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from seconduser import second_user
+
+    # the user's interpreter: the system's, of this one's version, with this one's packages
+    # (this one lives under /root, which the user may not enter)
+    python = shutil.which(f"python{sys.version_info[0]}.{sys.version_info[1]}",
+                          path="/usr/bin:/usr/local/bin")
+    if python is None:
+        pytest.skip(f"no python{sys.version_info[0]}.{sys.version_info[1]} in /usr/bin for "
+                    "the user to run")
+    uid, gid = second_user()
+    home = Path(tempfile.mkdtemp(prefix="bastion-home-", dir="/tmp"))
+    try:
+        os.chown(home, uid, gid)
+        os.chmod(home, 0o700)
+        key = home / ".ssh" / "id_ed25519"
+        text = home / "notes" / ".agent" / "extract" / "ab" / "ab12.txt"
+        for path, content in ((key, "-----BEGIN OPENSSH PRIVATE KEY----- planted\n"),
+                              (text, "another store's text\n")):
+            path.parent.mkdir(parents=True)
+            path.write_text(content)
+            os.chmod(path, 0o600)
+            for p in (path, *path.parents):
+                if p == home:
+                    break
+                os.chown(p, uid, gid)
+        paths = [str(key), str(key.parent), str(text), str(home)]
+        run = subprocess.run(
+            ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", python, "-I",
+             "-c", USER_RUN, str(home), json.dumps(paths),
+             json.dumps([str(Path(__file__).resolve().parent.parent),
+                         *[p for p in sys.path if "site-packages" in p]])],
+            cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True,
+            timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"})
+        assert run.returncode == 0, run.stderr[-3000:]
+        out = json.loads(run.stdout.splitlines()[-1])
+        assert out["uid"] == uid and out["contained"] == "user-pid-namespace", out
+        status, error, seen_text = out["result"]
+        assert status == "ok", (status, error)
+        seen = json.loads(seen_text)
+        assert set(seen) == set(paths)
+        assert all(v.startswith("denied:") for v in seen.values()), seen
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# -- /proc says nothing -------------------------------------------------------------------------
+
+
+POLLER = r"""
+import os, sys, time
+word, stop = sys.argv[1].encode(), sys.argv[2]
+seen, others = set(), 0
+while not os.path.exists(stop):
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():  # (its own names the word)
+            continue
+        for what in ("cmdline", "comm", "task/" + pid + "/comm"):
+            try:
+                with open("/proc/" + pid + "/" + what, "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            if what == "cmdline" and b"unshare" in data:
+                others += 1  # a keeper's: another user's processes are read
+            if word in data or word[:15] in data:
+                seen.add(what + ": " + repr(data[:80]))
+    time.sleep(0.005)
+print(others)
+print("\n".join(sorted(seen)))
+"""
+
+
+def test_a_document_cannot_say_anything_in_proc(pool: Pool, public_dir: Path) -> None:
+    """Attacker code in a document's process writes a word over its argv area, sets its comm
+    (``PR_SET_NAME``, ``/proc/self/comm``) and points its argv area at a buffer holding it
+    (``PR_SET_MM``); an unprivileged user polling every ``/proc/*/cmdline`` and ``comm``
+    meanwhile reads nothing of it (issue 41, item 3: before, it read the word as it ran).
+    The worker's own command line is empty: it was started with no argument and no
+    environment, its settings on its stdin, and emptied its argv area."""
+    import subprocess
+    import sys
+
+    from seconduser import second_user
+
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        pytest.skip("no /usr/bin/python3 for the unprivileged poller")
+    uid, gid = second_user()
+    word = "zq" + uuid.uuid4().hex[:20]
+    stop = public_dir / "stop"
+    poller = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+                               python, "-I", "-c", POLLER, word, str(stop)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        tried = pool.answer("proctalk", json.dumps({"word": word, "time": 1.5}))
+    finally:
+        stop.touch()
+        out, _ = poller.communicate(timeout=60)
+    others, *seen = out.splitlines()
+    assert int(others) > 0, out  # it could read other users' command lines
+    assert [s for s in seen if s] == [], (seen, tried)
+    assert tried["own cmdline"] == "b''", tried
+    assert word[:15] not in tried["own comm"], tried
+    for name in ("PR_SET_NAME", "PR_SET_MM_MAP", "PR_SET_MM_ARG_START"):
+        assert tried[name] == "EPERM", tried
+    for name in ("/proc/self/comm", "/proc/thread-self/comm"):
+        assert tried[name].startswith("denied:"), tried
+    worker = pool.pool.workers[0].pid
+    with open(f"/proc/{worker}/cmdline", "rb") as f:
+        assert f.read() == b""
+    with open(f"/proc/{worker}/environ", "rb") as f:
+        assert f.read() == b""  # (and the settings it read on its stdin are nowhere to read)
 
 
 # -- workers share nothing ----------------------------------------------------------------------
@@ -635,3 +818,77 @@ def test_a_shared_process_that_dies_costs_one_record_and_the_rest_are_read(
         p.goes_on()
     finally:
         p.pool.close()
+
+
+# -- /run/bastion and its slots ----------------------------------------------------------------
+
+
+@pytest.fixture()
+def run_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """``/run/bastion`` stood in for by a fresh directory (the real one is every run's)."""
+    from bastion.readers.runtime import identity
+
+    top = Path("/run") / f"bastion-test-{uuid.uuid4().hex[:12]}"
+    top.mkdir(mode=0o755)
+    monkeypatch.setattr(identity, "LOCKS", top / "bastion" / "slots")
+    yield top / "bastion"
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def test_run_bastion_and_its_slots_are_roots_0755_whatever_the_umask(run_dir: Path) -> None:
+    from bastion.readers.runtime.identity import SlotUsers
+
+    old = os.umask(0)
+    users = SlotUsers()
+    try:
+        uid, _ = users.take()
+    finally:
+        os.umask(old)
+        users.close()
+    for d in (run_dir, run_dir / "slots"):
+        st = os.lstat(d)
+        assert stat.S_ISDIR(st.st_mode) and (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o755)
+    lock = os.lstat(run_dir / "slots" / f"{uid}.lock")
+    assert (lock.st_uid, stat.S_IMODE(lock.st_mode)) == (0, 0o600)
+
+
+@pytest.mark.parametrize("how", ["replaced", "symlink"])
+def test_slots_a_co_user_replaced_are_refused_in_one_line(run_dir: Path, tmp_path: Path,
+                                                          how: str) -> None:
+    """``/run/bastion`` left 0777 (by the code before, under umask 0) let a co-user put their
+    own ``slots/`` in place, or a link to a directory of root's: root then created lock
+    files where they chose, and two runs could share a slot's uid.  Now the pool refuses in
+    one line, and creates nothing there."""
+    from seconduser import second_user
+
+    from bastion.readers.runtime.identity import SlotUsers
+
+    uid, gid = second_user()
+    run_dir.mkdir()
+    os.chmod(run_dir, 0o777)
+    if how == "replaced":
+        (run_dir / "slots").mkdir()
+        os.chown(run_dir / "slots", uid, gid)
+        os.chmod(run_dir / "slots", 0o777)
+        why = f"owned by uid {uid}"
+    else:
+        target = tmp_path / "roots-dir"
+        target.mkdir()
+        os.symlink(target, run_dir / "slots")
+        why = "symbolic link"
+    users = SlotUsers()
+    try:
+        with pytest.raises(OSError) as refused:
+            users.take()
+    finally:
+        users.close()
+    message = str(refused.value)
+    assert why in message and "/slots" in message and "\n" not in message, message
+    made = list((run_dir / "slots").iterdir())
+    assert made == [], made
+    with pytest.raises(WorkerError, match=why):  # and the pool says so, one line
+        pool = WorkerPool(1, LIMITS, tmp_path / "pool", print)
+        try:
+            pool.warm()
+        finally:
+            pool.close()

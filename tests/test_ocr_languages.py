@@ -428,3 +428,96 @@ def test_the_manifests_ocr_languages_keys_exactly_the_readers_that_ocr():
                if task_key(r, mime, Limits(), {}) != task_key(r, mime, fixed, {})}
     # and the readers of documents inside documents, whose images and scans are OCR'd too
     assert changed == {"pdf", "ocr", "archive", "mail", "outlook", "legacy"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or not HAVE >= {"eng", "osd"} or bool(lp.MISSING_FONTS),
+                    reason="as root (workers on slot uids), with tesseract's eng and osd packs "
+                           f"and the fonts ({lp.FONT_PACKAGES})")
+def test_packs_in_a_private_directory_are_read_by_workers_that_gave_up_root(
+        tmp_path, monkeypatch):
+    """``TESSDATA_PREFIX`` under a directory only root may pass (``tmp_path`` is 0700, as
+    ``/root`` is): the pack directory is bound read-only into the workers' view as the
+    interpreter under ``/root`` is, so a real scan is read with its pack (issue 41, item 8;
+    before, every scan was ``error: tesseract: no language pack in …``)."""
+    monkeypatch.delenv("BASTION_NO_EXTERNAL", raising=False)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    where = private / "tessdata"
+    where.mkdir()
+    for name in ("eng", "osd"):
+        shutil.copyfile(f"{SYSTEM.path}/{name}.traineddata", where / f"{name}.traineddata")
+    root = tmp_path / "tree"
+    root.mkdir()
+    sample = lp.sample("eng")
+    (root / "scan.png").write_bytes(lp.render(sample))
+    m = tmp_path / "m.yaml"
+    m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\n"
+                 "stages: [walk, extract]\n", encoding="utf-8")
+    out = tmp_path / "out"
+    monkeypatch.setenv("TESSDATA_PREFIX", str(where))
+    record = sweep(m, out)["scan.png"]
+    assert record["status"] == "ok", record
+    assert record["ocr_languages"] == ["eng"] and record["ocr_missing"] == [], record
+    assert lp.recall(sample.text, (out / record["text"]).read_text(), sample.script) >= 0.9
+    ident = json.loads((out / "extract.summary.json").read_text())["worker_identity"]
+    assert ident["uid"] != 0 and 0 not in ident["uids"], ident
+
+
+UNREADABLE_PACKS = """
+import json, sys, tempfile
+from pathlib import Path
+sys.path[:0] = json.loads(sys.argv[1])
+from bastion.readers.base import Document, Limits
+from bastion.readers.dispatch import read_document, select
+from bastion.readers.runtime.context import LocalContext
+ctx = LocalContext(Limits(), {"tesseract": sys.argv[2], "tessdata": sys.argv[3]},
+                   tmpdir=Path(tempfile.mkdtemp()))
+out = read_document(Document(Path(sys.argv[4]).read_bytes(), "page.png", "image/png"), ctx,
+                    select("image/png", "page.png"))
+print(json.dumps([out.status, out.error]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or not HAVE >= {"eng"} or bool(lp.MISSING_FONTS),
+                    reason="as root (to read as a second user), with tesseract's eng pack "
+                           f"and the fonts ({lp.FONT_PACKAGES})")
+def test_packs_a_reader_may_not_read_are_named_with_why(tmp_path):
+    """A reader whose packs sit behind a directory its user may not pass (not bound into its
+    view: read outside a root pool, as another user) says why, not only that none is there
+    (issue 41, item 8)."""
+    import subprocess
+    import sys
+
+    from seconduser import second_user
+
+    python = shutil.which(f"python{sys.version_info[0]}.{sys.version_info[1]}",
+                          path="/usr/bin:/usr/local/bin")
+    if python is None:
+        pytest.skip("no system python of this version for the second user")
+    uid, gid = second_user()
+    shared = Path(tempfile.mkdtemp(prefix="bastion-packs-", dir="/tmp"))
+    try:
+        os.chmod(shared, 0o755)
+        private = shared / "private"
+        private.mkdir(mode=0o700)
+        (private / "tessdata").mkdir()
+        shutil.copyfile(f"{SYSTEM.path}/eng.traineddata", private / "tessdata" / "eng.traineddata")
+        page = shared / "page.png"
+        page.write_bytes(lp.render(lp.sample("eng")))
+        os.chmod(page, 0o644)
+        here = Path(__file__).resolve().parent.parent
+        run = subprocess.run(
+            ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", python, "-I",
+             "-c", UNREADABLE_PACKS,
+             json.dumps([str(here), *[p for p in sys.path if "site-packages" in p]]),
+             TESSERACT, str(private / "tessdata"), str(page)],
+            capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"})
+        assert run.returncode == 0, run.stderr[-2000:]
+        status, error = json.loads(run.stdout.splitlines()[-1])
+        assert status == "error", error
+        assert f"the language packs in {private / 'tessdata'} cannot be read" in error, error
+        assert f"Permission denied, uid {uid}" in error, error
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -438,9 +438,9 @@ def test_kill_9_during_a_shared_rewalk_then_rerun(tmp_path: Path, kill_tree) -> 
                            "--out", str(out), "-q", "-j", "2"], cwd=str(REPO), env=ENV,
                           capture_output=True, timeout=RUN_TIMEOUT)
     end = time.monotonic() + 10
-    while pids_with(str(out)) and time.monotonic() < end:
+    while (pids_with(str(out)) or workers_of(out)) and time.monotonic() < end:
         time.sleep(0.05)
-    assert pids_with(str(out)) == [], "walk helpers or workers outlived the parent"
+    assert pids_with(str(out)) + workers_of(out) == [], "walk helpers or workers outlived the parent"
     _check_after_kill(tmp_path, root, files, out, proc.returncode)
 
 

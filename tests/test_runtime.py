@@ -931,3 +931,66 @@ def test_the_worker_reads_with_the_reader_the_parent_chose(tmp_path: Path) -> No
         assert text == "ok\n"  # the document's own bytes, not the hostile reader's answer
     finally:
         h.close()
+
+
+# -- seccomp: unknown calls, every thread, a stricter filter for a document (issue 41) ----------
+
+SECCOMP_PROBE = r"""
+import ctypes, errno, json, os, sys, threading
+from bastion.readers.runtime import seccomp
+lib = ctypes.CDLL(None, use_errno=True)
+lib.syscall.restype = ctypes.c_long
+
+def call(*args):
+    ctypes.set_errno(0)
+    rc = lib.syscall(*[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    if rc >= 0:
+        return "allowed"
+    return errno.errorcode.get(ctypes.get_errno(), "?")
+
+def probe():
+    return {"open_tree_attr": call(467, -100, b"/", 0, None, 0),
+            "made-up": call(seccomp.LAST_REVIEWED + 600),
+            "landlock_create_ruleset": call(444, None, 0, 1),
+            "kill-all": call(62, -1, 0),
+            "prctl-set-name": call(157, 15, b"owned"),
+            "getpid": call(39)}
+
+out = {}
+go, done = threading.Event(), threading.Event()
+def early():  # a thread started before the filter, which acts after it
+    go.wait()
+    out["thread"] = probe()
+    done.set()
+threading.Thread(target=early, daemon=True).start()
+seccomp.install()
+out["worker"] = probe()
+go.set()
+done.wait(10)
+if sys.argv[1] == "document":
+    seccomp.prepared(seccomp.document_program())()
+    out["document"] = probe()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("who", ["worker", "document"])
+def test_seccomp_denies_unknown_calls_on_every_thread_and_more_to_a_document(who: str) -> None:
+    """The worker's filter answers ENOSYS to calls past the reviewed table (``open_tree_attr``,
+    467, returned a descriptor before; a number no kernel has), on every thread, one started
+    before the filter too (TSYNC); a document's process stacks a stricter one: what the
+    zygote may do (make a Landlock ruleset: it makes one per document's process) a document
+    may not, nor signal every process at once (``kill(-1)``)."""
+    run = subprocess.run([sys.executable, "-c", SECCOMP_PROBE, who], capture_output=True,
+                         text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout)
+    for where in ("worker", "thread"):
+        assert seen[where]["open_tree_attr"] == seen[where]["made-up"] == "ENOSYS", seen
+        assert seen[where]["prctl-set-name"] == "EPERM", seen
+        assert seen[where]["landlock_create_ruleset"] == "allowed", seen  # the zygote's
+        assert seen[where]["kill-all"] != "EPERM" and seen[where]["getpid"] == "allowed"
+    if who == "document":
+        doc = seen["document"]
+        assert doc["landlock_create_ruleset"] == doc["kill-all"] == "EPERM", seen
+        assert doc["open_tree_attr"] == "ENOSYS" and doc["getpid"] == "allowed", seen

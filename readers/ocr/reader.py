@@ -41,6 +41,7 @@ and the mean word confidence comes with it (:class:`OcrText`).
 from __future__ import annotations
 
 import io
+import os
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -340,7 +341,14 @@ def read_page(
     try:
         return chooser.choose(recognise, detect, installed_packs(ctx), languages)
     except LookupError:
-        raise ToolFailed(f"tesseract: no language pack in {tessdata(ctx)}") from None
+        where = tessdata(ctx)
+        try:
+            os.listdir(where or ".")
+        except OSError as e:  # say why, not only that: it is there, this process may not read it
+            raise ToolFailed(f"tesseract: the language packs in {where} cannot be read by the "
+                             f"reader ({e.strerror}, uid {os.getuid()}): a directory above "
+                             "them is closed to it, or they are outside its view") from None
+        raise ToolFailed(f"tesseract: no language pack in {where}") from None
 
 
 def _left(ctx: Context, timeout: float | None) -> float | None:

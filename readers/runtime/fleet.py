@@ -72,7 +72,8 @@ class Fleet:
         try:
             ids = None if self.user is None else self.user.take()
             worker = Worker.start(wdir, self.limits, user=ids,
-                                  extra_readers=self.extra_readers, contain=self.contain)
+                                  extra_readers=self.extra_readers, contain=self.contain,
+                                  tool_view=self.tools.view)
         except (OSError, StartError) as e:
             if ids is not None and self.user is not None:
                 self.user.give(ids)
@@ -84,9 +85,14 @@ class Fleet:
         return worker
 
     def assign(self, w: Worker, job: Job, alone: bool) -> None:
-        """Let ``w`` hold ``job`` and give it to its process as soon as it may."""
+        """Let ``w`` hold ``job`` and give it to its process as soon as it may (a new worker
+        in place of a free ``w`` whose view lacks a hidden tool path: :meth:`ToolPaths.widen`)."""
+        tools = self.tools(job.tools)
+        if self.tools.widen(tools, w.view) and w.hand.free():
+            self.retire(w)
+            w = self.spawn()
         try:
-            w.assign(job, alone, self.tools(job.tools), time.monotonic())
+            w.assign(job, alone, tools, time.monotonic())
         except Gone:
             self._on_death(w)
             return

@@ -5,8 +5,9 @@ a PID namespace of its own: :func:`containment`), the external tools readers run
 (:func:`start_tool`), the walk's forked helpers (:func:`fork_helper`).  The one other place a
 process begins is inside a worker: its zygote forks each document's process
 (:mod:`bastion.readers.runtime.zygote`), a copy of itself that execs nothing.
-Every program started gets :data:`CHILD_ENV` (nothing of the parent's environment), and every
-child dies with its parent (``PR_SET_PDEATHSIG``); :func:`stop_worker` takes a worker with every process it
+Every tool started gets :data:`CHILD_ENV` (nothing of the parent's environment), a worker no
+environment and no argument at all (its settings come on its stdin), and every child dies with
+its parent (``PR_SET_PDEATHSIG``); :func:`stop_worker` takes a worker with every process it
 started, including one that left its session, and always reaps.
 """
 
@@ -34,6 +35,7 @@ CHILD_ENV: dict[str, str] = {
 SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin")
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_MM, _PR_SET_MM_MAP = 35, 14
 
 # How a worker holds every process it starts (:func:`containment`)
 AUTO = "auto"  # the first of the three below that this machine allows
@@ -69,19 +71,72 @@ def set_parent_death_signal() -> None:
 # -- starting -------------------------------------------------------------------------------
 
 
-def start_worker(argv: list[str], env: dict[str, str], cwd: str, control: int,
+def start_worker(argv: list[str], boot: bytes, cwd: str, control: int,
                  contain: str = AUTO, mount: bool = False) -> subprocess.Popen:
-    """A reader worker: its own session, ``control`` (the worker's end of its control
-    socket) as its stdin, ``/dev/null`` as its stdout, a pipe for its stderr, no other
+    """A reader worker: ``argv`` (the interpreter and its flags, nothing more) with an empty
+    environment, its own session, ``boot`` (the program it runs, its settings within) on its
+    stdin, read to the end before it runs, ``control`` (the worker's end of its control
+    socket) kept at its number, ``/dev/null`` as its stdout, a pipe for its stderr, no other
     descriptor of the parent's, PID 1 of a PID namespace of its own where the machine allows
     it (``containment(contain)``, whose mode the worker is to be told; ``mount``: in a mount
-    namespace too).  Raises OSError when it cannot start.  (The worker, a zygote, forks each
-    document's process itself: :mod:`bastion.readers.runtime.zygote`.)"""
+    namespace too).  So neither its command line nor its keeper's says anything of the run
+    (the paths, the limits) to who reads ``/proc``.  Raises OSError when it cannot start.
+    (The worker, a zygote, forks each document's process itself:
+    :mod:`bastion.readers.runtime.zygote`.)"""
     prefix, _ = containment(contain, mount)
-    return subprocess.Popen(
-        [*prefix, *argv], stdin=control, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        env=env, cwd=cwd, close_fds=True, start_new_session=True,
-    )
+    if len(boot) > 1 << 16:  # a pipe's buffer holds it: written whole before the start
+        raise OSError(f"a worker's settings are too large ({len(boot)} bytes)")
+    r, w = os.pipe()
+    try:
+        with open(w, "wb", closefd=True) as f:
+            f.write(boot)
+        return subprocess.Popen(
+            [*prefix, *argv], stdin=r, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env={}, cwd=cwd, close_fds=True, pass_fds=(control,), start_new_session=True,
+        )
+    finally:
+        os.close(r)
+
+
+def blank_cmdline() -> bool:
+    """Make this process's ``/proc/<pid>/cmdline`` empty, and so every process it forks
+    (the zygote's children inherit it): ``PR_SET_MM_MAP`` with argument and environment areas
+    of no length (allowed to any process for its own memory; the seccomp filter then denies
+    ``PR_SET_MM``, so nobody can point them at memory of their choosing again).  A process
+    may still write its old argv's bytes: ``/proc`` no longer shows them.  Whether it could."""
+    import ctypes
+
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2:].split()
+    except (OSError, ValueError):
+        return False
+
+    def field(n: int) -> int:  # proc(5)'s numbering: fields[0] is field 3, the state
+        return int(fields[n - 3])
+
+    class MmMap(ctypes.Structure):  # struct prctl_mm_map (linux/prctl.h)
+        _fields_ = [*((name, ctypes.c_uint64) for name in (
+            "start_code", "end_code", "start_data", "end_data", "start_brk", "brk",
+            "start_stack", "arg_start", "arg_end", "env_start", "env_end")),
+            ("auxv", ctypes.c_void_p), ("auxv_size", ctypes.c_uint32),
+            ("exe_fd", ctypes.c_int32)]
+
+    lib = libc()
+    lib.sbrk.restype = ctypes.c_void_p
+    lib.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
+                          ctypes.c_ulong]
+    try:
+        brk = lib.sbrk(ctypes.c_long(0)) or 0
+        mm = MmMap(field(26), field(27), field(45), field(46), field(47), brk, field(28),
+                   field(48), field(48), field(50), field(50), None, 0, -1)
+    except (IndexError, ValueError):
+        return False
+    if lib.prctl(_PR_SET_MM, _PR_SET_MM_MAP, ctypes.byref(mm), ctypes.sizeof(mm), 0) != 0:
+        return False
+    with open("/proc/self/cmdline", "rb") as f:
+        return f.read() == b""
 
 
 def start_tool(argv: list[str], stdin: IO[bytes] | int, cwd: str | None) -> subprocess.Popen:

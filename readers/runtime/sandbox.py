@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import stat
 from pathlib import Path
 from typing import Callable
 
@@ -26,7 +27,11 @@ WORKER_DIR = Path("/run/bastion-worker")
 # empty directory (made by the pool), capped in bytes, reachable by no other process on the host
 SCRATCH_DIR = Path("/run/bastion-scratch")
 
-# Landlock filesystem rights that change the filesystem (reading and executing stay allowed).
+# Landlock filesystem rights: reading (and executing) a file, listing a directory
+_LL_EXECUTE, _LL_READ_FILE, _LL_READ_DIR = 1 << 0, 1 << 2, 1 << 3
+_LL_READ_RIGHTS = _LL_EXECUTE | _LL_READ_FILE | _LL_READ_DIR
+_LL_FILE_RIGHTS = _LL_EXECUTE | _LL_READ_FILE | (1 << 1) | (1 << 14)  # what a file's rule takes
+# and the rights that change the filesystem
 _LL_WRITE_FILE = 1 << 1
 _LL_WRITE_RIGHTS_V1 = (
     (1 << 1) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10)
@@ -37,6 +42,20 @@ _LL_TRUNCATE = 1 << 14  # ABI 3
 _LL_NET_ALL = (1 << 0) | (1 << 1)  # ABI 4: bind and connect TCP
 _LL_SCOPE_ALL = (1 << 0) | (1 << 1)  # ABI 6: abstract unix sockets and signals of other domains
 _MS_RDONLY, _MS_REC = 1, 16384
+
+# What every document's process may read besides its scratch, the interpreter, bastion and its
+# environment's packages, and the tools (and their data) its jobs name: the system's programs,
+# libraries and shared data, what the dynamic loader, fontconfig and ``mimetypes`` read,
+# ``/proc`` (other processes' memory, descriptors and environment stay behind ptrace's rules)
+# and the harmless devices.  Nothing else of the host: no home, no output store, no ``/etc``
+# beyond these, no ``/tmp``, no ``/srv``, no mount of the user's (docs/security.md).
+SYSTEM_READ = (
+    "/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin",
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+    "/etc/mime.types", "/etc/fonts", "/etc/alternatives", "/var/cache/fontconfig",
+    "/proc", "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+    "/sys/devices/system/cpu",
+)
 _PR_CAPBSET_DROP, _PR_SET_DUMPABLE = 24, 4
 
 # The most processes (threads count) one worker slot's uid may have at once: the slot's uid is
@@ -59,11 +78,14 @@ def landlock_restrict(writable: list[Path]) -> int:
     return abi
 
 
-def landlock_ruleset(writable: list[Path]) -> tuple[int, int | None]:
+def landlock_ruleset(writable: list[Path], readable: list[str] | None = None,
+                     ) -> tuple[int, int | None]:
     """(Landlock ABI, a ruleset's descriptor) allowing filesystem changes only in ``writable``
-    and no TCP; (0, None) where the kernel has no Landlock.  Made once, it can be enforced by
-    many processes (:func:`landlock_enforce`: the zygote makes it, each document's child
-    enforces it, one system call)."""
+    and no TCP; (0, None) where the kernel has no Landlock.  With ``readable``, reading,
+    listing and executing too are allowed only beneath ``writable`` and ``readable`` (a
+    path that does not exist is left out; a file's rule covers that file alone).  Made once,
+    it can be enforced by many processes (:func:`landlock_enforce`: the zygote makes it, each
+    document's child enforces it, one system call)."""
     import ctypes
 
     lib = libc()
@@ -72,7 +94,7 @@ def landlock_ruleset(writable: list[Path]) -> tuple[int, int | None]:
     abi = syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     if abi < 1:
         return 0, None
-    fs = _LL_WRITE_RIGHTS_V1
+    fs = _LL_WRITE_RIGHTS_V1 | (_LL_READ_RIGHTS if readable is not None else 0)
     if abi >= 2:
         fs |= _LL_REFER
     if abi >= 3:
@@ -96,14 +118,21 @@ def landlock_ruleset(writable: list[Path]) -> tuple[int, int | None]:
         return 0, None
     try:
         rules: list[tuple[str, int]] = [(str(p), fs) for p in writable]
-        rules.append(("/dev/null", _LL_WRITE_FILE | (_LL_TRUNCATE if abi >= 3 else 0)))
+        rules.append(("/dev/null", _LL_WRITE_FILE | (_LL_TRUNCATE if abi >= 3 else 0)
+                      | (_LL_READ_FILE if readable is not None else 0)))
+        rules += [(p, _LL_READ_RIGHTS) for p in readable or ()]
         for path, rights in rules:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
-                if os.path.isdir(path):
-                    allowed = rights
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except FileNotFoundError:
+                if path == "/dev/null" or readable is None or (path, fs) in rules:
+                    raise
+                continue  # a read path this host has not (/lib32, a tool's absent data)
+            try:
+                if stat.S_ISDIR(os.fstat(fd).st_mode):
+                    allowed = rights & fs
                 else:  # a file takes only file rights
-                    allowed = rights & (_LL_WRITE_FILE | _LL_TRUNCATE)
+                    allowed = rights & fs & _LL_FILE_RIGHTS
                 rule = PathBeneath(allowed, fd)
                 if syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0) < 0:
                     raise OSError(ctypes.get_errno(), "landlock_add_rule")
@@ -136,6 +165,50 @@ def prepared_enforce(ruleset: int | None) -> Callable[[], None]:
         os.close(ruleset)
 
     return enforce
+
+
+class DocumentRules:
+    """The Landlock ruleset each document's process enforces as it starts (made by the
+    zygote): it may change files only in ``scratch``, and read, list or run only what
+    reading needs — :data:`SYSTEM_READ`, ``readable`` (the interpreter, bastion, the
+    environment's packages) and the tools and tool data the parent's prepare messages name
+    (:meth:`add_tools`: the ruleset is made again when one names a path it did not cover,
+    before the next process is forked).  :meth:`enforce` is what the child calls."""
+
+    def __init__(self, scratch: Path, readable: list[str]) -> None:
+        self.scratch = scratch
+        self.readable = covering([*SYSTEM_READ, *readable])
+        self.tools: list[str] = []
+        self.abi, self._ruleset = landlock_ruleset([scratch], self.readable)
+        self._enforce = prepared_enforce(self._ruleset)
+
+    def add_tools(self, paths: list[str]) -> None:
+        """Let the processes forked from now on read ``paths`` too (tools, their data)."""
+        new = [p for p in paths if p and os.path.isabs(p)
+               and not any(_beneath(p, q) for q in (*self.readable, *self.tools))]
+        if not new or self._ruleset is None:
+            return
+        self.tools = covering([*self.tools, *new])
+        os.close(self._ruleset)
+        self.abi, self._ruleset = landlock_ruleset([self.scratch], [*self.readable, *self.tools])
+        self._enforce = prepared_enforce(self._ruleset)
+
+    def enforce(self) -> None:
+        self._enforce()
+
+
+def _beneath(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def covering(paths: list[str]) -> list[str]:
+    """``paths`` (each as written and as its links lead), without those beneath another."""
+    forms = sorted({f for p in paths if p for f in (os.path.abspath(p), os.path.realpath(p))})
+    out: list[str] = []
+    for path in forms:  # sorted: a directory comes before what is beneath it
+        if not any(_beneath(path, q) for q in out):
+            out.append(path)
+    return out
 
 
 def landlock_enforce(ruleset: int) -> None:
@@ -216,7 +289,7 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int,
         raise OSError(err, f"mount {source or fstype} on {target}: {os.strerror(err)}")
 
 
-def _blocking_ancestor(path: str, uid: int, gid: int) -> str | None:
+def blocking_ancestor(path: str, uid: int, gid: int) -> str | None:
     """The topmost directory above ``path`` that ``uid``/``gid`` may not pass, or None."""
     parts = Path(path).parts
     for i in range(2, len(parts)):
@@ -235,7 +308,7 @@ def build_view(paths: list[str], uid: int, gid: int) -> list[str]:
     Returns the directories covered."""
     by_top: dict[str, list[str]] = {}
     for path in paths:
-        top = _blocking_ancestor(path, uid, gid)
+        top = blocking_ancestor(path, uid, gid)
         if top is not None:
             by_top.setdefault(top, []).append(path)
     for top, under in by_top.items():

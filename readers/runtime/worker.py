@@ -38,7 +38,7 @@ from .identity import dropped, measure
 from .job import Job
 from .schema import load
 from .procs import CHILD_ENV, containment, start_worker, stop_worker, worker_status
-from .sandbox import SCRATCH_DIR, WORKER_DIR, passable, reachable
+from .sandbox import SCRATCH_DIR, WORKER_DIR, blocking_ancestor, passable, reachable
 
 __all__ = ["Child", "Gone", "Misbehaved", "StartError", "ToolPaths", "Worker", "open_document"]
 
@@ -47,9 +47,15 @@ __all__ = ["Child", "Gone", "Misbehaved", "StartError", "ToolPaths", "Worker", "
 # package itself (site-packages/bastion/readers/..), whose parent holds it
 _UP = Path(__file__).resolve().parent.parent
 _REPO = str(_UP if (_UP / "bastion" / "__init__.py").is_file() else _UP.parent)
+# What a worker runs, read from its stdin (``python -I -S`` and nothing more on its command
+# line, no environment): its module path, its control socket moved to fd 0, its settings
 _BOOT = (
-    "import sys; sys.path[:0] = {path!r}; "
-    "from bastion.readers.runtime.workermain import main; main()"
+    "import os, sys\n"
+    "os.dup2({control}, 0)\n"
+    "os.close({control})\n"
+    "sys.path[:0] = {path!r}\n"
+    "from bastion.readers.runtime.workermain import main\n"
+    "main({config!r})\n"
 )
 
 
@@ -61,10 +67,10 @@ class Worker:
     """One worker and what the parent keeps of it; the jobs it holds are its ``hand``'s."""
 
     __slots__ = ("proc", "control", "dir", "err", "ready", "killed", "started", "contained",
-                 "pid", "pidfd", "user", "identity", "hand", "prepared", "gen", "forked")
+                 "pid", "pidfd", "user", "identity", "hand", "prepared", "gen", "forked", "view")
 
     def __init__(self, proc: subprocess.Popen, control: socket.socket, wdir: Path,
-                 user: tuple[int, int] | None = None) -> None:
+                 user: tuple[int, int] | None = None, view: frozenset[str] = frozenset()) -> None:
         self.proc = proc
         self.control = control  # the parent's end of the control socket
         self.dir = wdir
@@ -81,12 +87,15 @@ class Worker:
         self.prepared: dict[tuple[str, str, str], int] = {}  # what it was asked to load: gen
         self.gen = 0  # prepare messages sent
         self.forked = 0  # prepare messages its zygote had applied when it forked its last spare
+        self.view = view  # the tools' paths bound into its view
 
     @classmethod
     def start(cls, wdir: Path, limits: Limits, *, user: tuple[int, int] | None,
-              extra_readers: tuple[str, ...], contain: str) -> "Worker":
+              extra_readers: tuple[str, ...], contain: str,
+              tool_view: frozenset[str] = frozenset()) -> "Worker":
         """Make its directory ``wdir`` and start a worker in it (:class:`StartError` when
-        the process cannot be started); its control socket and stderr do not block."""
+        the process cannot be started; ``tool_view``: tools' paths to bind into its view, as
+        the interpreter's); its control socket and stderr do not block."""
         wdir.mkdir(parents=True, exist_ok=False)
         mount = user is not None
         if user is not None:  # its own directory, seen as WORKER_DIR in its namespace
@@ -96,23 +105,24 @@ class Worker:
         scratch = str(SCRATCH_DIR) if mount else str(wdir / "scratch")
         config = {"dir": seen_as, "bind": str(wdir) if mount else None, "user": user,
                   "scratch": scratch,
-                  "view": view_paths() if mount else [],
+                  "view": [*view_paths(), *sorted(tool_view)] if mount else [],
                   "limits": limits.as_dict(), "extra_readers": list(extra_readers),
                   "contain": containment(contain, mount)[1]}
-        argv = [sys.executable, "-I", "-S", "-c", _BOOT.format(path=worker_path()),
-                json.dumps(config)]
-        env = dict(CHILD_ENV, TMPDIR=scratch)
+        config["env"] = dict(CHILD_ENV, TMPDIR=scratch)  # set by the worker itself
         # messages kept whole, with descriptors (a spare's channel): SOCK_SEQPACKET
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        boot = _BOOT.format(control=theirs.fileno(), path=worker_path(),
+                            config=json.dumps(config)).encode()
         try:
-            proc = start_worker(argv, env, str(wdir), theirs.fileno(), contain, mount)
+            proc = start_worker([sys.executable, "-I", "-S"], boot, str(wdir), theirs.fileno(),
+                                contain, mount)
         except OSError as e:
             ours.close()
             raise StartError(str(e)) from None
         finally:
             theirs.close()
         ours.setblocking(False)
-        worker = cls(proc, ours, wdir, user)
+        worker = cls(proc, ours, wdir, user, tool_view if mount else frozenset())
         assert proc.stderr is not None
         os.set_blocking(proc.stderr.fileno(), False)
         return worker
@@ -179,16 +189,15 @@ class Worker:
             raise WorkerError(f"a reader worker kept root or a capability: {self.identity}")
 
     def prepare(self, job: Job, tools: dict[str, str]) -> int:
-        """Ask the zygote to load ``job``'s reader family (once per family, and per tools for
-        the families whose engines it warms); the generation a fresh process needs for it.
-        A spare forked before is shut: the next one will have it."""
-        warmed = job.reader in ("ocr", "pdf", None)
+        """Ask the zygote to load ``job``'s reader family (once per family and tools: what its
+        documents' processes may read, what keys warm engines); the generation a fresh process
+        needs for it.  A spare forked before is shut: the next one will have it."""
         key = (job.reader or "", job.mime if job.reader is None else "",
-               json.dumps(tools, sort_keys=True) if warmed else "")
+               json.dumps(tools, sort_keys=True))
         gen = self.prepared.get(key)
         if gen is None:
             spec = {"reader": job.reader, "mime": job.mime if job.reader is None else None,
-                    "tools": tools if warmed else {}}
+                    "tools": tools}
             try:
                 self.control.sendmsg([json.dumps({"prepare": spec}).encode()])
             except OSError:
@@ -343,6 +352,21 @@ class ToolPaths:
     def __init__(self, user: tuple[int, int] | None) -> None:
         self.user = user
         self._paths: dict[str, str] = {}  # a tool's path -> the one its workers run
+        self._hidden: dict[str, bool] = {}  # a path its workers run -> behind a private dir
+        self.view: frozenset[str] = frozenset()  # such paths: bound into new workers' views
+
+    def widen(self, tools: dict[str, str], view: frozenset[str]) -> bool:
+        """Whether a worker whose view binds ``view`` lacks one of ``tools``' paths (as
+        :meth:`__call__` gave them) that a directory above hides from its user (kept in
+        :attr:`view` for the workers started from now on)."""
+        if self.user is None:
+            return False
+        for path in tools.values():
+            if path not in self._hidden:
+                self._hidden[path] = blocking_ancestor(path, *self.user) is not None
+        hidden = frozenset(p for p in tools.values() if self._hidden[p])
+        self.view |= hidden
+        return not hidden <= view
 
     def __call__(self, tools: dict[str, str]) -> dict[str, str]:
         if self.user is None or not tools:

@@ -1,8 +1,11 @@
 """A worker: the zygote (:mod:`bastion.readers.runtime.zygote`), and the documents' processes it forks.
 
-Started by :class:`bastion.readers.runtime.pool.WorkerPool` as ``python -I -S -c …`` with one JSON
-argument (its private directory, the limits, how it holds its descendants).  It enters the
-sandbox first (:func:`main`), then becomes the zygote, which forks each document's process:
+Started by :class:`bastion.readers.runtime.pool.WorkerPool` as ``python -I -S`` with no other
+argument and no environment: what it runs, and its settings (its private directory, the
+limits, how it holds its descendants, its environment), come on its stdin, read whole before
+it starts; its command line is then emptied
+(:func:`bastion.readers.runtime.procs.blank_cmdline`).  It enters the sandbox first
+(:func:`main`), then becomes the zygote, which forks each document's process:
 a spare waiting on its own channel to the parent (:func:`serve`), which reads the documents
 the parent hands it (:func:`handle`) and answers the parent directly.  The zygote's own
 control messages are in :mod:`bastion.readers.runtime.zygote`.
@@ -242,16 +245,21 @@ def serve(jobs: socket.socket, answers: int, scratch: Path, limits, registry: An
                 # zygote clears the whole scratch after the process)
 
 
-def main() -> None:
-    config = json.loads(sys.argv[1])
+def main(settings: str) -> None:
+    """The worker, started as ``python -I -S`` with no environment, reading what to run from
+    its stdin (:data:`bastion.readers.runtime.worker._BOOT`): ``settings`` are its JSON."""
+    config = json.loads(settings)
     workdir = Path(config["dir"])
-    from .procs import NAMESPACES, contain_descendants, host_pid
+    from .procs import NAMESPACES, blank_cmdline, contain_descendants, host_pid
 
     # first, before anything else runs: nothing a reader starts may outlive this worker
     contained = contain_descendants(config.get("contain", ""))
+    # and nothing it or a document's process says can be read in /proc/<pid>/cmdline
+    blank_cmdline()
+    os.environ.clear()
+    os.environ.update(config.get("env") or {})
     from ..base import Limits
-    from .sandbox import (bind_worker_dir, enter_sandbox, landlock_ruleset, mount_scratch,
-                          prepared_enforce)
+    from .sandbox import DocumentRules, bind_worker_dir, enter_sandbox, mount_scratch
 
     limits = Limits.from_dict(config["limits"])
     if config.get("bind"):  # it gives up root: its directory where its user can reach it
@@ -287,18 +295,41 @@ def main() -> None:
     except langid.Unavailable:
         pass  # every child keeps its text without languages, and says why
 
-    # made once, enforced by each document's process (one system call): it may write only in
-    # its scratch (and its text, through the descriptor the parent gave)
-    _, ruleset = landlock_ruleset([scratch])
-    narrow = prepared_enforce(ruleset)
+    # made once (again when a prepare names a tool it does not cover), enforced by each
+    # document's process (one system call): it may write only in its scratch (and its text,
+    # through the descriptor the parent gave), and read only what reading needs
+    rules = DocumentRules(scratch, read_paths())
+    # and a seccomp filter of its own, stacked on the zygote's (readers/runtime/seccomp.py)
+    from . import seccomp
+
+    document_filter = seccomp.prepared(seccomp.document_program()) if filtered else None
+
+    def narrow() -> None:
+        rules.enforce()
+        if document_filter is not None:
+            document_filter()
 
     # what it says of itself is informative only: the pool measures it from /proc
     ready = {"ready": True, "contained": contained, "pid": pid, "landlock": abi,
              "seccomp": filtered}
     control.sendmsg([json.dumps(ready).encode()])
+    def prepared(spec: dict[str, Any]) -> None:
+        tools = spec.get("tools")
+        if isinstance(tools, dict):
+            rules.add_tools([p for p in tools.values() if isinstance(p, str)])
+        prepare(spec, limits, scratch, registry)
+
     Zygote(control, scratch=scratch, pid1=contained in NAMESPACES, narrow=narrow,
            child_main=lambda jobs, answers: serve(jobs, answers, scratch, limits, registry),
-           prepare=lambda spec: prepare(spec, limits, scratch, registry)).run()
+           prepare=prepared).run()
+
+
+def read_paths() -> list[str]:
+    """What a document's process must read of this interpreter: the program, the standard
+    library and every directory on its module path (bastion's tree, the environment's
+    packages), as written and as their links lead."""
+    return [p for p in (sys.executable, os.path.realpath(sys.executable), sys.base_prefix,
+                        *sys.path) if p and os.path.isabs(p)]
 
 
 def scratch_bytes(limits) -> int:
@@ -377,4 +408,4 @@ def prepare(spec: dict[str, Any], limits, scratch: Path, registry: Any = None) -
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.stdin.read())

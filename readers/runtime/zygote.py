@@ -4,7 +4,8 @@ The worker process is a *zygote* (:func:`bastion.readers.runtime.workermain.main
 one): it has entered the sandbox, imports the reader families the parent names and loads
 their engines (the warm libtesseract), and from then on only forks.  It keeps one *spare*
 child forked ahead while the slot is idle: a process that has narrowed its sandbox (a second
-Landlock domain: it may write only in the scratch) and waits on a channel of its own to the
+Landlock domain: it may write only in the scratch and read only what reading needs; a second
+seccomp filter) and waits on a channel of its own to the
 parent, made by the zygote for it alone — a ``SOCK_SEQPACKET`` socket for its jobs (each with
 the document's descriptor and the text file's) and a pipe for its answers.  The zygote hands
 the parent's ends to the parent (``SCM_RIGHTS``) and closes them: the parent gives the child
