@@ -1,4 +1,5 @@
-"""bastion's doit tasks: ``doit walk``, ``doit extract``, ``doit extract:<root>/<path>``.
+"""bastion's doit tasks: ``doit walk``, ``doit extract``, ``doit extract:<root>/<path>``,
+``doit index``.
 
 Thin by design: the generators live in ``tasks/``, and close over one explicit run.  Settings
 are doit variables, e.g. ``doit extract manifest=examples/manifest.yaml out=/tmp/out jobs=2
@@ -33,3 +34,8 @@ task_extract = pipeline.after_walk(RUN, task_extract)
 def task__extract_finish():
     """write extract.jsonl and extract.summary.json"""
     return pipeline.finish_task(RUN)
+
+
+def task_index():
+    """index the stored texts for bastion search (the manifest's stages: walk, extract, index)"""
+    return pipeline.index_task(RUN)

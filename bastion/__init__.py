@@ -40,10 +40,11 @@ if not (_Path(__file__).parent / "readers").is_dir() and (_ROOT / "readers" / "_
     __path__.append(str(_ROOT))  # noqa: F821 (the package's own __path__)
 
 if TYPE_CHECKING:
-    from .api import extract_bytes, extract_file, read_summary, records, sweep
+    from .api import Shown, extract_bytes, extract_file, read_summary, records, search, show, sweep
     from .errors import (BastionError, ConfigError, LockedError, ManifestError,
-                         NotAnOutputError, OutputError, PrerequisiteError, SignatureError,
-                         WorkerError)
+                         NotAnOutputError, OutputError, PrerequisiteError, QueryError,
+                         SignatureError, WorkerError)
+    from .tasks.index.query import Hit, Place, SearchResults
     from .extractor import Extractor, OutlineEntry, Result
     from .outputs import ExtractSummary, Summary, ToolInfo, WalkSummary
     from .readers.base import Limits
@@ -54,24 +55,26 @@ if TYPE_CHECKING:
 # Each public name and the module it comes from, imported on first use: a reader worker
 # imports ``bastion.readers.runtime.workermain``, and must not pay for the API (the pool, the records)
 _EXPORTS = {
-    **dict.fromkeys(["extract_file", "extract_bytes", "sweep", "records", "read_summary"], ".api"),
+    **dict.fromkeys(["extract_file", "extract_bytes", "sweep", "records", "read_summary",
+                     "search", "show", "Shown"], ".api"),
     **dict.fromkeys(["BastionError", "ConfigError", "ManifestError", "SignatureError",
                      "PrerequisiteError", "OutputError", "LockedError", "NotAnOutputError",
-                     "WorkerError"], ".errors"),
+                     "QueryError", "WorkerError"], ".errors"),
+    **dict.fromkeys(["Hit", "Place", "SearchResults"], ".tasks.index.query"),
     **dict.fromkeys(["Extractor", "OutlineEntry", "Result"], ".extractor"),
     **dict.fromkeys(["ExtractSummary", "Summary", "ToolInfo", "WalkSummary"], ".outputs"),
     "Limits": ".readers.base",
     "DocMeta": ".readers.metadata",
-    **dict.fromkeys(["Status", "Verdict"], ".readers.verdict"),
+    **dict.fromkeys(["Status", "Verdict"], ".readers.runtime.verdict"),
     **dict.fromkeys(["ExtractRecord", "WalkRecord"], ".tasks.records"),
 }
 
 __all__ = [
-    "extract_file", "extract_bytes", "sweep", "records", "read_summary",
-    "Extractor", "Result", "OutlineEntry", "Limits", "DocMeta", "Status", "Verdict",
+    "extract_file", "extract_bytes", "sweep", "records", "read_summary", "search", "show",
+    "Shown", "Hit", "Place", "SearchResults", "Extractor", "Result", "OutlineEntry", "Limits", "DocMeta", "Status", "Verdict",
     "Summary", "WalkSummary", "ExtractSummary", "ToolInfo", "WalkRecord", "ExtractRecord",
     "BastionError", "ConfigError", "ManifestError", "SignatureError", "PrerequisiteError",
-    "OutputError", "LockedError", "NotAnOutputError", "WorkerError",
+    "OutputError", "LockedError", "NotAnOutputError", "QueryError", "WorkerError",
     "__version__",
 ]
 

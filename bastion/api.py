@@ -1,23 +1,31 @@
 """bastion's Python API: one document (:func:`extract_file`, :func:`extract_bytes`), a whole
 manifest (:func:`sweep`), and an output directory read back (:func:`records`,
-:func:`read_summary`).  docs/api.md shows each with a runnable example.
+:func:`read_summary`, a walked file's stored text :func:`show`, the full-text index
+:func:`search`).  docs/api.md shows each with a runnable example.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from bastion.readers.base import Limits
 
 from .errors import LockedError, OutputError
 from .extractor import Result, Tools, default_extractor
-from .outputs import Summary, read_summary, records
+from .outputs import Summary, extract_record, read_summary, records
 
-__all__ = ["extract_file", "extract_bytes", "sweep", "records", "read_summary"]
+if TYPE_CHECKING:
+    from bastion.tasks.index.query import SearchResults
+    from bastion.tasks.records import ExtractRecord
+
+__all__ = ["extract_file", "extract_bytes", "sweep", "records", "read_summary", "search",
+           "show", "Shown"]
 
 
 def extract_file(path: str | os.PathLike[str], *, limits: Limits | None = None,
@@ -79,6 +87,7 @@ def sweep(manifest: str | os.PathLike[str], out: str | os.PathLike[str] | None =
     from bastion.tasks.config import RunConfig, forget_manifests, jobs_error, load
     from bastion.tasks.output.atomic import OutputLock
     from bastion.tasks.extract.run import check_stages
+    from bastion.tasks.manifest import STAGES
 
     problem = jobs_error(jobs)
     if problem is not None:
@@ -93,9 +102,10 @@ def sweep(manifest: str | os.PathLike[str], out: str | os.PathLike[str] | None =
                     slice=EXTRACT_SLICE)
     loaded, out_dir = load(cfg)
     wanted = list(stages) if stages is not None else list(loaded.stages)
-    run: list[str] = [s for s in ("walk", "extract") if s in wanted]  # always in this order
+    run: list[str] = [s for s in STAGES if s in wanted]  # always in this order
     if not run or len(run) != len(set(wanted)):
-        raise ValueError(f"stages must be 'walk' and/or 'extract', not {wanted!r}")
+        raise ValueError(f"stages must be among {', '.join(STAGES)}, not {wanted!r}")
+    cfg = dataclasses.replace(cfg, stages=tuple(run))
     check_stages(loaded, out_dir, run)
     lock = OutputLock.acquire(out_dir)  # a held lock is a LockedError here, not a printed line
     tee = _Tee(sys.stderr, show=not quiet)
@@ -115,3 +125,51 @@ def sweep(manifest: str | os.PathLike[str], out: str | os.PathLike[str] | None =
     if "extract" not in run:
         summary = Summary(summary.out, summary.walk, None)
     return summary
+
+
+def search(out: str | os.PathLike[str], query: str, *, limit: int = 10) -> SearchResults:
+    """The texts of the output ``out``'s full-text index (the index stage) that match
+    ``query`` (SQLite FTS5's query syntax: docs/search.md), best first (bm25), at most
+    ``limit``: a frozen :class:`bastion.SearchResults` of :class:`bastion.Hit` s, each with
+    its rank, score (higher is better), store file, the walked paths that name it
+    (:class:`bastion.Place`) and a snippet with the matched words' spans.
+
+    Raises QueryError (a query FTS5 refuses, or an empty one), PrerequisiteError (no index
+    in ``out``), NotAnOutputError (``out`` is not a bastion output); ValueError for a
+    ``limit`` outside 1…10,000."""
+    from bastion.tasks.index.query import search as search_index
+    from bastion.tasks.output.readonly import open_read
+
+    with open_read(out) as read:
+        return search_index(read, query, limit)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A walked file's record and its stored text (``None`` unless the record is ``ok``)."""
+
+    record: ExtractRecord
+    text: str | None
+
+
+def show(out: str | os.PathLike[str], path: str) -> Shown:
+    """The record and stored text of the walked file ``path`` of the output ``out``, named as
+    ``bastion show`` takes it: ``ROOT/PATH``, a path relative to the one root that has it,
+    or the file's path on disk under a root.  LookupError when it names no walked file,
+    several, or one not extracted yet; NotAnOutputError when ``out`` is not an output."""
+    from bastion.tasks.commands.show import TEXT
+    from bastion.tasks.commands.stored import open_stored
+
+    with open_stored(out) as stored:
+        found = stored.resolve(path)
+        if len(found) != 1:
+            raise LookupError(f"{path}: names {'no' if not found else len(found)} walked "
+                              f"file(s) in {out}" + ("" if not found else ": " + ", ".join(
+                                  f"{r}/{p}" for r, p in found)))
+        row = stored.record_row(*found[0])
+        if row is None:
+            raise LookupError(f"{path}: walked, not extracted yet")
+        record = stored.record(row)
+        rel = TEXT(record)
+        text = stored.out.read(rel).decode("utf-8", "replace") if rel is not None else None
+    return Shown(extract_record(record), text)

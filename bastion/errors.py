@@ -9,6 +9,7 @@
      │    ├── LockedError         another bastion run holds the output directory
      │    ├── UnsafeOutputError   the output directory is a symlink, someone else's, or loose
      │    └── NotAnOutputError    the directory holds no bastion output (no walk.jsonl)
+     ├── QueryError               a search query the index cannot run (FTS5 refused it)
      └── WorkerError              the sandboxed reader workers cannot be started or were lost
 
 A document that cannot be read is never an exception: it is a :class:`bastion.Result` (or a
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 __all__ = ["BastionError", "ConfigError", "ManifestError", "SignatureError",
            "PrerequisiteError", "OutputError", "LockedError", "UnsafeOutputError",
-           "NotAnOutputError", "WorkerError", "CANNOT_START"]
+           "NotAnOutputError", "QueryError", "WorkerError", "CANNOT_START"]
 
 
 class BastionError(Exception):
@@ -73,6 +74,11 @@ class UnsafeOutputError(OutputError):
 
 class NotAnOutputError(OutputError):
     """The directory holds no bastion output (no ``walk.jsonl``) or a damaged one."""
+
+
+class QueryError(BastionError):
+    """A search query the index cannot run: not valid FTS5 query syntax, or empty
+    (``bastion search``, :func:`bastion.search`); the message says why and how to quote."""
 
 
 class WorkerError(BastionError):

@@ -16,6 +16,7 @@ exit; a forked child forgets its parent's workers (and starts its own on first u
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import hashlib
 import os
@@ -215,6 +216,10 @@ class Extractor:
         # build the same: the extra readers first)
         self.registry = Registry.with_modules(self.extra_readers)
         self.limits = limits if limits is not None else Limits()
+        if tools is None or (not isinstance(tools, str) and len(tools) == 0) or (
+                tools == "auto" and os.environ.get("BASTION_NO_EXTERNAL") == "1"):
+            # built-in readers only: a record says a tool was not used for that reason
+            self.limits = dataclasses.replace(self.limits, external_off=True)
         self.tools = find_tools(tools, versions=tool_versions)
         self.jobs = jobs
         self.markdown = markdown
@@ -357,24 +362,7 @@ class Extractor:
         self._done.clear()
         if pool is None:
             return
-        for w in pool.workers:
-            for stream in (w.proc.stdin, w.proc.stdout, w.proc.stderr,
-                           getattr(w, "jobs", None)):  # pipes, or the job socket
-                try:
-                    if stream is not None:
-                        stream.close()
-                except OSError:
-                    pass
-            pidfd = getattr(w, "pidfd", None)
-            if isinstance(pidfd, int):
-                try:
-                    os.close(pidfd)
-                except OSError:
-                    pass
-        try:
-            pool.sel.close()
-        except OSError:
-            pass
+        pool.abandon()  # its copies of the workers' descriptors closed, no process touched
 
     def close(self) -> None:
         """Stop the workers and remove the scratch directory (idempotent)."""

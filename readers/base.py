@@ -74,6 +74,11 @@ class Limits:
     # per worker to map, readers/text/langmodel.py): a sweep always; ``bastion text`` without
     # --json leaves them out
     name_languages: bool = _limit(True, "internal")
+    # the run's external tools are off (--no-external, BASTION_NO_EXTERNAL=1, the API's
+    # tools=None): a reader that would call one says it was not used for that reason rather
+    # than that it is missing (readers/errors.py ``missing_tool``); part of the task key of
+    # the readers that may call a tool
+    external_off: bool = _limit(False, "internal")
 
     def as_dict(self) -> dict[str, Any]:
         return {

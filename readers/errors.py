@@ -19,6 +19,7 @@ The runtime adds the kinds it detects from outside the reader: ``timeout``, ``me
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from .metadata import DocMeta
 from .result import ReadResult
@@ -81,6 +82,19 @@ class Unsupported(Exception):
     @property
     def message(self) -> str:
         return str(self.args[0]) if self.args else "unsupported"
+
+
+OFF = "not used: external tools are off (--no-external)"
+
+
+def missing_tool(message: str, limits: Any) -> str:
+    """The message of a document whose external tool did not run: ``message`` ("needs
+    tesseract on this machine") as it is, or, when the run turned external tools off
+    (``limits.external_off``), that the tool was not used for that reason, whether or not
+    it is installed ("needs tesseract, not used: external tools are off (--no-external)")."""
+    if not getattr(limits, "external_off", False):
+        return message
+    return f"{message.removesuffix(' on this machine')}, {OFF}"
 
 
 class CapReached(Exception):

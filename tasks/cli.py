@@ -14,7 +14,7 @@ import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, NoReturn, Sequence
+from typing import Any, Iterator, NoReturn, Sequence
 
 from bastion.errors import CANNOT_START, OutputError
 
@@ -48,9 +48,11 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error exits 1: bastion's exit code 2 means "completed with
     ``error`` records", which a CI job must be able to tell from a mistyped option."""
 
+    usage_exit = EXIT_INVALID  # grep and search say 2 for a usage error, as grep does
+
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(EXIT_INVALID, f"{self.prog}: error: {message}\n")
+        self.exit(self.usage_exit, f"{self.prog}: error: {message}\n")
 
 
 class _Version(argparse.Action):
@@ -136,12 +138,18 @@ def build_parser() -> argparse.ArgumentParser:
                   extract=False, walk=True)
     _stage_parser(sub, "extract", "extract text from the walked files into the text store",
                   extract=True, walk=False)
-    _stage_parser(sub, "sweep", "run the manifest's stages in order (walk, then extract)",
+    _stage_parser(sub, "index", "index the stored texts for bastion search (the records "
+                  "already there)", extract=False, walk=False)
+    _stage_parser(sub, "sweep", "run the manifest's stages in order (walk, extract, index)",
                   extract=True, walk=True)
 
     from .commands.onefile import add_parser as add_text_parser
 
     add_text_parser(sub)
+    from .commands import grep, search, show
+
+    for command in (show, grep, search):
+        command.add_parser(sub)
 
     p = sub.add_parser("keygen", help="create an Ed25519 key pair for signing manifests",
                        description="create an Ed25519 key pair for signing manifests")
@@ -190,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _config(args: argparse.Namespace, walk_mode: str) -> RunConfig:
+def _config(args: argparse.Namespace, walk_mode: str, stages: Sequence[str] = ()) -> RunConfig:
     return RunConfig(
         manifest=Path(args.manifest).resolve(),
         out=Path(os.path.abspath(args.out)) if args.out else None,
@@ -204,6 +212,7 @@ def _config(args: argparse.Namespace, walk_mode: str) -> RunConfig:
         walk=walk_mode,
         slice=EXTRACT_SLICE,
         cluster=str(getattr(args, "cluster", "") or "").strip(),
+        stages=tuple(stages),
     )
 
 
@@ -267,7 +276,7 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
 
     from . import doitdb, pipeline
 
-    tasks = ["extract"] if "extract" in stages else ["walk"]
+    tasks = targets(stages)
     argv = ["run", "--db-file", pipeline.doit_db(cfg), "--backend", doitdb.NAME, *tasks]
     real_stderr = sys.stderr
     sys.stderr = _OneLineErrors(real_stderr)
@@ -304,13 +313,39 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
         if problems:
             print(shown(problems), file=sys.stderr)
         print(shown(pipeline.describe_extract(summary, out)), file=sys.stderr)
-    else:
+    elif "walk" in stages:
         print(shown(pipeline.describe_walk(run.walk_summary, out)), file=sys.stderr)
         if problems:
             print(shown(problems), file=sys.stderr)
+    if "index" in stages:
+        print(shown(_describe_index(run.index_summary, out)), file=sys.stderr)
     if walked.get("partial"):  # like rsync's "partial transfer": docs/architecture.md
         code = EXIT_ERRORS_AND_PARTIAL if code == EXIT_ERRORS else EXIT_PARTIAL
     return code
+
+
+def _describe_index(summary: Any, out: Path) -> str:
+    """The index stage's line: what it did, or (doit found it up to date) the index as it
+    stands."""
+    from .index.stage import describe, standing
+    from .output.readonly import open_read
+
+    if summary is None:
+        try:
+            with open_read(out) as read:
+                summary = standing(read)
+        except OutputError:
+            pass
+    return describe(summary, out)
+
+
+def targets(stages: Sequence[str]) -> list[str]:
+    """The doit tasks that run ``stages``: the last one's (``index`` follows ``extract``,
+    which follows ``walk``); ``walk`` too for an index without an extract stage."""
+    if "index" in stages:
+        return ["index"] if "extract" in stages else [s for s in ("walk", "index")
+                                                      if s in stages]
+    return ["extract"] if "extract" in stages else ["walk"]
 
 
 @contextmanager
@@ -337,7 +372,13 @@ def _no_entry_points(group: str) -> tuple[()]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if rest and getattr(args, "command", None) in ("show", "search") and not any(
+            a.startswith("-") and a != "-" for a in rest):
+        args.args += rest  # positionals after an option (show OUT --json PATH): argparse
+        rest = []          # stops at the option with an nargs="+" positional
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command is None:  # the usage, with the commands, and exit 1 (2 means "errors")
         parser.print_help(sys.stderr)
         parser.exit(EXIT_INVALID, "\nbastion: error: a command is required\n")
@@ -366,21 +407,23 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .commands.onefile import run as run_text
 
         return run_text(args)
-    if cmd in ("walk", "extract", "sweep"):
+    if cmd in ("show", "grep", "search"):
+        from .commands import grep, search, show
+
+        return {"show": show, "grep": grep, "search": search}[cmd].run(args)
+    if cmd in ("walk", "extract", "index", "sweep"):
         refusal = _manifest_problem(args)
         if refusal is not None:
             return _fail(refusal)
-    if cmd == "walk":
-        return run_stages(_config(args, "run"), ["walk"])
-    if cmd == "extract":
-        return run_stages(_config(args, "reuse"), ["extract"])
+    if cmd in ("walk", "extract", "index"):
+        return run_stages(_config(args, "run" if cmd == "walk" else "reuse", [cmd]), [cmd])
     if cmd == "sweep":
         cfg = _config(args, "run")
         try:
             manifest, _ = load(cfg)
         except Exception as e:  # noqa: BLE001 — every load failure is a one-line refusal
             return _fail(str(e))
-        return run_stages(cfg, list(manifest.stages))
+        return run_stages(_config(args, "run", manifest.stages), list(manifest.stages))
     if cmd in ("keygen", "sign", "verify"):
         return _signing(args)
     if cmd == "compare":
@@ -390,9 +433,14 @@ def _dispatch(args: argparse.Namespace) -> int:
             why = not_an_output(path)
             if why is not None:
                 return _fail(f"cannot compare {path}: {why}")
+        from .commands.stdout import Stdout
+
         differences = compare_outputs(args.a, args.b, strict=args.strict)
+        stdout = Stdout()  # `| head`: a closed pipe ends the listing quietly, same exit code
         for line in differences:
-            print(shown(line))
+            if not stdout.write(shown(line) + "\n"):
+                break
+        stdout.flush()
         if differences:
             print(f"bastion: {len(differences)} difference(s)", file=sys.stderr)
             return EXIT_DIFFERENT
@@ -407,7 +455,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         except ReportError as e:
             return _fail(str(e))
         if args.html is None:
-            sys.stdout.write(render_text(report))
+            from .commands.stdout import Stdout
+
+            stdout = Stdout()  # (a closed pipe: quiet)
+            stdout.write(render_text(report))
+            stdout.flush()
             return EXIT_OK
         from .output.atomic import write_file_atomically
 

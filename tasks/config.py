@@ -59,6 +59,9 @@ class RunConfig:
     doit_processes: int = 0  # doit's own -n N (refused: bastion has its own workers)
     verbosity: int = 0  # doit's -v N (2: a line per file extracted)
     cluster: str = ""  # a Dask cluster to extract on: tcp://host:8786 or local:N (tasks/cluster/run.py)
+    # the stages this invocation runs (the CLI's: ``bastion index`` runs the index alone);
+    # empty: doit's graph (``doit index`` extracts first)
+    stages: tuple[str, ...] = ()
 
     @classmethod
     def from_vars(cls, get, argv: list[str] | None = None) -> "RunConfig":

@@ -23,7 +23,7 @@ import stat
 from .output.directory import OutputDir
 from .output.modes import OutputError
 
-__all__ = ["DB_NAME", "SCHEMA", "SCHEMA_VERSION", "connect"]
+__all__ = ["DB_NAME", "SCHEMA", "SCHEMA_VERSION", "connect", "open_sqlite"]
 
 DB_NAME = ".bastion/verdicts.sqlite"
 SCHEMA_VERSION = 5
@@ -129,15 +129,7 @@ def connect(od: OutputDir) -> sqlite3.Connection:
     :data:`SCHEMA_VERSION` (autocommit mode: callers open their transactions)."""
     rel = DB_NAME
     try:
-        # made here with the output's mode: sqlite gives its -wal and -shm files the
-        # database's permissions; opened through the state directory's descriptor
-        od.create(rel)
-        for suffix in ("-wal", "-shm"):  # files of an earlier, looser run
-            _tighten(od, rel + suffix)
-        db = sqlite3.connect(od.proc(rel), isolation_level=None)
-        _check_opened(db, od, rel)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
+        db = open_sqlite(od, rel)
         with db:
             db.execute("BEGIN IMMEDIATE")
             version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -156,6 +148,22 @@ def connect(od: OutputDir) -> sqlite3.Connection:
                 db.execute(table)
     except (OSError, sqlite3.Error) as e:
         raise OutputError(f"cannot open the database {od.path / rel}: {e}") from None
+    return db
+
+
+def open_sqlite(od: OutputDir, rel: str) -> sqlite3.Connection:
+    """The SQLite file ``rel`` of the output ``od`` (made if missing), in WAL mode with
+    ``synchronous=NORMAL``, autocommit: made with the output's file mode (sqlite gives its
+    -wal and -shm files the database's permissions), journals of a looser run tightened,
+    opened through the checked descriptor of its directory and checked to be the file made
+    there.  Raises OSError or sqlite3.Error (the caller names the file in its error)."""
+    od.create(rel)
+    for suffix in ("-wal", "-shm"):  # files of an earlier, looser run
+        _tighten(od, rel + suffix)
+    db = sqlite3.connect(od.proc(rel), isolation_level=None)
+    _check_opened(db, od, rel)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
     return db
 
 

@@ -42,7 +42,8 @@ from .walk.globs import dir_excluded, glob_match, path_excluded, root_selects  #
 
 MAX_MANIFEST_BYTES = 1 * MiB
 VERSION = 1
-STAGES: tuple[str, ...] = ("walk", "extract")
+STAGES: tuple[str, ...] = ("walk", "extract", "index")  # the stages, in their order
+DEFAULT_STAGES: tuple[str, ...] = ("walk", "extract")  # a manifest without ``stages``
 # Engine names, never paths: "pdftotext" is looked up on PATH at run time (a sensor).
 PDF_ENGINES: tuple[str, ...] = ("pdfium", "pdfplumber", "pdftotext")
 DEFAULT_MAX_FILE_BYTES = 1 * GiB
@@ -92,7 +93,7 @@ class Manifest:
     digest: str  # sha256 hex of the manifest file's exact bytes
     version: int  # always 1
     roots: tuple[Root, ...]
-    stages: tuple[str, ...]  # non-empty subset of ("walk", "extract"), in that order
+    stages: tuple[str, ...]  # non-empty subset of STAGES (walk, extract, index), in that order
     max_file_bytes: int  # limits.max_file_bytes
     limits: Limits  # the extract budgets
     output_mode: str = "private"  # one of OUTPUT_MODES (docs/security.md)
@@ -289,7 +290,7 @@ class _Validator:
             raise self.error(f"unsupported version {version} (supported: {VERSION})",
                              "version", vnode)
         roots = self.roots(top["roots"][1], path.parent)
-        stages = self.stages(top["stages"][1]) if "stages" in top else STAGES
+        stages = self.stages(top["stages"][1]) if "stages" in top else DEFAULT_STAGES
         values = self.limits(top["limits"][1]) if "limits" in top else {}
         max_file_bytes = values.pop("max_file_bytes", DEFAULT_MAX_FILE_BYTES)
         output_mode = "private"

@@ -4,6 +4,9 @@
 ``extract``           created after ``walk``; one subtask per hashed file (``extract:<root>/<path>``)
 ``_extract_finish``   setup of the ``extract`` group: drain the workers, write extract.jsonl and
                       extract.summary.json (hidden from ``doit list``)
+``index``             after ``extract``: the full-text index brought in step with the records
+                      (up to date while extract.jsonl is the one it was last brought in step
+                      with; tasks/index/stage.py)
 
 Every generator closes over one :class:`bastion.tasks.extract.run.Run` (built by the CLI or ``dodo.py``).
 Every failure that is the run's (bad manifest, missing walk, cannot write) is a failed task
@@ -190,8 +193,51 @@ def _unknown_task(name: str, close: list[str]) -> TaskFailed:
     return TaskFailed(f"no walked file is named {name}{hint}")
 
 
+def _index_action(run: Run) -> TaskFailed | None:
+    """doit action of ``index``: the index brought in step with the records (only after the
+    last doit slice of a run: the records are written then)."""
+    if run.more_slices:
+        return None
+    from .index.stage import describe, sync
+    from .progress import Progress
+
+    shown_progress: list[Progress] = []
+
+    def progress(done: int, total: int) -> None:
+        if not shown_progress:
+            shown_progress.append(Progress("index", total, quiet=run.cfg.quiet, leave=False))
+        shown_progress[0].update(1)
+
+    try:
+        manifest, out = run.load()
+        if "index" not in manifest.stages:
+            return TaskFailed(f"'index' is not in the stages of {manifest.path.name} "
+                              f"(stages: {', '.join(manifest.stages)})")
+        try:
+            run.index_summary = sync(run.lock(), progress=progress)
+        finally:
+            for shown_ in shown_progress:
+                shown_.close()
+    except RUN_ERRORS as e:
+        return TaskFailed(str(e))
+    if run.announce_in_actions:
+        run.announce(describe(run.index_summary, out))
+    return None
+
+
+def _clean_index(run: Run) -> None:
+    """``doit clean index``: the index file and its journals."""
+    from .index.database import INDEX_DB
+
+    od = run.lock()
+    for suffix in ("", "-wal", "-shm"):
+        od.unlink(INDEX_DB + suffix)
+    run.say(f"removed the index in {run.out}")
+
+
 for _f in (_refuse, _walk_action, _extract_action, _finish_action, _finish_teardown,
-           _clean_extract, _clean_item, _clean_walk, _unknown_task):
+           _clean_extract, _clean_item, _clean_walk, _unknown_task, _index_action,
+           _clean_index):
     setattr(_f, "__signature__", inspect.signature(_f))
 
 
@@ -304,6 +350,34 @@ class Freshness:
         return self.reason
 
 
+class IndexFreshness:
+    """The ``index`` task's ``uptodate`` entry: whether the index is in step with the
+    records (asked read-only: ``doit list --status`` makes nothing)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    def __call__(self, task: Any, values: Any) -> bool:
+        if self.run.more_slices:
+            return True  # not the last doit slice of the run: the records are not written yet
+        from bastion.errors import BastionError
+
+        from .index.stage import is_current
+        from .output.readonly import open_read
+
+        try:
+            manifest, out = self.run.load()
+            if "index" not in manifest.stages or not out.is_dir():
+                return False  # (the action says why, or makes it)
+            with open_read(out) as read:
+                return is_current(read)
+        except (BastionError, OSError):
+            return False
+
+    def __repr__(self) -> str:
+        return "the index is in step with extract.jsonl"
+
+
 # -- generators -----------------------------------------------------------------------------
 
 
@@ -381,6 +455,8 @@ def extract_tasks(run: Run) -> Iterator[dict]:
             task = FileTask(full, action, clean, item.fresh)
         group.task_dep.append(full)  # (what doit's loader does for a subtask's dict)
         yield task
+    if every and not cfg.listing:
+        yield from _glob_tasks(cfg.requested, names)
     if every:
         for requested in cfg.requested:
             name = requested.split(":", 1)[1]
@@ -391,6 +467,92 @@ def extract_tasks(run: Run) -> Iterator[dict]:
             close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
             yield {"basename": "extract", "name": name,
                    "actions": [(_unknown_task, (requested, close))], "verbosity": 0}
+
+
+def index_task(run: Run) -> dict:
+    """The index stage's task: after ``extract`` (unless this invocation runs the index
+    alone: ``bastion index``), up to date while the index is in step with the records."""
+    task: dict[str, Any] = {
+        "basename": "index",
+        "doc": "index the stored texts for bastion search (SQLite FTS5; incremental)",
+        "actions": [(_index_action, (run,))],
+        "uptodate": [IndexFreshness(run)],
+        "clean": [(_clean_index, (run,))],
+        "verbosity": 0,
+    }
+    if not run.cfg.stages or "extract" in run.cfg.stages:
+        task["task_dep"] = ["extract"]
+    refusal = refused_settings(run.cfg)
+    if refusal:
+        task["actions"] = [(_refuse, (refusal,))]
+        task["clean"] = []
+    return task
+
+
+def _glob_tasks(requested: tuple[str, ...], names: set[str]) -> Iterator[dict]:
+    """A task named by each glob of the command line (``doit "extract:docs/reports/*"``):
+    it depends on every file's task the glob matches, as doit's own wildcard selects plain
+    tasks (``fnmatch`` over the task names), so doit runs exactly those (the ones not up to
+    date; all of them with ``-a``); a glob that matches nothing fails, saying so.  doit
+    matches a glob before the walk has run and the file tasks exist: :func:`after_walk`
+    makes it wait for them (:func:`_glob_after_creation`)."""
+    import fnmatch
+
+    for pattern in requested:
+        if "*" not in pattern:
+            continue
+        name = pattern.split(":", 1)[1]
+        matched = sorted(n for n in names if fnmatch.fnmatch(f"extract:{n}", pattern))
+        if matched:
+            yield {"basename": "extract", "name": name, "verbosity": 0,
+                   "doc": f"the {len(matched)} walked file(s) {pattern} matches",
+                   "task_dep": [f"extract:{n}" for n in matched], "actions": []}
+        else:
+            yield {"basename": "extract", "name": name, "verbosity": 0,
+                   "actions": [(_unknown_glob, (pattern,))]}
+
+
+def _unknown_glob(pattern: str) -> TaskFailed:
+    return TaskFailed(f"no walked file matches {pattern} (the task names: doit list --all)")
+
+
+setattr(_unknown_glob, "__signature__", inspect.signature(_unknown_glob))
+
+
+def _glob_after_creation() -> None:
+    """Let a glob on the command line match the subtasks of a group doit creates later.
+
+    doit expands a task name holding ``*`` (``doit run "extract:docs/*"``) in
+    ``TaskControl._get_wild_tasks`` against the tasks that exist when the command line is
+    read; the ``extract`` group is created after the walk (``create_after``), so the glob
+    matched nothing and the run did nothing (doit 0.36 and 0.37 alike).  This wraps that
+    method: a glob that matches nothing and names a subtask of a group still to be created
+    (``extract:…``) is kept as one name, which doit then treats as it treats a named subtask
+    of such a group (a placeholder, run once the group is created), and the group's
+    generator yields a task of that very name, depending on the files the glob matches
+    (:func:`_glob_tasks`).  Checked against doit 0.37.0 (run) and 0.36.0 (its control.py
+    read: the same code); any other glob is expanded by doit as before.  Idempotent."""
+    from doit.control import TaskControl
+
+    current = TaskControl._get_wild_tasks
+    if getattr(current, "bastion_after_creation", False):
+        return
+
+    def _get_wild_tasks(self: Any, pattern: str) -> list[str]:
+        found = current(self, pattern)
+        basename = pattern.split(":", 1)[0]
+        if found or basename not in DELAYED_GROUPS or ":" not in pattern:
+            return found
+        group = self.tasks.get(basename)
+        if group is None or not group.loader or getattr(group.loader, "created", True):
+            return found
+        return [pattern]
+
+    setattr(_get_wild_tasks, "bastion_after_creation", True)
+    TaskControl._get_wild_tasks = _get_wild_tasks
+
+
+DELAYED_GROUPS = frozenset({"extract"})  # the groups created after the walk
 
 
 def finish_task(run: Run) -> dict:
@@ -411,7 +573,21 @@ def doit_config(cfg: RunConfig, backend: str | None = None, run: Run | None = No
     if backend is None:
         backend = doitdb.NAME if doitdb.registered() else "json"
     reporter = type("Reporter", (Reporter,), {"verbose": cfg.verbosity >= 2, "run": run})
-    return dict(DOIT_CONFIG, dep_file=doit_db(cfg), backend=backend, reporter=reporter)
+    return dict(DOIT_CONFIG, dep_file=doit_db(cfg), backend=backend, reporter=reporter,
+                default_tasks=default_tasks(cfg))
+
+
+def default_tasks(cfg: RunConfig) -> list[str]:
+    """What a plain ``doit`` runs: the last of the manifest's stages (``index`` pulls
+    ``extract``, which pulls ``walk``); ``extract`` when the manifest cannot be read (its
+    task says why)."""
+    from .config import load
+
+    try:
+        manifest, _ = load(cfg)
+    except Exception:  # noqa: BLE001 — the tasks report a bad manifest themselves
+        return ["extract"]
+    return ["index"] if "index" in manifest.stages else ["extract"]
 
 
 def namespace(run: Run) -> dict[str, Any]:
@@ -430,11 +606,16 @@ def namespace(run: Run) -> dict[str, Any]:
         """write extract.jsonl and extract.summary.json"""
         return finish_task(run)
 
+    def task_index() -> dict:
+        """index the stored texts for bastion search"""
+        return index_task(run)
+
     return {
         "DOIT_CONFIG": doit_config(run.cfg, doitdb.NAME, run),
         "task_walk": task_walk,
         "task_extract": task_extract,
         "task__extract_finish": task__extract_finish,
+        "task_index": task_index,
     }
 
 
@@ -446,6 +627,7 @@ def after_walk(run: Run, generator: Any) -> Any:
         return generator
     from doit import create_after
 
+    _glob_after_creation()
     return create_after(executed="walk")(generator)
 
 

@@ -18,8 +18,9 @@ fork       starts a grandchild ``sleep 1000`` with subprocess.Popen (not run_too
            the sandbox), then sleeps forever
 tool       runs ``sh -c 'sleep 1000.<arg> & sleep 999.<arg>'`` through run_tool (deadline 100 s)
 daemon     starts ``sleep 1000.<arg>`` in a session of its own (setsid), then sleeps forever
-symlink    plants a symlink where the worker writes the text file, then returns text
-garbage    writes a line that is not JSON on the protocol descriptor, then returns text
+symlink    plants a symlink named as its text file in its scratch's parent, then returns text
+garbage    writes a line that is not JSON on its answer pipe, then returns text
+bigline    writes 33 MiB without an end of line on its answer pipe, then exits
 write      tries to create the file named by the argument (``$TMPDIR`` expanded); returns
            ``wrote`` or ``denied: …``
 net        tries a TCP connection to 127.0.0.1:<argument>; returns ``connected`` or
@@ -49,6 +50,10 @@ plant      leaves a mark for the next document: a module attribute and a builtin
            scratch's parent, an ``atexit`` hook, a thread, a child process in a session of its
            own (``sleep 1000.<arg>``); returns ``planted``
 planted    returns, as JSON, which marks of ``plant`` it sees
+memscan    scans its whole address space (every readable mapping in ``/proc/self/maps``, read
+           through ``/proc/self/mem``) for markers; the argument is JSON ``{"markers": [[first
+           half, second half], …]}`` (halves, so that no whole marker is in its own document);
+           returns ``{"found": [index…], "where": {index: mapping}, "scanned": bytes}``
 forge      answers for the worker with a forged line (the argument: JSON merged into a valid
            answer to its job; ``"text_is"`` first tries to make its text a ``dir``, ``fifo``,
            ``symlink``, ``hardlink`` or a ``big`` file, and says in the verdict's warnings
@@ -146,8 +151,8 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
                          stderr=subprocess.DEVNULL)
         _sleep_forever()
     elif cmd == "symlink":
-        # the worker writes t<seq>.txt itself; plant a symlink there first (to a decoy in the
-        # worker's own directory): the parent must refuse a text that is not a regular file
+        # a symlink named as its text (to a decoy) where it may write: its text goes to the
+        # descriptor the parent gave, never to a name
         workdir = ctx.tmpdir.parent
         seq = ctx.tmpdir.name[len("job"):]
         decoy = workdir / "decoy"
@@ -155,7 +160,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         os.symlink(decoy, workdir / f"t{seq}.txt")
         sink.write("text through a symlink\n")
     elif cmd == "garbage":
-        # write junk on the protocol descriptor (the only write-only pipe above fd 2)
+        # write junk on its answer pipe (the only write-only pipe above fd 2)
         import fcntl
 
         for name in os.listdir("/proc/self/fd"):
@@ -167,6 +172,20 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
             except OSError:
                 pass
         sink.write("wrote garbage\n")
+    elif cmd == "bigline":
+        import fcntl
+
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            try:
+                if fd > 2 and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY \
+                        and os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                    block = b"x" * (1 << 20)
+                    for _ in range(33):
+                        os.write(fd, block)
+            except OSError:
+                pass
+        os._exit(0)
     elif cmd == "write":
         try:
             with open(os.path.expandvars(arg), "w") as f:
@@ -435,31 +454,88 @@ def _planted(arg: str, ctx: Context) -> dict:
             "child_alive": alive}
 
 
-ATTACKS = {"status": _status, "sockets": _sockets, "syscalls": _syscalls,
+def memscan(arg: str) -> dict:
+    """Which markers (each given as two halves, never joined here) this process's memory holds,
+    in one byte per character (ASCII, as Python keeps an ASCII str), UTF-16 or UTF-32."""
+    spec = json.loads(arg)
+    forms = []  # (marker index, first half, second half) in each encoding
+    for i, (first, second) in enumerate(spec["markers"]):
+        for encoding in ("ascii", "utf-16-le", "utf-32-le"):
+            forms.append((i, first.encode(encoding), second.encode(encoding)))
+    overlap = max(len(a) + len(b) for _, a, b in forms)
+    found: dict[int, str] = {}
+    context: dict[int, str] = {}
+    scanned = 0
+    with open("/proc/self/maps") as f:
+        maps = f.read().splitlines()
+    try:
+        mem = os.open("/proc/self/mem", os.O_RDONLY)
+    except PermissionError:  # not dumpable (its /proc files are root's): it makes itself so
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+        mem = os.open("/proc/self/mem", os.O_RDONLY)
+    try:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if "r" not in fields[1]:
+                continue
+            where = fields[5].strip() if len(fields) > 5 else "[anonymous]"
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            addr, tail = lo, b""
+            while addr < hi:
+                try:
+                    chunk = os.pread(mem, min(4 << 20, hi - addr), addr)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                buf = tail + chunk
+                for i, first, second in forms:
+                    at = buf.find(first)
+                    while at >= 0:
+                        end = at + len(first)
+                        if buf[end:end + len(second)] == second and i not in found:
+                            found[i] = where
+                            context[i] = repr(buf[max(0, at - 120):end + len(second) + 120])
+                        at = buf.find(first, at + 1)
+                tail = buf[-overlap:]
+                addr += len(chunk)
+                scanned += len(chunk)
+    finally:
+        os.close(mem)
+    return {"found": sorted(found), "where": {str(k): v for k, v in found.items()},
+            "context": {str(k): v for k, v in context.items()}, "scanned": scanned}
+
+
+def _memscan(arg: str, ctx: Context) -> dict:
+    return memscan(arg)
+
+
+ATTACKS = {"memscan": _memscan, "status": _status, "sockets": _sockets, "syscalls": _syscalls,
            "metadata": _metadata, "peek": _peek, "procs": _procs, "plant": _plant,
            "planted": _planted}
 
 
 def _forge(spec: dict, ctx: Context) -> None:
-    """Write a forged answer to the job this worker reads, then wait to be killed.  Its text
-    file is first made something else (``text_is``) where the sandbox lets it; whether it
-    could goes in the forged verdict's warnings (``planted`` or ``plant denied: …``)."""
+    """Write a forged answer to the job its process reads, then exit.  Its text file is first
+    made something else (``text_is``) where the sandbox lets it; whether it could goes in the
+    forged verdict's warnings (``planted`` or ``plant denied: …``)."""
     import fcntl
 
     frame = sys._getframe()
     while frame is not None and "job" not in frame.f_locals:  # the worker's handle()
         frame = frame.f_back
-    job_id = frame.f_locals["job"]["id"] if frame is not None else -1
-    seq = ctx.tmpdir.name[len("job"):]
-    name = f"t{seq}.txt"
+    job = frame.f_locals["job"] if frame is not None else {"id": -1, "text": "t0.txt"}
+    name = job["text"]
     kind = spec.pop("text_is", None)
     text_fd, target = None, None
-    for fdname in os.listdir("/proc/self/fd"):  # the text file the zygote opened for it
+    for fdname in os.listdir("/proc/self/fd"):  # the text file the parent made for it
         try:
             link = os.readlink(f"/proc/self/fd/{fdname}")
         except OSError:
             continue
-        if link.endswith("/" + name):
+        if link.endswith("-" + name):
             text_fd, target = int(fdname), Path(link)
     planted = "planted"
     try:
@@ -479,12 +555,12 @@ def _forge(spec: dict, ctx: Context) -> None:
                 os.link("/etc/passwd", target)
     except OSError as e:
         planted = f"plant denied: {errno.errorcode.get(e.errno, e.errno)}"
-    answer = {"id": job_id, "verdict": {"status": "ok", "extractor": "hostile", "chars": 0,
-                                        "warnings": [planted]},
+    answer = {"id": job["id"], "verdict": {"status": "ok", "extractor": "hostile", "chars": 0,
+                                           "warnings": [planted]},
               "text": name, "sidecar": {}, "rss": 1, "fatal": False}
     answer.update(spec)
     line = json.dumps(answer).encode() + b"\n"
-    for fdname in os.listdir("/proc/self/fd"):
+    for fdname in os.listdir("/proc/self/fd"):  # its answer pipe: the one write-only pipe
         fd = int(fdname)
         try:
             if fd > 2 and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY \
@@ -492,7 +568,7 @@ def _forge(spec: dict, ctx: Context) -> None:
                 os.write(fd, line)
         except OSError:
             pass
-    os._exit(0)  # its answer goes out through the zygote, which waits for the end of it
+    os._exit(0)  # its answer is taken once its zygote reports its end
 
 
 READER = Reader(

@@ -74,6 +74,22 @@ TEXTS = {
 
 SAMPLES = tuple(Sample(lang, iso, script, font, text)
                 for lang, (iso, script, font, text) in TEXTS.items())
+# the fonts the pages are rendered in that this machine lacks (Debian: fonts-dejavu,
+# fonts-liberation, fonts-noto-cjk; .ci/run installs them): the tests that render skip
+MISSING_FONTS = tuple(sorted({str(s.font) for s in SAMPLES if not s.font.exists()}))
+
+
+def _raqm() -> bool:
+    """Whether Pillow lays text out with raqm (it loads FriBiDi, Debian's libfribidi0, at
+    run time): the right-to-left and CJK pages need it."""
+    from PIL import features
+
+    return bool(features.check("raqm"))
+
+
+if not _raqm():
+    MISSING_FONTS += ("Pillow's raqm layout (libfribidi0)",)
+FONT_PACKAGES = "fonts-dejavu fonts-liberation fonts-noto-cjk libfribidi0"
 
 
 def sample(lang: str) -> Sample:

@@ -237,3 +237,43 @@ def test_clean_while_the_records_are_not_whole_keeps_the_text(example) -> None:
     assert recs["readme.txt"]["status"] == recs["copy.txt"]["status"] == "ok"
     assert recs["copy.txt"]["text"] == recs["readme.txt"]["text"]
     assert (out / recs["readme.txt"]["text"]).read_bytes() == text.read_bytes()
+
+
+def test_a_glob_re_extracts_exactly_the_changed_files_it_names(tmp_path: Path) -> None:
+    """``doit "extract:ROOT/dir*"`` (doit's own task wildcard) after a walk: the changed files
+    the glob names are re-extracted, and only they (the changed file outside it waits);
+    ``-a`` re-extracts every file it names; a glob that names no walked file says so."""
+    root = tmp_path / "root"
+    for d in ("dir1", "dir1/deep", "dir2", "other"):
+        (root / d).mkdir(parents=True)
+    for rel in ("dir1/a.txt", "dir1/b.txt", "dir1/deep/c.txt", "dir2/d.txt", "other/e.txt",
+                "top.txt"):
+        (root / rel).write_text(f"first version of {rel}\n")
+    m = tmp_path / "m.yaml"
+    m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\n")
+    out = tmp_path / "out"
+    assert doit("extract", manifest=m, out=out).returncode == 0
+    for rel in ("dir1/a.txt", "dir1/deep/c.txt", "dir2/d.txt", "other/e.txt"):
+        (root / rel).write_text(f"second version of {rel}\n")
+    assert doit("walk", manifest=m, out=out).returncode == 0
+    proc = doit("-v", "2", "extract:r/dir*", manifest=m, out=out)
+    assert proc.returncode == 0, proc.stderr
+    ran = sorted(ln[len(".  extract:"):] for ln in proc.stdout.splitlines()
+                 if ln.startswith(".  extract:"))
+    assert ran == ["r/dir1/a.txt", "r/dir1/deep/c.txt", "r/dir2/d.txt"], proc.stdout
+    assert "re-extracted 3 file(s)" in proc.stderr
+    recs = records(out)
+    assert recs["dir1/a.txt"]["status"] == "ok" and not recs["dir1/a.txt"]["reused"]
+    assert recs["other/e.txt"]["status"] == "skipped"  # changed, outside the glob: waits
+    assert (out / recs["dir2/d.txt"]["text"]).read_text() == "second version of dir2/d.txt\n"
+    narrow = doit("-v", "2", "extract:r/dir1/*", manifest=m, out=out)
+    assert ".  extract:" not in narrow.stdout  # all up to date now
+    forced = doit("-v", "2", "-a", "extract:r/dir1/*", manifest=m, out=out)
+    ran = sorted(ln[len(".  extract:"):] for ln in forced.stdout.splitlines()
+                 if ln.startswith(".  extract:"))
+    assert ran == ["r/dir1/a.txt", "r/dir1/b.txt", "r/dir1/deep/c.txt"], forced.stdout
+    nothing = doit("extract:r/nowhere/*", manifest=m, out=out)
+    assert nothing.returncode != 0
+    assert "no walked file matches extract:r/nowhere/*" in nothing.stderr, nothing.stderr
+    assert doit("extract", manifest=m, out=out).returncode == 0
+    assert records(out)["other/e.txt"]["status"] == "ok"

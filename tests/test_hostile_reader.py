@@ -264,7 +264,7 @@ def test_a_forged_answer_is_one_worker_error_and_the_run_goes_on(
     assert (result.status, result.error_kind) == ("error", "worker"), result
     assert why in (result.error or ""), result
     assert text is None
-    answers = pool.pool._answers.path  # whatever it named was removed, not left to the store
+    answers = pool.pool.fleet.answers.path  # whatever it named was removed, not left to the store
     assert not answers.exists() or list(answers.iterdir()) == []
     pool.goes_on()
     assert len(pool.pool.workers) == 1 and pool.pool.killed == 1
@@ -286,34 +286,38 @@ def test_a_workers_metadata_is_made_again_in_the_parent(pool: Pool) -> None:
 
 @pytest.mark.parametrize("kind", ["dir", "fifo", "symlink", "hardlink"])
 def test_a_document_cannot_make_its_text_anything_but_its_text(pool: Pool, kind: str) -> None:
-    """The text file is the zygote's, handed to the child as a descriptor: the child may not
-    remove it or put a directory, FIFO or link in its place (Landlock: it writes only in its
-    scratch).  The answer it then forges names the zygote's file, which is what is taken."""
+    """The text file is the parent's, in a directory of its own, handed to the document's
+    process as a descriptor: the process may not remove it or put a directory, FIFO or link
+    in its place (it cannot reach the directory; and Landlock: it writes only in its
+    scratch).  The answer it then forges names that file, which is what is taken."""
     result, text = pool.run("forge", json.dumps({"text_is": kind}))
     assert result.status == "ok", result
     assert result.warnings == ("plant denied: EACCES",), result
     assert text == ""
 
 
-@pytest.mark.parametrize("kind,why", [("dir", "not a regular file"),
-                                      ("fifo", "not a regular file"),
-                                      ("symlink", "without following links"),
+@pytest.mark.parametrize("kind,why", [("dir", "no longer the file made for it"),
+                                      ("fifo", "no longer the file made for it"),
+                                      ("symlink", "no longer the file made for it"),
+                                      ("gone", "gone"),
                                       ("hardlink", "other links"),
                                       ("big", "output limit")])
-def test_the_parent_takes_only_a_regular_file_of_one_link_within_the_cap(
+def test_the_parent_takes_only_its_own_file_of_one_link_within_the_cap(
         tmp_path: Path, kind: str, why: str) -> None:
-    """The parent's own check, behind the sandbox's: whatever a worker's directory holds at
-    the text's name, only a regular file of one link within the cap is taken; the rest is
-    removed and refused, never an exception that stops the run (a directory raised
-    IsADirectoryError before)."""
-    from types import SimpleNamespace
-
+    """The parent's own check, behind the sandbox's: a document's process only ever had a
+    descriptor of its text file, in a directory of the parent's, but were that path reached
+    (by a process of the same user without Landlock) and replaced by a directory, a FIFO or a
+    link, removed, linked elsewhere or grown past the cap, the text is refused and whatever
+    is at the path removed: never an exception that stops the run (a directory raised
+    IsADirectoryError before), never a text read through a link."""
     from bastion.readers.runtime.answers import Answers
-    from bastion.readers.runtime.worker import Misbehaved
+    from bastion.readers.runtime.handout import Misbehaved, Sent
 
-    wdir = tmp_path / "w1"
-    wdir.mkdir()
-    target = wdir / "t1.txt"
+    answers = Answers(tmp_path / "answers", LIMITS)
+    target, fd = answers.text_file("w1", 1)
+    sent = Sent(Job(1, "x", "x", "text/plain", "0" * 64, 1, 1.0), False, 1, target, fd, False)
+    if kind in ("dir", "fifo", "symlink", "gone"):
+        target.unlink()
     if kind == "dir":
         target.mkdir()
         (target / "inside").write_text("x")
@@ -322,14 +326,11 @@ def test_the_parent_takes_only_a_regular_file_of_one_link_within_the_cap(
     elif kind == "symlink":
         os.symlink("/etc/passwd", target)
     elif kind == "hardlink":
-        (tmp_path / "other").write_text("x")
-        os.link(tmp_path / "other", target)
-    else:
-        with open(target, "wb") as f:
-            f.truncate(LIMITS.max_output_bytes + 1)
-    answers = Answers(tmp_path / "answers", LIMITS, True)
+        os.link(target, tmp_path / "elsewhere")
+    elif kind == "big":
+        os.ftruncate(fd, LIMITS.max_output_bytes + 1)
     with pytest.raises(Misbehaved) as refused:
-        answers.take(SimpleNamespace(dir=wdir), "t1.txt")
+        answers.take(sent)
     assert refused.value.kind == "worker" and why in refused.value.message
     assert list((tmp_path / "answers").iterdir()) == []
     assert os.stat("/etc/passwd").st_nlink >= 1
@@ -405,7 +406,7 @@ def test_plain_text_shares_a_process_for_a_bounded_batch_only(tmp_path: Path) ->
     BATCH_DOCS in a row; a document of any other family ends the batch; what one left in
     the batch's process is gone after it.  (A reader named ``text`` stands in for the plain-
     text reader, so the answers can say which process read them.)"""
-    from bastion.readers.runtime.zygote import BATCH_DOCS
+    from bastion.readers.runtime.batch import BATCH_DOCS
 
     p = Pool(tmp_path)
     p.pool.extra_readers = ("tests.hostile_text", "tests.hostile_readers")
@@ -432,5 +433,199 @@ def test_plain_text_shares_a_process_for_a_bounded_batch_only(tmp_path: Path) ->
         assert pids[-1] not in pids[:-1]
         marks = [s["marks"] for s in seen]
         assert marks == [*range(BATCH_DOCS), 0, 1, 0], marks
+    finally:
+        p.pool.close()
+
+
+# -- nothing of one document in the memory of the next -----------------------------------------
+
+
+CORE_XML = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?><cp:coreProperties '
+            'xmlns:cp="http://schemas.openxmlformats.org/package/2006/metadata/core-properties" '
+            'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>{title}</dc:title>'
+            '<dc:creator>{author}</dc:creator><dc:subject>{subject}</dc:subject>'
+            '</cp:coreProperties>')
+
+
+def test_no_earlier_documents_name_title_author_sender_or_subject_is_in_a_later_ones_memory(
+        tmp_path: Path) -> None:
+    """Attacker code in a document's process (the hostile reader, one document of its own; and
+    the first document of a new plain-text batch) scans every readable mapping of its address
+    space for unique markers that earlier documents of the same worker carried in their names,
+    titles, authors, e-mail senders, subjects and texts — read before it through the single-
+    document path (a DOCX) and the batch path (a text, an HTML page, an e-mail).  It finds
+    none: no job line and no answer passes through the zygote they are forked from.  (It finds
+    its own document's name, which its job carries: the scan works.)"""
+    from officegen import docx, w_p
+
+    marks: dict[str, str] = {}
+
+    def mark(what: str) -> str:
+        marks[what] = "zq" + uuid.uuid4().hex[:22]
+        return marks[what]
+
+    p = Pool(tmp_path)
+    p.pool.extra_readers = ("tests.hostile_text", "tests.hostile_readers")
+
+    def submit(name: str, data: bytes, mime: str, reader: str) -> Job:
+        p.seq += 1
+        path = p.docs / name
+        path.write_bytes(data)
+        job = Job(p.seq, str(path), name, mime, hashlib.sha256(data).hexdigest(), len(data),
+                  30.0, reader=reader)
+        p.pool.submit(job)
+        return job
+
+    try:
+        text = submit(f"{mark('text name')}.txt", f"notes {mark('text body')}\n".encode(),
+                      "text/plain", "text")
+        page = submit(f"{mark('page name')}.html",
+                      (f"<html><head><title>{mark('page title')}</title><meta name=author "
+                       f"content=\"{mark('page author')}\"></head><body><p>{mark('page body')}"
+                       "</p></body></html>").encode(), "text/html", "markup")
+        mail = submit(f"{mark('mail name')}.eml",
+                      (f"From: {mark('sender name')} <{mark('sender')}@example.org>\r\n"
+                       f"To: someone@example.org\r\nSubject: {mark('subject')}\r\n"
+                       "Date: Mon, 1 Jun 2026 10:00:00 +0000\r\n"
+                       f"Content-Type: text/plain\r\n\r\nbody {mark('mail body')}\r\n").encode(),
+                      "message/rfc822", "mail")
+        core = CORE_XML.format(title=mark("docx title"), author=mark("docx author"),
+                               subject=mark("docx subject"))
+        office = submit(f"{mark('docx name')}.docx",
+                        docx(w_p(f"words {mark('docx body')}"),
+                             parts={"docProps/core.xml": core}),
+                        "application/vnd.openxmlformats-officedocument.wordprocessingml."
+                        "document", "ooxml")
+        p.pool.drain()
+        for job in (text, page, mail, office):
+            assert p.results[job.id][0].status == "ok", p.results[job.id]
+        assert p.results[page.id][0].sidecar["metadata"]["title"] == marks["page title"]
+        assert p.results[mail.id][0].sidecar["metadata"]["subject"] == marks["subject"]
+        assert p.results[office.id][0].sidecar["metadata"]["authors"] == [marks["docx author"]]
+
+        earlier = list(marks.values())
+
+        def scan(cmd: str, name: str, mime: str, reader: str) -> dict:
+            own = mark(f"{cmd} name")
+            halves = [[m[:12], m[12:]] for m in [*earlier, own]]
+            job = submit(f"{own}{name}", f"memscan\n{json.dumps({'markers': halves})}".encode(),
+                         mime, reader)
+            p.pool.drain()
+            result, seen = p.results[job.id]
+            assert result.status == "ok", (result.error_kind, result.error)
+            return json.loads(seen or "{}")
+
+        for cmd, name, mime, reader in (("alone", ".hostile", "application/x-hostile", "hostile"),
+                                        ("batch", ".txt", "text/plain", "text")):
+            seen = scan(cmd, name, mime, reader)
+            leaked = [f"{what} (in {seen['where'].get(str(i))}: {seen['context'].get(str(i))})"
+                      for i, what in enumerate(marks) if i in seen["found"] and i < len(earlier)]
+            assert leaked == [], leaked
+            assert seen["found"] == [len(earlier)], seen  # its own name: the scan sees memory
+            assert seen["scanned"] > 16 << 20, seen
+            earlier.append(marks[f"{cmd} name"])  # an earlier document's, for the next scan
+    finally:
+        p.pool.close()
+
+
+def _mail(subject: str, attachment: tuple[str, str, bytes] | None = None) -> bytes:
+    from email.message import EmailMessage
+
+    msg = EmailMessage()
+    msg["From"], msg["To"], msg["Subject"] = "a@example.org", "b@example.org", subject
+    msg.set_content(f"body of {subject}\n")
+    if attachment is not None:
+        name, mime, data = attachment
+        maintype, subtype = mime.split("/")
+        msg.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
+    return msg.as_bytes()
+
+
+@pytest.mark.slow
+def test_an_email_shares_a_process_only_while_it_needs_no_native_reader(tmp_path: Path) -> None:
+    """E-mails and HTML pages share a process with plain texts (pure readers, one batch); an
+    e-mail whose attachment needs a reader that is not pure (here the hostile one, standing
+    for PDFium or tesseract) is not read in the batch: the batch's process answers that it
+    needs a process of its own, and it is read again, whole, in a fresh one.  A plain-text
+    attachment is read in the batch.  Every document gets exactly one record."""
+    p = Pool(tmp_path)
+    p.pool.extra_readers = ("tests.hostile_text", "tests.hostile_readers")
+
+    def submit(name: str, data: bytes, mime: str, reader: str) -> Job:
+        p.seq += 1
+        path = p.docs / name
+        path.write_bytes(data)
+        job = Job(p.seq, str(path), name, mime, hashlib.sha256(data).hexdigest(), len(data),
+                  30.0, reader=reader)
+        p.pool.submit(job)
+        return job
+
+    try:
+        for name, mime, reader in (("w.txt", "text/plain", "text"),
+                                   ("w.html", "text/html", "markup"),
+                                   ("w.eml", "message/rfc822", "mail")):
+            submit(name, b"warm\n", mime, reader)  # each family loaded by the zygote first
+        p.pool.drain()
+        first = submit("a.txt", b"plain a\n", "text/plain", "text")
+        page = submit("p.html", b"<title>T</title><p>page words</p>", "text/html", "markup")
+        plain = submit("plain.eml", _mail("plain one"), "message/rfc822", "mail")
+        texted = submit("texted.eml", _mail("with text", ("n.txt", "text/plain", b"note\n")),
+                        "message/rfc822", "mail")
+        native = submit("native.eml", _mail("with native", ("x.hostile", "application/"
+                        "octet-stream", b"pid\n\x00\x01\x02")), "message/rfc822", "mail")
+        last = submit("b.txt", b"plain b\n", "text/plain", "text")
+        p.pool.drain()
+        jobs = (first, page, plain, texted, native, last)
+        assert all(p.results[j.id][0].status == "ok" for j in jobs), [p.results[j.id] for j in jobs]
+        assert len(p.results) == len(jobs) + 3
+        batch_pid = json.loads(p.results[first.id][1] or "{}")["pid"]
+        assert "page words" in (p.results[page.id][1] or "")
+        assert "body of plain one" in (p.results[plain.id][1] or "")
+        # the text attachment: read by the pure reader put first, in the batch's process
+        inner = (p.results[texted.id][1] or "").split("[attachment: n.txt (text/plain")[1]
+        assert json.loads(inner.split("\n", 1)[1].split("\n")[0])["pid"] == batch_pid
+        # the native one: read, with its e-mail, in a process of its own
+        text = p.results[native.id][1] or ""
+        assert "body of with native" in text and "[attachment: x.hostile" in text, text
+        seen_by = int(text.split("[attachment: x.hostile")[1].split("\n")[1])
+        last_pid = json.loads(p.results[last.id][1] or "{}")["pid"]
+        assert seen_by not in (batch_pid, last_pid)
+        assert p.pool.killed == 0
+    finally:
+        p.pool.close()
+
+
+@pytest.mark.parametrize("cmd,kind", [("segv", "crash"), ("sleep", "timeout")])
+def test_a_shared_process_that_dies_costs_one_record_and_the_rest_are_read(
+        tmp_path: Path, cmd: str, kind: str) -> None:
+    """A shared process (plain texts: a reader named ``text`` put first) given several
+    documents in one message dies on one of them (a crash; a deadline that kills its whole
+    worker): that document gets one error record, the documents it was given and had not
+    started are read by another process, the ones it had answered keep their records, and
+    every document has exactly one."""
+    p = Pool(tmp_path)
+    p.pool.extra_readers = ("tests.hostile_text", "tests.hostile_readers")
+    try:
+        jobs = []
+        for i in range(12):
+            p.seq += 1
+            data = f"{cmd}\n".encode() if i == 5 else f"plain {i}\n".encode()
+            path = p.docs / f"t{i}.txt"
+            path.write_bytes(data)
+            job = Job(p.seq, str(path), path.name, "text/plain", hashlib.sha256(data).hexdigest(),
+                      len(data), 2.0, reader="text")
+            jobs.append(job)
+            p.pool.submit(job)
+        p.pool.drain()
+        assert sorted(p.results) == [j.id for j in jobs]
+        bad, _ = p.results[jobs[5].id]
+        assert (bad.status, bad.error_kind) == ("error", kind), bad
+        seen = {j.id: json.loads(p.results[j.id][1] or "{}") for j in jobs if j is not jobs[5]}
+        assert all(p.results[i][0].status == "ok" for i in seen)
+        before = {seen[j.id]["pid"] for j in jobs[:5]}
+        after = {seen[j.id]["pid"] for j in jobs[6:]}
+        assert not before & after  # those after it: read by another process
+        assert p.pool.killed == 1
+        p.goes_on()
     finally:
         p.pool.close()

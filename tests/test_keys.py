@@ -88,6 +88,16 @@ def test_key_holds_every_tool_the_reader_may_call_present_or_absent() -> None:
     assert task_key(bumped, "text/plain", lim, {}) != task_key(TEXT, "text/plain", lim, {})
 
 
+def test_external_tools_turned_off_are_in_the_key_of_the_readers_that_call_them() -> None:
+    """A record made with --no-external says the tool was not used for that reason, so its
+    key is not the key of the same file read where the tool is missing; a reader that calls
+    no tool keeps its key."""
+    off = Limits(external_off=True)
+    assert task_key(PDF, "application/pdf", off, {}) != task_key(PDF, "application/pdf",
+                                                                 Limits(), {})
+    assert task_key(TEXT, "text/plain", off, {}) == task_key(TEXT, "text/plain", Limits(), {})
+
+
 def test_plan_reuses_every_status_but_error() -> None:
     lim = Limits()
     recs = [walk("a.txt", "a" * 64, "text/plain"), walk("b.txt", "b" * 64, "text/plain"),
@@ -230,6 +240,22 @@ def test_scanned_pdf_and_mail_attachment_are_ocred_once_the_tools_appear(
 
     sweep(m, out)  # same tools: nothing redone
     assert summary(out)["extracted"] == 0
+
+
+@needs_tools
+def test_no_external_says_the_tools_were_off_where_they_are_installed(
+        tmp_path: Path, mixed_tree: Path) -> None:
+    m, out = manifest(tmp_path, mixed_tree), tmp_path / "out"
+    off = sweep(m, out, "--no-external")
+    wording = "needs tesseract, not used: external tools are off (--no-external)"
+    assert off["photo.png"]["status"] == "unsupported"
+    assert off["photo.png"]["error"] == wording
+    assert off["scan.pdf"]["warnings"] == [f"page 1: no text layer, not OCRed: {wording}"]
+    assert f"not read: {wording}" in (out / off["mail.eml"]["text"]).read_text()
+    assert off["note.txt"]["status"] == "ok"
+    on = sweep(m, out)  # the tools on: read again, OCRed
+    assert on["photo.png"]["status"] == "ok" and not on["photo.png"]["reused"]
+    assert on["note.txt"]["reused"]  # a reader that calls no tool kept its verdict
 
 
 @needs_tools

@@ -128,6 +128,8 @@ def test_digest_is_sha256_of_exact_bytes(tree: Path) -> None:
     ("[walk, extract]", ("walk", "extract")),
     ("[walk]", ("walk",)),
     ("[extract]", ("extract",)),
+    ("[walk, extract, index]", ("walk", "extract", "index")),
+    ("[index]", ("index",)),
 ])
 def test_stages_accepted(tree: Path, stages: str, expected: tuple[str, ...]) -> None:
     m = load_manifest(write(tree, f"version: 1\nroots: [{{name: d, path: data}}]\n"
@@ -153,7 +155,7 @@ def test_every_limits_field_but_the_internal_ones_is_a_key(tree: Path) -> None:
     err = refused(write(tree, "version: 1\nroots: [{name: d, path: data}]\nlimits: {x: 1}\n"))
     allowed = err.problem.split("(allowed: ")[1].rstrip(")").split(", ")
     internal = {f.name for f in fields(Limits) if f.metadata.get("kind") == "internal"}
-    assert internal == {"stderr_bytes", "name_languages"}
+    assert internal == {"stderr_bytes", "name_languages", "external_off"}
     expected = [f.name for f in fields(Limits) if f.name not in internal]
     assert allowed == ["max_file_bytes", *expected]
     lists = {"pdf_engines": "[pdfium]", "ocr_languages": "[deu, eng]"}
@@ -235,10 +237,12 @@ REFUSALS = [
      "expected a boolean, got an integer"),
     ("version: 1\n" + ROOT + "stages: []\n", 5, "stages", "must name at least one stage"),
     ("version: 1\n" + ROOT + "stages: walk\n", 5, "stages", "expected a list, got a string"),
-    ("version: 1\n" + ROOT + "stages: [walk, index]\n", 5, "stages[1]",
-     "unknown stage 'index' (allowed: walk, extract)"),
+    ("version: 1\n" + ROOT + "stages: [walk, search]\n", 5, "stages[1]",
+     "unknown stage 'search' (allowed: walk, extract, index)"),
     ("version: 1\n" + ROOT + "stages: [extract, walk]\n", 5, "stages[1]",
-     "stages must be in the order walk, extract"),
+     "stages must be in the order walk, extract, index"),
+    ("version: 1\n" + ROOT + "stages: [walk, index, extract]\n", 5, "stages[2]",
+     "stages must be in the order walk, extract, index"),
     ("version: 1\n" + ROOT + "stages:\n  - walk\n  - walk\n", 7, "stages[1]",
      "duplicate stage 'walk'"),
     ("version: 1\n" + ROOT + "limits: []\n", 5, "limits", "expected a mapping, got a list"),

@@ -30,8 +30,9 @@ SYSTEM = language_packs(TESSERACT).get(packs.TESSDATA) if TESSERACT else None
 WANTED = ("eng", "osd", "deu", "fra", "rus", "ell", "ara", "chi_sim")
 HAVE = {n for n in WANTED if SYSTEM and os.path.exists(f"{SYSTEM.path}/{n}.traineddata")}
 needs_packs = pytest.mark.skipif(
-    set(WANTED) - HAVE != set(),
-    reason="tesseract-ocr with the deu fra rus ell ara chi-sim packs is not installed")
+    set(WANTED) - HAVE != set() or bool(lp.MISSING_FONTS),
+    reason="tesseract-ocr with the deu fra rus ell ara chi-sim packs, or the fonts the pages "
+           f"are rendered in ({lp.FONT_PACKAGES}), are not installed")
 
 
 @pytest.fixture
@@ -353,10 +354,14 @@ def test_text_layers_in_other_scripts_are_text_never_unprintable(tmp_path):
     layer is Greek, Cyrillic, Arabic, Chinese or Hebrew: each page is text (no OCR, nothing
     dropped as garbage) and the record names the language."""
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
+    fonts = [f for f in (lp.DEJAVU / "DejaVuSans.ttf", lp.NOTO_CJK / "NotoSansCJK-Regular.ttc")
+             if not f.exists()]
+    if exe is None or fonts:
         if os.environ.get("CI"):
-            pytest.fail("chromium is missing: .ci/run installs it")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
+            pytest.fail("chromium or a font is missing: .ci/run installs them")
+        pytest.skip("chromium, or the fonts the pages are printed in (fonts-dejavu, "
+                    "fonts-noto-cjk), are not installed: apt-get install chromium "
+                    "fonts-dejavu fonts-noto-cjk")
     import subprocess
 
     ctx = LocalContext(Limits(), {}, tmpdir=tmp_path)

@@ -176,6 +176,57 @@ def test_cp437_names_and_directories_from_cpython_samples():
     assert out.result.members == {"ok": 0, "unsupported": 0, "error": 0, "empty": 1}
 
 
+def legacy_zip(members: dict[bytes, bytes], unicode_path: dict[bytes, str] | None = None
+               ) -> bytes:
+    """A zip whose member names are the given bytes without the UTF-8 flag, as DOS and older
+    Windows tools wrote them (zipfile flags any non-ASCII name it writes): written under
+    ASCII placeholders of the same length, replaced in the local headers and the central
+    directory.  ``unicode_path``: Info-ZIP's Unicode Path field (0x7075) for some names."""
+    buf = io.BytesIO()
+    marks = {}
+    with zipfile.ZipFile(buf, "w") as zf:
+        for i, (raw, body) in enumerate(members.items()):
+            mark = (f"@{i:03}@" + "x" * len(raw))[:len(raw)].encode()
+            marks[mark] = raw
+            info = zipfile.ZipInfo(mark.decode())
+            name = (unicode_path or {}).get(raw)
+            if name is not None:
+                field = b"\x01" + struct.pack("<I", zlib.crc32(raw)) + name.encode("utf-8")
+                info.extra = struct.pack("<HH", 0x7075, len(field)) + field
+            zf.writestr(info, body)
+    data = buf.getvalue()
+    for mark, raw in marks.items():
+        assert data.count(mark) == 2
+        data = data.replace(mark, raw)
+    return data
+
+
+@pytest.mark.parametrize("names,encoding", [
+    (["Отчет за 2021.txt", "план работ.txt"], "cp866"),  # Russian DOS
+    (["Café.txt", "Größe und Maße.txt"], "cp437"),  # the zip standard's own
+    (["naïve.txt", "Отчет.txt"], "utf-8"),  # UTF-8 written without the flag
+])
+def test_zip_names_without_the_utf8_flag_are_read_in_their_encoding(names, encoding):
+    members = {n.encode(encoding): f"marker {i}".encode() for i, n in enumerate(names)}
+    inner = legacy_zip(members)
+    out = read(inner, "legacy.zip")
+    assert headers(out.text) == [f"=== member: {n} ===" for n in names], out.text
+    # a nested zip: the same names inside it
+    outer = make_zip({"outer.txt": "outer marker", "inner.zip": inner})
+    got = headers(read(outer, "outer.zip").text)
+    assert [f"=== member: inner.zip!/{n} ===" for n in names] == got[1:], got
+
+
+def test_zip_unicode_path_field_gives_the_name_when_its_crc_matches():
+    raw = "Отчет.txt".encode("cp866")
+    data = legacy_zip({raw: b"body", b"other.txt": b"x"}, unicode_path={raw: "Отчёт.txt"})
+    assert headers(read(data, "u.zip").text)[0] == "=== member: Отчёт.txt ==="
+    # a field whose CRC does not match the header's name (renamed since): not trusted
+    stale = legacy_zip({raw: b"body"}, unicode_path={raw: "Отчёт.txt"})
+    stale = stale.replace(struct.pack("<I", zlib.crc32(raw)), b"\0\0\0\0")
+    assert headers(read(stale, "u.zip").text) == ["=== member: Отчет.txt ==="]
+
+
 # -- tar and single-file compression -----------------------------------------------------------
 
 @pytest.mark.parametrize("mode,name,extractor", [
@@ -267,6 +318,33 @@ def test_email_in_zip_in_tar_with_docx_attachment():
         assert word in out.text
     # the inner archive's members are counted, not the archive itself
     assert out.result.members == {"ok": 2, "unsupported": 0, "error": 0, "empty": 0}
+
+
+def test_an_emails_html_body_beside_its_plain_one_is_body_not_an_attachment():
+    """Plain and HTML bodies side by side in a multipart/mixed (no multipart/alternative),
+    and an HTML body followed by a list's plain footer: every unnamed text part is body
+    text, none is called an attachment; a named HTML file still is."""
+    mixed = EmailMessage()
+    mixed["Subject"] = "mixedsubject"
+    mixed.set_content("plainbodyword\n")
+    mixed.add_attachment("<p>htmlbodyword</p>", subtype="html", disposition="inline")
+    mixed.add_attachment("<p>namedhtmlword</p>", subtype="html", filename="page.html")
+    out = read(mixed.as_bytes(), "m.eml")
+    assert out.status == "ok"
+    assert "plainbodyword" in out.text and "htmlbodyword" in out.text
+    assert "[attachment: (unnamed)" not in out.text, out.text
+    assert "[attachment: page.html (text/html" in out.text and "namedhtmlword" in out.text
+    assert out.text.index("htmlbodyword") < out.text.index("[attachment: page.html")
+
+    footer = EmailMessage()
+    footer["Subject"] = "listsubject"
+    footer.set_content("<p>the real htmlbodyword</p>", subtype="html")
+    footer.make_mixed()
+    footer.attach(EmailMessage())
+    footer.get_payload()[1].set_content("list footer: unsubscribe here\n")
+    out = read(footer.as_bytes(), "f.eml")
+    assert "htmlbodyword" in out.text and "unsubscribe" in out.text
+    assert "[attachment:" not in out.text, out.text
 
 
 def test_nesting_depth_cap_is_a_named_limit():
@@ -472,6 +550,12 @@ def test_forty_two_zip_ends_bounded(worker):
 def test_7z_without_the_tool_is_unsupported_naming_it():
     out = read((SAMPLES / "solid.7z").read_bytes(), "solid.7z", tool_map={})
     assert out.status == "unsupported" and "7zz" in out.error
+    assert out.error.endswith("on this machine")
+    off = read((SAMPLES / "solid.7z").read_bytes(), "solid.7z", tool_map={},
+               limits=Limits(external_off=True))
+    assert off.status == "unsupported"
+    assert off.error == ("7z archives need 7zz or 7z (7-Zip), not used: external tools are "
+                         "off (--no-external)")
 
 
 @needs_7z

@@ -698,6 +698,30 @@ def test_ocr_is_deterministic(tmp_path):
     assert first.text == second.text and first.result == second.result
 
 
+@needs_ocr
+def test_a_scan_ocr_finds_no_words_on_says_so_not_scanned_pdf(tmp_path):
+    """A scan OCR read and found no words on, and a scan of blank pages: the record says
+    what OCR made of it, not "scanned PDF?" (kept for a scan OCR has not looked at)."""
+    ctx = ctx_for("pdfium", tmp_path, tools=OCR_TOOLS, ocr_dpi=150)
+    dots = read(pdfgen.make_mixed_scan([], {0: ".  ,  ."}), ctx)
+    assert dots.status == "empty"
+    assert dots.error == "no text layer, and OCR read no text on page 1"
+    blank = read(pdfgen.make_mixed_scan([], {0: " "}), ctx)
+    assert blank.status == "empty" and blank.error == "no text layer, and its pages are blank"
+    unread = read(pdfgen.make_mixed_scan([], {0: "QUOKKA"}), ctx_for("pdfium", tmp_path))
+    assert unread.status == "empty" and unread.error == "no text layer (scanned PDF?)"
+
+
+def test_tesseract_turned_off_is_said_so(tmp_path):
+    """--no-external (``Limits.external_off``): the page was not OCRed because the external
+    tools are off, not because tesseract is missing."""
+    ctx = LocalContext(Limits(pdf_engines=("pdfium",), external_off=True), {}, tmpdir=tmp_path)
+    out = read(mixed_scan(), ctx)
+    assert out.status == "ok"
+    assert list(out.warnings) == ["page 2: no text layer, not OCRed: needs tesseract, not "
+                                  "used: external tools are off (--no-external)"]
+
+
 def test_mixed_pdf_without_tesseract_keeps_its_text_and_says_so(tmp_path):
     out = read(mixed_scan(), ctx_for("pdfium", tmp_path, tools=("pdftoppm",)))
     assert out.status == "ok" and out.extractor == "pdfium"

@@ -227,6 +227,18 @@ elif point == "doit-db":  # killed while doit's database is being written
             die()
         return orig_write(self, rel, chunks, **kw)
     outdir.OutputDir.write = write
+elif point == "index-batch":  # after n batches of the index's texts committed
+    import bastion.tasks.index.stage as index
+    index.BATCH_TEXTS = 50
+    orig_commit = index._commit
+    seen = [0]
+    def _commit(db, batch, added, chars):
+        result = orig_commit(db, batch, added, chars)
+        seen[0] += bool(batch)
+        if seen[0] == n:
+            die()
+        return result
+    index._commit = _commit
 else:  # "<file>": the temp file written and fsynced, killed before it replaces <file>
     orig_replace = os.replace
     def replace(src, dst, *a, **k):
@@ -290,6 +302,44 @@ def test_kill_9_of_the_parent_at_a_point_then_rerun(point: str, n: int, tmp_path
         db.close()
         assert not (out / "walk.jsonl").exists()
     _check_after_kill(tmp_path, root, files, out, proc.returncode)
+
+
+def test_kill_9_mid_index_keeps_every_batch_it_committed(tmp_path: Path, kill_tree) -> None:
+    """The parent killed after 3 batches of the index stage were committed: those texts stay
+    in the index, the re-run adds only the rest (reads no committed text again), and the
+    index then holds what one built fresh holds."""
+    import sqlite3
+
+    from bastion.tasks.index.database import INDEX_DB
+
+    root, files = kill_tree
+    m = manifest(tmp_path / "m.yaml", {"r": root})
+    m.write_text(m.read_text().replace("stages: [walk, extract]",
+                                       "stages: [walk, extract, index]"))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-c", KILLER, "index-batch", "3", "sweep", str(m),
+                           "--out", str(out), "-q", "-j", "2"], cwd=str(REPO), env=ENV,
+                          capture_output=True, timeout=RUN_TIMEOUT)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+
+    def rows(where: Path) -> dict[str, str]:
+        db = sqlite3.connect(f"file:{where / INDEX_DB}?mode=ro", uri=True)
+        try:
+            return dict(db.execute("SELECT stem, key FROM texts"))
+        finally:
+            db.close()
+
+    committed = rows(out)
+    assert len(committed) == 3 * 50
+    assert_complete(out, "r", files)  # the extract stage had finished
+    rerun = bastion("index", str(m), "--out", str(out))
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"{len(files) - 150} added, 0 removed" in rerun.stderr.decode(), rerun.stderr
+    assert committed.items() <= rows(out).items()
+    fresh = tmp_path / "fresh"
+    assert sweep(m, fresh) == 0
+    assert rows(out) == rows(fresh)
+    assert temps_under(out) == []
 
 
 @pytest.mark.slow

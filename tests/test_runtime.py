@@ -215,13 +215,15 @@ def test_callbacks_run_after_the_next_dispatch_exactly_once(tmp_path: Path) -> N
         real_collect(result)
 
     h.pool.callback = collect
-    real_dispatch = h.pool._dispatch
+    real_choose = h.pool._choose
 
-    def dispatch(w, job):
-        events.append(("dispatch", job.id))
-        return real_dispatch(w, job)
+    def choose(job, alone):
+        chosen = real_choose(job, alone)
+        if chosen is not None:
+            events.append(("dispatch", job.id))
+        return chosen
 
-    h.pool._dispatch = dispatch  # type: ignore[method-assign]
+    h.pool._choose = choose  # type: ignore[method-assign]
     try:
         jobs = [h.job("ok") for _ in range(4)]
         for job in jobs:
@@ -414,14 +416,14 @@ def test_child_has_no_parent_descriptors(tmp_path: Path) -> None:
     # 0 and 1 are /dev/null (a reader's prints cannot reach the protocol), 2 is the stderr pipe
     assert fds[0] == "/dev/null" and fds[1] == "/dev/null"
     assert fds[2].startswith("pipe:")
-    # the document's process has its answer pipe to its zygote, not the job socket nor the
-    # zygote's result pipe
+    # the document's process has its own channel to the parent (its job socket, its answer
+    # pipe), not its zygote's control socket
     protocol = [n for n, t in fds.items() if n > 2 and t and t.startswith(("pipe:", "socket:"))]
-    assert sorted(fds[n].partition(":")[0] for n in protocol) == ["pipe"], fds
-    # and its text file (t1.txt, opened by the zygote); everything else is the listing's own
-    # descriptor (/proc/<pid>/fd), nothing of the parent
+    assert sorted(fds[n].partition(":")[0] for n in protocol) == ["pipe", "socket"], fds
+    # and its text file (t1.txt, made by the parent in its own directory); everything else is
+    # the listing's own descriptor (/proc/<pid>/fd), nothing of the parent
     rest = {n: t for n, t in fds.items() if n > 2 and n not in protocol}
-    texts = [n for n, t in rest.items() if t and t.endswith("/t1.txt")]
+    texts = [n for n, t in rest.items() if t and t.endswith("-t1.txt")]
     assert len(texts) == 1, rest
     rest.pop(texts[0])
     assert all(t is None or t.startswith("/proc/") for t in rest.values()), rest
@@ -438,7 +440,7 @@ def test_landlock_forbids_writing_outside_the_private_dir(tmp_path: Path) -> Non
         assert result.status == "ok", result
         assert text.startswith("denied:"), text
         assert not target.exists()
-        # nor in its worker's directory (its cwd: the zygote's, which holds the texts)
+        # nor in its worker's directory (its cwd)
         result, text = h.run("write", "inside.txt")
         assert text.startswith("denied:"), text
         # inside its own scratch directory it may write
@@ -659,9 +661,18 @@ def test_worker_that_breaks_the_protocol_is_killed(harness: Harness) -> None:
     assert len(harness.results) == 2
 
 
+def test_an_answer_over_the_cap_is_one_output_limit_error(harness: Harness) -> None:
+    """A document's process that writes an answer line past the cap (32 MiB) is stopped
+    there: one ``output_limit`` record, the parent's buffer bounded, the run goes on."""
+    result, _ = harness.run("bigline", deadline=30)
+    assert (result.status, result.error_kind) == ("error", "output_limit"), result
+    assert_goes_on(harness)
+    assert len(harness.results) == 2
+
+
 def test_text_file_replaced_by_a_symlink_is_refused(harness: Harness) -> None:
-    """A symlink planted at its text's name (in its scratch: its worker's directory is not
-    its to write) is never followed: the text goes to the descriptor its zygote opened.  The
+    """A symlink planted at its text's name (in its scratch: nothing else is its to write) is
+    never followed: the text goes to the descriptor of the file the parent made.  The
     parent's own refusal of a link is tests/test_hostile_reader.py's."""
     result, text = harness.run("symlink")
     assert result.status == "ok", result
@@ -762,7 +773,7 @@ pool = WorkerPool(1, Limits(deadline_s=600), Path({str(tmp_path / "pool")!r}), p
                   extra_readers=("tests.hostile_readers",))
 pool.submit(Job(1, {str(doc)!r}, "d.hostile", "application/x-hostile",
                 hashlib.sha256(data).hexdigest(), len(data), 600.0))
-time.sleep(600)
+pool.drain()  # the daemon's document sleeps: this waits until the kill
 """
     parent = subprocess.Popen([sys.executable, "-c", code],
                               cwd=str(Path(__file__).resolve().parent.parent))

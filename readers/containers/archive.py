@@ -31,7 +31,7 @@ import zlib
 from typing import Callable
 
 from ..base import NESTED_LIBRARIES, NESTED_TOOLS, Context, Document, Reader, ReadResult, TextSink
-from ..errors import CapReached, CorruptDocument, EncryptedDocument, Unsupported
+from ..errors import CapReached, CorruptDocument, EncryptedDocument, Unsupported, missing_tool
 from .nested import RATIO_GRACE, Members, Ratio, charge_unpacked
 
 CHUNK = 1 << 16
@@ -171,6 +171,83 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, lzma.LZMAEr
                OSError, ValueError, KeyError, RuntimeError)
 
 
+_UTF8_FLAG = 0x800  # general purpose bit 11: the name is UTF-8
+_UNICODE_PATH = 0x7075  # Info-ZIP's Unicode Path extra field
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def zip_names(infos: list[zipfile.ZipInfo]) -> dict[int, str]:
+    """Each member's name (by ``id`` of its ZipInfo).  A name flagged UTF-8 is as zipfile
+    read it; else Info-ZIP's Unicode Path field gives it, when its CRC matches the name's
+    bytes; else the archive's unflagged names are decoded alike: as UTF-8 when they all are
+    (what most zip tools write without the flag), as cp866 (the Russian DOS code page) when
+    that reads every non-ASCII letter as Cyrillic and no word mixes it with Latin, else as
+    cp437 (the zip standard's, which zipfile assumes: its accented letters and Greek
+    symbols are what cp866's Cyrillic becomes)."""
+    named: dict[int, str] = {}
+    raw: dict[int, bytes] = {}
+    for info in infos:
+        if info.flag_bits & _UTF8_FLAG:
+            named[id(info)] = info.filename
+            continue
+        try:
+            original = info.filename.encode("cp437")
+        except UnicodeEncodeError:  # (zipfile read it otherwise): kept as it read it
+            named[id(info)] = info.filename
+            continue
+        unicode_path = _unicode_path(info.extra, original)
+        if unicode_path is not None:
+            named[id(info)] = unicode_path
+        elif original.isascii():
+            named[id(info)] = info.filename
+        else:
+            raw[id(info)] = original
+    if raw:
+        encoding = _legacy_encoding(list(raw.values()))
+        for key, original in raw.items():
+            named[key] = original.decode(encoding, "replace")
+    return named
+
+
+def _unicode_path(extra: bytes, original: bytes) -> str | None:
+    """The UTF-8 name of Info-ZIP's Unicode Path extra field (0x7075: version 1, the CRC-32
+    of the header's name, the name), when it is there and its CRC matches ``original``."""
+    at = 0
+    while at + 4 <= len(extra):
+        kind = int.from_bytes(extra[at:at + 2], "little")
+        size = int.from_bytes(extra[at + 2:at + 4], "little")
+        body = extra[at + 4:at + 4 + size]
+        at += 4 + size
+        if kind != _UNICODE_PATH or len(body) < 5 or body[0] != 1:
+            continue
+        if int.from_bytes(body[1:5], "little") != zlib.crc32(original):
+            return None  # the name was changed after the field was written: not trusted
+        try:
+            return body[5:].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
+def _legacy_encoding(names: list[bytes]) -> str:
+    """The one encoding of an archive's unflagged, non-ASCII names (see :func:`zip_names`)."""
+    try:
+        for name in names:
+            name.decode("utf-8")
+        return "utf-8"
+    except UnicodeDecodeError:
+        pass
+    for name in names:
+        for word in _WORD.findall(name.decode("cp866")):
+            cyrillic = sum("\u0400" <= c <= "\u04ff" for c in word)
+            if not word.isascii() and cyrillic != sum(not c.isascii() for c in word):
+                return "cp437"  # a letter of cp866's that is not Cyrillic
+            if cyrillic and cyrillic != len(word):
+                return "cp437"  # Latin and Cyrillic in one word: not a Russian name
+    return "cp866" if any(any("\u0400" <= c <= "\u04ff" for c in n.decode("cp866"))
+                          for n in names) else "cp437"
+
+
 def _read_zip(data: bytes, members: Members, ctx: Context) -> None:
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
@@ -178,10 +255,11 @@ def _read_zip(data: bytes, members: Members, ctx: Context) -> None:
     except _ZIP_ERRORS as e:
         raise CorruptDocument(f"not a valid zip archive: {e}") from None
     limits = ctx.limits
+    names = zip_names(infos)
     for info in infos:
         if info.is_dir():
             continue
-        path = info.filename
+        path = names[id(info)]
         members.next_member(path)
         if info.flag_bits & 0x1:
             members.skip(path, "error", "the member needs a password", "encrypted")
@@ -306,7 +384,8 @@ def _seven_zip_tool(ctx: Context) -> str:
     for name in SEVEN_Z_TOOLS:
         if name in ctx.tools:
             return ctx.tools[name]
-    raise Unsupported("7z archives need 7zz or 7z (7-Zip) on this machine")
+    raise Unsupported(missing_tool("7z archives need 7zz or 7z (7-Zip) on this machine",
+                                   ctx.limits))
 
 
 def _list_7z(out: str) -> list[dict[str, str]]:

@@ -131,6 +131,9 @@ def _write_message(msg: Message, state: _State, depth: int) -> str:
         state.defects(part)
         if in_alt and part.get_content_maintype() == "text" and not _is_named(part):
             continue  # another rendering of the body
+        if body is not None and _body_part(part):
+            _write_text(part, state)  # more of the body (plain and HTML side by side in a
+            continue                  # multipart/mixed, a list's footer): not an attachment
         _write_attachment(part, state, depth)
     return _header(msg, "Subject")
 
@@ -175,6 +178,21 @@ def _html_body(msg: Message, body: Message, sink: TextSink, state: _State, text:
         pass  # its Markdown as far as it went (the text is the text body's)
     sink.include(sub, text if text.endswith("\n") or not text else text + "\n")
     return True
+
+
+def _write_text(part: Message, state: _State) -> None:
+    """A text part of the body: its text (an HTML one's through the HTML reader)."""
+    text = decode_payload(_payload(part), part.get_content_charset())
+    if part.get_content_subtype() == "html":
+        html_to_text(text, state.sink, state.ctx.limits)
+    else:
+        state.sink.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+def _body_part(part: Message) -> bool:
+    """A plain or HTML text part with no name and not marked as an attachment: part of the
+    message's body, as a mail client shows it inline."""
+    return part.get_content_type() in ("text/plain", "text/html") and not _is_named(part)
 
 
 def _addresses(msg: Message, name: str) -> list[str]:

@@ -48,7 +48,7 @@ from typing import Any
 
 from . import choose as chooser, memo as ocrmemo, engine as tessapi, packs as ocrpacks
 from ..base import Context, Document, Reader, ReadResult, TextSink
-from ..errors import CorruptDocument, ReaderError, ToolFailed, Unsupported
+from ..errors import CorruptDocument, ReaderError, ToolFailed, Unsupported, missing_tool
 
 NEEDS_TESSERACT = "needs tesseract on this machine"
 NO_TEXT = "no text recognised in the image"
@@ -160,7 +160,7 @@ def ocr_image(
     """
     tesseract = ctx.tools.get("tesseract")
     if tesseract is None:
-        raise Unsupported(NEEDS_TESSERACT)
+        raise Unsupported(missing_tool(NEEDS_TESSERACT, ctx.limits))
     engine = warm_engine(ctx, language)
     memo, key, got = _recall(ctx, f"text:{language}", engine is not None, image, dpi)
     if got is not ocrmemo.MISSING:
@@ -270,7 +270,7 @@ def detect_osd(
     Raises ToolFailed when tesseract cannot run."""
     tesseract = ctx.tools.get("tesseract")
     if tesseract is None:
-        raise Unsupported(NEEDS_TESSERACT)
+        raise Unsupported(missing_tool(NEEDS_TESSERACT, ctx.limits))
     engine = (tessapi.engine(tesseract_version(ctx), tessapi.OSD, tessdata(ctx))
               if USE_LIBRARY else None)
     memo, key, got = _recall(ctx, "osd", engine is not None, image, dpi)
@@ -495,7 +495,7 @@ def _pnm(im) -> bytes:
 
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     if "tesseract" not in ctx.tools:
-        raise Unsupported(NEEDS_TESSERACT)
+        raise Unsupported(missing_tool(NEEDS_TESSERACT, ctx.limits))
     prepared = _prepare(doc, ctx)
     info: dict[str, object] = {"engine": "tesseract", "version": tesseract_version(ctx)}
     if prepared.image is None:

@@ -25,7 +25,8 @@ from ..errors import (CapReached,
                       EncryptedDocument,
                       ReaderError,
                       ToolFailed,
-                      Unsupported)
+                      Unsupported,
+                      missing_tool)
 from ..ocr.packs import TESSDATA
 from ..ocr.reader import NEEDS_TESSERACT, document_meta, tesseract_version
 from ..render.events import Heading, Note, PageBreak
@@ -157,12 +158,14 @@ class _Pages:
             self.texts[i] = ""
             self.mark(i, source="dropped", reason=f"garbage text ({ratio:.0%} printable)")
         if garbage:
-            why = "" if "tesseract" in ctx.tools else f", not OCRed: {NEEDS_TESSERACT}"
+            why = "" if "tesseract" in ctx.tools else \
+                f", not OCRed: {missing_tool(NEEDS_TESSERACT, ctx.limits)}"
             warnings.append(f"{_page_list(garbage)}: garbage text dropped{why}")
 
     def not_ocred(self, ocr: OcrPass, ctx: Context, warnings: list[str]) -> None:
         """Why the pages OCR did not read were not read; the pages it failed on."""
-        why = NEEDS_TESSERACT if "tesseract" not in ctx.tools else "no renderer opens the file"
+        why = (missing_tool(NEEDS_TESSERACT, ctx.limits) if "tesseract" not in ctx.tools
+               else "no renderer opens the file")
         for pages, reason in ((ocr.untried, why), (ocr.capped, "ocr_max_pages reached"),
                               (ocr.stopped, "the deadline was near")):
             for i in pages:
@@ -201,7 +204,7 @@ def _finish(
     pages.annotations(got.notes)
     result = _result(doc, engine, got.meta, pages.sources, ocr)
     if pages.empty():
-        return _metadata_only(sink, result, warnings)
+        return _metadata_only(sink, result, _no_text(ocr), warnings)
     _write_pages(sink, pages.texts, pages.notes, got.meta.outline, result, warnings)
     caps = _caps(ctx.limits, got, ocr)
     if caps:
@@ -227,13 +230,14 @@ def _result(doc: Document, engine: str, meta: PdfMeta, sources: list[PageSource]
         ocr_packs=packs.ocr_packs).with_metadata(doc_meta)
 
 
-def _metadata_only(sink: TextSink, result: ReadResult, warnings: list[str]) -> ReadResult:
+def _metadata_only(sink: TextSink, result: ReadResult, reason: str,
+                   warnings: list[str]) -> ReadResult:
     """No page holds text: empty, unless the document's metadata holds words (a scan whose
     only words are in its Info/XMP: those words are its text)."""
     only = metadata_text(result.metadata) if result.metadata is not None else ""
     if not only:
-        return replace(result, empty_reason=NO_TEXT_LAYER, warnings=tuple(warnings))
-    warnings.append(f"{NO_TEXT_LAYER}: the text is the document's metadata")
+        return replace(result, empty_reason=reason, warnings=tuple(warnings))
+    warnings.append(f"{reason}: the text is the document's metadata")
     _write_pages(sink, [only], [[]], (), result, warnings)
     return replace(result, warnings=tuple(warnings))
 
@@ -250,6 +254,21 @@ def _caps(limits: Limits, got: _Extraction, ocr: OcrPass) -> list[tuple[str, str
     if ocr.stopped:
         caps.append(("ocr_deadline", f"not OCRed: {_page_list(ocr.stopped)}"))
     return caps
+
+
+def _no_text(ocr: OcrPass) -> str:
+    """Why a PDF holds no text: no text layer, and what OCR made of its pages (read them and
+    found no words, found them blank, failed); "scanned PDF?" only while OCR has not looked
+    (no tesseract, a cap or the deadline reached first: the warnings and the pages'
+    ``not_ocred`` say which)."""
+    if ocr.done:
+        pages = sorted(ocr.done)
+        return f"no text layer, and OCR read no text on {_page_list(pages)}"
+    if ocr.failed:
+        return f"no text layer, and OCR failed on {_page_list(sorted(ocr.failed))}"
+    if ocr.blank and not (ocr.untried or ocr.capped or ocr.stopped):
+        return "no text layer, and its pages are blank"
+    return NO_TEXT_LAYER
 
 
 def _write_pages(sink: TextSink, texts: list[str], notes: list[list[str]],
@@ -420,7 +439,7 @@ class _Tried:
         """Why no engine's text is kept."""
         if self.garbage is not None:
             if "pdftotext" not in ctx.tools:
-                return Unsupported(NEEDS_PDFTOTEXT)
+                return Unsupported(missing_tool(NEEDS_PDFTOTEXT, ctx.limits))
             return ReaderError(f"{GARBAGE}: " + "; ".join(self.failures))
         if self.encrypted is not None:  # no engine could open it without a password
             return self.encrypted

@@ -2,11 +2,21 @@
 
 - ``job``       : one document to read, the one type from the plan's decision to the worker's job line
 - ``pool``      : the pool of workers, parent side: jobs in, verdicts out, every limit enforced
-- ``worker``    : one worker seen from the parent: its start, job line, deadline, caps and death
-- ``workermain``: the worker process's own main loop: the sandbox first, then one job after another
-- ``zygote``    : one document, one process: the worker forks a child per document, sweeps after it
-- ``procs``     : starting and killing processes: the only module that starts a child process
-- ``answers``   : a worker's answer, trusted for nothing: checked field by field, its text taken
+- ``fleet``     : the pool's workers and what they say: started, watched, retired; what came of
+                  each job, as outcomes
+- ``worker``    : one worker seen from the parent: its start, its control messages, its clock
+                  and its death
+- ``handout``   : the jobs one worker holds, how they reach its documents' processes (one
+                  alone to a fresh process, pure ones many to a shared one), their clock
+- ``workermain``: the worker's main (the sandbox, then the zygote) and a document's process's
+- ``zygote``    : one document, one process: forked ahead of need, swept after; it never sees a
+                  job or an answer (each process talks to the parent on a channel of its own)
+- ``batch``     : the pure-Python batch: which documents may share a process, and the read that
+                  refuses a native part
+- ``procs``     : starting and killing processes: every program bastion starts, every fork but
+                  the zygote's
+- ``answers``   : a document's answer, trusted for nothing: parsed and checked field by field,
+                  its text file the parent's own
 - ``sandbox``   : what a worker enters as its first act: limits, private I/O, no root, Landlock
 - ``identity``  : who a worker is: its slot's own uid, and its identity measured from /proc
 - ``seccomp``   : the seccomp filter a worker loads last: no socket, namespace, tracing, mount

@@ -1,120 +1,201 @@
-"""A worker's answer, trusted for nothing: checked field by field, its text taken out of its reach.
+"""A document's answer, trusted for nothing: parsed and checked field by field, its text file the parent's own.
 
-The parent (:class:`bastion.readers.runtime.pool.WorkerPool`) reads each answer through
-:class:`Answers`: the job it names, the verdict's types, vocabulary and bounds, the sidecar's
-keys and types, and the text, which must be a regular file of the worker's own, in its
-directory, within the output cap.  Whatever fails is a
-:class:`~bastion.readers.runtime.worker.Misbehaved` of kind ``worker``: that document's
-``error`` record; the pool kills and replaces the worker, and the run goes on.
+The parent (:class:`bastion.readers.runtime.pool.WorkerPool`) makes each job's text file
+(:meth:`Answers.text_file`: in a directory only it can reach; the document's process gets a
+write-only descriptor of it, never its path) and reads each answer line through
+:class:`Answers`: :func:`parse` (the one place an answer's bytes become a value), then the job
+it names, the verdict's types, vocabulary and bounds, the sidecar's keys and types, and the
+text named, which must be the file this job was given, still a regular file of one link within
+the output cap.  Whatever fails is a :class:`~bastion.readers.runtime.worker.Misbehaved` of
+kind ``worker``: that document's ``error`` record; the pool kills and replaces the worker, and
+the run goes on.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..base import Limits
 from .verdict import Status, Verdict
-from .worker import Misbehaved, Worker
+from .handout import Misbehaved, Sent
+from .job import Job
 from ..base import SIDECAR
 
 _TEXT_NAME = re.compile(r"t[0-9]{1,12}\.txt")
 _MARKDOWN_NAME = re.compile(r"m[0-9]{1,12}\.md")
 
 
-class Answers:
-    """A worker's answer, trusted for nothing: every field checked against its job, its type
-    and its bounds, its text moved out of the worker's reach into ``path`` (a directory only
-    this process can reach, made at the first text) and checked there.  Anything else is a
-    :class:`Misbehaved` of kind ``worker``: that document's error, the worker replaced."""
+@dataclass(frozen=True)
+class JobResult:
+    """A job and its verdict: its process's, or the parent's when the process failed it."""
 
-    def __init__(self, path: Path, limits: Limits, foreign: bool) -> None:
+    job: Job
+    verdict: Verdict
+    text_path: Path | None = None  # the text to move into the store (status ok only)
+    sidecar: dict[str, Any] = field(default_factory=dict)  # outline, page sources, …
+    markdown_path: Path | None = None  # its Markdown, when the job asked for it (ok only)
+
+    # the verdict's fields, read through (callers that only look at one)
+    @property
+    def status(self) -> str:
+        return self.verdict.status.value
+
+    @property
+    def extractor(self) -> str | None:
+        return self.verdict.extractor
+
+    @property
+    def error(self) -> str | None:
+        return self.verdict.error
+
+    @property
+    def error_kind(self) -> str | None:
+        return self.verdict.error_kind
+
+    @property
+    def limit(self) -> str | None:
+        return self.verdict.limit
+
+    @property
+    def chars(self) -> int:
+        return self.verdict.chars
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.verdict.warnings
+
+
+def parse(line: bytes) -> dict[str, Any]:
+    """One answer line as a value (:class:`Misbehaved` when it is none): the only place the
+    bytes a document's process wrote are parsed."""
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        raise Misbehaved("worker", "reader worker broke the protocol") from None
+    if not isinstance(msg, dict):
+        raise Misbehaved("worker", "reader worker broke the protocol")
+    return msg
+
+
+class Answers:
+    """Documents' answers, trusted for nothing: every field checked against its job, its type
+    and its bounds; its text a file of this process's own in ``path`` (a directory only it
+    can reach, made at the first text).  Anything else is a :class:`Misbehaved` of kind
+    ``worker``: that document's error, the worker replaced."""
+
+    def __init__(self, path: Path, limits: Limits) -> None:
         self.path = path
         self.limits = limits
-        self.foreign = foreign  # the workers run as other uids: texts are made ours
         self._made = False
 
-    def read(self, w: Worker, msg: dict[str, Any]
-             ) -> tuple[Verdict, Path | None, dict[str, Any], Path | None]:
-        """The verdict, text file, sidecar and Markdown file (a job that asked for it)
-        ``w``'s answer ``msg`` gives for its job
-        (:class:`~bastion.readers.runtime.worker.Misbehaved` when it is not an answer to it)."""
-        job = w.job
-        if job is None or msg.get("id") != job.id or isinstance(msg.get("id"), bool):
-            raise Misbehaved("worker", "reader worker answered a job it was not given")
-        try:
-            verdict = Verdict.from_json(msg.get("verdict"))
-        except ValueError as e:
-            raise Misbehaved("worker", f"reader worker sent an invalid verdict ({e})") from None
-        _check_verdict(verdict)
-        if not isinstance(msg.get("fatal", False), bool) or not _count(msg.get("rss", 0)):
-            raise Misbehaved("worker", "reader worker sent a malformed answer (fatal, rss)")
-        sidecar = _sidecar(msg.get("sidecar"))
-        text_path = markdown_path = None
-        if verdict.status is Status.OK:
-            text_path = self.take(w, msg.get("text"))
-            if job.markdown:  # taken like the text, with the same checks
-                try:
-                    markdown_path = self.take(w, msg.get("markdown"), _MARKDOWN_NAME)
-                except Misbehaved:
-                    _remove(text_path)
-                    raise
-        return verdict, text_path, sidecar, markdown_path
-
-    def take(self, w: Worker, name: Any, pattern: re.Pattern[str] = _TEXT_NAME) -> Path:
-        """The worker's text file, only if it is a plain regular file in its own directory,
-        within the output cap; :class:`Misbehaved` otherwise.
-
-        It is first renamed out of the worker's directory, into one only this process can
-        reach, then opened there without following a link (``O_NOFOLLOW``, ``O_NONBLOCK``:
-        a FIFO does not block) and checked on the descriptor: checked in place, a worker
-        could swap it between the check and the store's rename.  A worker's text then
-        belongs to us; whatever else it named (a directory, a link, a FIFO) is removed."""
-        if not isinstance(name, str) or not pattern.fullmatch(name):
-            raise Misbehaved("worker", "reader worker named no valid text file")
+    def text_file(self, worker: str, seq: int, markdown: bool = False) -> tuple[Path, int]:
+        """A new, empty text file (``markdown``: Markdown file) for job ``seq`` of ``worker``
+        and a write-only descriptor of it for the document's process (OSError when the
+        output's filesystem refuses it)."""
         if not self._made:
             self.path.mkdir(mode=0o700, exist_ok=True)
             self._made = True
-        path = self.path / f"{w.dir.name}-{name}"
+        path = self.path / (f"{worker}-m{seq}.md" if markdown else f"{worker}-t{seq}.txt")
+        return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+                             | os.O_NOFOLLOW, 0o600)
+
+    def result(self, sent: Sent, line: bytes) -> tuple[JobResult | None, dict[str, Any]]:
+        """The result the answer ``line`` gives for the job ``sent`` (None: a pure job that
+        asks for a process of its own; its text file gone), and the answer itself."""
+        msg = parse(line)
+        if msg.get("alone") is True and sent.pure and msg.get("id") == sent.job.id \
+                and not isinstance(msg.get("id"), bool):
+            sent.close()
+            return None, msg
+        verdict, text_path, sidecar, markdown_path = self.read(sent, msg)
+        return JobResult(job=sent.job, verdict=verdict, text_path=text_path, sidecar=sidecar,
+                         markdown_path=markdown_path), msg
+
+    def read(self, sent: Sent, msg: dict[str, Any]
+             ) -> tuple[Verdict, Path | None, dict[str, Any], Path | None]:
+        """The verdict, text file, sidecar and Markdown file (a job that asked for it) that
+        the answer ``msg`` gives for the job ``sent``
+        (:class:`~bastion.readers.runtime.worker.Misbehaved` when it is not an answer to it).
+        The files are kept only for an ``ok`` verdict."""
+        kept = False
         try:
-            os.rename(w.dir / name, path)
-        except OSError as e:
-            raise Misbehaved("worker", f"reader worker's text file is missing ({e.strerror})") \
-                from None
-        why = None
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-                         | os.O_NOCTTY)
-        except OSError as e:
-            why = f"cannot be opened without following links ({e.strerror})"
-        else:
+            if msg.get("id") != sent.job.id or isinstance(msg.get("id"), bool):
+                raise Misbehaved("worker", "reader worker answered a job it was not given")
             try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode):
-                    why = "not a regular file"
-                elif st.st_nlink != 1:
-                    why = "a file with other links"
-                elif st.st_size > self.limits.max_output_bytes:
-                    why = f"over the {self.limits.max_output_bytes} byte output limit"
-                elif self.foreign:
-                    os.fchown(fd, os.geteuid(), os.getegid())
-                    os.fchmod(fd, 0o600)
-            finally:
-                os.close(fd)
+                verdict = Verdict.from_json(msg.get("verdict"))
+            except ValueError as e:
+                raise Misbehaved("worker", f"reader worker sent an invalid verdict ({e})") \
+                    from None
+            _check_verdict(verdict)
+            if not isinstance(msg.get("fatal", False), bool) or not _count(msg.get("rss", 0)):
+                raise Misbehaved("worker", "reader worker sent a malformed answer (fatal, rss)")
+            sidecar = _sidecar(msg.get("sidecar"))
+            text_path = markdown_path = None
+            if verdict.status is Status.OK:
+                _named(msg.get("text"), _TEXT_NAME, f"t{sent.seq}.txt", "text")
+                if sent.md is not None:  # its Markdown: named and checked like the text
+                    _named(msg.get("markdown"), _MARKDOWN_NAME, f"m{sent.seq}.md", "Markdown")
+                    markdown_path = self.take(sent, markdown=True)
+                text_path = self.take(sent)
+                kept = True
+            return verdict, text_path, sidecar, markdown_path
+        finally:
+            sent.close(keep=kept)
+
+    def take(self, sent: Sent, markdown: bool = False) -> Path:
+        """The text file made for ``sent``, only if it is still a regular file of one link
+        within the output cap, and still the file at its path; :class:`Misbehaved` otherwise
+        (and whatever is at the path removed).  Checked on the parent's own descriptor of it
+        (a document's process only ever had one too), and the path against it without
+        following a link: the directory is this process's alone, but a process of the same
+        user without Landlock could reach it."""
+        path, out = (sent.md, sent.md_out) if markdown and sent.md is not None else (
+            sent.text, sent.out)
+        st = os.fstat(out)
+        try:
+            at = os.lstat(path)
+            why = None
+        except OSError as e:
+            why = f"gone ({e.strerror})"
+        if why is not None:
+            pass
+        elif (at.st_dev, at.st_ino) != (st.st_dev, st.st_ino):
+            why = "no longer the file made for it"
+        elif st.st_nlink != 1:
+            why = "a file with other links"
+        elif st.st_size > self.limits.max_output_bytes:
+            why = f"over the {self.limits.max_output_bytes} byte output limit"
         if why is not None:
             _remove(path)
-            raise Misbehaved("worker", f"reader worker's text file is {why}")
+            raise Misbehaved("worker", f"reader worker's {'Markdown' if markdown else 'text'} "
+                                       f"file is {why}")
         return path
+
+    def discard(self, sent: Sent) -> None:
+        """The text file of a job that will not be answered here (sent again, or failed)."""
+        sent.close()
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
 MAX_FIELD = 4096  # characters of a verdict's error, extractor, title; a sidecar's strings
+
+
+def _named(name: Any, pattern: re.Pattern[str], expected: str, what: str) -> None:
+    """The file an answer names is the one its job was given (:class:`Misbehaved` if not)."""
+    if not isinstance(name, str) or not pattern.fullmatch(name):
+        raise Misbehaved("worker", f"reader worker named no valid {what} file")
+    if name != expected:
+        raise Misbehaved("worker", f"reader worker's {what} file is missing (it named {name}, "
+                                   f"its job's is {expected})")
 
 
 def _count(v: Any) -> bool:

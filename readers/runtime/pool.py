@@ -1,13 +1,15 @@
 """The pool of long-lived reader workers (parent side): jobs in, verdicts out, every limit enforced.
 
-A worker (:mod:`bastion.readers.runtime.workermain`, started by :func:`bastion.readers.runtime.procs.start_worker`) reads many
-documents in a row, so no interpreter starts per file.  The pool opens each document and
-hands the worker its descriptor, gives it a deadline, caps the result line and the text file,
-and kills a worker past a limit with every process it started (its PID namespace), then
-replaces it.  Run as root, its workers run as an unprivileged user (:func:`worker_user`).
-One worker, its start, job line, deadline and death, is a :class:`bastion.readers.runtime.worker.Worker`;
-this module chooses the worker for each job, reads the answers and calls back.
-See ``docs/architecture.md``.
+A worker (:mod:`bastion.readers.runtime.workermain`, started by
+:func:`bastion.readers.runtime.procs.start_worker`) lives for many documents, so no interpreter
+starts per file; it is a zygote that forks a process per document ahead of need
+(:mod:`bastion.readers.runtime.zygote`), and the pool gives that process its job directly: it
+opens the document and makes the text's file, hands both as descriptors, gives the job a
+deadline, caps the answer line and the text file, and kills a worker past a limit with every
+process it started (its PID namespace), then replaces it.  Run as root, its workers run as an
+unprivileged user (:func:`worker_user`).  One worker, its start, control messages, jobs and
+clock, is a :class:`bastion.readers.runtime.worker.Worker`; this module chooses the worker for
+each job, reads the answers and calls back.  See ``docs/architecture.md``.
 """
 from __future__ import annotations
 
@@ -16,27 +18,21 @@ import selectors
 import stat
 import sys
 import time
-from dataclasses import dataclass, field
+from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
 from bastion.errors import WorkerError
 from ..base import Limits
-from .procs import AUTO, PID_NAMESPACE, containment
-from .sandbox import SCRATCH_DIR, WORKER_DIR
-from .answers import Answers
+from .answers import JobResult
+from .batch import PURE_READERS
+from .fleet import Fleet
+from .handout import open_document
 from .identity import SLOT_BASE, SlotUsers
 from .job import Job
-from .verdict import Verdict
-from .worker import (Misbehaved,
-                     StartError,
-                     ToolPaths,
-                     Worker,
-                     first_line,
-                     open_document,
-                     precompile_readers,
-                     view_paths,
-                     worker_path)
+from .procs import AUTO, PID_NAMESPACE, containment
+from .sandbox import SCRATCH_DIR, WORKER_DIR
+from .worker import Worker, view_paths, worker_path
 
 __all__ = ["DEFAULT_USER", "SLOT_USER", "Job", "JobResult", "WorkerError", "WorkerPool",
            "open_document", "worker_user"]
@@ -45,56 +41,23 @@ SLOT_USER = ":slot"  # each worker slot its own unprivileged uid (no account can
 DEFAULT_USER = SLOT_USER  # whom the workers of a pool run as root run as
 
 
-@dataclass(frozen=True)
-class JobResult:
-    """A job and its verdict: the worker's, or the parent's when the worker failed it."""
-
-    job: Job
-    verdict: Verdict
-    text_path: Path | None = None  # the text to move into the store (status ok only)
-    sidecar: dict[str, Any] = field(default_factory=dict)  # outline, page sources, …
-    markdown_path: Path | None = None  # its Markdown, when the job asked for it (ok only)
-
-    # the verdict's fields, read through (callers that only look at one)
-    @property
-    def status(self) -> str:
-        return self.verdict.status.value
-
-    @property
-    def extractor(self) -> str | None:
-        return self.verdict.extractor
-
-    @property
-    def error(self) -> str | None:
-        return self.verdict.error
-
-    @property
-    def error_kind(self) -> str | None:
-        return self.verdict.error_kind
-
-    @property
-    def limit(self) -> str | None:
-        return self.verdict.limit
-
-    @property
-    def chars(self) -> int:
-        return self.verdict.chars
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        return self.verdict.warnings
-
-
 class WorkerPool:
-    """N long-lived workers; jobs go to an idle one; every limit is enforced from here.
+    """N long-lived workers; jobs go to a free one; every limit is enforced from here.
 
     ``submit`` returns as soon as a worker has taken the job (waiting, and handling finished
-    jobs, while all are busy); ``callback(result)`` runs in the caller's thread for every job,
-    exactly once, whatever the worker did — for a finished document, after its worker has been
-    given the next one, so the caller's work on a result overlaps the worker's on the next
-    document.  ``drain`` waits for the jobs in flight and runs every callback still due.
-    One worker's start, protocol, deadline and death are its :class:`~bastion.readers.runtime.worker.
-    Worker`'s; the pool chooses the worker, reads the answers and calls back.
+    jobs, while all are busy): its process has it, or reads earlier jobs and will be given it
+    as it answers them; ``callback(result)`` runs in the caller's thread for every job,
+    exactly once, whatever its process did — for a finished document, once the next job has
+    been taken (while a process is forked for it, or after), so the caller's work on a result
+    overlaps the workers' on the next documents.  ``drain`` waits for the jobs in flight and runs every callback still due.
+
+    Each document is read in a process of its own, forked ahead by its worker's zygote and
+    given the job straight from here; documents of the pure readers
+    (:data:`~bastion.readers.runtime.batch.PURE_READERS`) share one for up to
+    :data:`~bastion.readers.runtime.batch.BATCH_DOCS` in a row, several to a message, and one
+    that turns out to need a native reader is read again alone.  The pool holds the jobs no
+    worker holds yet and chooses the worker for each; its :class:`~bastion.readers.runtime.
+    fleet.Fleet` runs the workers and says what came of each job.
     """
 
     def __init__(
@@ -115,76 +78,93 @@ class WorkerPool:
         self.limits = limits
         self.tmp_root = Path(tmp_root)
         self.callback = callback
-        self.recycle_after = recycle_after
-        self.rss_limit = rss_limit if rss_limit is not None else limits.memory_bytes // 2
-        self.extra_readers = extra_readers
-        self.contain = contain  # how workers hold their descendants (tests force a fallback)
         # run as root: the workers run as their slots' uids (or ``user``), or say why not
         self.user, self.user_note = worker_user(user, contain, allow_root)
-        # the answers read, their texts moved out of worker reach
-        self._answers = Answers(self.tmp_root / f"s{os.getpid()}", limits,
-                                self.user is not None)
-        self._tools_for_worker = ToolPaths(self.user.sample if self.user else None)  # workers
-        self.identity: dict[str, Any] | None = None  # a worker's, measured from /proc
-        self.workers: list[Worker] = []
-        self.sel = selectors.DefaultSelector()
-        self._seq = 0
-        self.spawned = self.killed = 0  # workers started; jobs failed by a death or a kill
+        self.fleet = Fleet(limits, self.tmp_root, recycle_after=recycle_after,
+                           rss_limit=rss_limit if rss_limit is not None
+                           else limits.memory_bytes // 2,
+                           extra_readers=extra_readers, contain=contain, user=self.user)
         self.closed = False
-        # results whose callback waits for the next dispatch (see submit): (result, text file)
-        self._pending: list[tuple[JobResult, Path | None]] = []
+        # jobs no worker holds yet (first: those to read again), with whether to read alone
+        self._queue: deque[tuple[Job, bool]] = deque()
+        # results whose callback waits for the next job given out (see submit); failures,
+        # called back at once
+        self._pending: deque[JobResult] = deque()
+        self._failed: deque[JobResult] = deque()
+
+    @property
+    def workers(self) -> list[Worker]:
+        return self.fleet.workers
+
+    @property
+    def identity(self) -> dict[str, Any] | None:
+        """A worker's identity, measured from ``/proc`` at its ready message."""
+        return self.fleet.identity
+
+    @property
+    def spawned(self) -> int:
+        return self.fleet.spawned
+
+    @property
+    def killed(self) -> int:
+        return self.fleet.killed
+
+    @property
+    def extra_readers(self) -> tuple[str, ...]:
+        return self.fleet.extra_readers
+
+    @extra_readers.setter
+    def extra_readers(self, modules: tuple[str, ...]) -> None:
+        self.fleet.extra_readers = modules  # for the workers started from now on
 
     # -- public ---------------------------------------------------------------------------------
 
     def submit(self, job: Job) -> None:
-        while True:
-            worker = self._idle_worker()
-            if worker is not None:
-                if self._dispatch(worker, job):
-                    # the finished jobs' callbacks (the caller's store work) run now, while
-                    # the worker already reads the next document, not before it gets one
-                    self._flush()
-                    return
-                continue
+        self._queue.append((job, False))
+        while not self._assign():
             self._poll()
+        if any(w.hand.queue for w in self.workers):  # what the workers said meanwhile: a
+            self._poll(0.0)  # spare to give a held job to, answers to make room for more
+        while any(w.hand.queue and not w.hand.sent for w in self.workers):
+            self._flush()  # the caller's work on earlier results while a process is forked
+            self._poll()  # a worker holds jobs its process does not have: until it does
+        # the finished jobs' callbacks (the caller's store work) run now, while the workers
+        # already read the next documents, not before they get them
+        self._flush()
 
-    def _flush(self) -> None:
-        """Run the callbacks of the results held back by ``_on_result``, in order."""
-        while self._pending:
-            self._call_back(*self._pending.pop(0))
-
-    def _call_back(self, result: JobResult, text_path: Path | None) -> None:
-        """The caller's callback, then the text file gone (the caller moved it, or not)."""
-        try:
-            self.callback(result)
-        finally:
-            for path in (text_path, result.markdown_path):
-                if path is not None and path.exists():
-                    path.unlink()
-
-    def warm(self) -> None:
-        """Start every worker now (each boots while the caller goes on), not at first use."""
-        while len(self.workers) < self.size:
-            self._spawn()
+    def warm(self, count: int | None = None) -> None:
+        """Start ``count`` workers (default: every one) now, each booting while the caller
+        goes on, not at first use; the rest start when a job finds the started ones busy."""
+        while len(self.workers) < min(self.size, self.size if count is None else count):
+            self.fleet.spawn()
 
     def drain(self) -> None:
         self._flush()
-        while any(w.job is not None for w in self.workers):
+        while self._queue or any(not w.hand.free() for w in self.workers):
+            if self._assign():
+                self._flush()
             self._poll()
             self._flush()
 
     def close(self) -> None:
         try:
-            self._flush()  # held-back texts live in the workers' directories
+            while self._failed:
+                self.callback(self._failed.popleft())
+            self._flush()
         finally:
-            for w in list(self.workers):
-                self._retire(w)
-        if not self.closed:
-            self.closed = True
-            self.sel.close()
-            self._answers.remove()
-            if self.user is not None:
-                self.user.close()
+            if not self.closed:
+                self.closed = True
+                self.fleet.close()
+                if self.user is not None:
+                    self.user.close()
+
+    def abandon(self) -> None:
+        """In a forked copy of the parent: let go of the workers without touching them
+        (closing only this process's copies of their descriptors)."""
+        for w in self.workers:
+            w.forget()
+        self.workers.clear()
+        self.fleet.sel.close()
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -196,145 +176,65 @@ class WorkerPool:
         """The workers' pids (as this process numbers them; one not ready yet: its keeper)."""
         return [w.pid for w in self.workers]
 
-    # -- workers --------------------------------------------------------------------------------
+    # -- its jobs -------------------------------------------------------------------------------
 
-    def _spawn(self) -> Worker:
-        if not self.spawned:
-            precompile_readers()
-        self._seq += 1
-        wdir, ids = self.tmp_root / f"w{os.getpid()}-{self._seq}", None
-        try:
-            ids = None if self.user is None else self.user.take()
-            worker = Worker.start(wdir, self.limits, user=ids,
-                                  extra_readers=self.extra_readers, contain=self.contain)
-        except (OSError, StartError) as e:
-            if ids is not None and self.user is not None:
-                self.user.give(ids)
-            raise WorkerError(f"cannot start a reader worker: {e}") from None
-        for pipe, kind in zip(worker.pipes, ("out", "err")):
-            self.sel.register(pipe, selectors.EVENT_READ, (worker, kind))
-        self.workers.append(worker)
-        self.spawned += 1
-        return worker
+    def _flush(self) -> None:
+        """Run the callbacks of the results held back, in order; each text file is gone
+        after its callback (the caller moved it, or not)."""
+        while self._pending:
+            result = self._pending.popleft()
+            try:
+                self.callback(result)
+            finally:
+                for path in (result.text_path, result.markdown_path):
+                    if path is not None and path.exists():
+                        path.unlink()
 
-    def _idle_worker(self) -> Worker | None:
-        for w in self.workers:
-            if w.job is None:
+    def _choose(self, job: Job, alone: bool) -> Worker | None:
+        """The worker to hold ``job``: a free one, a new one, or the least loaded one whose
+        process reads pure documents — with room for more, for a pure job; for one a shared
+        process sent back (to be read alone), behind them, lest it hold up the queue."""
+        for w in list(self.workers):
+            if w.hand.free():
+                if w.exited():  # dead while idle (its keeper, holding its sockets, may not
+                    self.fleet.retire(w)  # have followed yet): replaced
+                    self._take()
+                    continue
                 return w
         if len(self.workers) < self.size:
-            return self._spawn()
+            return self.fleet.spawn()
+        if job.reader in PURE_READERS:
+            takers = [w for w in self.workers if w.hand.takes_pure()]
+            if takers:
+                return min(takers, key=lambda w: w.hand.load())
         return None
 
-    def _dispatch(self, w: Worker, job: Job) -> bool:
-        if w.exited():
-            # dead while idle; its keeper, which holds the job socket too, may not have
-            # followed yet (a job sent now would be lost with it): replace it, try again
-            self._retire(w)
-            return False
-        if not w.send(job, self._tools_for_worker(job.tools)):
-            self._retire(w)  # died while idle: replace it and try again
-            return False
+    def _assign(self) -> bool:
+        """Hand the queued jobs to workers; whether none is left waiting for one."""
+        while self._queue:
+            job, alone = self._queue[0]
+            w = self._choose(job, alone)
+            if w is None:
+                return False
+            self._queue.popleft()
+            self.fleet.assign(w, job, alone)
+            self._take()
         return True
 
-    def _retire(self, w: Worker) -> None:
-        """Stop a worker (idle, dead or to be killed) and forget it."""
-        for stream in w.pipes:
-            try:
-                self.sel.unregister(stream)
-            except (KeyError, ValueError):
-                pass
-        w.stop()  # it and all it started are gone: its uid is free for the next one
-        if w.user is not None and self.user is not None:
-            self.user.give(w.user)
-        if w in self.workers:
-            self.workers.remove(w)
+    def _poll(self, timeout: float | None = None) -> None:
+        self.fleet.poll(timeout)
+        self._take()
 
-    # -- the event loop -------------------------------------------------------------------------
-
-    def _poll(self) -> None:
-        due = [t for t in (w.due() for w in self.workers) if t is not None]
-        timeout = max(0.0, min(due) - time.monotonic()) if due else None
-        for key, _ in self.sel.select(timeout):
-            worker, which = key.data
-            if worker not in self.workers:
-                continue
-            try:
-                data = os.read(key.fd, 1 << 16)
-            except BlockingIOError:
-                continue
-            except OSError:
-                data = b""
-            if which == "err":
-                if data:
-                    worker.keep_stderr(data, self.limits.stderr_bytes)
-                else:
-                    self.sel.unregister(key.fileobj)
-                continue
-            if not data:
-                self._on_death(worker)
-                continue
-            worker.buf += data
-            self._on_output(worker)
-        now = time.monotonic()
-        for w in list(self.workers):
-            late = w.overdue(now)
-            if late is not None:
-                self._fail(w, *late)
-
-    def _on_output(self, w: Worker) -> None:
-        while w in self.workers:
-            try:
-                msg = w.next_message(self.limits.stderr_bytes)
-            except Misbehaved as e:
-                self._fail(w, e.kind, e.message)
-                return
-            self.identity = w.identity or self.identity  # checked at its ready line
-            if msg is None:
-                return
-            if isinstance(msg, tuple):  # a document's process ended without an answer
-                self._end_job(w, *msg)  # its zygote, which never read it, goes on
-            else:
-                self._on_result(w, msg)
-
-    # -- answers --------------------------------------------------------------------------------
-
-    def _on_result(self, w: Worker, msg: dict[str, Any]) -> None:
-        try:
-            verdict, text_path, sidecar, markdown_path = self._answers.read(w, msg)
-        except Misbehaved as e:
-            self._fail(w, e.kind, e.message)
-            return
-        result = JobResult(job=w.take_job(), verdict=verdict, text_path=text_path,
-                           sidecar=sidecar, markdown_path=markdown_path)
-        w.done += 1
-        rss = int(msg.get("rss") or 0)
-        if not (msg.get("fatal") or w.done >= self.recycle_after or rss > self.rss_limit):
-            self._pending.append((result, text_path))  # called back after the next dispatch
-            return
-        try:  # the worker is replaced, and its directory (with the text) removed: call now
-            self._call_back(result, text_path)
-        finally:
-            self._retire(w)
-
-    def _on_death(self, w: Worker) -> None:
-        kind, message = w.death(self.limits.stderr_bytes)
-        self._retire(w)
-        if w.job is not None:
-            self._end_job(w, kind, message)
-
-    def _end_job(self, w: Worker, kind: str, message: str) -> None:
-        job = w.take_job()
-        self.killed += 1
-        self.callback(JobResult(job=job, verdict=Verdict.failed(kind, message)))
-
-    def _fail(self, w: Worker, kind: str, message: str) -> None:
-        """Kill a worker (with its process group) and fail its job."""
-        w.killed = message
-        self._retire(w)
-        stderr = first_line(bytes(w.err))
-        if w.job is not None:
-            self._end_job(w, kind, f"{message}: {stderr}" if kind == "crash" and stderr
-                          else message)
+    def _take(self) -> None:
+        """Act on what came of the jobs: results wait for their callback, jobs to give again
+        go first in the queue (in their order), failures are called back now."""
+        out, self.fleet.out = self.fleet.out, []
+        self._queue.extendleft(reversed([(o.job, o.alone) for o in out if o.kind == "again"]))
+        for o in out:
+            if o.result is not None:
+                (self._pending if o.kind == "result" else self._failed).append(o.result)
+        while self._failed:  # (one that raises leaves the others for the next call)
+            self.callback(self._failed.popleft())
 
 
 def worker_user(name: str | None, contain: str = AUTO,

@@ -1,8 +1,10 @@
-"""Starting and killing processes: the only module that starts child processes.
+"""Starting and killing processes: every program bastion starts, and every fork but the zygote's.
 
 Every child bastion makes is started here: reader workers (:func:`start_worker`, each PID 1 of
 a PID namespace of its own: :func:`containment`), the external tools readers run
-(:func:`start_tool`), the walk's forked helpers (:func:`fork_helper`).
+(:func:`start_tool`), the walk's forked helpers (:func:`fork_helper`).  The one other place a
+process begins is inside a worker: its zygote forks each document's process
+(:mod:`bastion.readers.runtime.zygote`), a copy of itself that execs nothing.
 Every program started gets :data:`CHILD_ENV` (nothing of the parent's environment), and every
 child dies with its parent (``PR_SET_PDEATHSIG``); :func:`stop_worker` takes a worker with every process it
 started, including one that left its session, and always reaps.
@@ -67,16 +69,17 @@ def set_parent_death_signal() -> None:
 # -- starting -------------------------------------------------------------------------------
 
 
-def start_worker(argv: list[str], env: dict[str, str], cwd: str, jobs: int,
+def start_worker(argv: list[str], env: dict[str, str], cwd: str, control: int,
                  contain: str = AUTO, mount: bool = False) -> subprocess.Popen:
-    """A reader worker: its own session, ``jobs`` (the worker's end of the job socket) as its
-    stdin, pipes for its results and stderr, no other descriptor of the parent's, PID 1 of a
-    PID namespace of its own where the machine allows it (``containment(contain)``, whose
-    mode the worker is to be told; ``mount``: in a mount namespace too).  Raises OSError when
-    it cannot start."""
+    """A reader worker: its own session, ``control`` (the worker's end of its control
+    socket) as its stdin, ``/dev/null`` as its stdout, a pipe for its stderr, no other
+    descriptor of the parent's, PID 1 of a PID namespace of its own where the machine allows
+    it (``containment(contain)``, whose mode the worker is to be told; ``mount``: in a mount
+    namespace too).  Raises OSError when it cannot start.  (The worker, a zygote, forks each
+    document's process itself: :mod:`bastion.readers.runtime.zygote`.)"""
     prefix, _ = containment(contain, mount)
     return subprocess.Popen(
-        [*prefix, *argv], stdin=jobs, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [*prefix, *argv], stdin=control, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         env=env, cwd=cwd, close_fds=True, start_new_session=True,
     )
 

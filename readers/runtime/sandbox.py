@@ -6,7 +6,7 @@ import os
 import signal
 import socket
 from pathlib import Path
-from typing import IO
+from typing import Callable
 
 from ..base import Limits
 from .procs import libc, mark_in_worker, set_parent_death_signal
@@ -114,6 +114,28 @@ def landlock_ruleset(writable: list[Path]) -> tuple[int, int | None]:
         raise
     os.set_inheritable(ruleset, False)
     return int(abi), int(ruleset)
+
+
+def prepared_enforce(ruleset: int | None) -> Callable[[], None]:
+    """A function that restricts the process calling it by ``ruleset`` and closes it (what
+    each document's process does first): the C library's functions resolved now, once, in
+    the zygote, so that the child's part is two system calls.  Without a ruleset (no
+    Landlock here), a function that does nothing."""
+    if ruleset is None:
+        return lambda: None
+    import ctypes
+
+    lib = libc()
+    prctl, syscall = lib.prctl, lib.syscall
+    syscall.restype = ctypes.c_long
+
+    def enforce() -> None:
+        prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        if syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) < 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+        os.close(ruleset)
+
+    return enforce
 
 
 def landlock_enforce(ruleset: int) -> None:
@@ -286,15 +308,15 @@ def capabilities(pid: int | str = "self") -> dict[str, int]:
 
 def enter_sandbox(tmpdir: Path, limits: Limits, user: tuple[int, int] | None = None,
                   view: list[str] | tuple[str, ...] = (), scratch: Path | None = None,
-                  ) -> tuple[socket.socket, IO[bytes], int, bool]:
+                  ) -> tuple[socket.socket, int, bool]:
     """Called by a worker before it reads anything: limits, private I/O, no root, Landlock,
     seccomp.
 
     * ``RLIMIT_AS`` = ``limits.memory_bytes``; ``RLIMIT_FSIZE`` = the output cap (a larger
       write fails with EFBIG: SIGXFSZ is ignored); no core dumps.
-    * The protocol moves to private descriptors (jobs: the socket on fd 0, each job one
-      message with the document's descriptor; results: the pipe on fd 1); fd 0 and 1 become
-      ``/dev/null`` so a reader that prints or reads stdin cannot corrupt the protocol.
+    * The control socket (fd 0: :mod:`bastion.readers.runtime.zygote`'s messages) moves to a
+      private descriptor; fd 0 and 1 become ``/dev/null`` so a reader that prints or reads
+      stdin cannot corrupt a protocol.
     * ``user`` (uid, gid): gives up root for that uid (its slot's own), with no
       supplementary group, no capability, at most :data:`MAX_PROCS` processes, not dumpable
       (:func:`drop_privileges`), after making ``view`` (the interpreter, bastion's modules)
@@ -302,11 +324,11 @@ def enter_sandbox(tmpdir: Path, limits: Limits, user: tuple[int, int] | None = N
       own, bound by :func:`bind_worker_dir`).
     * Dies with its parent (``PR_SET_PDEATHSIG``, set again after the change of user, which
       clears it).
-    * Landlock: no filesystem change outside ``tmpdir`` and ``scratch``, no TCP, no abstract
-      unix socket or signal outside its own domain (ABI 6).
+    * Landlock: no filesystem change outside ``scratch`` (``tmpdir`` without one), no TCP, no
+      abstract unix socket or signal outside its own domain (ABI 6).
     * seccomp (:mod:`bastion.readers.runtime.seccomp`): no socket, no namespace, no tracing.
 
-    Returns (jobs in, results out, Landlock ABI or 0, whether the seccomp filter is loaded).
+    Returns (the control socket, Landlock ABI or 0, whether the seccomp filter is loaded).
     """
     import resource
 
@@ -319,20 +341,17 @@ def enter_sandbox(tmpdir: Path, limits: Limits, user: tuple[int, int] | None = N
     fsize = limits.max_output_bytes + (1 << 20)
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    jobs_fd = os.dup(0)
-    results_fd = os.dup(1)
+    control_fd = os.dup(0)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     os.close(devnull)
-    os.set_inheritable(jobs_fd, False)
-    os.set_inheritable(results_fd, False)
+    os.set_inheritable(control_fd, False)
     os.chdir(tmpdir)
     if user is not None:
         build_view(list(view), *user)
         drop_privileges(*user)
         set_parent_death_signal()
-    abi = landlock_restrict([tmpdir, *([scratch] if scratch is not None else [])])
+    abi = landlock_restrict([scratch if scratch is not None else tmpdir])
     filtered = seccomp.install()
-    return (socket.socket(fileno=jobs_fd), os.fdopen(results_fd, "wb", buffering=0), abi,
-            filtered)
+    return socket.socket(fileno=control_fd), abi, filtered

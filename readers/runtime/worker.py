@@ -1,13 +1,16 @@
-"""One reader worker, parent side: its start, its job line, its deadline and caps, its death.
+"""One reader worker, parent side: its start, its control messages, its clock, its death.
 
-A :class:`Worker` is one long-lived process (:mod:`bastion.readers.runtime.workermain`, started through
-:func:`bastion.readers.runtime.procs.start_worker`, the only module that starts processes) and what the
-parent keeps of it: the job socket, its directory, what it wrote so far and the job it reads.
-It knows how to start itself (:meth:`Worker.start`), hand itself a document
-(:meth:`Worker.send`), read its ready line, tell when it is past its deadline
-(:meth:`Worker.overdue`), say why it died (:meth:`Worker.death`) and stop with every process it
-started (:meth:`Worker.stop`).  Which worker gets which job, and what becomes of its answer, is
-the pool's (:class:`bastion.readers.runtime.pool.WorkerPool`).
+A :class:`Worker` is one long-lived process, a zygote (:mod:`bastion.readers.runtime.workermain`,
+started through :func:`bastion.readers.runtime.procs.start_worker`, run by
+:mod:`bastion.readers.runtime.zygote`), and what the parent keeps of it: its control socket,
+its directory, the reader families it was asked to load, and the jobs it holds (its
+:class:`~bastion.readers.runtime.handout.Handout`, which gives them to the document's process
+the zygote forked last).  It knows how to start itself (:meth:`Worker.start`), read the
+zygote's messages (:meth:`Worker.receive`: ready, a spare's channel, a process's end), ask it
+to load a family (:meth:`Worker.prepare`), tell when its clock is up (:meth:`Worker.overdue`),
+say why it died (:meth:`Worker.death`) and stop with every process it started
+(:meth:`Worker.stop`).  Which worker gets which job, and what becomes of an answer, is the
+pool's (:class:`bastion.readers.runtime.pool.WorkerPool`).
 """
 
 from __future__ import annotations
@@ -24,15 +27,19 @@ import sys
 import time
 from array import array
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from bastion.errors import WorkerError
 
 from ..base import Limits
+from .handout import (STARTUP_DEADLINE_S, Child, Gone, Handout, Misbehaved, Queued,
+                      open_document)
 from .identity import dropped, measure
 from .job import Job
 from .procs import CHILD_ENV, containment, start_worker, stop_worker, worker_status
 from .sandbox import SCRATCH_DIR, WORKER_DIR, passable, reachable
+
+__all__ = ["Child", "Gone", "Misbehaved", "StartError", "ToolPaths", "Worker", "open_document"]
 
 # the directory holding the ``bastion`` package, which the worker imports
 # ``bastion.readers.runtime.workermain`` from: readers/.. is a checkout's root, or in an installation the
@@ -43,53 +50,42 @@ _BOOT = (
     "import sys; sys.path[:0] = {path!r}; "
     "from bastion.readers.runtime.workermain import main; main()"
 )
-MAX_RESULT_LINE = 32 << 20  # bytes of one result line (the outline of a PDF can be long)
-STARTUP_DEADLINE_S = 60.0
 
 
 class StartError(Exception):
     """A worker's process could not be started (the pool says so as its ``WorkerError``)."""
 
 
-class Misbehaved(Exception):
-    """A worker broke its protocol or a cap: ``kind`` is the error kind of its job."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-
-
 class Worker:
-    """One worker and what the parent keeps of it (``job``: the job it reads, if any)."""
+    """One worker and what the parent keeps of it; the jobs it holds are its ``hand``'s."""
 
-    __slots__ = ("proc", "jobs", "dir", "buf", "err", "job", "deadline", "done", "ready",
-                 "killed", "started", "contained", "pid", "pidfd", "user", "identity")
+    __slots__ = ("proc", "control", "dir", "err", "ready", "killed", "started", "contained",
+                 "pid", "pidfd", "user", "identity", "hand", "prepared", "gen", "forked")
 
-    def __init__(self, proc: subprocess.Popen, jobs: socket.socket, wdir: Path,
+    def __init__(self, proc: subprocess.Popen, control: socket.socket, wdir: Path,
                  user: tuple[int, int] | None = None) -> None:
         self.proc = proc
-        self.jobs = jobs  # the parent's end of the job socket
+        self.control = control  # the parent's end of the control socket
         self.dir = wdir
-        self.buf = bytearray()
         self.err = bytearray()
-        self.job: Job | None = None  # the job it reads
-        self.deadline: float | None = None
-        self.done = 0
         self.ready = False
         self.killed: str | None = None
         self.started = time.monotonic()
-        self.contained: str | None = None  # how it holds its descendants (its ready line)
-        self.pid = proc.pid  # the worker itself, once its ready line says (else its keeper)
+        self.contained: str | None = None  # how it holds its descendants (its ready message)
+        self.pid = proc.pid  # the worker itself, once its ready message says (else its keeper)
         self.pidfd: int | None = None  # readable once the worker (not its keeper) has exited
         self.user = user  # the uid and gid it runs as (None: the pool's own)
-        self.identity: dict[str, Any] | None = None  # as measured from /proc at its ready line
+        self.identity: dict[str, Any] | None = None  # as measured from /proc at its ready message
+        self.hand = Handout(wdir.name, self.err, self.started)
+        self.prepared: dict[tuple[str, str, str], int] = {}  # what it was asked to load: gen
+        self.gen = 0  # prepare messages sent
+        self.forked = 0  # prepare messages its zygote had applied when it forked its last spare
 
     @classmethod
     def start(cls, wdir: Path, limits: Limits, *, user: tuple[int, int] | None,
               extra_readers: tuple[str, ...], contain: str) -> "Worker":
         """Make its directory ``wdir`` and start a worker in it (:class:`StartError` when
-        the process cannot be started); its stdout and stderr do not block."""
+        the process cannot be started); its control socket and stderr do not block."""
         wdir.mkdir(parents=True, exist_ok=False)
         mount = user is not None
         if user is not None:  # its own directory, seen as WORKER_DIR in its namespace
@@ -105,7 +101,7 @@ class Worker:
         argv = [sys.executable, "-I", "-S", "-c", _BOOT.format(path=worker_path()),
                 json.dumps(config)]
         env = dict(CHILD_ENV, TMPDIR=scratch)
-        # one message per job, with the document's descriptor: SOCK_SEQPACKET keeps both whole
+        # messages kept whole, with descriptors (a spare's channel): SOCK_SEQPACKET
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             proc = start_worker(argv, env, str(wdir), theirs.fileno(), contain, mount)
@@ -114,9 +110,9 @@ class Worker:
             raise StartError(str(e)) from None
         finally:
             theirs.close()
+        ours.setblocking(False)
         worker = cls(proc, ours, wdir, user)
-        assert proc.stdout is not None and proc.stderr is not None
-        os.set_blocking(proc.stdout.fileno(), False)
+        assert proc.stderr is not None
         os.set_blocking(proc.stderr.fileno(), False)
         return worker
 
@@ -124,83 +120,47 @@ class Worker:
         """Whether the worker is known to have exited (its keeper may not have followed)."""
         return self.pidfd is not None and _exited(self.pidfd)
 
-    def send(self, job: Job, tools: dict[str, str]) -> bool:
-        """Hand it ``job`` (a :class:`bastion.readers.runtime.job.Job`) with the document's
-        descriptor; False when the job socket is gone (it died while idle)."""
-        fd, why = open_document(job.path)
-        message = {
-            "id": job.id, "name": job.name, "mime": job.mime, "reader": job.reader,
-            "sha256": job.sha256,
-            "size": job.size, "tools": tools,
-            "deadline": job.deadline_s,
-        }
-        if why is not None:
-            message["open_error"] = why
-        if job.markdown:  # the Markdown too, in m<seq>.md beside the text
-            message["markdown"] = True
-        line = json.dumps(message, ensure_ascii=True).encode()
-        try:
-            fds = ([(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", [fd]))]
-                   if fd is not None else [])
-            self.jobs.sendmsg([line], fds)
-        except OSError:
-            return False
-        finally:
-            if fd is not None:
-                os.close(fd)
-        self.job = job
-        self.err.clear()
-        if self.ready:
-            self.deadline = time.monotonic() + job.deadline_s
-        return True
+    @property
+    def job(self) -> Job | None:
+        """The job it reads now, or will read first (None: it holds none)."""
+        return self.hand.job
 
-    def take_job(self) -> Job:
-        """The job it had in hand, answered or ended: it has none (and no deadline) after."""
-        job, self.job, self.deadline = self.job, None, None
-        assert job is not None, "a worker without a job answered or ended one"
-        return job
+    # -- its control messages --------------------------------------------------------------------
 
-    def next_message(self, stderr_cap: int) -> dict[str, Any] | tuple[str, str] | None:
-        """Its next answer from what it wrote so far (None: no whole line yet), or, where
-        its zygote reported (a line starting ``!``) that a document's process ended without
-        one, that job's (error kind, message) (:meth:`child_end`); its ready line is read on
-        the way.  :class:`Misbehaved` when a line is over the cap or not JSON."""
+    def receive(self) -> list[tuple[Any, ...]]:
+        """The zygote's messages waiting now: ``("ready", msg)``, ``("child", Child)``,
+        ``("exit", n, status)``.  :class:`Gone` when the control socket has ended (after the
+        messages before its end); :class:`Misbehaved` for anything else."""
+        out: list[tuple[Any, ...]] = []
+        room = socket.CMSG_SPACE(2 * array("i").itemsize)
         while True:
-            at = self.buf.find(b"\n")
-            if at < 0:
-                if len(self.buf) > MAX_RESULT_LINE:
-                    raise Misbehaved("output_limit", "reader output over the result size limit")
-                return None
-            line = bytes(self.buf[:at])
-            del self.buf[: at + 1]
-            report = line[:1] == b"!"
             try:
-                msg = json.loads(line[1:] if report else line)
-            except ValueError:
-                raise Misbehaved("worker", "reader worker broke the protocol") from None
-            if not isinstance(msg, dict):
-                raise Misbehaved("worker", "reader worker broke the protocol")
-            if report:
-                return self.child_end(msg, stderr_cap)
-            if not msg.get("ready"):
-                return msg
-            self.on_ready(msg)
-
-    def child_end(self, report: dict[str, Any], stderr_cap: int) -> tuple[str, str]:
-        """(error kind, message) of the job whose child the zygote reports ended without an
-        answer: it died (by the status), its answer was over the cap, or not one line."""
-        if self.job is None or report.get("id") != self.job.id:
-            raise Misbehaved("worker", "reader worker reported on a job it was not given")
-        reason, status = report.get("reason"), report.get("status")
-        if reason == "over":
-            return "output_limit", "reader output over the result size limit"
-        if reason == "died" and isinstance(status, int) and not isinstance(status, bool):
-            self.read_stderr(stderr_cap)
-            return _classify_death(status, bytes(self.err))
-        return "worker", "reader worker broke the protocol"
+                data, ancillary, flags, _ = self.control.recvmsg(1 << 16, room,
+                                                                 socket.MSG_CMSG_CLOEXEC)
+            except (BlockingIOError, InterruptedError):
+                return out
+            except OSError:
+                data, ancillary, flags = b"", [], 0
+            fds = array("i")
+            for level, kind, payload in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+            if not data:
+                for fd in fds:
+                    os.close(fd)
+                if out:  # the messages before its end first: the end is read again next
+                    return out
+                raise Gone()
+            try:
+                event = _event(data, flags, list(fds), self.ready)
+            except Misbehaved:
+                for fd in fds:
+                    os.close(fd)
+                raise
+            out.append(event)
 
     def on_ready(self, msg: dict[str, Any]) -> None:
-        """Its ready line: how it holds its descendants, its own pid; the job's clock starts."""
+        """Its ready message: how it holds its descendants, its own pid."""
         self.ready = True
         self.contained = msg.get("contained")
         if _is_child(msg.get("pid"), self.proc.pid):  # PID 1 of its namespace
@@ -216,26 +176,55 @@ class Worker:
             self.identity = None
         if self.user is not None and not dropped(self.identity):  # measured, not asked
             raise WorkerError(f"a reader worker kept root or a capability: {self.identity}")
-        if self.job is not None:
-            self.deadline = time.monotonic() + self.job.deadline_s
 
-    # -- limits ---------------------------------------------------------------------------------
+    def prepare(self, job: Job, tools: dict[str, str]) -> int:
+        """Ask the zygote to load ``job``'s reader family (once per family, and per tools for
+        the families whose engines it warms); the generation a fresh process needs for it.
+        A spare forked before is shut: the next one will have it."""
+        warmed = job.reader in ("ocr", "pdf", None)
+        key = (job.reader or "", job.mime if job.reader is None else "",
+               json.dumps(tools, sort_keys=True) if warmed else "")
+        gen = self.prepared.get(key)
+        if gen is None:
+            spec = {"reader": job.reader, "mime": job.mime if job.reader is None else None,
+                    "tools": tools if warmed else {}}
+            try:
+                self.control.sendmsg([json.dumps({"prepare": spec}).encode()])
+            except OSError:
+                raise Gone() from None
+            self.gen += 1
+            gen = self.prepared[key] = self.gen
+            child = self.hand.child
+            if child is not None and child.pure is None and child.gen < gen:
+                child.discard()
+        return gen
+
+    def assign(self, job: Job, alone: bool, tools: dict[str, str], now: float) -> None:
+        """Hold ``job`` (given to its process when it may take it: :meth:`Handout.pump`);
+        :class:`Gone` when the worker is (the job held all the same)."""
+        item: Queued = self.hand.hold(job, alone, tools, now)
+        item.needs = self.prepare(job, tools)
+
+    def pump(self, text_file: Callable[[str, int], tuple[Path, int]], now: float) -> None:
+        """Give its process what it may take now (nothing before its ready message)."""
+        if self.ready:
+            self.hand.pump(text_file, now)
+
+    # -- its clock --------------------------------------------------------------------------------
 
     def due(self) -> float | None:
-        """When its job is up (or its start, before its ready line); None when idle."""
-        if self.job is None:
-            return None
-        return self.deadline if self.deadline is not None else self.started + STARTUP_DEADLINE_S
+        """When its clock is up: its start's while it holds a job before its ready message,
+        else its hand's (:meth:`Handout.due`)."""
+        if not self.ready:
+            return self.started + STARTUP_DEADLINE_S if self.hand.queue else None
+        return self.hand.due()
 
     def overdue(self, now: float) -> tuple[str, str] | None:
-        """(error kind, message) when its job is past its deadline or it never started."""
-        if self.job is None:
-            return None
-        if self.deadline is not None and now >= self.deadline:
-            return "timeout", f"extraction timed out after {self.job.deadline_s:g} s"
-        if self.deadline is None and now >= self.started + STARTUP_DEADLINE_S:
-            return "crash", "reader worker did not start"
-        return None
+        """(error kind, message) when its clock is up (kind "": no job is to blame)."""
+        if not self.ready:
+            due = self.due()
+            return None if due is None or now < due else ("crash", "reader worker did not start")
+        return self.hand.overdue(now)
 
     def keep_stderr(self, data: bytes, cap: int) -> None:
         """Keep what it wrote on stderr, up to ``cap`` bytes."""
@@ -244,7 +233,7 @@ class Worker:
             self.err += data[:room]
 
     def read_stderr(self, cap: int) -> None:
-        """Read what is left in a dead worker's stderr pipe, up to the cap."""
+        """Read what is left in its stderr pipe now, up to the cap."""
         stream = self.proc.stderr
         if stream is None or stream.closed:
             return
@@ -259,8 +248,14 @@ class Worker:
 
     # -- the end --------------------------------------------------------------------------------
 
+    def child_death(self, status: int, stderr_cap: int) -> tuple[str, str]:
+        """(error kind, message) of the job whose process ended without its answer."""
+        self.read_stderr(stderr_cap)
+        return ("worker", "reader worker broke the protocol") if status == 0 else \
+            _classify_death(status, bytes(self.err))
+
     def death(self, stderr_cap: int) -> tuple[str, str]:
-        """(error kind, message) of a worker whose output ended: killed by us, or dead."""
+        """(error kind, message) of a worker whose control socket ended: killed by us, or dead."""
         if self.killed is not None:
             return "crash", self.killed
         rc = self.proc.poll()
@@ -273,25 +268,71 @@ class Worker:
         return _classify_death(*worker_status(rc, bytes(self.err)))
 
     @property
-    def pipes(self) -> tuple[IO[bytes], IO[bytes]]:
-        """Its stdout and stderr (both pipes: :func:`procs.start_worker` makes them)."""
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        return self.proc.stdout, self.proc.stderr
+    def stderr(self) -> IO[bytes]:
+        assert self.proc.stderr is not None
+        return self.proc.stderr
+
+    def forget(self) -> None:
+        """Close this process's copies of its descriptors, touching no process (a forked
+        copy of the parent lets go of the parent's workers)."""
+        for close in (self.control.close, self.stderr.close):
+            try:
+                close()
+            except OSError:
+                pass
+        if self.hand.child is not None:
+            self.hand.child.close()
+            self.hand.child = None
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
 
     def stop(self) -> None:
         """Stop it (idle, dead or to be killed) with every process it started, wherever it
         went, and remove its directory."""
-        self.jobs.close()
+        self.control.close()
+        if self.hand.child is not None:
+            self.hand.child.close()
+            self.hand.child = None
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
         stop_worker(self.proc, self.contained)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            try:
-                stream.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
+        try:
+            self.stderr.close()
+        except OSError:
+            pass
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _event(data: bytes, flags: int, fds: list[int], ready: bool) -> tuple[Any, ...]:
+    """One control message of a zygote as an event (:meth:`Worker.receive`; the descriptors
+    are the caller's to close when it raises)."""
+    broke = Misbehaved("worker", "reader worker broke the protocol")
+    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        raise broke
+    try:
+        msg = json.loads(data)
+    except ValueError:
+        raise broke from None
+    if not isinstance(msg, dict):
+        raise broke
+    if msg.get("ready") is True and not fds and not ready:
+        return ("ready", msg)
+    if "child" in msg and len(fds) == 2 and _count(msg["child"]) and _count(msg.get("gen")):
+        jobs = socket.socket(fileno=fds[0])
+        if jobs.type != socket.SOCK_SEQPACKET or not stat.S_ISFIFO(os.fstat(fds[1]).st_mode):
+            jobs.detach()
+            raise broke
+        os.set_blocking(fds[1], False)
+        return ("child", Child(msg["child"], msg["gen"], jobs, fds[1]))
+    if "exit" in msg and not fds and _count(msg["exit"]) and isinstance(msg.get("status"), int):
+        return ("exit", msg["exit"], msg["status"])
+    raise broke
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 class ToolPaths:
@@ -336,33 +377,6 @@ def _is_child(pid: Any, parent: int) -> bool:
         return int(data[data.rindex(b")") + 2 :].split()[1]) == parent
     except (OSError, ValueError, IndexError):
         return False
-
-
-def open_document(path: str) -> tuple[int | None, str | None]:
-    """A read-only descriptor of the document for its worker, or why there is none.
-
-    The parent opens it (the worker may run as a user who could not) without following a
-    symlink, without blocking on a FIFO and without taking a terminal (``O_NOFOLLOW |
-    O_NONBLOCK | O_NOCTTY``), and hands over only a regular file.  Size and content are
-    checked by the worker against the walk.  (An ``O_PATH`` open and a reopen through
-    ``/proc/self/fd`` would not open a device node at all, at 4x the cost: a device node
-    cannot be planted in a swept tree without root, ``mknod`` needing ``CAP_MKNOD``.)
-    """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-    try:
-        fd = os.open(os.fsencode(path), flags)
-    except FileNotFoundError:
-        return None, "file disappeared since the walk"
-    except OSError as e:
-        return None, f"cannot open: {e.strerror}"
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            return fd, None
-        why = "no longer a regular file"
-    except OSError as e:
-        why = f"cannot open: {e.strerror}"
-    os.close(fd)
-    return None, why
 
 
 def view_paths() -> list[str]:

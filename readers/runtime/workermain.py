@@ -1,38 +1,48 @@
-"""A worker: the zygote that forks one process per document (:mod:`bastion.readers.runtime.zygote`).
+"""A worker: the zygote (:mod:`bastion.readers.runtime.zygote`), and the documents' processes it forks.
 
-Started by :class:`bastion.readers.runtime.pool.WorkerPool` as ``python -I -S -c …`` with one JSON argument
-(its private directory, the limits, how it holds its descendants).  It enters the sandbox
-first, then answers one JSON line per job, importing a reader family's module when its first
-job comes (:meth:`bastion.readers.dispatch.Registry.by_name`, :func:`prepare`) and reading each document
-in a process it forks for it (:mod:`bastion.readers.runtime.zygote`).  Jobs come on a ``SOCK_SEQPACKET`` socket,
-one message each, with the document's read-only descriptor attached (``SCM_RIGHTS``: the parent
-opened the file, so the worker needs no access to its path)::
+Started by :class:`bastion.readers.runtime.pool.WorkerPool` as ``python -I -S -c …`` with one JSON
+argument (its private directory, the limits, how it holds its descendants).  It enters the
+sandbox first (:func:`main`), then becomes the zygote, which forks each document's process:
+a spare waiting on its own channel to the parent (:func:`serve`), which reads the documents
+the parent hands it (:func:`handle`) and answers the parent directly.  The zygote's own
+control messages are in :mod:`bastion.readers.runtime.zygote`.
 
-    job    {"id": 7, "name": "a.pdf", "mime": "application/pdf", "reader": "pdf",
-            "sha256": "…", "size": 1234, "tools": {"pdftotext": "/usr/bin/pdftotext"},
-            "deadline": 300}
-           (no descriptor and "open_error": "…" when the parent could not open it)
-    result {"id": 7, "verdict": {"status": "ok", "extractor": "pdfium", "chars": 99, …},
-            "text": "t7.txt", "sidecar": {"outline": […], "page_sources": […]},
-            "rss": 51234816, "fatal": false}
-           (a job with "markdown": true: and "markdown": "m7.md", its Markdown)
+**Jobs** come on the child's ``SOCK_SEQPACKET`` socket, one message holding one or more, with
+descriptors attached (``SCM_RIGHTS``; ``doc`` and ``out`` index them): the document's,
+read-only (the parent opened the file, so the child needs no access to its path), and the text
+file's, write-only (a file of the parent's own, in a directory the child cannot reach)::
+
+    {"jobs": [{"id": 7, "seq": 3, "name": "a.pdf", "mime": "application/pdf", "reader": "pdf",
+               "sha256": "…", "size": 1234, "tools": {"pdftotext": "/usr/bin/pdftotext"},
+               "deadline": 300, "pure": false, "text": "t3.txt", "doc": 1, "out": 0}]}
+
+(``"doc": null`` and ``"open_error": "…"`` when the parent could not open the document; a job
+that asks for the Markdown too has ``"markdown": "m3.md"`` and ``"md_out"``, the index of a
+second write-only descriptor, of the parent's file for it.)
+The parent closes its end after the last job it gives a process: then the process ends.  A
+process given one job (``pure`` false) reads it with every reader; one given many (documents
+of :data:`bastion.readers.runtime.batch.PURE_READERS`, each ``pure``) reads them in turn and
+never lets a native reader run (:mod:`bastion.readers.runtime.batch`).
+
+**Answers** go on the child's pipe, one line of JSON per job, in order::
+
+    {"id": 7, "verdict": {"status": "ok", "extractor": "pdfium", "chars": 99, …},
+     "text": "t3.txt", "sidecar": {"outline": […], "page_sources": […]},
+     "rss": 51234816, "fatal": false}
+    {"id": 7, "alone": true}     a pure job that needs a process of its own (nothing written)
+
+(a job that asked for its Markdown: ``"markdown": "m3.md"`` too, written beside the text.)
 
 The reader is the one the parent chose (``reader``; none: the registry chooses, as for a
-document handed over without a plan); ``verdict`` is a :class:`bastion.readers.runtime.verdict.Verdict` in its
-JSON form.
+document handed over without a plan); ``verdict`` is a :class:`bastion.readers.runtime.verdict.
+Verdict` in its JSON form; ``text`` names the text file the job gave (written only when the
+verdict is ``ok``; the parent makes it durable with one ``syncfs`` per batch); ``fatal``: the
+process ran out of memory or recursion, and ``rss`` (its peak resident memory) past half the
+memory cap: a shared one takes no more documents.  What the parent
+believes of an answer is :mod:`bastion.readers.runtime.answers`'s.
 
-``text`` names a file in the worker's directory holding the normalised UTF-8 text (written by
-the document's process through a descriptor the zygote opened; the parent moves it into the
-store and makes it durable with one ``syncfs`` per batch).  ``fatal`` asks the parent to
-replace this worker.  A line starting ``!`` is the zygote's own report on a document whose
-process ended without an answer (:func:`bastion.readers.runtime.zygote.report`).  The first
-line, before any job, is ``{"ready": true, "contained": …, "pid": …, "landlock": …,
-"seccomp": …}``: how it holds what its readers start
-(:func:`bastion.readers.runtime.procs.containment`), its pid as the pool numbers it, and what it
-says of its sandbox (informative: the pool measures its identity in ``/proc``).
-
-Each document's process has an :class:`bastion.readers.ocr.memo.OcrMemo` of its own: an image
-OCRed twice in one document (a logo on every page) is recognised once; nothing is kept across
+Each document has an :class:`bastion.readers.ocr.memo.OcrMemo` of its own: an image OCRed
+twice in one document (a logo on every page) is recognised once; nothing is kept across
 documents (what one document's process learnt could be forged for the next).
 """
 
@@ -48,16 +58,15 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-READ_CHUNK = 1 << 20
-MAX_JOB = 1 << 20  # bytes of one job message (a path, a name, the tools)
+MAX_JOB = 1 << 18  # bytes of one job message (names, types, the tools): the pool's cap too
+MAX_FDS = 128  # descriptors one job message may carry (two a job): the pool's cap too
 
 
 def _rss() -> int:
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
+    """The most memory this process has held resident (a system call, no file to read)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _read_checked(fd: int, size: int, sha256: str) -> bytes:
@@ -96,11 +105,15 @@ def _read_checked(fd: int, size: int, sha256: str) -> bytes:
 def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
            text_fd: int, ocr_memo: Any = None, registry: Any = None,
            md_fd: int | None = None) -> dict[str, Any]:
-    """Read one document (in the child the zygote forked for it) with a reader of
-    ``registry`` (the worker's, built once in :func:`main`; default the built-in one): the
-    text goes to ``text_fd`` (``t<seq>.txt``, opened by the zygote), its Markdown, when the
-    job asks for it, to ``md_fd`` (``m<seq>.md``), the scratch is ``scratch``."""
+    """Read one document (in a process the zygote forked) with a reader of ``registry`` (the
+    worker's, built once in :func:`main`; default the built-in one): the text goes to
+    ``text_fd`` (the file the job names, the parent's), its Markdown, when the job asks for
+    it, to ``md_fd`` (``m<seq>.md``, the parent's too), the scratch is ``scratch``.  A
+    ``pure`` job's embedded documents are read only by pure readers
+    (:func:`bastion.readers.runtime.batch.pure_nested`): where another would be needed, the
+    answer asks for a process of its own instead."""
     from ..base import Document
+    from .batch import OwnProcess, pure_nested
     from .context import LocalContext
     from ..dispatch import BUILTIN, Outcome, read_document, read_nested
     from ..errors import ChangedSinceWalk, ReaderError
@@ -121,7 +134,8 @@ def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
             registry = registry or BUILTIN
             ctx = LocalContext(limits, job.get("tools") or {}, scratch,
                                deadline=time.monotonic() + float(job.get("deadline", 60)),
-                               nested=read_nested, ocr_memo=ocr_memo, registry=registry)
+                               nested=pure_nested if job.get("pure") else read_nested,
+                               ocr_memo=ocr_memo, registry=registry)
             reader = registry.by_name(job.get("reader"))  # chosen by the parent, not again here
             if reader is None and job.get("reader") is not None:
                 raise RuntimeError(f"no reader named {job.get('reader')!r} in this worker")
@@ -129,6 +143,8 @@ def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
                                     markdown=md_fd is not None)
             used = ctx.tools_used
             del data
+    except OwnProcess:
+        return {"id": job["id"], "alone": True}
     except MemoryError:
         outcome = Outcome("error", error="reader ran out of memory (memory cap)",
                           error_kind="memory")
@@ -143,7 +159,7 @@ def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
         if fd is not None:
             os.close(fd)
     if outcome.status == "ok":
-        name = f"t{seq}.txt"
+        name = job.get("text") or f"t{seq}.txt"
         try:
             encoded = outcome.text.encode("utf-8", "replace")  # lone surrogates → "?"
             if len(encoded) > limits.max_output_bytes:
@@ -171,7 +187,7 @@ def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
             view = memoryview(capped(outcome.markdown, limits.max_output_bytes))
             while view:
                 view = view[os.write(md_fd, view):]
-            result["markdown"] = f"m{seq}.md"
+            result["markdown"] = job.get("markdown") or f"m{seq}.md"
         except OSError as e:
             outcome = Outcome("error", extractor=outcome.extractor,
                               error=f"cannot write text: {e.strerror}", error_kind="internal")
@@ -185,6 +201,46 @@ def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
     return result
 
 
+def serve(jobs: socket.socket, answers: int, scratch: Path, limits, registry: Any) -> None:
+    """A document's process, after the zygote forked it: its jobs from the parent's
+    messages, one answer line each on its pipe, until the parent closes its end."""
+    import shutil
+
+    from ..ocr.memo import OcrMemo
+
+    room = socket.CMSG_SPACE(MAX_FDS * array("i").itemsize)
+    while True:
+        data, ancillary, flags, _ = jobs.recvmsg(MAX_JOB, room, socket.MSG_CMSG_CLOEXEC)
+        fds = array("i")
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+        if not data:
+            return  # the parent gives it no more
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            os._exit(2)  # not the parent's protocol: it sees this process die
+        for job in json.loads(data)["jobs"]:
+            seq = int(job["seq"])
+            doc = job.get("doc")
+            text_fd = fds[job["out"]]
+            md_fd = fds[job["md_out"]] if job.get("md_out") is not None else None
+            try:
+                answer = handle(job, None if doc is None else fds[doc], scratch / f"job{seq}",
+                                limits, seq, text_fd, OcrMemo(), registry, md_fd)
+            finally:
+                os.close(text_fd)
+                if md_fd is not None:
+                    os.close(md_fd)
+            line = json.dumps(answer, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+            view = memoryview(line)
+            while view:
+                view = view[os.write(answers, view):]
+            own = scratch / f"job{seq}"
+            if job.get("pure") and os.path.isdir(own):  # the next document of this process
+                shutil.rmtree(own, ignore_errors=True)  # starts without this one's files (the
+                # zygote clears the whole scratch after the process)
+
+
 def main() -> None:
     config = json.loads(sys.argv[1])
     workdir = Path(config["dir"])
@@ -193,8 +249,8 @@ def main() -> None:
     # first, before anything else runs: nothing a reader starts may outlive this worker
     contained = contain_descendants(config.get("contain", ""))
     from ..base import Limits
-    from .sandbox import (bind_worker_dir, enter_sandbox, landlock_enforce, landlock_ruleset,
-                          mount_scratch)
+    from .sandbox import (bind_worker_dir, enter_sandbox, landlock_ruleset, mount_scratch,
+                          prepared_enforce)
 
     limits = Limits.from_dict(config["limits"])
     if config.get("bind"):  # it gives up root: its directory where its user can reach it
@@ -210,100 +266,38 @@ def main() -> None:
 
     if limits.name_languages:  # the language model's cache, mapped before the sandbox hides it
         langid.map_model()
-    jobs, results, abi, filtered = enter_sandbox(workdir, limits,
-                                                 tuple(user) if user else None,
-                                                 config.get("view") or (), scratch)
+    control, abi, filtered = enter_sandbox(workdir, limits, tuple(user) if user else None,
+                                           config.get("view") or (), scratch)
     sys.setrecursionlimit(10_000)
-    from ..dispatch import Registry  # the readers: imported by the first job needing them
-    from ..ocr.memo import OcrMemo
-    from .zygote import BATCH_DOCS, BATCH_READERS, Batch, clear, read_in_child
-    from . import context, verdict  # what every child uses, imported once here
+    from ..dispatch import Registry  # the readers: imported when the parent names them
+    from .zygote import Zygote
+    from . import batch, context, verdict  # what every child uses, imported once here
+    from ..ocr import memo
 
-    del context, verdict
+    del batch, context, verdict, memo
 
     # the worker's registry, built once: the readers the embedding program put first (the
     # tests' misbehaving readers), then the registry's own
     registry = Registry.with_modules(config.get("extra_readers", ()))
 
-    try:  # before the ready line, where no job's clock runs yet: every child inherits it
+    try:  # before the ready message, where no job's clock runs yet: every child inherits it
         if limits.name_languages:  # (a model that does not fit the cap is remembered so)
             langid.preload()
     except langid.Unavailable:
         pass  # every child keeps its text without languages, and says why
 
+    # made once, enforced by each document's process (one system call): it may write only in
+    # its scratch (and its text, through the descriptor the parent gave)
+    _, ruleset = landlock_ruleset([scratch])
+    narrow = prepared_enforce(ruleset)
+
     # what it says of itself is informative only: the pool measures it from /proc
     ready = {"ready": True, "contained": contained, "pid": pid, "landlock": abi,
              "seccomp": filtered}
-    results.write(json.dumps(ready).encode() + b"\n")
-    pid1 = contained in NAMESPACES
-    own = (jobs.fileno(), results.fileno())
-    seq = 0
-    batch: Batch | None = None  # the child reading a run of plain-text documents, if any
-
-    _, narrower = landlock_ruleset([scratch])  # made once, enforced by each document's process
-
-    def narrow() -> None:  # a document's process may write only in its scratch (and its text)
-        if narrower is not None:
-            landlock_enforce(narrower)
-            os.close(narrower)
-
-    def in_batch(msg: dict[str, Any], doc_fd: int | None, text_fd: int) -> dict[str, Any]:
-        n = msg["seq"]
-        return handle(msg["job"], doc_fd, scratch / f"job{n}", limits, n, text_fd, OcrMemo(),
-                      registry)
-
-    room = socket.CMSG_SPACE(4 * array("i").itemsize)
-    while True:
-        line, ancillary, flags, _ = jobs.recvmsg(MAX_JOB, room, socket.MSG_CMSG_CLOEXEC)
-        if not line:
-            return  # the pool closed its end
-        fds = array("i")
-        for level, kind, data in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) > 1:
-            os._exit(2)  # not the pool's protocol: the pool sees this worker die
-        seq += 1
-        job = json.loads(line)
-        markdown = job.get("markdown") is True  # (a batch child has no descriptor for it)
-        batched = job.get("reader") in BATCH_READERS and not markdown
-        if batch is not None and (not batched or batch.count >= BATCH_DOCS):
-            batch.end(pid1)  # and every process it started
-            batch = None
-        prepare(job, limits, scratch, registry)  # imports and engines, in the zygote
-        clear(workdir, keep=scratch.name)  # what the last document left (its text is taken)
-        clear(scratch)
-        text_fd = os.open(workdir / f"t{seq}.txt",
-                          os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        md_fd = os.open(workdir / f"m{seq}.md", os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                        | os.O_CLOEXEC, 0o600) if markdown else None
-        doc_fd = fds[0] if fds else None
-        n = seq
-
-        def work(job=job, doc_fd=doc_fd, text_fd=text_fd, n=n, md_fd=md_fd) -> dict[str, Any]:
-            return handle(job, doc_fd, scratch / f"job{n}", limits, n, text_fd, OcrMemo(),
-                          registry, md_fd)
-
-        try:
-            if batched:
-                if batch is None:
-                    batch = Batch(in_batch, own, narrow)
-                got = batch.read({"job": job, "seq": n}, doc_fd, text_fd)
-                if got is None:
-                    out, batch = batch.ended(job["id"], pid1), None
-                else:
-                    out = got
-            else:
-                out = read_in_child(job["id"], work, own, narrow, pid1)
-        finally:
-            os.close(text_fd)
-            if md_fd is not None:
-                os.close(md_fd)
-            if doc_fd is not None:
-                os.close(doc_fd)
-        view = memoryview(out)
-        while view:
-            view = view[results.write(view):]
+    control.sendmsg([json.dumps(ready).encode()])
+    Zygote(control, scratch=scratch, pid1=contained in NAMESPACES, narrow=narrow,
+           child_main=lambda jobs, answers: serve(jobs, answers, scratch, limits, registry),
+           prepare=lambda spec: prepare(spec, limits, scratch, registry)).run()
 
 
 def scratch_bytes(limits) -> int:
@@ -313,26 +307,44 @@ def scratch_bytes(limits) -> int:
 
 _PREPARED: set[tuple[str, str]] = set()
 
+# modules a family's documents import as they read (not at the family module's import):
+# loaded by the zygote with the family, so that no document's process pays for them
+WARM: dict[str, tuple[str, ...]] = {
+    "mail": ("email.parser", "email.policy", "email.message", "email.utils",
+             "email.headerregistry", "email._header_value_parser", "email.contentmanager",
+             "email.generator", "email.iterators", "mimetypes"),
+}
 
-def prepare(job: dict[str, Any], limits, scratch: Path, registry: Any = None) -> None:
-    """What the zygote loads before it forks a child for ``job``: the reader family's module
-    (for a job naming none, the one the registry selects) and, for the PDF and OCR families, the warm
-    tesseract engines, PDFium's and pdfplumber's modules and the engines' versions (``pdftotext
-    -v`` is a process).  (The language model that names every text's languages is loaded
-    before the ready line: :func:`main`.)  None of it reads a document; each child inherits
-    it, so no child pays for it again.  (What a child learns — its OCR memo — dies with it.)"""
+
+def prepare(spec: dict[str, Any], limits, scratch: Path, registry: Any = None) -> None:
+    """What the zygote loads when the parent first names a reader family (``spec``: its
+    ``reader``, or for a job naming none its ``mime`` to choose one by, and its ``tools``):
+    the family's module and what its documents import (:data:`WARM`), and, for the PDF and
+    OCR families, the warm tesseract engines, PDFium's and pdfplumber's modules and the
+    engines' versions (``pdftotext -v`` is a process).  (The language model that names every
+    text's languages is loaded before the ready message: :func:`main`.)  None of it reads a
+    document; each child forked afterwards inherits it, so no child pays for it again.
+    (What a child learns — its OCR memo — dies with it.)"""
+    import importlib
+
     from ..dispatch import BUILTIN
 
     registry = registry or BUILTIN
-    name = job.get("reader")
+    name = spec.get("reader")
     try:
         if name is None:  # the child chooses on the registry's SPECS: that family, imported here
-            registry.select(str(job.get("mime") or ""), str(job.get("name") or ""))
+            chosen = registry.select(str(spec.get("mime") or ""), "")
+            name = chosen.name if chosen is not None else None
         else:
             registry.by_name(name)
     except Exception:
         return  # the child meets the same error and reports it
-    tools = job.get("tools") or {}
+    for module in WARM.get(name or "", ()):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass
+    tools = spec.get("tools") or {}
     key = (name or "", json.dumps(tools, sort_keys=True))
     if name not in ("ocr", "pdf") or key in _PREPARED:
         return
@@ -349,8 +361,6 @@ def prepare(job: dict[str, Any], limits, scratch: Path, registry: Any = None) ->
             tessapi.engine(tesseract_version(ctx), tessapi.OSD, tessdata(ctx))
             installed_packs(ctx)  # the packs' identities (SHA-256), not hashed per document
         if name == "pdf":  # its engines' modules, and their versions (pdftotext -v: a process)
-            import importlib
-
             from ..pdf.engines import engine_version
 
             for module in ("pypdfium2", "pypdfium2.raw", "pdfplumber", "pdfminer.pdfpage",

@@ -1,15 +1,35 @@
-"""One document, one process: the worker forks a child per document and sweeps up after it.
+"""The zygote: it forks each document's process ahead of need, and never sees what one reads or says.
 
-The worker process itself is a *zygote*: it enters the sandbox, imports the reader families
-its jobs name and loads their engines (the warm libtesseract), but never reads a document.
-For each job it forks a child (:func:`read_in_child`) that inherits the sandbox, narrows it
-(a second Landlock domain: it may write only in its scratch; its text goes to a descriptor the
-zygote opened), reads the document and writes its answer on a pipe of its own, then exits.
-The zygote reads that answer to its end, reaps the child, kills every process the document
-left (``kill(-1)`` from PID 1 of the worker's PID namespace; elsewhere the tree under it) and
-forwards the answer unparsed when it is one line of JSON, else reports the child's end itself
-(a line starting ``!``).  Nothing a document did — module state, hooks, ``atexit``, files,
-children — survives into the next one: the next child is forked from the untouched zygote.
+The worker process is a *zygote* (:func:`bastion.readers.runtime.workermain.main` makes it
+one): it has entered the sandbox, imports the reader families the parent names and loads
+their engines (the warm libtesseract), and from then on only forks.  It keeps one *spare*
+child forked ahead while the slot is idle: a process that has narrowed its sandbox (a second
+Landlock domain: it may write only in the scratch) and waits on a channel of its own to the
+parent, made by the zygote for it alone — a ``SOCK_SEQPACKET`` socket for its jobs (each with
+the document's descriptor and the text file's) and a pipe for its answers.  The zygote hands
+the parent's ends to the parent (``SCM_RIGHTS``) and closes them: the parent gives the child
+its job and reads its answer directly, and no job line, name, metadata, text or answer ever
+passes through, or stays in, the process every later child is forked from.
+
+When the child ends, the zygote reaps it, kills every process it left (``kill(-1)`` from PID
+1 of the worker's PID namespace; elsewhere the tree under it), clears the scratch, tells the
+parent, and only then forks the next spare.  So no process of one document lives in the
+next one's time, and each is forked from the zygote as the one before it was: nothing a
+document did — module state, hooks, ``atexit``, files, descriptors, memory — reaches the next.
+
+Its control messages, one JSON object per ``SOCK_SEQPACKET`` message on the worker's fd 0::
+
+    zygote -> parent  {"ready": true, "contained": …, "pid": …, "landlock": …, "seccomp": …}
+                      {"child": n, "gen": g}   + [job socket, answer pipe]: a spare, forked
+                                               after the zygote had applied g prepare messages
+                      {"exit": n, "status": s} child n ended (s as Popen's returncode), every
+                                               process it left is gone, the scratch is clear
+    parent -> zygote  {"prepare": {"reader": name | null, "mime": type | null, "tools": {…}}}
+                                               load a reader family (and its engines) for the
+                                               children forked from now on
+                      end of file: stop
+
+What passes between the parent and a child is :mod:`bastion.readers.runtime.workermain`'s.
 """
 
 from __future__ import annotations
@@ -17,24 +37,25 @@ from __future__ import annotations
 import gc
 import json
 import os
+import select
 import shutil
 import signal
+import socket
+import traceback
+from array import array
 from pathlib import Path
 from typing import Any, Callable
 
-# what the zygote reads of one child's answer (as the pool's cap on a result line)
-MAX_ANSWER = 32 << 20
+MAX_CONTROL = 1 << 16  # bytes of one control message (a prepare names a family and tools)
 
 
-def clear(directory: Path, keep: str | None = None) -> None:
-    """Remove everything in ``directory`` (but ``keep``): what the last document left."""
+def clear(directory: Path) -> None:
+    """Remove everything in ``directory``: what the last document left."""
     try:
         names = os.listdir(directory)
     except OSError:
         return
     for name in names:
-        if name == keep:
-            continue
         path = directory / name
         try:
             if os.path.isdir(path) and not os.path.islink(path):
@@ -45,69 +66,8 @@ def clear(directory: Path, keep: str | None = None) -> None:
             pass
 
 
-def read_in_child(job_id: int, work: Callable[[], dict[str, Any]],
-                  close_in_child: tuple[int, ...], narrow: Callable[[], None],
-                  pid1: bool) -> bytes:
-    """Fork a child that runs ``narrow()`` then ``work()`` and writes the answer it returns;
-    returns the line the pool gets: the child's answer, or the zygote's report of its end.
-    The child closes ``close_in_child`` (the zygote's job socket and result pipe) first."""
-    r, w = os.pipe()
-    gc.freeze()  # what the zygote holds: the child's collector leaves it (and its pages) alone
-    pid = os.fork()
-    if pid == 0:  # the child: one document, then gone
-        code = 70
-        try:
-            os.close(r)
-            for fd in close_in_child:
-                os.close(fd)
-            from .procs import set_parent_death_signal
-
-            set_parent_death_signal()  # it dies with the zygote
-            narrow()
-            answer = json.dumps(work(), ensure_ascii=True, separators=(",", ":")).encode()
-            view = memoryview(answer + b"\n")
-            while view:
-                view = view[os.write(w, view):]
-            code = 0
-        except BaseException:
-            import traceback
-
-            traceback.print_exc(limit=3)
-        finally:
-            os._exit(code)
-    os.close(w)
-    data, over = _read_all(r)
-    status = _wait(pid)
-    sweep(pid1)
-    if over:
-        return report(job_id, "over", status)
-    if status == 0 and data[:1] == b"{" and data.endswith(b"\n") and data.count(b"\n") == 1:
-        return data
-    return report(job_id, "died" if status != 0 else "malformed", status)
-
-
-def report(job_id: int, reason: str, status: int) -> bytes:
-    return b"!" + json.dumps({"id": job_id, "reason": reason, "status": status}).encode() + b"\n"
-
-
-def _read_all(fd: int) -> tuple[bytes, bool]:
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return b"".join(chunks), False
-            size += len(chunk)
-            if size > MAX_ANSWER:
-                return b"", True
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-
-
-def _wait(pid: int) -> int:
-    """The child's end as ``Popen.returncode`` says it (negative: the signal)."""
+def wait(pid: int) -> int:
+    """Reap ``pid``; its end as ``Popen.returncode`` says it (negative: the signal)."""
     while True:
         try:
             _, status = os.waitpid(pid, 0)
@@ -147,119 +107,143 @@ def sweep(pid1: bool) -> None:
             continue
 
 
-# The one exception to one process per document: plain-text documents (the ``text`` family:
-# decoding in pure Python, no native parser) share a child for up to BATCH_DOCS documents in a
-# row.  Measured in docs/performance.md; the batch ends at BATCH_DOCS, at the first document of
-# any other family, and when its child misbehaves, and every process it started dies then.
-BATCH_READERS = frozenset({"text"})
-BATCH_DOCS = 64
+class _Spare:
+    """The zygote's one child: its number, pid and pidfd (readable once it has exited)."""
+
+    __slots__ = ("n", "pid", "pidfd")
+
+    def __init__(self, n: int, pid: int, pidfd: int | None) -> None:
+        self.n, self.pid, self.pidfd = n, pid, pidfd
 
 
-class Batch:
-    """A child that reads plain-text documents one after another, handed them by the zygote
-    over a socket (the job, the document's and the text's descriptors)."""
+class Zygote:
+    """The fork loop: one spare child at a time, its end reported, the next forked at once
+    (the first once the parent has named a family to load: every job's family is named).
 
-    def __init__(self, work: Callable[[dict[str, Any], int | None, int], dict[str, Any]],
-                 close_in_child: tuple[int, ...], narrow: Callable[[], None]) -> None:
-        import socket
+    ``child_main(jobs, answers)`` is what a child runs, after ``narrow()``, with its end of
+    the job socket and the write end of its answer pipe; ``prepare(spec)`` loads what a
+    prepare message names.  ``pid1``: this process is PID 1 of the worker's PID namespace
+    (the sweep is ``kill(-1)``)."""
 
-        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    def __init__(self, control: socket.socket, *, child_main: Callable[[socket.socket, int], None],
+                 prepare: Callable[[dict[str, Any]], None], narrow: Callable[[], None],
+                 scratch: Path, pid1: bool) -> None:
+        self.control = control
+        self.child_main = child_main
+        self.prepare = prepare
+        self.narrow = narrow
+        self.scratch = scratch
+        self.pid1 = pid1
+        self.gen = 0  # prepare messages applied
+        self.count = 0  # children forked
+        self.child: _Spare | None = None
+
+    def send(self, msg: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
+        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", fds))] if fds else []
+        self.control.sendmsg([json.dumps(msg).encode()], anc)
+
+    def run(self) -> None:
+        """Until the parent closes the control socket."""
+        waiter = select.poll()
+        waiter.register(self.control.fileno(), select.POLLIN)
+        try:
+            while True:
+                if not self.commands():
+                    return
+                if self.child is None and self.gen:  # (the first spare once a family is named)
+                    self.fork()
+                child = self.child
+                if child is None:
+                    waiter.poll()
+                    continue
+                if child.pidfd is not None:
+                    waiter.register(child.pidfd, select.POLLIN)
+                try:
+                    ready = {fd for fd, _ in waiter.poll(None if child.pidfd is not None else 50)}
+                finally:
+                    if child.pidfd is not None:
+                        waiter.unregister(child.pidfd)
+                if child.pidfd in ready or (child.pidfd is None and _exited(child.pid)):
+                    self.ended()
+        finally:
+            if self.child is not None:
+                try:
+                    os.kill(self.child.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                wait(self.child.pid)
+                sweep(self.pid1)
+
+    def commands(self) -> bool:
+        """Apply the parent's pending messages (without waiting); False once it has closed."""
+        while True:
+            try:
+                data, _, flags, _ = self.control.recvmsg(MAX_CONTROL, 0, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return True
+            if not data:
+                return False
+            if flags & socket.MSG_TRUNC:
+                os._exit(2)  # not the pool's protocol: the pool sees this worker die
+            msg = json.loads(data)
+            spec = msg.get("prepare") if isinstance(msg, dict) else None
+            if not isinstance(spec, dict):
+                os._exit(2)
+            self.prepare(spec)
+            self.gen += 1
+
+    def fork(self) -> None:
+        """Fork the next spare and hand its channel's parent ends to the parent."""
+        jobs, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         r, w = os.pipe()
-        gc.freeze()
+        gc.freeze()  # what the zygote holds: the child's collector leaves it (and its pages) alone
         pid = os.fork()
-        if pid == 0:
+        if pid == 0:  # the child: its channel, its sandbox, its documents, then gone
             code = 70
             try:
+                self.control.close()
+                jobs.close()
                 os.close(r)
-                self.sock.close()
-                for fd in close_in_child:
-                    os.close(fd)
                 from .procs import set_parent_death_signal
 
-                set_parent_death_signal()
-                narrow()
-                _serve(theirs, w, work)
+                set_parent_death_signal()  # it dies with the zygote
+                self.narrow()
+                self.child_main(theirs, w)
                 code = 0
             except BaseException:
-                import traceback
-
                 traceback.print_exc(limit=3)
             finally:
                 os._exit(code)
         theirs.close()
         os.close(w)
-        self.pid, self.answers, self.count = pid, r, 0
-        self.malformed = False  # its last answer was not one line of JSON
-
-    def read(self, job: dict[str, Any], doc_fd: int | None, text_fd: int) -> bytes | None:
-        """Its answer to ``job`` (one line), or None when it ended without one (then the
-        batch is over: :meth:`end` says how)."""
-        import socket
-        from array import array
-
+        try:
+            pidfd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            pidfd = None  # no pidfd here (an old kernel): polled
         self.count += 1
-        fds = [fd for fd in (text_fd, doc_fd) if fd is not None]
+        self.child = _Spare(self.count, pid, pidfd)
         try:
-            self.sock.sendmsg([json.dumps(job).encode()],
-                              [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", fds))])
-        except OSError:
-            return None
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = os.read(self.answers, 1 << 20)
-            if not chunk:
-                return None
-            if len(data) + len(chunk) > MAX_ANSWER:
-                self.malformed = True
-                return None
-            data += chunk
-        if data[:1] != b"{" or data.count(b"\n") != 1:
-            self.malformed = True
-            return None
-        return data
-
-    def ended(self, job_id: int, pid1: bool) -> bytes:
-        """The zygote's report on ``job_id``, whose answer did not come: the batch is over."""
-        status = self.end(pid1)
-        if self.malformed:
-            return report(job_id, "malformed", status)
-        return report(job_id, "died" if status != 0 else "malformed", status)
-
-    def end(self, pid1: bool) -> int:
-        """Close it, reap it and everything it started; its exit status."""
-        self.sock.close()
-        os.close(self.answers)
-        if self.pid:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        status = _wait(self.pid)
-        sweep(pid1)
-        return status
-
-
-def _serve(sock: Any, answers: int, work: Callable[[dict[str, Any], int | None, int],
-                                                   dict[str, Any]]) -> None:
-    """A batch child's loop: a job, its answer, until the zygote closes the socket."""
-    import socket
-    from array import array
-
-    room = socket.CMSG_SPACE(2 * array("i").itemsize)
-    while True:
-        line, ancillary, _, _ = sock.recvmsg(1 << 20, room, socket.MSG_CMSG_CLOEXEC)
-        if not line:
-            return
-        fds = array("i")
-        for level, kind, data in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-        text_fd, doc_fd = fds[0], (fds[1] if len(fds) > 1 else None)
-        try:
-            answer = json.dumps(work(json.loads(line), doc_fd, text_fd), ensure_ascii=True,
-                                separators=(",", ":")).encode() + b"\n"
+            self.send({"child": self.count, "gen": self.gen}, (jobs.fileno(), r))
         finally:
-            os.close(text_fd)
-        view = memoryview(answer)
-        while view:
-            view = view[os.write(answers, view):]
+            jobs.close()
+            os.close(r)
+
+    def ended(self) -> None:
+        """The child has exited: reap it, sweep what it left, clear the scratch, report."""
+        child = self.child
+        assert child is not None
+        self.child = None
+        if child.pidfd is not None:
+            os.close(child.pidfd)
+        status = wait(child.pid)
+        sweep(self.pid1)
+        clear(self.scratch)
+        self.send({"exit": child.n, "status": status})
+
+
+def _exited(pid: int) -> bool:
+    """Whether a child (watched without a pidfd) has exited; not reaped here."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True

@@ -146,7 +146,8 @@ def _run(args: Any) -> int:
     tools = None if args.no_external else "auto"
     # the text's languages only when they are printed (--json): their model costs a worker
     # ≈ 0.6 s of CPU to load, three times the rest of a small file's reading
-    limits = Limits(name_languages=bool(args.json))
+    limits = Limits(name_languages=bool(args.json), external_off=tools is None
+                    or os.environ.get("BASTION_NO_EXTERNAL") == "1")
     with Extractor(limits=limits, tools=tools, tool_versions=False,
                    markdown=bool(args.markdown)) as ex:
         ex.start()  # the worker boots while this process hashes and types the first file

@@ -97,6 +97,8 @@ def task_key(reader: Reader | None, mime: str, limits: Limits,
         parts = [EXTRACT_VERSION, reader.name, reader.version, mime, settings, used]
         if libs:
             parts.append(libs)
+        if limits.external_off and reader.tools:  # its record says the tools were off
+            parts.append("external_off")
         if markdown:
             parts.append(["markdown", MARKDOWN_VERSION])
     blob = json.dumps(parts, sort_keys=True, default=list).encode()

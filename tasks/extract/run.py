@@ -66,6 +66,7 @@ class Run(RunPlan):
         self.extra_readers = extra_readers
         self._given: RunInputs | None = None
         self.walk_summary: dict[str, Any] | None = None  # the walk this run made
+        self.index_summary: Any = None  # what the index stage did (tasks/index/stage.py)
         self.walked = False
         self.tools: dict[str, Tool] = {}
         self.toolcache: ToolCache | None = None

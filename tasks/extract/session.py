@@ -97,12 +97,7 @@ class ExtractSession:
         tree) so never starts a second worker beside the one it uses: on two cores that
         second start took ≈ 50 ms of wall time and 0.1 s of CPU from a 0.4 s run
         (docs/performance.md, issue 40)."""
-        size = pool.size
-        pool.size = 1
-        try:
-            pool.warm()
-        finally:
-            pool.size = size
+        pool.warm(1)
 
     def claim_store(self) -> None:
         """Clear the temp files a killed run left in the output and the store (the texts and

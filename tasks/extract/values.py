@@ -11,7 +11,9 @@ made once and never changed; what reads them (``tasks/pipeline.py``, ``tasks/cli
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -52,6 +54,11 @@ def run_inputs(cfg: RunConfig, extra_readers: tuple[str, ...] = ()) -> RunInputs
     """The run's inputs: the manifest (signature checked when required) and the output
     directory's path.  Raises ManifestError, SignatureError or PrerequisiteError."""
     manifest, out = load(cfg)
+    if cfg.no_external or os.environ.get("BASTION_NO_EXTERNAL") == "1":
+        # the readers say a tool was not used because of --no-external (readers/errors.py
+        # missing_tool), and the task keys of the readers with tools say so too
+        manifest = dataclasses.replace(
+            manifest, limits=dataclasses.replace(manifest.limits, external_off=True))
     return RunInputs(cfg, manifest, out, tuple(extra_readers))
 
 

@@ -6,4 +6,5 @@
 - ``tag``      : what makes a directory a bastion output, and where an output may not be
 - ``modes``    : the rules an output is held to, and the walk that gives its tree its modes
 - ``splice``   : the one writer of a sorted JSON Lines export: in full, or a change spliced in by byte offset
+- ``readonly`` : an output opened to read only: checked, nothing created, tightened, locked or written
 """
