@@ -508,6 +508,31 @@ class _Captures:
                 self.flow.pending_heading = None
 
 
+class _Deck:
+    """A presentation's slides as read so far: how many, the open shapes (each: inside a
+    slide's title, the Markdown's heading), the open slide's notes lines (written at its
+    end)."""
+
+    __slots__ = ("count", "shapes", "notes")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.shapes: list[bool] = []
+        self.notes: list[Any] = []
+
+
+class _Handlers:
+    """The handlers of a document's elements by tag: at their start (given the
+    attributes), at their end."""
+
+    __slots__ = ("starts", "ends")
+
+    def __init__(self, starts: dict[str, Callable[[dict[str, str]], None]],
+                 ends: dict[str, Callable[[], None]]) -> None:
+        self.starts = starts
+        self.ends = ends
+
+
 class _Content:
     """Events of an ODF document (``styles.xml``, then ``content.xml``, or one flat file)
     turned into lines: paragraphs, slides and embedded objects here, through the flow; list
@@ -525,15 +550,13 @@ class _Content:
         self.inner_bodies = 0  # open office:body elements of inline objects (a flat file's)
         self.skip = 0
         self.in_p = 0  # open text:p / text:h
-        self.slides = 0
         self.held = 0  # depth inside a spreadsheet drawing held for after the rows
-        self.shapes: list[bool] = []  # open shapes: inside a slide's title (the Markdown's)
-        self.notes: list[Any] = []  # the open slide's notes lines, written at its end
+        self.deck = _Deck()
         self.lists = lists = _Lists()
         self.sheet = sheet = _Sheet(flow)
         self.captures = caps = _Captures(flow, sheet, max_chars)
         f = flow
-        self.starts: dict[str, Callable[[dict[str, str]], None]] = {
+        starts: dict[str, Callable[[dict[str, str]], None]] = {
             TEXT + "p": self._p_start,
             TEXT + "h": self._h_start,
             TEXT + "s": self._spaces,
@@ -559,12 +582,12 @@ class _Content:
             **{tag: self._drawing_start for tag in _DRAWING_STARTS},
         }
         if flow.structured:  # what only the Markdown shows: links, table header rows
-            self.starts.update({
+            starts.update({
                 TEXT + "a": lambda a: f.link_start(a.get(XLINK + "href", "")) if self.in_p
                 else None,
                 TABLE + "table-header-rows": sheet.header_start,
             })
-        self.ends: dict[str, Callable[[], None]] = {
+        ends: dict[str, Callable[[], None]] = {
             TEXT + "p": self._p_end,
             TEXT + "h": self._p_end,
             TABLE + "table": sheet.table_end,
@@ -579,8 +602,14 @@ class _Content:
             **{tag: self._drawing_end for tag in _DRAWING_STARTS},
         }
         if flow.structured:
-            self.ends.update({TEXT + "a": flow.link_end,
-                              TABLE + "table-header-rows": sheet.header_end})
+            ends.update({TEXT + "a": flow.link_end,
+                         TABLE + "table-header-rows": sheet.header_end})
+        self.handlers = _Handlers(starts, ends)
+
+    @property
+    def slides(self) -> int:
+        """The slides (draw:page elements) seen."""
+        return self.deck.count
 
     # -- dispatch --------------------------------------------------------------------------
 
@@ -600,7 +629,7 @@ class _Content:
                 kind = attrs.get(OFFICE + "mimetype", "").rsplit(".", 1)[-1]
                 self.flow.emit(f"[embedded: inline object ({_INLINE_KINDS.get(kind, kind)})]")
                 return
-            f = self.starts.get(tag)
+            f = self.handlers.starts.get(tag)
             if f is not None:
                 f(attrs)
         elif tag == _OFFICE_BODY:
@@ -634,7 +663,7 @@ class _Content:
                 else:
                     self.in_body = False
                 return
-            f = self.ends.get(tag)
+            f = self.handlers.ends.get(tag)
             if f is not None:
                 f()
         elif tag == _LIST_STYLE or tag == _OUTLINE_STYLE:
@@ -695,7 +724,8 @@ class _Content:
         first = self.lists.item_first
         if first and first[-1]:  # the first paragraph of a list item (checked here: hot)
             self.lists.label_paragraph(self.flow, attrs)
-        if self.shapes and self.shapes[-1]:
+        shapes = self.deck.shapes
+        if shapes and shapes[-1]:
             self.flow.set_block(Heading(2))
 
     def _h_start(self, attrs: dict[str, str]) -> None:
@@ -716,12 +746,13 @@ class _Content:
             self.flow.add(" " * min(max(to_int(attrs.get(TEXT + "c"), 1), 1), _MAX_SPACES))
 
     def _page_start(self, _attrs: dict[str, str]) -> None:
-        self.slides += 1
-        self.flow.heading(f"# slide {self.slides}")
+        self.deck.count += 1
+        self.flow.heading(f"# slide {self.deck.count}")
 
     def _drawing_start(self, attrs: dict[str, str]) -> None:
-        if self.flow.structured and len(self.shapes) < 256:  # a slide's title: a heading
-            self.shapes.append(bool(self.shapes and self.shapes[-1]) or (
+        shapes = self.deck.shapes
+        if self.flow.structured and len(shapes) < 256:  # a slide's title: a heading
+            shapes.append(bool(shapes and shapes[-1]) or (
                 self.kind == "odp" and attrs.get(PRESENTATION + "class") == "title"))
         # shapes nest only in shapes, so counting these elements finds the held one's end
         if self.held:
@@ -731,8 +762,8 @@ class _Content:
             self.held = 1
 
     def _drawing_end(self) -> None:
-        if self.shapes:
-            self.shapes.pop()
+        if self.deck.shapes:
+            self.deck.shapes.pop()
         if self.held:
             self.held -= 1
             if not self.held:
@@ -740,8 +771,8 @@ class _Content:
 
     def _page_end(self) -> None:
         """The notes after the slide's text and its annotations (written after the notes)."""
-        if self.notes:
-            notes, self.notes = self.notes, []
+        if self.deck.notes:
+            notes, self.deck.notes = self.deck.notes, []
             self.flow.pending_heading = "## notes"
             for line in notes:
                 self.flow.emit(line)
@@ -751,7 +782,7 @@ class _Content:
         self.flow.hold()
 
     def _notes_end(self) -> None:
-        self.notes.extend(self.flow.release())
+        self.deck.notes.extend(self.flow.release())
 
     def _object(self, attrs: dict[str, str]) -> None:
         href = attrs.get(XLINK + "href", "")
