@@ -325,6 +325,18 @@ class _Blocks:
         self.end_table()
         self.out.opener = None
 
+    # paragraph properties (:data:`_WORDS`, in a structured sink's body): what only the
+    # Markdown shows, headings and tables
+
+    def paragraph_reset(self, word: bytes, param: bytes | None) -> None:
+        self.intbl, self.outline = False, None
+
+    def in_table(self, word: bytes, param: bytes | None) -> None:
+        self.intbl = True
+
+    def outline_level(self, word: bytes, param: bytes | None) -> None:
+        self.outline = int(param) if param is not None else 0
+
 
 class _CodePages:
     """The document's code pages: its own (``\\ansicpgN``, ``\\mac``, ``\\pc``, ``\\pca``), the
@@ -343,17 +355,39 @@ class _CodePages:
         """The code page of text in ``font`` (-1: the default font)."""
         return self.fonts.get(font if font >= 0 else self.deff, self.ansi)
 
-    def entry_charset(self, num: int) -> None:
+    # the words (:data:`_WORDS`, :data:`_FONT_TABLE_WORDS`), each given its parameter
+
+    def entry_font(self, word: bytes, param: bytes | None) -> None:
+        """``\\fN`` in the font table: the entry being read."""
+        if param is not None:
+            self.table_font = int(param)
+
+    def entry_charset(self, word: bytes, param: bytes | None) -> None:
         """``\\fcharsetN`` of the entry: its code page, unless ``\\cpgN`` gave one."""
-        cp = _CHARSETS.get(num)
+        if param is None:
+            return
+        cp = _CHARSETS.get(int(param))
         if cp and self.table_font >= 0 and self.table_font not in self.fonts:
             self.fonts[self.table_font] = cp
 
-    def entry_codepage(self, num: int) -> None:
+    def entry_codepage(self, word: bytes, param: bytes | None) -> None:
         """``\\cpgN`` of the entry: its code page, over its charset's."""
-        cp = _codepage(num)
+        if param is None:
+            return
+        cp = _codepage(int(param))
         if cp and self.table_font >= 0:
             self.fonts[self.table_font] = cp
+
+    def ansi_codepage(self, word: bytes, param: bytes | None) -> None:
+        if param is not None:
+            self.ansi = _codepage(int(param)) or self.ansi
+
+    def ansi_charset(self, word: bytes, param: bytes | None) -> None:
+        self.ansi = _ANSI_CHARSETS[word]
+
+    def default_font(self, word: bytes, param: bytes | None) -> None:
+        if param is not None:
+            self.deff = int(param)
 
 
 class _Apart:
@@ -376,17 +410,40 @@ class _Apart:
             self.text[target].append(s)
             self.size += len(s)
 
-    def annotation_end(self) -> str | None:
-        """The line of the annotation that ended (None when it holds no text); its text and
-        its author's are taken out of the store."""
+    def annotation_end(self, out: _Out, max_parts: int) -> None:
+        """The annotation that ended: its line held for after the paragraph (none when it
+        holds no text); its text and its author's are taken out of the store."""
         body = " ".join("".join(self.text[_ANNOT]).split())
         author = " ".join("".join(self.text[_ATNAUTHOR]).split())
         for key in (_ANNOT, _ATNAUTHOR):
             self.size -= sum(len(x) for x in self.text[key])
             self.text[key].clear()
         if not body:
-            return None
-        return f"[comment: {author}] {body}" if author else f"[comment] {body}"
+            return
+        self.comments.append(f"[comment: {author}] {body}" if author else f"[comment] {body}")
+        if len(self.comments) > max_parts:
+            out.flush()
+            raise CapReached("max_parts", f"{max_parts} annotations in one paragraph")
+
+    def write_comments(self, out: _Out, put: Callable[[str], None], structured: bool) -> None:
+        """The annotations of the paragraph that ended, after it."""
+        for line in self.comments:
+            if structured:
+                _note(out, line)
+            else:
+                put(line + "\n")
+        self.comments.clear()
+
+    def end_comments(self, out: _Out, put: Callable[[str], None], structured: bool) -> None:
+        """The annotations of a last paragraph that did not end, after the text."""
+        if not self.comments:
+            return
+        if structured:
+            out.layout("\n")
+            for line in self.comments:
+                _note(out, line)
+        else:
+            put("\n" + "\n".join(self.comments) + "\n")
 
 
 class _Fields:
@@ -497,7 +554,8 @@ class _Converter:
                 pos = n
         if pending:
             self.decode(pending)
-        self.end_comments()
+        # the annotations of a last paragraph that did not end, after the text
+        self.apart.end_comments(self.out, self.put, self.structured_body())
         return self.pages.ansi
 
     def text(self, run: bytes, escaped: bool) -> bytes:
@@ -538,7 +596,7 @@ class _Converter:
                 self.fields.group_closed(len(self.stack), self.out)
             if was != self.target:
                 if self.target == _ANNOT:  # an annotation ended: its line is due
-                    self.annotation_end()
+                    self.apart.annotation_end(self.out, self.max_parts)
                 self.write_to(was)
         return not self.stack
 
@@ -581,34 +639,6 @@ class _Converter:
     def structured_body(self) -> bool:
         return self.blocks is not None and self.target == _BODY
 
-    def annotation_end(self) -> None:
-        line = self.apart.annotation_end()
-        if line:
-            self.apart.comments.append(line)
-            if len(self.apart.comments) > self.max_parts:
-                self.out.flush()
-                raise CapReached("max_parts", f"{self.max_parts} annotations in one paragraph")
-
-    def write_comments(self) -> None:
-        """The annotations of the paragraph that ended, after it."""
-        for line in self.apart.comments:
-            if self.blocks is not None:
-                _note(self.out, line)
-            else:
-                self.put(line + "\n")
-        self.apart.comments.clear()
-
-    def end_comments(self) -> None:
-        """The annotations of a last paragraph that did not end, after the text."""
-        comments = self.apart.comments
-        if not comments:
-            return
-        if self.structured_body():
-            self.out.layout("\n")
-            for line in comments:
-                _note(self.out, line)
-        else:
-            self.put("\n" + "\n".join(comments) + "\n")
 
     # -- the control words' handlers (:data:`_WORDS`), each given the word and its parameter
 
@@ -620,18 +650,6 @@ class _Converter:
         elif word == b"fldinst" and self.structured_body():
             self.fields.instruction(len(self.stack))
         self.skip = True
-
-    def table_font(self, word: bytes, param: bytes | None) -> None:
-        if param is not None:
-            self.pages.table_font = int(param)
-
-    def table_charset(self, word: bytes, param: bytes | None) -> None:
-        if param is not None:
-            self.pages.entry_charset(int(param))
-
-    def table_codepage(self, word: bytes, param: bytes | None) -> None:
-        if param is not None:
-            self.pages.entry_codepage(int(param))
 
     def unicode(self, word: bytes, param: bytes | None) -> None:
         """``\\uN``: a UTF-16 unit, then ``\\ucN`` fallback characters to pass over."""
@@ -683,7 +701,7 @@ class _Converter:
         if name == "par":
             self.cells = 0
             if self.apart.comments and self.target == _BODY:
-                self.write_comments()
+                self.apart.write_comments(self.out, self.put, self.blocks is not None)
 
     def cell(self, word: bytes, param: bytes | None) -> None:
         self.cells += 1
@@ -705,37 +723,27 @@ class _Converter:
             self.put("\n")
         self.cells = 0
 
-    def ansi_codepage(self, word: bytes, param: bytes | None) -> None:
-        if param is not None:
-            self.pages.ansi = _codepage(int(param)) or self.pages.ansi
-
-    def ansi_charset(self, word: bytes, param: bytes | None) -> None:
-        self.pages.ansi = _ANSI_CHARSETS[word]
-
-    def default_font(self, word: bytes, param: bytes | None) -> None:
-        if param is not None:
-            self.pages.deff = int(param)
-
-    # paragraph properties and fields: what only the Markdown shows (headings, tables, links);
-    # these run in the body of a structured sink only (``blocks`` is set)
-
-    def paragraph_reset(self, word: bytes, param: bytes | None) -> None:
-        assert self.blocks is not None
-        self.blocks.intbl, self.blocks.outline = False, None
-
-    def in_table(self, word: bytes, param: bytes | None) -> None:
-        assert self.blocks is not None
-        self.blocks.intbl = True
-
-    def outline_level(self, word: bytes, param: bytes | None) -> None:
-        assert self.blocks is not None
-        self.blocks.outline = int(param) if param is not None else 0
-
     def field_result(self, word: bytes, param: bytes | None) -> None:
+        """``\\fldrslt`` (a structured body's): a link's text begins."""
         self.fields.result(len(self.stack), self.out)
 
 
 _Handler = Callable[[_Converter, bytes, "bytes | None"], None]
+
+
+def _of_pages(word: Callable[[_CodePages, bytes, "bytes | None"], None]) -> _Handler:
+    """A word the code pages read, as a converter's handler."""
+    return lambda conv, w, param: word(conv.pages, w, param)
+
+
+def _of_blocks(word: Callable[[_Blocks, bytes, "bytes | None"], None]) -> _Handler:
+    """A paragraph property (a structured body's: ``blocks`` is set), as a converter's
+    handler."""
+    def handler(conv: _Converter, w: bytes, param: bytes | None) -> None:
+        assert conv.blocks is not None
+        word(conv.blocks, w, param)
+    return handler
+
 # control word -> (its handler, when it runs); a word not here only formats, and is passed over
 _WORDS: dict[bytes, tuple[_Handler, int]] = {
     **{w.encode(): (_Converter.destination, _ALWAYS) for w in SKIP_DESTINATIONS},
@@ -749,19 +757,20 @@ _WORDS: dict[bytes, tuple[_Handler, int]] = {
     **{w.encode(): (_Converter.text_symbol, _READ) for w in _SYMBOLS},
     b"cell": (_Converter.cell, _READ), b"nestcell": (_Converter.cell, _READ),
     b"row": (_Converter.row, _READ), b"nestrow": (_Converter.row, _READ),
-    b"ansicpg": (_Converter.ansi_codepage, _READ),
-    **{w: (_Converter.ansi_charset, _READ) for w in _ANSI_CHARSETS},
-    b"deff": (_Converter.default_font, _READ),
-    b"pard": (_Converter.paragraph_reset, _STRUCTURE),
-    b"intbl": (_Converter.in_table, _STRUCTURE),
-    b"outlinelevel": (_Converter.outline_level, _STRUCTURE),
+    b"ansicpg": (_of_pages(_CodePages.ansi_codepage), _READ),
+    **{w: (_of_pages(_CodePages.ansi_charset), _READ) for w in _ANSI_CHARSETS},
+    b"deff": (_of_pages(_CodePages.default_font), _READ),
+    b"pard": (_of_blocks(_Blocks.paragraph_reset), _STRUCTURE),
+    b"intbl": (_of_blocks(_Blocks.in_table), _STRUCTURE),
+    b"outlinelevel": (_of_blocks(_Blocks.outline_level), _STRUCTURE),
     b"fldrslt": (_Converter.field_result, _STRUCTURE),
 }
 # inside the font table: its entries' code pages; every other word but a destination is passed over
 _FONT_TABLE_WORDS: dict[bytes, tuple[_Handler, int]] = {
     **{w.encode(): (_Converter.destination, _ALWAYS) for w in SKIP_DESTINATIONS},
-    b"f": (_Converter.table_font, _ALWAYS), b"fcharset": (_Converter.table_charset, _ALWAYS),
-    b"cpg": (_Converter.table_codepage, _ALWAYS),
+    b"f": (_of_pages(_CodePages.entry_font), _ALWAYS),
+    b"fcharset": (_of_pages(_CodePages.entry_charset), _ALWAYS),
+    b"cpg": (_of_pages(_CodePages.entry_codepage), _ALWAYS),
 }
 # the words the tokenizer hands to :meth:`_Converter.control_word`; any other only formats
 _ACTIVE = frozenset(_WORDS) | frozenset(_FONT_TABLE_WORDS) | {b"bin"}
