@@ -552,64 +552,10 @@ class _Content:
         self.in_p = 0  # open text:p / text:h
         self.held = 0  # depth inside a spreadsheet drawing held for after the rows
         self.deck = _Deck()
-        self.lists = lists = _Lists()
+        self.lists = _Lists()
         self.sheet = sheet = _Sheet(flow)
-        self.captures = caps = _Captures(flow, sheet, max_chars)
-        f = flow
-        starts: dict[str, Callable[[dict[str, str]], None]] = {
-            TEXT + "p": self._p_start,
-            TEXT + "h": self._h_start,
-            TEXT + "s": self._spaces,
-            TEXT + "tab": lambda a: f.add("\t") if self.in_p else None,
-            TEXT + "line-break": lambda a: f.add("\n") if self.in_p else None,
-            TABLE + "table": sheet.table_start,
-            TABLE + "table-row": sheet.row_start,
-            TABLE + "table-cell": sheet.cell_start,
-            TABLE + "covered-table-cell": sheet.cell_start,
-            DRAW + "page": self._page_start,
-            DRAW + "object": self._object,
-            PRESENTATION + "notes": self._notes_start,
-            PRESENTATION + "footer-decl": lambda a: caps.open("footer"),
-            PRESENTATION + "header-decl": lambda a: caps.open("header"),
-            OFFICE + "annotation": lambda a: caps.open("comment"),
-            OFFICEOOO + "annotation": lambda a: caps.open("comment"),
-            SVG + "desc": lambda a: caps.open("alt"),
-            SVG + "title": lambda a: caps.open("alt"),
-            TEXT + "list": lists.list_start,
-            TEXT + "list-item": lists.item_start,
-            TEXT + "list-header": lists.header_item_start,
-            **{tag: self._kind(kind) for tag, kind in _BODY_KIND.items()},
-            **{tag: self._drawing_start for tag in _DRAWING_STARTS},
-        }
-        if flow.structured:  # what only the Markdown shows: links, table header rows
-            starts.update({
-                TEXT + "a": lambda a: f.link_start(a.get(XLINK + "href", "")) if self.in_p
-                else None,
-                TABLE + "table-header-rows": sheet.header_start,
-            })
-        ends: dict[str, Callable[[], None]] = {
-            TEXT + "p": self._p_end,
-            TEXT + "h": self._p_end,
-            TABLE + "table": sheet.table_end,
-            TABLE + "table-row": sheet.row_end,
-            TABLE + "table-cell": sheet.cell_end,
-            TABLE + "covered-table-cell": sheet.cell_end,
-            PRESENTATION + "notes": self._notes_end,
-            DRAW + "page": self._page_end,
-            TEXT + "list": lists.list_end,
-            TEXT + "list-item": lists.item_end,
-            TEXT + "list-header": lists.item_end,
-            **{tag: self._drawing_end for tag in _DRAWING_STARTS},
-        }
-        if flow.structured:
-            ends.update({TEXT + "a": flow.link_end,
-                         TABLE + "table-header-rows": sheet.header_end})
-        self.handlers = _Handlers(starts, ends)
-
-    @property
-    def slides(self) -> int:
-        """The slides (draw:page elements) seen."""
-        return self.deck.count
+        self.captures = _Captures(flow, sheet, max_chars)
+        self.handlers = _handlers(self, flow)
 
     # -- dispatch --------------------------------------------------------------------------
 
@@ -791,6 +737,62 @@ class _Content:
                 self.flow.emit(line)
 
 
+def _handlers(content: _Content, flow: Flow) -> _Handlers:
+    """A document's element handlers: the content's own, its lists', its tables', its
+    captures'; a structured flow's links and table header rows besides."""
+    lists, sheet, caps = content.lists, content.sheet, content.captures
+    f = flow
+    starts: dict[str, Callable[[dict[str, str]], None]] = {
+        TEXT + "p": content._p_start,
+        TEXT + "h": content._h_start,
+        TEXT + "s": content._spaces,
+        TEXT + "tab": lambda a: f.add("\t") if content.in_p else None,
+        TEXT + "line-break": lambda a: f.add("\n") if content.in_p else None,
+        TABLE + "table": sheet.table_start,
+        TABLE + "table-row": sheet.row_start,
+        TABLE + "table-cell": sheet.cell_start,
+        TABLE + "covered-table-cell": sheet.cell_start,
+        DRAW + "page": content._page_start,
+        DRAW + "object": content._object,
+        PRESENTATION + "notes": content._notes_start,
+        PRESENTATION + "footer-decl": lambda a: caps.open("footer"),
+        PRESENTATION + "header-decl": lambda a: caps.open("header"),
+        OFFICE + "annotation": lambda a: caps.open("comment"),
+        OFFICEOOO + "annotation": lambda a: caps.open("comment"),
+        SVG + "desc": lambda a: caps.open("alt"),
+        SVG + "title": lambda a: caps.open("alt"),
+        TEXT + "list": lists.list_start,
+        TEXT + "list-item": lists.item_start,
+        TEXT + "list-header": lists.header_item_start,
+        **{tag: content._kind(kind) for tag, kind in _BODY_KIND.items()},
+        **{tag: content._drawing_start for tag in _DRAWING_STARTS},
+    }
+    if flow.structured:  # what only the Markdown shows: links, table header rows
+        starts.update({
+            TEXT + "a": lambda a: f.link_start(a.get(XLINK + "href", "")) if content.in_p
+            else None,
+            TABLE + "table-header-rows": sheet.header_start,
+        })
+    ends: dict[str, Callable[[], None]] = {
+        TEXT + "p": content._p_end,
+        TEXT + "h": content._p_end,
+        TABLE + "table": sheet.table_end,
+        TABLE + "table-row": sheet.row_end,
+        TABLE + "table-cell": sheet.cell_end,
+        TABLE + "covered-table-cell": sheet.cell_end,
+        PRESENTATION + "notes": content._notes_end,
+        DRAW + "page": content._page_end,
+        TEXT + "list": lists.list_end,
+        TEXT + "list-item": lists.item_end,
+        TEXT + "list-header": lists.item_end,
+        **{tag: content._drawing_end for tag in _DRAWING_STARTS},
+    }
+    if flow.structured:
+        ends.update({TEXT + "a": flow.link_end,
+                     TABLE + "table-header-rows": sheet.header_end})
+    return _Handlers(starts, ends)
+
+
 def _parse(content: "_Content", chunks, name: str) -> None:
     """Stream one part through a refusing parser driving ``content``."""
     p = new_parser()
@@ -937,7 +939,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         raise CorruptDocument(f"damaged {doc.name or 'document'}: {e!r}") from None
     if not content.kind:
         raise CorruptDocument("not an OpenDocument text, spreadsheet or presentation")
-    details = {"slides": content.slides} if content.kind in ("odp", "odg") else {}
+    details = {"slides": content.deck.count} if content.kind in ("odp", "odg") else {}
     return ReadResult(content.kind, details=details).with_metadata(_doc_meta(props, content))
 
 
@@ -977,8 +979,8 @@ def _doc_meta(props: "Props | None", content: "_Content") -> DocMeta:
     from .docprops import Props, odf_meta
 
     doc_meta = odf_meta(props or Props(), content.kind)
-    if content.kind in ("odp", "odg") and content.slides:
-        doc_meta = DocMeta(**{**_fields_of(doc_meta), "slides": content.slides})
+    if content.kind in ("odp", "odg") and content.deck.count:
+        doc_meta = DocMeta(**{**_fields_of(doc_meta), "slides": content.deck.count})
     return doc_meta
 
 

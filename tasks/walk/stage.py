@@ -413,8 +413,8 @@ class RootWalk:
         dc = walker.previous(self.root, rel)
         if self.owner == 0:
             walker.listed.add((self.root.name, rel))
-        here = _Here(dfd, dirpath.rstrip("/") + "/", rel, real, f"{rel}/" if rel else "", dc)
-        reused, nbytes = self._entries(entries, here)
+        listing = _Listing(self, dfd, dirpath.rstrip("/") + "/", rel, real, dc)
+        reused, nbytes = listing.entries(entries)
         if dc:  # previous rows whose files this walk did not record (in this share)
             walker.gone_rows(self.root, rel, [name for name in dc if self._owns(name)])
         if reused:
@@ -425,104 +425,10 @@ class RootWalk:
             if walker.progress:
                 walker.progress(reused)
 
-    def _entries(self, entries: list[os.DirEntry], here: "_Here") -> tuple[int, int]:
-        """A directory's entries in their listing's order.  A file whose previous row holds
-        its stat is kept with one ``lstat`` (the re-walk's path, here in the loop); any other
-        entry is recorded (:meth:`_file_entry`, :meth:`_other_entry`).  Returns how many
-        files were kept, and their bytes."""
-        owner, owners, shared = self.owner, self.owners, self.owners > 1
-        dc, unresolved = here.rows, here.real is None
-        reused = nbytes = 0
-        for entry in entries:
-            try:
-                if entry.is_file(follow_symlinks=False):
-                    name = entry.name
-                    if shared and hash(name) % owners != owner:
-                        continue
-                    c = dc.get(name)
-                    if c is not None and unresolved and c[5]:  # a re-walk's path: one lstat
-                        st = entry.stat(follow_symlinks=False)
-                        if (c[1] == st.st_size and c[2] == st.st_mtime_ns
-                                and c[3] == st.st_ino and c[4] == st.st_ctime_ns):
-                            del dc[name]
-                            reused += 1
-                            nbytes += st.st_size
-                            continue
-                    self._file_entry(here, entry)
-                else:
-                    self._other_entry(here, entry)
-            except OSError as e:
-                self._entry_error(here, entry.name, e)
-        return reused, nbytes
-
     def _owns(self, name: str) -> bool:
         """Whether this process records the entry ``name`` (every entry, unless the walk is
         shared: then its owner's, ``hash(name) % owners``)."""
         return self.owners == 1 or hash(name) % self.owners == self.owner
-
-    def _selected(self, here: "_Here", name: str, relpath: str) -> bool:
-        """Whether the root's selector records the entry (by its path, and by its real path
-        beneath a followed directory link)."""
-        return root_selects(self.sel, relpath) and (
-            here.real is None or not self.sel.excluded(f"{here.real}/{name}"))
-
-    def _file_entry(self, here: "_Here", entry: os.DirEntry) -> None:
-        """A regular file new or changed since its row: recorded (read) when selected."""
-        name = entry.name
-        relpath = here.prefix + name
-        if self._selected(here, name, relpath):
-            self.walker._file(self.root, here.rows, here.rel, name, (here.fd, name), relpath,
-                              entry.stat(follow_symlinks=False))
-
-    def _other_entry(self, here: "_Here", entry: os.DirEntry) -> None:
-        """A directory (pushed), a symbolic link (recorded or followed), anything else
-        (recorded, never opened).  In a shared walk every process walks every directory and
-        follows every directory link; it records only the entries it owns."""
-        name = entry.name
-        if entry.is_dir(follow_symlinks=False):
-            self._subdir(here, entry)
-        elif not self._owns(name):
-            if self.sel.follow_symlinks and entry.is_symlink():
-                # every process walks a followed directory link's subtree
-                self._symlink(here.rows, here.rel, entry, here.path + name, here.prefix + name,
-                              record=False)
-        elif entry.is_symlink():
-            self._symlink(here.rows, here.rel, entry, here.path + name, here.prefix + name)
-        else:
-            relpath = here.prefix + name
-            if self._selected(here, name, relpath):
-                self._other(here.rows, here.rel, name, relpath,
-                            entry.stat(follow_symlinks=False))
-
-    def _subdir(self, here: "_Here", entry: os.DirEntry) -> None:
-        """A subdirectory, pushed on the stack unless pruned; one swapped for a link or a
-        file between the listing and its stat is that link, or a warning."""
-        name = entry.name
-        relpath = here.prefix + name
-        st = entry.stat(follow_symlinks=False)
-        if not stat.S_ISDIR(st.st_mode):  # swapped between listing and stat
-            if stat.S_ISLNK(st.st_mode) and self._owns(name):
-                self._symlink(here.rows, here.rel, entry, here.path + name, relpath)
-            elif self._owns(name):
-                self.stats.vanished += 1
-                self.stats.warn(f"{self.root.name}/{relpath}: replaced during the walk")
-            return
-        sub_real = None if here.real is None else f"{here.real}/{name}"
-        if self._skip_dir(st, relpath, sub_real):
-            return
-        self.visited.add((st.st_dev, st.st_ino))
-        self.stack.append((here.path + name, relpath, sub_real, (st.st_dev, st.st_ino)))
-
-    def _entry_error(self, here: "_Here", name: str, e: OSError) -> None:
-        """An entry that vanished or could not be read: counted once in a shared walk."""
-        if not self._owns(name):
-            return
-        if isinstance(e, FileNotFoundError):
-            self.stats.vanished += 1
-            self.stats.warn(f"{self.root.name}/{here.prefix}{name}: vanished during the walk")
-        else:
-            self.stats.unreadable += 1
-            self.stats.warn(f"{self.root.name}/{here.prefix}{name}: {e.strerror}")
 
     def _skip_dir(self, st: os.stat_result, relpath: str, real: str | None = None) -> bool:
         if self.walker.out_id == (st.st_dev, st.st_ino):
@@ -577,18 +483,118 @@ class RootWalk:
                           "not a regular file (never opened)", None, None), st, False)
 
 
-class _Here:
-    """The directory being listed: its descriptor, its path (ending in ``/``), its path
-    relative to the root, its real path relative to the root beneath a followed link (else
-    None), the prefix of its entries' relative paths, and its previous rows by name (taken
-    out as their files are found)."""
+class _Listing:
+    """One directory of a root's walk, listed: its descriptor, its path (ending in ``/``),
+    its path relative to the root, its real path relative to the root beneath a followed
+    link (else None), the prefix of its entries' relative paths, and its previous rows by
+    name (taken out as their files are found).  Its entries are compared with those rows,
+    recorded through the walk, or pushed on its stack."""
 
-    __slots__ = ("fd", "path", "rel", "real", "prefix", "rows")
+    __slots__ = ("walk", "fd", "path", "rel", "real", "prefix", "rows")
 
-    def __init__(self, fd: int, path: str, rel: str, real: str | None, prefix: str,
+    def __init__(self, walk: RootWalk, fd: int, path: str, rel: str, real: str | None,
                  rows: dict[str, tuple]) -> None:
-        self.fd, self.path, self.rel, self.real, self.prefix, self.rows = (
-            fd, path, rel, real, prefix, rows)
+        self.walk, self.fd, self.path, self.rel, self.real, self.rows = (
+            walk, fd, path, rel, real, rows)
+        self.prefix = f"{rel}/" if rel else ""
+
+    def entries(self, entries: list[os.DirEntry]) -> tuple[int, int]:
+        """A directory's entries in their listing's order.  A file whose previous row holds
+        its stat is kept with one ``lstat`` (the re-walk's path, here in the loop); any other
+        entry is recorded (:meth:`_file_entry`, :meth:`_other_entry`).  Returns how many
+        files were kept, and their bytes."""
+        walk = self.walk
+        owner, owners, shared = walk.owner, walk.owners, walk.owners > 1
+        dc, unresolved = self.rows, self.real is None
+        reused = nbytes = 0
+        for entry in entries:
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    name = entry.name
+                    if shared and hash(name) % owners != owner:
+                        continue
+                    c = dc.get(name)
+                    if c is not None and unresolved and c[5]:  # a re-walk's path: one lstat
+                        st = entry.stat(follow_symlinks=False)
+                        if (c[1] == st.st_size and c[2] == st.st_mtime_ns
+                                and c[3] == st.st_ino and c[4] == st.st_ctime_ns):
+                            del dc[name]
+                            reused += 1
+                            nbytes += st.st_size
+                            continue
+                    self._file_entry(entry)
+                else:
+                    self._other_entry(entry)
+            except OSError as e:
+                self._entry_error(entry.name, e)
+        return reused, nbytes
+
+    def _selected(self, name: str, relpath: str) -> bool:
+        """Whether the root's selector records the entry (by its path, and by its real path
+        beneath a followed directory link)."""
+        sel = self.walk.sel
+        return root_selects(sel, relpath) and (
+            self.real is None or not sel.excluded(f"{self.real}/{name}"))
+
+    def _file_entry(self, entry: os.DirEntry) -> None:
+        """A regular file new or changed since its row: recorded (read) when selected."""
+        name = entry.name
+        relpath = self.prefix + name
+        if self._selected(name, relpath):
+            walk = self.walk
+            walk.walker._file(walk.root, self.rows, self.rel, name, (self.fd, name), relpath,
+                              entry.stat(follow_symlinks=False))
+
+    def _other_entry(self, entry: os.DirEntry) -> None:
+        """A directory (pushed), a symbolic link (recorded or followed), anything else
+        (recorded, never opened).  In a shared walk every process walks every directory and
+        follows every directory link; it records only the entries it owns."""
+        name, walk = entry.name, self.walk
+        if entry.is_dir(follow_symlinks=False):
+            self._subdir(entry)
+        elif not walk._owns(name):
+            if walk.sel.follow_symlinks and entry.is_symlink():
+                # every process walks a followed directory link's subtree
+                walk._symlink(self.rows, self.rel, entry, self.path + name, self.prefix + name,
+                              record=False)
+        elif entry.is_symlink():
+            walk._symlink(self.rows, self.rel, entry, self.path + name, self.prefix + name)
+        else:
+            relpath = self.prefix + name
+            if self._selected(name, relpath):
+                walk._other(self.rows, self.rel, name, relpath,
+                            entry.stat(follow_symlinks=False))
+
+    def _subdir(self, entry: os.DirEntry) -> None:
+        """A subdirectory, pushed on the stack unless pruned; one swapped for a link or a
+        file between the listing and its stat is that link, or a warning."""
+        name, walk = entry.name, self.walk
+        relpath = self.prefix + name
+        st = entry.stat(follow_symlinks=False)
+        if not stat.S_ISDIR(st.st_mode):  # swapped between listing and stat
+            if stat.S_ISLNK(st.st_mode) and walk._owns(name):
+                walk._symlink(self.rows, self.rel, entry, self.path + name, relpath)
+            elif walk._owns(name):
+                walk.stats.vanished += 1
+                walk.stats.warn(f"{walk.root.name}/{relpath}: replaced during the walk")
+            return
+        sub_real = None if self.real is None else f"{self.real}/{name}"
+        if walk._skip_dir(st, relpath, sub_real):
+            return
+        walk.visited.add((st.st_dev, st.st_ino))
+        walk.stack.append((self.path + name, relpath, sub_real, (st.st_dev, st.st_ino)))
+
+    def _entry_error(self, name: str, e: OSError) -> None:
+        """An entry that vanished or could not be read: counted once in a shared walk."""
+        walk = self.walk
+        if not walk._owns(name):
+            return
+        if isinstance(e, FileNotFoundError):
+            walk.stats.vanished += 1
+            walk.stats.warn(f"{walk.root.name}/{self.prefix}{name}: vanished during the walk")
+        else:
+            walk.stats.unreadable += 1
+            walk.stats.warn(f"{walk.root.name}/{self.prefix}{name}: {e.strerror}")
 
 
 def run_walk(manifest: Manifest, od: OutputDir, *, no_hash: bool = False,
