@@ -10,7 +10,8 @@ queries it.  WAL journal, ``synchronous=NORMAL``: a committed transaction surviv
 The file is opened through the output directory's checked descriptor (``/proc/self/fd/N`` of
 the state directory), made with the output's file mode, and checked to be the file that was
 made there.  Versions 2 (verdicts, backoff and counters, no walk), 3 (no change log, no
-records) and 4 (no run of each verdict) are upgraded in place, their verdicts and walk kept; any other older version holds
+records), 4 (no run of each verdict) and 5 (no owner of the plain names) are upgraded in
+place, their verdicts and walk kept; any other older version holds
 keys of another kind: its verdicts are dropped (every one would be redone anyway).
 """
 
@@ -26,7 +27,7 @@ from .output.modes import OutputError
 __all__ = ["DB_NAME", "SCHEMA", "SCHEMA_VERSION", "connect", "open_sqlite"]
 
 DB_NAME = ".bastion/verdicts.sqlite"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 SCHEMA = (
     # one verdict per (sha256, task key): the extract stage's source of truth
@@ -49,6 +50,14 @@ SCHEMA = (
         PRIMARY KEY (sha256, key)
     ) WITHOUT ROWID""",
     "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    # whose text the plain-named files of a sha256 hold (extract/<aa>/<sha256>.txt, .md,
+    # .meta.json): the key whose verdict put them there.  Several keys can read the same bytes
+    # and each run gives the plain name to the least of its own, so an ok verdict stands on
+    # the plain name only while its key is the one here (tasks/extract/store.py)
+    """CREATE TABLE IF NOT EXISTS plain (
+        sha256 TEXT PRIMARY KEY,
+        key TEXT NOT NULL
+    ) WITHOUT ROWID""",
     # one row per walked file (or link, or other entry): the walk's record of it, and the
     # identity its reuse is decided on.  dir, name, path: UTF-8 bytes, a byte that is not
     # UTF-8 kept as its surrogate escape (U+DC80+b, encoded 'surrogatepass'), so that the
@@ -134,7 +143,7 @@ def connect(od: OutputDir) -> sqlite3.Connection:
             db.execute("BEGIN IMMEDIATE")
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version != SCHEMA_VERSION:
-                if version not in (2, 3, 4):
+                if version not in (2, 3, 4, 5):
                     # an index of an earlier layout: its keys are of another kind, so every
                     # verdict in it would be redone anyway
                     db.execute("DROP TABLE IF EXISTS verdicts")
@@ -146,9 +155,19 @@ def connect(od: OutputDir) -> sqlite3.Connection:
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             for table in SCHEMA:
                 db.execute(table)
+            if version in (2, 3, 4, 5):
+                _own_plain_names(db)
     except (OSError, sqlite3.Error) as e:
         raise OutputError(f"cannot open the database {od.path / rel}: {e}") from None
     return db
+
+
+def _own_plain_names(db: sqlite3.Connection) -> None:
+    """Upgrading from a version without the ``plain`` table: the owner of a sha256's plain
+    names is known where it has one ``ok`` verdict only (no other key ever wrote a text of
+    it); bytes read under several keys are read again once, their owner unknown."""
+    db.execute("INSERT OR IGNORE INTO plain (sha256, key) SELECT sha256, min(key) "
+               "FROM verdicts WHERE status = 'ok' GROUP BY sha256 HAVING count(*) = 1")
 
 
 def open_sqlite(od: OutputDir, rel: str) -> sqlite3.Connection:

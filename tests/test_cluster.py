@@ -524,11 +524,20 @@ def test_ctrl_c_cancels_the_batches_and_a_rerun_finishes(cluster, tmp_path: Path
                             # a suite started in the background by a shell inherits SIGINT
                             # ignored, and would hand that on: the child gets the default
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    def stopped_midway() -> bool:
+        if proc.poll() is not None:
+            return True
+        if texts_in_store(out) < 250:
+            return False
+        proc.send_signal(signal.SIGSTOP)  # held where it is, however fast the machine
+        return True
+
     try:
         # a batch's texts are all placed before its verdicts are queued: past the first
         # batch's 200 texts, the first batch's verdicts are queued (committed on the way out)
-        assert wait_until(lambda: texts_in_store(out) >= 250 or proc.poll() is not None, 120)
-        proc.send_signal(signal.SIGINT)
+        assert wait_until(stopped_midway, 120)
+        proc.send_signal(signal.SIGINT)  # pending while stopped: delivered first thing
+        proc.send_signal(signal.SIGCONT)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

@@ -361,3 +361,57 @@ def test_a_reader_library_version_is_in_its_key(monkeypatch) -> None:
     monkeypatch.setattr(plan_mod, "library_version",
                         lambda name: "999.0" if name == "py3langid" else real(name))
     assert task_key(other, "application/rtf", lim, {}) != before[1]
+
+
+@needs_tools
+def test_a_key_flipped_back_never_reuses_a_text_another_key_overwrote(
+        tmp_path: Path, mixed_tree: Path) -> None:
+    """The least key's text keeps the plain name (extract/<aa>/<sha256>.txt): reading the
+    same bytes under another key later (the tools turned on) overwrites it, so the first
+    key's verdict no longer describes the file there; turned off again, the file is read
+    again, and the output is a fresh run's."""
+    m, out = manifest(tmp_path, mixed_tree), tmp_path / "out"
+    off = sweep(m, out, "--no-external")
+    on = sweep(m, out)
+    assert on["mail.eml"]["text"] == off["mail.eml"]["text"]  # one name, two keys' texts
+    assert "NUMBAT" in (out / on["mail.eml"]["text"]).read_text()
+    back = sweep(m, out, "--no-external")
+    assert not back["mail.eml"]["reused"]  # its plain text was overwritten: read again
+    fresh = tmp_path / "fresh"
+    sweep(m, fresh, "--no-external")
+    from bastion.tasks.commands.compare import compare_outputs
+
+    assert compare_outputs(out, fresh) == []
+    for path, rec in back.items():
+        if rec["status"] == "ok":
+            assert (out / rec["text"]).read_bytes() == (fresh / rec["text"]).read_bytes(), path
+
+
+def test_same_bytes_whose_least_type_went_away_are_read_again_under_the_other(
+        tmp_path: Path) -> None:
+    """a.csv and a.txt hold the same bytes (read as a table and as plain text): the least
+    key's text is the plain name, the other's the keyed one.  a.txt deleted, the other key becomes the least: the plain file
+    still holds a.txt's text, so a.csv is read again, not given that text."""
+    root = tmp_path / "root"
+    root.mkdir()
+    body = b'name,animal\n"x, y",platypus\n'
+    (root / "a.csv").write_bytes(body)
+    (root / "a.txt").write_bytes(body)
+    m, out = manifest(tmp_path, root), tmp_path / "out"
+    both = sweep(m, out, "--no-external")
+    texts = {p: (out / r["text"]).read_bytes() for p, r in both.items()}
+    assert texts["a.csv"] != texts["a.txt"]
+    (root / "a.txt").unlink()
+    (out / ".bastion" / "extract-stamp.json").unlink()  # the full plan, not the change's
+    later = sweep(m, out, "--no-external")
+    assert (out / later["a.csv"]["text"]).read_bytes() == texts["a.csv"]
+    (root / "a.txt").write_bytes(body)
+    (root / "a.csv").unlink()
+    (out / ".bastion" / "extract-stamp.json").unlink()
+    last = sweep(m, out, "--no-external")
+    assert (out / last["a.txt"]["text"]).read_bytes() == texts["a.txt"]
+    fresh = tmp_path / "fresh"
+    sweep(m, fresh, "--no-external")
+    from bastion.tasks.commands.compare import compare_outputs
+
+    assert compare_outputs(out, fresh) == []

@@ -57,6 +57,34 @@ def test_show_prints_the_text_by_root_relative_path(swept, capsys) -> None:
                                        "==> r/d1/c.txt <==\nnothing to see\n")
 
 
+def test_show_markdown_prints_the_stored_rendering(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "page.html").write_text("<html><body><h1>Alder pump</h1><ul><li>one</li>"
+                                    "<li>two</li></ul><p>see <a href='https://example.org/'>"
+                                    "the manual</a></p></body></html>")
+    m = tmp_path / "m.yaml"
+    m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\nmarkdown: true\n")
+    out = tmp_path / "out"
+    assert sweep(m, out) == 0
+    capsys.readouterr()
+    assert main(["show", "--markdown", str(out), "page.html"]) == 0
+    shown_md = capsys.readouterr().out
+    assert "# Alder pump" in shown_md and "- one" in shown_md
+    assert "[the manual](https://example.org/)" in shown_md
+    assert main(["show", str(out), "page.html"]) == 0
+    plain = capsys.readouterr().out
+    assert "Alder pump" in plain and "#" not in plain and "](" not in plain
+    # an output swept without markdown: one line on stderr, exit 1
+    m.write_text(f"version: 1\nroots:\n  - name: r\n    path: {root}\n")
+    plain_out = tmp_path / "plain"
+    assert sweep(m, plain_out) == 0
+    capsys.readouterr()
+    assert main(["show", "--markdown", str(plain_out), "page.html"]) == 1
+    got = capsys.readouterr()
+    assert got.out == "" and "no Markdown stored" in got.err
+
+
 def test_show_without_out_uses_the_manifest_here(swept, capsys, monkeypatch) -> None:
     m, root, out = swept
     here = m.parent / "here"

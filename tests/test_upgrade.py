@@ -219,6 +219,34 @@ def test_a_verdict_database_of_version_2_keeps_its_verdicts(tmp_path: Path) -> N
     od.close()
 
 
+def test_a_version_5_database_names_the_owner_of_each_plain_text_it_can_know(
+        tmp_path: Path) -> None:
+    """Version 5 did not say whose text a plain-named file holds: where a sha256 has one
+    ``ok`` verdict, that key's; where several keys read the same bytes, nobody's (each is
+    read again once rather than one given another's text)."""
+    from bastion.tasks.extract.owners import owners
+    from bastion.tasks.extract.store import Store
+
+    out = tmp_path / "out"
+    od = open_output(out)
+    Store(out, lambda: od).db.close()  # today's layout, then made version 5 again
+    db = sqlite3.connect(out / DB_NAME)
+    db.execute("DROP TABLE plain")
+    body = json.dumps({"status": "ok", "chars": 3})
+    db.executemany("INSERT INTO verdicts (sha256, key, status, body) VALUES (?, ?, ?, ?)",
+                   [("aa", "k1", "ok", body), ("bb", "k1", "ok", body),
+                    ("bb", "k2", "ok", body), ("cc", "k1", "error", body),
+                    ("dd", "k1", "error", body), ("dd", "k2", "ok", body)])
+    db.execute("PRAGMA user_version=5")
+    db.commit()
+    db.close()
+    store = Store(out, lambda: od)
+    assert owners(store.db, ["aa", "bb", "cc", "dd"]) == {"aa": "k1", "dd": "k2"}
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    store.close()
+    od.close()
+
+
 def test_a_database_without_walk_dirs_is_walked_again_reading_nothing(
         tmp_path: Path, reads: list[str]) -> None:
     """A database of the layout before ``walk_dirs`` (version 3 without that table or

@@ -8,7 +8,9 @@ it (UTF-8, LF, NFC; a PDF's pages separated by a form feed); with several PATHs 
 ``==> ROOT/PATH <==`` line, as ``head`` does.  On a terminal, control characters in the text are
 shown as escapes (tasks/commands/stdout.py).  ``--json``: one object per PATH and line instead,
 ``{"root", "path", "record", "text"}``: the record exactly as extract.jsonl holds it, and the
-text (``null`` unless the record is ``ok``).
+text (``null`` unless the record is ``ok``).  ``--markdown``: the Markdown rendering stored
+beside the text (an output swept with ``markdown: true``) instead; a record without one is a
+line on stderr and exit 1.
 
 A PATH that names no walked file, names several (a relative path under two roots), was walked
 but not extracted yet, or whose record is not ``ok`` (empty, unsupported, error, skipped) is
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 from bastion.errors import BastionError
@@ -30,7 +33,7 @@ from ..names import shown
 from .stdout import Stdout
 from .stored import Stored, open_stored
 
-__all__ = ["add_parser", "run", "TEXT", "FileOf"]
+__all__ = ["add_parser", "run", "TEXT", "MARKDOWN", "FileOf"]
 
 EXIT_OK, EXIT_NOT_SHOWN = 0, 1
 
@@ -40,6 +43,15 @@ FileOf = Callable[[dict[str, Any]], "str | None"]
 
 def TEXT(record: dict[str, Any]) -> str | None:
     return record.get("text") if record.get("status") == "ok" else None
+
+
+def MARKDOWN(record: dict[str, Any]) -> str | None:
+    """The record's Markdown rendering (a run with ``markdown: true``), a name of the store's
+    own form only (tasks/extract/table.py's ``markdown_of``)."""
+    from ..extract.table import markdown_of
+
+    found = markdown_of(Path(""), record) if record.get("status") == "ok" else None
+    return str(found) if found is not None else None
 
 
 HELP = "print the stored text of walked files (by path)"
@@ -56,6 +68,9 @@ def add_parser(sub: Any) -> Any:
     p.add_argument("--json", action="store_true",
                    help="one JSON object per PATH: its record (as extract.jsonl holds it) "
                         "and its text")
+    p.add_argument("--markdown", action="store_true",
+                   help="the Markdown rendering stored beside the text (an output swept with "
+                        "'markdown: true' in its manifest) instead of the plain text")
     return p
 
 
@@ -81,7 +96,9 @@ def _say(line: str) -> None:
     print(f"bastion: show: {shown(line)}", file=sys.stderr)
 
 
-def run(args: Any, file_of: FileOf = TEXT) -> int:
+def run(args: Any, file_of: FileOf | None = None) -> int:
+    if file_of is None:
+        file_of = MARKDOWN if getattr(args, "markdown", False) else TEXT
     out, paths = split_out(list(args.args))
     try:
         stored = open_stored(out)
@@ -120,7 +137,10 @@ def _show(stored: Stored, paths: list[str], as_json: bool, file_of: FileOf) -> i
         record = stored.record(row)
         rel = file_of(record)
         text: str | None = None
-        if rel is None:
+        if rel is None and file_of is MARKDOWN and record.get("status") == "ok":
+            _say(f"{label}: no Markdown stored (sweep with 'markdown: true' in the manifest)")
+            code = EXIT_NOT_SHOWN
+        elif rel is None:
             why = record.get("error")
             kind = f" ({record['error_kind']})" if record.get("error_kind") else ""
             _say(f"{label}: {record.get('status')}{kind}{': ' + why if why else ''}: no text")

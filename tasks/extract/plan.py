@@ -156,6 +156,9 @@ PLAN_SCHEMA = (
         least INTEGER, handed INTEGER NOT NULL DEFAULT 0)""",
     # the items to extract, one per (sha256, key), largest first then in walk order (k)
     "CREATE TABLE stale (k INTEGER PRIMARY KEY, idx INTEGER NOT NULL)",
+    # the sha256s whose plain-named texts another key's verdict owns (the store's ``plain``
+    # table) while this run gives the plain name to a key of its own: Plan.disowned
+    "CREATE TABLE owned (sha256 TEXT PRIMARY KEY) WITHOUT ROWID",
 )
 CACHE_KB = 16384
 ITEM = "idx, root, path, sha256, size, choice, fresh, canonical, least"
@@ -279,6 +282,13 @@ class Plan:
             self.db.execute("DROP TABLE least")
             self.db.execute("DROP TABLE pairs")
 
+    def own(self, shas: list[tuple[str]]) -> None:
+        """Note sha256s whose plain names another key owns (see :meth:`disowned`)."""
+        if shas:
+            with self.db:
+                self.db.execute("BEGIN")
+                self.db.executemany("INSERT OR IGNORE INTO owned (sha256) VALUES (?)", shas)
+
     def set_fresh(self, idxs: Iterable[int], fresh: bool) -> None:
         """Mark these items fresh (their stored verdict stands) or not."""
         with self.db:
@@ -286,6 +296,14 @@ class Plan:
             self.db.executemany("UPDATE items SET fresh = ? WHERE idx = ?",
                                 ((int(fresh), i) for i in idxs))
         self._stale = None
+
+    def disowned(self) -> Iterator[str]:
+        """The sha256s whose plain-named texts this run will replace with another key's (a
+        stale item's), to be disowned in the store before any is (Store.disown)."""
+        for sha, in self.db.execute(
+                "SELECT DISTINCT o.sha256 FROM owned o JOIN items i ON i.sha256 = o.sha256 "
+                "WHERE i.least AND NOT i.fresh ORDER BY o.sha256"):
+            yield sha
 
     def hand_out(self, item: Item) -> bool:
         """Whether ``item``'s job is to be handed out now: not when its (sha256, key) already
@@ -310,6 +328,7 @@ def _suffixes(name: str) -> str:
 
 
 Lookup = Callable[[list[str]], Mapping[tuple[str, str], Verdict]]  # sha256s -> their verdicts
+Owners = Callable[[list[str]], Mapping[str, str]]  # sha256s -> the key owning their plain names
 CHUNK = 2000  # items whose verdicts are looked up at once
 
 
@@ -317,7 +336,7 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
          verdicts: Mapping[tuple[str, str], Verdict] | Lookup,
          select: Select, tools: Mapping[str, Tool], limits: Limits,
          texts: Container[str], deferred: Container[tuple[str, str]] = (),
-         markdown: bool = False) -> Plan:
+         markdown: bool = False, owners: Owners | None = None) -> Plan:
     """Plan every walked file.  ``walk`` is the records, or a function reading them again
     (then the records without a sha256 are not held: :attr:`Plan.skipped` re-reads them).
     ``verdicts`` are the stored ones by (sha256, key), or a function giving those of some
@@ -325,7 +344,9 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
     (an ``ok`` verdict stands only while its text is there, and its Markdown when
     ``markdown``); ``deferred`` the (sha256, key) pairs whose ``error`` verdict stands in
     this run (repeat offenders not due yet); ``markdown``: every text's Markdown is rendered
-    and stored too (in the keys)."""
+    and stored too (in the keys); ``owners``: the key whose text each sha256's plain names
+    hold (the store's ``plain`` table: an ``ok`` verdict stands on a plain name only while its
+    key owns it); None: every plain name is its verdict's (a plan of no store)."""
     if callable(walk):
         reread: Callable[[], Iterable[WalkRecord]] = walk
         held: list[WalkRecord] | None = None
@@ -373,16 +394,26 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
             (at, at + CHUNK))])
         if not found:
             continue  # (a first run: no item is read back)
-        fresh = []
+        owner: Mapping[str, str] = {}
+        if owners is not None:
+            owner = owners([sha for sha, in made.db.execute(
+                "SELECT DISTINCT sha256 FROM items WHERE idx >= ? AND idx < ? AND least "
+                "ORDER BY sha256", (at, at + CHUNK))])
+        fresh, owned = [], []
         for item in made.items[at:at + CHUNK]:
+            plain = owners is not None and item.stem == item.sha256
+            if plain and owner.get(item.sha256, item.key) != item.key:
+                owned.append((item.sha256,))
             v = found.get((item.sha256, item.key))
             if v is not None and (
                     v.status is not Status.ERROR or (item.sha256, item.key) in deferred) and (
                     v.status is not Status.OK or f"{item.stem}.txt" in texts and (
-                        not markdown or f"{item.stem}.md" in texts)) and (
+                        not markdown or f"{item.stem}.md" in texts) and (
+                        not plain or owner.get(item.sha256) == item.key)) and (
                     v.ocr_packs is None or ocr_packs.holds(v.ocr_packs, installed)):
                 fresh.append(item.index)
         made.set_fresh(fresh, True)
+        made.own(owned)
     if held is not None:
         kept = tuple(held)
         made.skipped_source = lambda: kept

@@ -29,7 +29,7 @@ from ..output.atomic import STATE_DIR, read_json_file
 from ..output.directory import OutputDir
 from ..manifest import Manifest
 from ..names import task_name
-from . import plan as plan_module
+from . import owners, plan as plan_module
 from .plan import Item, Plan, Select, describe, plan
 from . import backoff, stamp
 from .store import Store
@@ -133,6 +133,7 @@ class RunPlan:
         if merged is not None:  # only what the walk found changed (tasks/extract/table.py)
             self._plan, self.verdicts, self.merge = merged
             self.stale = self._plan.stale
+            self._disown()
             return self._plan
         self.verdicts = {}  # looked up a chunk at a time, never all held (tasks/extract/plan.py)
         deferred = () if self.cfg.retry_errors else backoff.deferred(self.retries,
@@ -141,13 +142,25 @@ class RunPlan:
         # the walk table's rows, streamed in walk order (walk.jsonl is their export)
         self._plan = plan(lambda: walk_records(db), self.store.verdicts_for, select,
                           self.tools, manifest.limits, StoreTexts(self.store.root), deferred,
-                          manifest.markdown)
+                          manifest.markdown, self._owners)
         self.forgotten = forgotten(out / STATE_DIR)
         if self.forgotten:  # doit forget: those files are redone, whatever the store says
             every = ALL in self.forgotten
             self._plan.unfresh(lambda item: every or self.is_forgotten(item))
         self.stale = self._plan.stale
+        self._disown()
         return self._plan
+
+    def _owners(self, shas: list[str]) -> dict[str, str]:
+        """Whose texts the plain names of these sha256s hold (tasks/extract/owners.py)."""
+        assert self.store is not None
+        return owners.owners(self.store.db, shas) if self.store.db_path.exists() else {}
+
+    def _disown(self) -> None:
+        """Before any text is placed: the plain names this run gives to another key than
+        their owner's are no one's (tasks/extract/owners.py), unless nothing is run."""
+        if not self.cfg.listing and self.store is not None and self._plan is not None:
+            owners.disown(self.store.db, self._plan.disowned())
 
     def decide(self) -> Decision:
         """What the extract stage does (once per run: later doit slices get the same value):
@@ -322,7 +335,8 @@ def plan_change(run: RunPlan, select: Select) -> tuple[Plan, dict, Change] | Non
     shas = sorted({r.sha256 for r in records if r.sha256})
     verdicts = store.verdicts_for(shas)
     planned = plan_module.plan(records, verdicts, select, run.tools, run.manifest.limits,
-                               StoreTexts(store.root), markdown=run.manifest.markdown)
+                               StoreTexts(store.root), markdown=run.manifest.markdown,
+                               owners=run._owners)
     keys: dict[str, set[str]] = {}
     for sha, key in verdicts:
         keys.setdefault(sha, set()).add(key)

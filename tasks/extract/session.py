@@ -71,6 +71,7 @@ class ExtractSession:
         self.jobs: dict[int, Item] = {}  # in flight, by job id
         self.job_seq = 0
         self.pending: list[tuple[str, str, Verdict]] = []  # texts not yet known durable
+        self.pending_plain: list[tuple[str, str]] = []  # their pairs whose texts are plain-named
         self.last_commit = time.monotonic()
         self._private_scratch: Path | None = None  # see _scratch_root
         self.dirs = DocumentDirs(roots)  # each job's directory, opened beneath its root
@@ -251,6 +252,8 @@ class ExtractSession:
     def queue(self, item: Item, verdict: Verdict) -> None:
         """Queue a placed verdict for commit (committing when the batch is full or old)."""
         self.pending.append((item.sha256, item.key, verdict))
+        if verdict.status is Status.OK and item.stem == item.sha256:
+            self.pending_plain.append((item.sha256, item.key))
         if (len(self.pending) >= COMMIT_EVERY
                 or time.monotonic() - self.last_commit >= COMMIT_SECONDS):
             self.commit()
@@ -260,8 +263,8 @@ class ExtractSession:
     def commit(self) -> None:
         """Make the pending verdicts (and their texts) durable."""
         with critical():
-            self.store.put_many(self.pending)
-            self.pending = []
+            self.store.put_many(self.pending, self.pending_plain)
+            self.pending, self.pending_plain = [], []
         self.last_commit = time.monotonic()
 
     def _commit_quietly(self) -> None:

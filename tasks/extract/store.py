@@ -12,6 +12,11 @@ Layout under the output directory::
 A file's text is named by its content's sha256; when the walk holds the same bytes under two
 detected types (``a.json`` and its copy ``a.txt``), each (sha256, key) pair has its own verdict
 and its own text, the first key in sort order keeping the plain name (:func:`text_stem`).
+Which key that is depends on the walk (a.txt deleted, or the tools turned on then off), so
+the database names the key whose text the plain names hold (its ``plain`` table): an ``ok``
+verdict stands on the plain name only while its key is that one, and a run about to give
+the plain name to another key first clears the owner (:mod:`.owners`), committed before any
+text is renamed.
 
 Every write goes through the output directory's checked descriptor (:mod:`bastion.tasks.output.directory`):
 texts are renamed into their bucket with ``renameat`` relative to the bucket's descriptor,
@@ -41,7 +46,7 @@ from bastion.readers.runtime.verdict import Verdict
 
 from ..output.atomic import STATE_DIR, TMP_PREFIX, OutputError, dumps
 from ..output.directory import OutputDir
-from . import backoff
+from . import backoff, owners
 from ..database import connect
 
 STAMP = f"{STATE_DIR}/extract-stamp.json"  # the no-op stamp (tasks/extract/stamp.py)
@@ -203,9 +208,11 @@ class Store:
     def _one(self, sql: str, *args: Any) -> Any:
         return self._all(sql, *args)[0][0]
 
-    def put_many(self, verdicts: list[tuple[str, str, Verdict]]) -> None:
+    def put_many(self, verdicts: list[tuple[str, str, Verdict]],
+                 plain: Iterable[tuple[str, str]] = ()) -> None:
         """Commit (sha256, key, verdict) rows in one transaction, after making their texts
-        durable."""
+        durable; ``plain``: the (sha256, key) pairs among them whose texts went to the plain
+        names (their owners from now on)."""
         if not verdicts:
             return
         self._unstamp()
@@ -217,6 +224,7 @@ class Store:
                 self.db.execute("BEGIN")
                 self.db.executemany("INSERT OR REPLACE INTO verdicts (sha256, key, status, body, "
                                     "run) VALUES (?,?,?,?,?)", rows)
+                owners.own(self.db, plain)
                 backoff.record(self.db, verdicts, self.run)  # in the same transaction
         except sqlite3.Error as e:
             raise OutputError(f"cannot record verdicts in {self.db_path}: {e}") from None
