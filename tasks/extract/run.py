@@ -53,7 +53,7 @@ def check_stages(manifest: Manifest, out: Path, stages: list[str]) -> None:
 class Run(RunPlan):
     """Everything one invocation shares.  Errors that are the run's (bad manifest, missing
     walk, locked output) are raised by the steps that meet them, as the exceptions of
-    :data:`bastion.tasks.pipeline.RUN_ERRORS`; a document's failure is only ever a record."""
+    :data:`bastion.errors.CANNOT_START`; a document's failure is only ever a record."""
 
     def __init__(self, cfg: RunConfig, *, extra_readers: tuple[str, ...] = (),
                  lock: OutputLock | None = None) -> None:
