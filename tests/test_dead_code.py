@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from vulture import Vulture  # the test extra's (pyproject.toml)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,6 +19,7 @@ def unused(paths: list[Path]) -> list[str]:
             for item in v.get_unused_code(min_confidence=80)]
 
 
+@pytest.mark.slow  # (≈ 1.5 s: every module parsed)
 def test_vulture_finds_no_dead_code() -> None:
     found = unused([ROOT / "readers", ROOT / "tasks", ROOT / "bastion", WHITELIST])
     assert found == [], "dead code (remove it, or explain it in tests/vulture_whitelist.py):\n" \
