@@ -21,6 +21,7 @@ from typing import Any, Iterable
 MAX_STRING = 2000  # characters of one metadata string
 MAX_ITEMS = 100  # authors, keywords, recipients …
 MAX_FIELDS = 40  # format fields of one document
+MAX_KEY = 256  # characters of a format field's name
 MAX_EMBEDDED = 1000  # nested documents whose metadata one sidecar keeps
 
 COUNTS = ("pages", "slides", "sheets", "words", "characters", "paragraphs", "attachments")
@@ -179,12 +180,16 @@ class DocMeta:
             raise TypeError(f"unknown metadata count(s): {', '.join(sorted(bad))}")
         kept: dict[str, Any] = {}
         for name, v in counts.items():
-            if isinstance(v, str) and v.strip().isdigit():
-                v = int(v.strip())
+            if isinstance(v, str):  # ASCII digits only ("²" is a digit to str.isdigit)
+                digits = v.strip()
+                v = int(digits) if digits.isascii() and digits.isdigit() \
+                    and len(digits) <= 16 else None
             if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 53:
                 kept[name] = v
         extra: list[tuple[str, str | tuple[str, ...]]] = []
         for key, v in (fields or {}).items():
+            if not isinstance(key, str) or not key or len(key) > MAX_KEY:
+                continue  # a field's name is the format's (or a PDF's own Info key): bounded
             if isinstance(v, (list, tuple)):
                 items = clean_list(v)
                 if items:

@@ -18,6 +18,7 @@ from .pdf.pages import OutlineEntry, PageSource
 # What a document's sidecar (``extract/<aa>/<stem>.meta.json``) keeps of its reader's result,
 # in this order: :meth:`ReadResult.sidecar`
 SIDECAR = ("pages", "title", "outline", "page_sources", "metadata", "embedded")
+MAX_TITLE = 4096  # characters of the sidecar's title (the record's: Verdict.MAX_STRING)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,10 @@ class ReadResult:
                 continue
             if isinstance(v, DocMeta):
                 v = v.to_json()
+            elif name == "title":
+                v = v[:MAX_TITLE]
+            elif name == "pages" and not (type(v) is int and 0 <= v < 1 << 53):
+                continue  # no count (the verdict's pages are kept the same way)
             elif isinstance(v, tuple):
                 v = [x.to_json() if hasattr(x, "to_json") else x for x in v]
             out[name] = v

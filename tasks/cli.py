@@ -118,7 +118,8 @@ def _stage_parser(sub, name: str, help_: str, *, extract: bool, walk: bool) -> N
                             "(also BASTION_NO_EXTERNAL=1)")
         p.add_argument("--retry-errors", action="store_true",
                        help="try again now the documents whose reading timed out, ran out "
-                            "of memory or crashed more than once (else: after 1, 2, 4 … runs)")
+                            "of memory, crashed or broke the worker's protocol more than once "
+                            "(else: after 1, 2, 4 … runs)")
         p.add_argument("-j", "--jobs", type=int, default=None,
                        help=f"reader worker processes, 1 to {JOBS_PER_CORE} × the cores "
                             "(default: the number of cores)")

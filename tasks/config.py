@@ -50,7 +50,7 @@ class RunConfig:
     jobs: int = 0  # 0: the number of cores
     quiet: bool = False
     no_hash: bool = False
-    retry_errors: bool = False  # repeat offenders (timeout, memory, crash) tried now
+    retry_errors: bool = False  # repeat offenders (timeout, memory, crash, worker) tried now
     walk: str = "run"  # "run": walk the tree; "reuse": extract from the existing walk only
     all_tasks: bool = False  # generate a subtask even for up-to-date files (see names_tasks)
     slice: int = 0  # files to extract per doit run (0: all in one); bounds the parent's memory

@@ -56,6 +56,28 @@ _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-
                      "\ufeff\ud800-\udfff]")
 
 
+# the same, but for a tab and a line feed: what a line of a document may hold on a terminal
+_UNSAFE_IN_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f"
+                             "\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    if 0xDC80 <= c <= 0xDCFF:
+        return f"\\x{c - 0xDC00:02x}"
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def shown_text(text: str) -> str:
+    """A document's text made safe to show on a terminal: as :func:`shown`, but its tabs and
+    line feeds kept (ESC as ``\\x1b``, a carriage return as ``\\x0d``, a C1 control as
+    ``\\x9b``, a bidirectional override as ``\\u202e``).  Text without them is returned
+    unchanged (one regex search)."""
+    if _UNSAFE_IN_TEXT.search(text) is None:
+        return text
+    return _UNSAFE_IN_TEXT.sub(_escape, text)
+
+
 def shown(value: object) -> str:
     """A value (a file name, a message holding one) made safe to show: a byte of a name that
     is not UTF-8 (a lone surrogate) as ``\\xNN``, control, invisible and bidirectional
@@ -64,14 +86,7 @@ def shown(value: object) -> str:
     text = str(value)
     if _UNSAFE.search(text) is None:
         return text
-
-    def escape(m: re.Match[str]) -> str:
-        c = ord(m.group())
-        if 0xDC80 <= c <= 0xDCFF:
-            return f"\\x{c - 0xDC00:02x}"
-        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
-
-    return _UNSAFE.sub(escape, text)
+    return _UNSAFE.sub(_escape, text)
 
 
 class TaskNameError(ValueError):

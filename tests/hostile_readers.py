@@ -57,7 +57,14 @@ memscan    scans its whole address space (every readable mapping in ``/proc/self
 forge      answers for the worker with a forged line (the argument: JSON merged into a valid
            answer to its job; ``"text_is"`` first tries to make its text a ``dir``, ``fifo``,
            ``symlink``, ``hardlink`` or a ``big`` file, and says in the verdict's warnings
-           whether it could), then exits
+           whether it could), then exits.  A string value ``"$deep:N"`` is written as N
+           nested lists, ``"$str:N"`` as a string of N characters, ``"$int:N"`` as an integer
+           of N digits, ``"$outline:N"`` as an outline of about N bytes, ``"$empties:N"``
+           as a list of N empty lists
+giant      returns, honestly (through the worker's own answer), a result as big as its
+           argument says: JSON ``{"outline": n, "title": chars, "embedded": n, "fields": n,
+           "subject": chars}`` (an outline of n entries with titles of ``title`` characters,
+           n embedded documents' metadata with ``fields`` fields each)
 ok         returns ``fine``
 =========  ===================================================================================
 """
@@ -100,7 +107,8 @@ def _host_pid_of(pid: int) -> int:
 def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
     head, _, rest = doc.data.partition(b"\n")
     cmd = head.decode("ascii", "replace").strip()
-    arg = rest.decode("utf-8", "surrogateescape").strip()
+    # (a NUL ends the argument: what follows makes a whole run detect the file as binary)
+    arg = rest.split(b"\x00", 1)[0].decode("utf-8", "surrogateescape").strip()
 
     if cmd == "sleep":
         _sleep_forever()
@@ -229,6 +237,8 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         sink.write(json.dumps(ATTACKS[cmd](arg, ctx), sort_keys=True) + "\n")
     elif cmd == "forge":
         _forge(json.loads(arg or "{}"), ctx)
+    elif cmd == "giant":
+        return _giant(json.loads(arg), sink)
     elif cmd == "ok":
         sink.write("fine\n")
     else:
@@ -560,6 +570,15 @@ def _forge(spec: dict, ctx: Context) -> None:
               "text": name, "sidecar": {}, "rss": 1, "fatal": False}
     answer.update(spec)
     line = json.dumps(answer).encode() + b"\n"
+    for marker in set(_MARKER.findall(line)):  # "$deep:N" and the like, written raw
+        kind, n = marker[2:-1].split(b":")
+        size = int(n)
+        raw = (b"[" * size + b"]" * size if kind == b"deep" else
+               b'"' + b"x" * size + b'"' if kind == b"str" else
+               b"9" * size if kind == b"int" else
+               b"[" + b",".join([b"[]"] * size) + b"]" if kind == b"empties" else
+               b"[" + b",".join([b'{"title":"t","page":1,"level":1}'] * (size // 33)) + b"]")
+        line = line.replace(marker, raw)
     for fdname in os.listdir("/proc/self/fd"):  # its answer pipe: the one write-only pipe
         fd = int(fdname)
         try:
@@ -569,6 +588,25 @@ def _forge(spec: dict, ctx: Context) -> None:
         except OSError:
             pass
     os._exit(0)  # its answer is taken once its zygote reports its end
+
+
+_MARKER = __import__("re").compile(rb'"\$(?:deep|str|int|outline|empties):[0-9]+"')
+
+
+def _giant(spec: dict, sink: TextSink) -> ReadResult:
+    """A result as big as ``spec`` says, made the honest way: the worker answers with it."""
+    from bastion.readers.metadata import DocMeta
+    from bastion.readers.pdf.pages import OutlineEntry
+
+    title = "t" * int(spec.get("title", 10))
+    outline = tuple(OutlineEntry(f"{i}{title}", 1, 1) for i in range(int(spec.get("outline", 0))))
+    fields = {f"f{i}": ["v" * 2000] * 100 for i in range(int(spec.get("fields", 0)))}
+    embedded = tuple({"path": f"m{i}.eml", "metadata": DocMeta.make(fields=fields).to_json()}
+                     for i in range(int(spec.get("embedded", 0))))
+    meta = DocMeta.make(subject="s" * int(spec.get("subject", 0)) or None)
+    sink.write("giant\n")
+    return ReadResult(extractor="hostile", pages=1, outline=outline or None,
+                      embedded=embedded or None).with_metadata(meta)
 
 
 READER = Reader(

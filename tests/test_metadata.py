@@ -93,6 +93,17 @@ def test_strings_are_cleaned_and_capped_like_text() -> None:
     assert not DocMeta() and DocMeta(pages=0)
 
 
+def test_counts_are_ascii_digits_within_2_53_and_field_names_bounded() -> None:
+    """What a document declares is bounded at the source: a count of ``"²"`` (a digit to
+    ``str.isdigit``, which ``int`` refuses: the reader failed with ValueError), of 4,300
+    digits or over 2**53 is no count; a field's name over 256 characters is left out."""
+    m = DocMeta.make(pages="²", words="9" * 4300, slides=1 << 64, sheets=" 7 ", characters="٣")
+    assert m.to_json() == {"sheets": 7}
+    assert DocMeta.from_json({"pages": "²"}) == DocMeta()
+    m = DocMeta.make(fields={"k" * 257: "v", "ok": "v", 5: "v"})  # type: ignore
+    assert m.to_json() == {"fields": {"ok": "v"}}
+
+
 # -- every format, through the worker -----------------------------------------------------------
 
 

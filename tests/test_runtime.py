@@ -662,10 +662,12 @@ def test_worker_that_breaks_the_protocol_is_killed(harness: Harness) -> None:
 
 
 def test_an_answer_over_the_cap_is_one_output_limit_error(harness: Harness) -> None:
-    """A document's process that writes an answer line past the cap (32 MiB) is stopped
-    there: one ``output_limit`` record, the parent's buffer bounded, the run goes on."""
+    """A document's process that writes an answer line past the cap (4 MiB) is stopped
+    there: one ``output_limit`` record naming the cap, the parent's buffer bounded, the run
+    goes on."""
     result, _ = harness.run("bigline", deadline=30)
     assert (result.status, result.error_kind) == ("error", "output_limit"), result
+    assert result.error == "reader answer over the 4 MiB answer cap", result
     assert_goes_on(harness)
     assert len(harness.results) == 2
 

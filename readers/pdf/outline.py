@@ -12,6 +12,7 @@ from .pdfium import pdfium_bookmarks
 from .text import decode_text_string
 
 MAX_OUTLINE_ITEMS = 10_000
+MAX_TITLE = 500  # characters of an entry's title (the answer schema's bound: runtime/schema.py)
 
 
 class OutlineSource(Protocol):
@@ -28,8 +29,8 @@ def walk_outline(src: OutlineSource) -> list[OutlineEntry]:
     """The outline in reading order, level 1 at the top.
 
     Depth first without recursion; an object seen before ends its chain (outlines can loop);
-    at most ``MAX_OUTLINE_ITEMS`` items are visited; items without a resolvable page are left
-    out, their children are not.
+    at most ``MAX_OUTLINE_ITEMS`` items are visited, each title cut at ``MAX_TITLE``
+    characters; items without a resolvable page are left out, their children are not.
     """
     items: list[OutlineEntry] = []
     seen: set[Hashable] = set()
@@ -46,7 +47,7 @@ def walk_outline(src: OutlineSource) -> list[OutlineEntry]:
         stack.append((src.first_child(node), level + 1))
         page = src.page(node)
         if page is not None:
-            items.append(OutlineEntry(src.title(node), page, level))
+            items.append(OutlineEntry(src.title(node)[:MAX_TITLE], page, level))
     return items
 
 

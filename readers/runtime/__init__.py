@@ -17,6 +17,8 @@
                   the zygote's
 - ``answers``   : a document's answer, trusted for nothing: parsed and checked field by field,
                   its text file the parent's own
+- ``schema``    : the one schema of an answer: its bytes bounded before the parse (size, depth,
+                  containers), every field typed and bounded; the worker's answer cut to fit
 - ``sandbox``   : what a worker enters as its first act: limits, private I/O, no root, Landlock
 - ``identity``  : who a worker is: its slot's own uid, and its identity measured from /proc
 - ``seccomp``   : the seccomp filter a worker loads last: no socket, namespace, tracing, mount

@@ -3,17 +3,17 @@
 The parent (:class:`bastion.readers.runtime.pool.WorkerPool`) makes each job's text file
 (:meth:`Answers.text_file`: in a directory only it can reach; the document's process gets a
 write-only descriptor of it, never its path) and reads each answer line through
-:class:`Answers`: :func:`parse` (the one place an answer's bytes become a value), then the job
-it names, the verdict's types, vocabulary and bounds, the sidecar's keys and types, and the
+:class:`Answers`: :func:`parse` (the one place an answer's bytes become a value: the one schema
+of answers, :mod:`bastion.readers.runtime.schema`, bounds the bytes before the parse and types
+and bounds every field), then the job it names, its ``chars`` against its text's size, and the
 text named, which must be the file this job was given, still a regular file of one link within
-the output cap.  Whatever fails is a :class:`~bastion.readers.runtime.worker.Misbehaved` of
-kind ``worker``: that document's ``error`` record; the pool kills and replaces the worker, and
-the run goes on.
+the output cap.  Whatever fails — and any exception at all while an answer is read — is a
+:class:`~bastion.readers.runtime.worker.Misbehaved` of kind ``worker``: that document's
+``error`` record; the pool kills and replaces the worker, and the run goes on.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -26,7 +26,7 @@ from ..base import Limits
 from .verdict import Status, Verdict
 from .handout import Misbehaved, Sent
 from .job import Job
-from ..base import SIDECAR
+from . import schema
 
 _TEXT_NAME = re.compile(r"t[0-9]{1,12}\.txt")
 _MARKDOWN_NAME = re.compile(r"m[0-9]{1,12}\.md")
@@ -73,15 +73,14 @@ class JobResult:
 
 
 def parse(line: bytes) -> dict[str, Any]:
-    """One answer line as a value (:class:`Misbehaved` when it is none): the only place the
-    bytes a document's process wrote are parsed."""
+    """One answer line as a value checked against the one schema of answers
+    (:func:`bastion.readers.runtime.schema.answer`: the bytes bounded before the parse, then
+    every field typed and bounded); :class:`Misbehaved` naming the field and the bound when
+    it is not one.  The only place the bytes a document's process wrote are parsed."""
     try:
-        msg = json.loads(line)
-    except ValueError:
-        raise Misbehaved("worker", "reader worker broke the protocol") from None
-    if not isinstance(msg, dict):
-        raise Misbehaved("worker", "reader worker broke the protocol")
-    return msg
+        return schema.answer(line)
+    except schema.Invalid as e:
+        raise Misbehaved("worker", f"reader worker broke the protocol: {e}"[:600]) from None
 
 
 class Answers:
@@ -108,7 +107,19 @@ class Answers:
 
     def result(self, sent: Sent, line: bytes) -> tuple[JobResult | None, dict[str, Any]]:
         """The result the answer ``line`` gives for the job ``sent`` (None: a pure job that
-        asks for a process of its own; its text file gone), and the answer itself."""
+        asks for a process of its own; its text file gone), and the answer itself.  Any
+        failure at all while reading it is a :class:`Misbehaved` of kind ``worker`` (that
+        document's error, its process killed): never an exception that stops the run."""
+        try:
+            return self._result(sent, line)
+        except Misbehaved:
+            raise
+        except Exception as e:  # a check that missed: still this document's error alone
+            sent.close()
+            raise Misbehaved("worker", f"reader worker sent an answer that could not be read "
+                                       f"({type(e).__name__}: {e})"[:600]) from None
+
+    def _result(self, sent: Sent, line: bytes) -> tuple[JobResult | None, dict[str, Any]]:
         msg = parse(line)
         if msg.get("alone") is True and sent.pure and msg.get("id") == sent.job.id \
                 and not isinstance(msg.get("id"), bool):
@@ -133,9 +144,6 @@ class Answers:
             except ValueError as e:
                 raise Misbehaved("worker", f"reader worker sent an invalid verdict ({e})") \
                     from None
-            _check_verdict(verdict)
-            if not isinstance(msg.get("fatal", False), bool) or not _count(msg.get("rss", 0)):
-                raise Misbehaved("worker", "reader worker sent a malformed answer (fatal, rss)")
             sidecar = _sidecar(msg.get("sidecar"))
             text_path = markdown_path = None
             if verdict.status is Status.OK:
@@ -144,6 +152,9 @@ class Answers:
                     _named(msg.get("markdown"), _MARKDOWN_NAME, f"m{sent.seq}.md", "Markdown")
                     markdown_path = self.take(sent, markdown=True)
                 text_path = self.take(sent)
+                if verdict.chars > os.fstat(sent.out).st_size:  # a character is a byte or more
+                    raise Misbehaved("worker", f"reader worker sent {verdict.chars} chars for a "
+                                               f"text of {os.fstat(sent.out).st_size} bytes")
                 kept = True
             return verdict, text_path, sidecar, markdown_path
         finally:
@@ -186,9 +197,6 @@ class Answers:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-MAX_FIELD = 4096  # characters of a verdict's error, extractor, title; a sidecar's strings
-
-
 def _named(name: Any, pattern: re.Pattern[str], expected: str, what: str) -> None:
     """The file an answer names is the one its job was given (:class:`Misbehaved` if not)."""
     if not isinstance(name, str) or not pattern.fullmatch(name):
@@ -198,50 +206,23 @@ def _named(name: Any, pattern: re.Pattern[str], expected: str, what: str) -> Non
                                    f"its job's is {expected})")
 
 
-def _count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-def _check_verdict(v: Verdict) -> None:
-    from ..errors import ERROR_KINDS
-
-    if v.error_kind is not None and v.error_kind not in ERROR_KINDS:
-        raise Misbehaved("worker", f"reader worker sent an unknown error kind {v.error_kind!r}"[:200])
-    for name in ("error", "extractor", "title", "limit", "encoding_source"):
-        value = getattr(v, name)
-        if value is not None and len(value) > MAX_FIELD:
-            raise Misbehaved("worker", f"reader worker sent a {name} over {MAX_FIELD} characters")
-
-
-def _sidecar(v: Any) -> dict[str, Any]:
-    """What a worker sends beside a text, its known keys only, each of its type; the
-    document's metadata (and its embedded documents') made again here through
+def _sidecar(v: dict[str, Any] | None) -> dict[str, Any]:
+    """What a worker sends beside a text (its keys and types checked by the schema: its
+    :data:`~bastion.readers.runtime.schema.SIDECAR`), the document's metadata (and its
+    embedded documents') made again here through
     :class:`~bastion.readers.metadata.DocMeta` (strings cleaned and capped, dates checked),
     never taken as the worker wrote it."""
-    from ..metadata import MAX_EMBEDDED, DocMeta
+    from ..metadata import DocMeta
 
-    if v is None:
+    if not v:
         return {}
-    if not isinstance(v, dict) or not set(v) <= set(SIDECAR):
-        raise Misbehaved("worker", "reader worker sent a malformed sidecar")
-    out: dict[str, Any] = {}
-    for key, value in v.items():
-        ok = (_count(value) if key == "pages" else
-              isinstance(value, str) and len(value) <= MAX_FIELD if key == "title" else
-              isinstance(value, dict) if key == "metadata" else
-              isinstance(value, list) and len(value) <= MAX_EMBEDDED and all(
-                  isinstance(e, dict) and isinstance(e.get("path"), str)
-                  and len(e["path"]) <= MAX_FIELD and isinstance(e.get("metadata"), dict)
-                  for e in value) if key == "embedded" else
-              isinstance(value, list))
-        if not ok:
-            raise Misbehaved("worker", f"reader worker sent a malformed sidecar {key}")
-        if key == "metadata":
-            value = DocMeta.from_json(value).to_json()
-        elif key == "embedded":
-            value = [{"path": e["path"], "metadata": DocMeta.from_json(e["metadata"]).to_json()}
-                     for e in value]
-        out[key] = value
+    out = dict(v)
+    if "metadata" in out:
+        out["metadata"] = DocMeta.from_json(out["metadata"]).to_json()
+    if "embedded" in out:
+        out["embedded"] = [{"path": e["path"],
+                            "metadata": DocMeta.from_json(e["metadata"]).to_json()}
+                           for e in out["embedded"]]
     return out
 
 

@@ -36,9 +36,11 @@ from typing import Any, Callable, Iterator
 
 from .batch import BATCH_DOCS, PURE_READERS
 from .job import Job
+from .schema import MAX_ANSWER
 from .workermain import MAX_FDS, MAX_JOB
 
-MAX_RESULT_LINE = 32 << 20  # bytes of one answer line (the outline of a PDF can be long)
+MAX_RESULT_LINE = MAX_ANSWER  # bytes of one answer line: the schema's cap (schema.py)
+OVER_CAP = f"reader answer over the {MAX_RESULT_LINE >> 20} MiB answer cap"
 STARTUP_DEADLINE_S = 60.0  # for a worker's ready message, and for a process it must fork
 LINGER_S = 30.0  # for a shared process to end once it has answered its last job
 IN_FLIGHT = 32  # pure jobs one worker may hold (given to its process, or waiting for it)
@@ -156,7 +158,7 @@ class Child:
             if at < 0:
                 self.scanned = len(self.buf)
                 if len(self.buf) > MAX_RESULT_LINE:
-                    raise Misbehaved("output_limit", "reader output over the result size limit")
+                    raise Misbehaved("output_limit", OVER_CAP)
                 return
             line = bytes(self.buf[:at])
             del self.buf[: at + 1]
@@ -352,7 +354,7 @@ class Handout:
         if child.pure:
             yield from child.lines()
         elif len(child.buf) > MAX_RESULT_LINE:
-            raise Misbehaved("output_limit", "reader output over the result size limit")
+            raise Misbehaved("output_limit", OVER_CAP)
 
     def ending(self, n: int, status: int) -> list[bytes]:
         """The zygote reports its process ``n`` ended with ``status`` and every process it
@@ -364,7 +366,7 @@ class Handout:
             raise Misbehaved("worker", "reader worker broke the protocol")
         child.read()  # all of it: every writer is gone
         if len(child.buf) > MAX_RESULT_LINE:
-            raise Misbehaved("output_limit", "reader output over the result size limit")
+            raise Misbehaved("output_limit", OVER_CAP)
         if not child.eof:
             raise Misbehaved("worker", "a document's process left its answer pipe open")
         lines = list(child.lines())

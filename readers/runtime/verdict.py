@@ -68,6 +68,7 @@ class Verdict:
     MAX_WARNINGS = 20
     MAX_AUTHORS = 20
     MAX_FIELD = 500  # characters of each main metadata string in the record
+    MAX_STRING = 4096  # characters of its title, error, extractor, limit
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -186,7 +187,8 @@ class Verdict:
         got = result
 
         def count(v: int | None) -> int | None:
-            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+            return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 53 \
+                else None
 
         doc = got.metadata.to_json() if got.metadata else {}
 
@@ -197,14 +199,16 @@ class Verdict:
         got_authors = doc.get("authors")
         authors: list[Any] = got_authors if isinstance(got_authors, list) else []
         st = Status(status)
+        cap = cls.MAX_STRING  # the schema's bound on these (readers/runtime/schema.py)
         return cls(
-            status=st, extractor=extractor, chars=chars if st is Status.OK else 0,
-            error=error, error_kind=error_kind, limit=limit,
+            status=st, extractor=extractor and extractor[:cap],
+            chars=chars if st is Status.OK else 0,
+            error=error and error[:cap], error_kind=error_kind, limit=limit and limit[:cap],
             tools_used=tuple(sorted(set(tools_used))),
-            pages=count(got.pages), title=got.title or main("title"),
+            pages=count(got.pages), title=(got.title or main("title") or "")[:cap] or None,
             pages_ocr=count(got.pages_ocr),
             members=dict(sorted(got.members.items())) if got.members else None,
-            encoding_source=got.encoding_source or None,
+            encoding_source=(got.encoding_source or "")[:cap] or None,
             warnings=tuple(str(w)[:500] for w in list(warnings)[:cls.MAX_WARNINGS]),
             authors=tuple(a[:cls.MAX_FIELD] for a in authors[:cls.MAX_AUTHORS]
                           if isinstance(a, str) and a),

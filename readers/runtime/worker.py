@@ -36,6 +36,7 @@ from .handout import (STARTUP_DEADLINE_S, Child, Gone, Handout, Misbehaved, Queu
                       open_document)
 from .identity import dropped, measure
 from .job import Job
+from .schema import load
 from .procs import CHILD_ENV, containment, start_worker, stop_worker, worker_status
 from .sandbox import SCRATCH_DIR, WORKER_DIR, passable, reachable
 
@@ -311,8 +312,8 @@ def _event(data: bytes, flags: int, fds: list[int], ready: bool) -> tuple[Any, .
     broke = Misbehaved("worker", "reader worker broke the protocol")
     if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
         raise broke
-    try:
-        msg = json.loads(data)
+    try:  # bounded before the parse, as an answer is (a zygote is trusted no more)
+        msg = load(data)
     except ValueError:
         raise broke from None
     if not isinstance(msg, dict):

@@ -207,6 +207,7 @@ def serve(jobs: socket.socket, answers: int, scratch: Path, limits, registry: An
     import shutil
 
     from ..ocr.memo import OcrMemo
+    from .schema import encode
 
     room = socket.CMSG_SPACE(MAX_FDS * array("i").itemsize)
     while True:
@@ -231,7 +232,7 @@ def serve(jobs: socket.socket, answers: int, scratch: Path, limits, registry: An
                 os.close(text_fd)
                 if md_fd is not None:
                     os.close(md_fd)
-            line = json.dumps(answer, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+            line = encode(answer)  # within the answer cap: a sidecar too big is cut (schema.py)
             view = memoryview(line)
             while view:
                 view = view[os.write(answers, view):]

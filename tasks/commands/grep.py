@@ -29,7 +29,7 @@ from typing import Any, Iterator
 from bastion.errors import BastionError
 
 from ..names import shown
-from .stdout import Stdout
+from .stdout import RAW_HELP, Stdout
 from .stored import Named, Stored, open_stored
 
 __all__ = ["add_parser", "run", "matching_lines"]
@@ -54,6 +54,7 @@ def add_parser(sub: Any) -> Any:
                    help="print only the paths of files with a matching line")
     p.add_argument("-c", "--count", action="store_true",
                    help="print ROOT/PATH:COUNT, the matching lines of each file with any")
+    p.add_argument("--raw", action="store_true", help=RAW_HELP)
     p.add_argument("pattern", metavar="PATTERN")
     p.add_argument("out", nargs="?", metavar="OUT",
                    help="the output directory (default: the output of ./manifest.yaml)")
@@ -82,7 +83,7 @@ def run(args: Any) -> int:
             _say(f"warning: the records in {stored.path} are being written (an extract run is "
                  "going on, or one was killed): files may be missing")
         mode = "files" if args.files_with_matches else "count" if args.count else "lines"
-        return Grep(stored, rx, mode).run()
+        return Grep(stored, rx, mode, raw=getattr(args, "raw", False)).run()
 
 
 def matching_lines(rx: re.Pattern[str], text: str, first: bool = False
@@ -121,11 +122,12 @@ def matching_lines(rx: re.Pattern[str], text: str, first: bool = False
 class Grep:
     """One search (see the module)."""
 
-    def __init__(self, stored: Stored, rx: re.Pattern[str], mode: str) -> None:
+    def __init__(self, stored: Stored, rx: re.Pattern[str], mode: str, *,
+                 raw: bool = False) -> None:
         self.stored = stored
         self.rx = rx
         self.mode = mode
-        self.stdout = Stdout()
+        self.stdout = Stdout(raw=raw)
         self.found = False
         self.trouble = False
         self._kept: sqlite3.Connection | None = None

@@ -9,14 +9,19 @@ directory (``bastion-api-*`` in the temporary directory) is removed before the c
 returns, also on Ctrl-C and SIGTERM.
 
 stdout: the text exactly as a sweep stores it (UTF-8, LF, NFC); with several files each is
-preceded by a ``==> FILE <==`` line, as ``head`` does.  ``--json``: one JSON object per
+preceded by a ``==> FILE <==`` line, as ``head`` does.  On a terminal, the control,
+invisible and bidirectional characters a document holds are shown as escapes (ESC as
+``\\x1b``, a C1 control as ``\\x9b``; tabs and line feeds kept; ``--json``: as JSON's
+``\\u001b``), so a document cannot set the window's title, clear the screen or send the
+terminal a device control string (:mod:`bastion.tasks.commands.stdout`); a pipe or a file gets
+the stored bytes, and ``--raw`` gets them on a terminal too.  ``--json``: one JSON object per
 file and line instead: the record's fields (the verdict), the file's path, size, sha256 and
 MIME type, its ``metadata``, its ``embedded`` documents' metadata and its ``outline`` (as the
 sidecar keeps them) and its ``text``.  ``--markdown``: the text's Markdown instead (CommonMark
 with GFM tables: headings, lists, tables, links as the document has them; docs/readers.md),
 read from the same reading; with ``--json``, a ``markdown`` field beside the ``text``.
 stderr: one line per file that gave no text (``empty``, ``unsupported``, ``error``) or was
-cut short.  Exit codes as for a sweep: 0, 2 when a file is an ``error``, 3 when a FILE could
+cut short (made safe to show, whatever it quotes).  Exit codes as for a sweep: 0, 2 when a file is an ``error``, 3 when a FILE could
 not be read at all (missing, a directory), 1 for a usage error.
 """
 
@@ -28,6 +33,9 @@ import os
 import signal
 import sys
 from typing import Any, BinaryIO, NoReturn, Sequence
+
+from ..names import shown, shown_text
+from .stdout import RAW_HELP, json_shown
 
 EXIT_OK, EXIT_INVALID, EXIT_ERRORS, EXIT_PARTIAL = 0, 1, 2, 3
 STDIN = "-"
@@ -76,6 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-external", action="store_true",
                    help="built-in readers only: never run pdftotext, tesseract, … "
                         "(also BASTION_NO_EXTERNAL=1)")
+    p.add_argument("--raw", action="store_true", help=RAW_HELP)
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no line on stderr for empty, unsupported or cut-short files "
                         "(errors are still reported)")
@@ -97,16 +106,20 @@ def _record(label: str, path: str | None, result: Any) -> dict[str, Any]:
 
 
 def _note(label: str, result: Any, quiet: bool) -> None:
+    """A line on stderr for a file that is not plainly ok (what a reader says of a document
+    may quote it: made safe to show, as every diagnostic is)."""
     v = result.verdict
     if v.status == "error":
-        print(f"bastion: {label}: error ({v.error_kind}): {v.error}", file=sys.stderr)
+        line = f"{label}: error ({v.error_kind}): {v.error}"
     elif quiet:
         return
     elif v.status != "ok":
-        print(f"bastion: {label}: {v.status}" + (f": {v.error}" if v.error else ""),
-              file=sys.stderr)
+        line = f"{label}: {v.status}" + (f": {v.error}" if v.error else "")
     elif v.limit:
-        print(f"bastion: {label}: text cut short ({v.limit})", file=sys.stderr)
+        line = f"{label}: text cut short ({v.limit})"
+    else:
+        return
+    print(f"bastion: {shown(line)}", file=sys.stderr)
 
 
 def _read_stdin(stream: BinaryIO) -> bytes:
@@ -140,6 +153,8 @@ def _run(args: Any) -> int:
     from bastion.readers.base import Limits
 
     out = sys.stdout.buffer
+    # a terminal gets a document's control characters as escapes (--raw: as they are)
+    tty = not getattr(args, "raw", False) and _isatty(sys.stdout)
     several = len(args.files) > 1
     code = EXIT_OK
     printed = 0
@@ -171,20 +186,31 @@ def _run(args: Any) -> int:
             try:
                 if args.json:
                     line = json.dumps(_record(label, path, result), ensure_ascii=False,
-                                      sort_keys=False) + "\n"
-                    out.write(line.encode("utf-8", "replace"))
+                                      sort_keys=False)
+                    out.write(((json_shown(line) if tty else line) + "\n")
+                              .encode("utf-8", "replace"))
                 else:
                     if several:
-                        out.write(f"{chr(10) if printed else ''}==> {label} <==\n"
+                        out.write(f"{chr(10) if printed else ''}==> "
+                                  f"{shown(label) if tty else label} <==\n"
                                   .encode("utf-8", "surrogateescape"))
-                    shown = result.markdown if args.markdown else result.text
-                    out.write((shown or "").encode("utf-8", "replace"))
+                    text = (result.markdown if args.markdown else result.text) or ""
+                    if tty and text:
+                        text = shown_text(text) + ("" if text.endswith("\n") else "\n")
+                    out.write(text.encode("utf-8", "replace"))
                 out.flush()
                 printed += 1
             except BrokenPipeError:  # `bastion text big.pdf | head`: the reader has enough
                 _quiet_stdout()
                 return code
     return code
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _quiet_stdout() -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from bastion.errors import BastionError
 
 from ..names import shown
-from .stdout import Stdout, safe
+from .stdout import RAW_HELP, Stdout, safe
 
 __all__ = ["add_parser", "run"]
 
@@ -43,6 +43,7 @@ def add_parser(sub: Any) -> Any:
     p.add_argument("--json", action="store_true", help="one JSON object per hit")
     p.add_argument("--limit", type=int, default=10, metavar="N",
                    help="at most N hits (default 10)")
+    p.add_argument("--raw", action="store_true", help=RAW_HELP)
     p.usage_exit = EXIT_TROUBLE
     return p
 
@@ -73,7 +74,7 @@ def run(args: Any) -> int:
     if results.behind:
         _say("warning: the index is behind the records (an extract ran since the index "
              "stage): run bastion index, or sweep")
-    stdout = Stdout()
+    stdout = Stdout(raw=getattr(args, "raw", False))
     for hit in results.hits:
         if args.json:
             stdout.write(json.dumps(hit.to_json()) + "\n")

@@ -30,7 +30,7 @@ from typing import Any, Callable
 from bastion.errors import BastionError
 
 from ..names import shown
-from .stdout import Stdout
+from .stdout import RAW_HELP, Stdout
 from .stored import Stored, open_stored
 
 __all__ = ["add_parser", "run", "TEXT", "MARKDOWN", "FileOf"]
@@ -71,6 +71,7 @@ def add_parser(sub: Any) -> Any:
     p.add_argument("--markdown", action="store_true",
                    help="the Markdown rendering stored beside the text (an output swept with "
                         "'markdown: true' in its manifest) instead of the plain text")
+    p.add_argument("--raw", action="store_true", help=RAW_HELP)
     return p
 
 
@@ -109,11 +110,12 @@ def run(args: Any, file_of: FileOf | None = None) -> int:
         if not stored.whole():
             _say(f"warning: the records in {stored.path} are being written (an extract run is "
                  "going on, or one was killed): what is shown may change")
-        return _show(stored, paths, args.json, file_of)
+        return _show(stored, paths, args.json, file_of, getattr(args, "raw", False))
 
 
-def _show(stored: Stored, paths: list[str], as_json: bool, file_of: FileOf) -> int:
-    stdout = Stdout()
+def _show(stored: Stored, paths: list[str], as_json: bool, file_of: FileOf,
+          raw: bool = False) -> int:
+    stdout = Stdout(raw=raw)
     code = EXIT_OK
     printed = 0
     for given in paths:
@@ -159,21 +161,9 @@ def _show(stored: Stored, paths: list[str], as_json: bool, file_of: FileOf) -> i
             if len(paths) > 1:
                 shown_label = shown(label) if stdout.tty else label
                 stdout.write(("\n" if printed else "") + f"==> {shown_label} <==\n")
-            _write_text(stdout, text)
+            stdout.text(text)
             printed += 1
         if stdout.closed:
             return code
     stdout.flush()
     return code
-
-
-def _write_text(stdout: Stdout, text: str) -> None:
-    if not stdout.tty:
-        stdout.write(text)
-        return
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for line in lines:
-        if not stdout.line(text=line):
-            return

@@ -9,7 +9,7 @@
 - ``batch``    : one batch of documents through the sandboxed workers: plain data in, verdicts out
 - ``store``    : the content-addressed text store and its verdicts database
 - ``owners``   : whose text the plain-named files of a sha256 hold
-- ``backoff``  : repeat offenders (timeout, memory, crash) tried again after 1, 2, 4 … runs
+- ``backoff``  : repeat offenders (timeout, memory, crash, worker) tried again after 1, 2, 4 … runs
 - ``records``  : the records and extract.summary.json, built from the plan and the verdicts
 - ``finish``   : the end of a run: drain, write records and summary, drop unreferenced texts
 - ``table``    : the records table, its export extract.jsonl, and what the walk changed since it

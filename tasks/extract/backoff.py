@@ -1,5 +1,6 @@
-"""Repeat offenders: documents that keep timing out, running out of memory or crashing their
-worker are not read again on every run.
+"""Repeat offenders: documents that keep timing out, running out of memory, crashing their
+worker or breaking its protocol (a ``worker`` error: a forged answer, its process killed) are
+not read again on every run.
 
 Reading such a document costs as much again on the next run with the same bytes and key (a
 2-million-object PDF: 65–80 s, every run).  The verdict index (``.bastion/verdicts.sqlite``,
@@ -28,7 +29,7 @@ from ..output.atomic import OutputError
 
 __all__ = ["CAP", "KINDS", "deferred", "record", "retries", "start_run"]
 
-KINDS = ("timeout", "memory", "crash")  # errors that cost as much again when retried
+KINDS = ("timeout", "memory", "crash", "worker")  # errors that cost as much again when retried
 CAP = 64  # at most this many runs between two tries of a repeat offender
 
 
