@@ -16,8 +16,8 @@ A document that cannot be read is never an exception: it is a :class:`bastion.Re
 record) with ``status == "error"`` and an ``error_kind`` (docs/records.md).  These classes are
 the ones bastion's own modules raise (the manifest loader, the signature check, the output
 directory, the pool): nothing is translated at the edge, and the message is the one the
-``bastion`` command prints.  :data:`CANNOT_START` is the one tuple of "this run cannot start"
-errors that the command and the doit tasks report as one line and exit status 1.
+``bastion`` command prints.  :data:`CANNOT_START` is the one tuple of "this run cannot start
+(or go on)" errors that the command and the doit tasks report as one line and exit status 1.
 """
 
 from __future__ import annotations
@@ -87,4 +87,4 @@ class WorkerError(BastionError):
 
 
 # A run that meets one of these cannot start (or go on): one line, exit status 1.
-CANNOT_START: tuple[type[BastionError], ...] = (ConfigError, OutputError)
+CANNOT_START: tuple[type[BastionError], ...] = (ConfigError, OutputError, WorkerError)

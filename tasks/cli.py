@@ -14,7 +14,7 @@ import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, NoReturn, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, NoReturn, Sequence
 
 from bastion.errors import CANNOT_START, OutputError
 
@@ -23,6 +23,9 @@ from .config import (DEFAULT_MANIFEST, JOBS_PER_CORE, RunConfig, forget_manifest
                      load)
 from .names import shown
 from .output.atomic import OutputLock
+
+if TYPE_CHECKING:
+    from .extract.run import Run
 
 EXIT_OK, EXIT_INVALID, EXIT_ERRORS, EXIT_PARTIAL = 0, 1, 2, 3
 EXIT_ERRORS_AND_PARTIAL = 4  # both 2 and 3: error records, and a walk that missed something
@@ -244,6 +247,19 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
     ``extra_readers`` are modules whose READER the workers put first (the tests' misbehaving
     readers); ``lock``: the output's, already taken by the caller (who releases it), else the
     run takes it and releases it before this returns."""
+    started = _start(cfg, stages, extra_readers, lock)
+    if isinstance(started, int):
+        return started
+    run, out = started
+    if _doit(cfg, stages, run) != 0:
+        return EXIT_INVALID
+    return _ended(run, stages, out)
+
+
+def _start(cfg: RunConfig, stages: list[str], extra_readers: tuple[str, ...],
+           lock: OutputLock | None) -> tuple[Run, Path] | int:
+    """The run made, its output locked and (to extract) its workers started; or the exit code
+    of a run that cannot start (said in one line)."""
     from .extract.run import Run, check_stages
 
     if cfg.cluster and "extract" in stages:
@@ -271,7 +287,12 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
         if failed:
             run.release()
             return _fail(failed)
+    return run, out
 
+
+def _doit(cfg: RunConfig, stages: list[str], run: Run) -> int:
+    """doit run in-process over the stages' tasks, once per slice; its exit code.  The run is
+    released (its workers, its lock) however this ends."""
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
@@ -297,13 +318,16 @@ def run_stages(cfg: RunConfig, stages: list[str], *,
     finally:
         sys.stderr = real_stderr
         run.release()  # workers of a run that stopped before finishing, and the lock
-    if rc != 0:
-        return EXIT_INVALID
+    return rc
+
+
+def _ended(run: Run, stages: list[str], out: Path) -> int:
+    """The final summary and the walk's problems printed (even under -q, which silences the
+    progress display only); the exit code they make."""
+    from . import pipeline
     from .walk.stage import describe_problems
 
     code = EXIT_OK
-    # the final summary and the walk's problems are printed even under -q (which silences
-    # the progress display only)
     walked = run.walk_summary or {}
     problems = describe_problems(walked, out) if walked else None
     if "extract" in stages:
@@ -413,73 +437,93 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return {"show": show, "grep": grep, "search": search}[cmd].run(args)
     if cmd in ("walk", "extract", "index", "sweep"):
-        refusal = _manifest_problem(args)
-        if refusal is not None:
-            return _fail(refusal)
-    if cmd in ("walk", "extract", "index"):
-        return run_stages(_config(args, "run" if cmd == "walk" else "reuse", [cmd]), [cmd])
-    if cmd == "sweep":
-        cfg = _config(args, "run")
-        try:
-            manifest, _ = load(cfg)
-        except Exception as e:  # noqa: BLE001 — every load failure is a one-line refusal
-            return _fail(str(e))
-        return run_stages(_config(args, "run", manifest.stages), list(manifest.stages))
+        return _stage_command(args)
     if cmd in ("keygen", "sign", "verify"):
         return _signing(args)
     if cmd == "compare":
-        from .commands.compare import compare_outputs, not_an_output
+        return _compare(args)
+    if cmd == "report":
+        return _report(args)
+    if cmd == "pdftext":
+        return _pdftext(args)
+    raise CliError(f"unknown command {cmd}")
 
-        for path in (args.a, args.b):
-            why = not_an_output(path)
-            if why is not None:
-                return _fail(f"cannot compare {path}: {why}")
+
+def _stage_command(args: argparse.Namespace) -> int:
+    """``walk``, ``extract``, ``index``: that stage; ``sweep``: the manifest's stages."""
+    cmd = args.command
+    refusal = _manifest_problem(args)
+    if refusal is not None:
+        return _fail(refusal)
+    if cmd in ("walk", "extract", "index"):
+        return run_stages(_config(args, "run" if cmd == "walk" else "reuse", [cmd]), [cmd])
+    cfg = _config(args, "run")
+    try:
+        manifest, _ = load(cfg)
+    except Exception as e:  # noqa: BLE001 — every load failure is a one-line refusal
+        return _fail(str(e))
+    return run_stages(_config(args, "run", manifest.stages), list(manifest.stages))
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``compare A B``: the differences listed, the exit code saying whether there were any."""
+    from .commands.compare import compare_outputs, not_an_output
+
+    for path in (args.a, args.b):
+        why = not_an_output(path)
+        if why is not None:
+            return _fail(f"cannot compare {path}: {why}")
+    from .commands.stdout import Stdout
+
+    differences = compare_outputs(args.a, args.b, strict=args.strict)
+    stdout = Stdout()  # `| head`: a closed pipe ends the listing quietly, same exit code
+    for line in differences:
+        if not stdout.write(shown(line) + "\n"):
+            break
+    stdout.flush()
+    if differences:
+        print(f"bastion: {len(differences)} difference(s)", file=sys.stderr)
+        return EXIT_DIFFERENT
+    print("identical", file=sys.stderr)
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    """``report OUT``: as text on stdout, or as an HTML file."""
+    from .commands.report import MAX_FILES, ReportError, gather, render_html, render_text
+
+    try:
+        report = gather(args.out, args.max_files if args.max_files is not None
+                        else MAX_FILES)
+    except ReportError as e:
+        return _fail(str(e))
+    if args.html is None:
         from .commands.stdout import Stdout
 
-        differences = compare_outputs(args.a, args.b, strict=args.strict)
-        stdout = Stdout()  # `| head`: a closed pipe ends the listing quietly, same exit code
-        for line in differences:
-            if not stdout.write(shown(line) + "\n"):
-                break
+        stdout = Stdout()  # (a closed pipe: quiet)
+        stdout.write(render_text(report))
         stdout.flush()
-        if differences:
-            print(f"bastion: {len(differences)} difference(s)", file=sys.stderr)
-            return EXIT_DIFFERENT
-        print("identical", file=sys.stderr)
         return EXIT_OK
-    if cmd == "report":
-        from .commands.report import MAX_FILES, ReportError, gather, render_html, render_text
+    from .output.atomic import write_file_atomically
 
-        try:
-            report = gather(args.out, args.max_files if args.max_files is not None
-                            else MAX_FILES)
-        except ReportError as e:
-            return _fail(str(e))
-        if args.html is None:
-            from .commands.stdout import Stdout
+    try:
+        write_file_atomically(args.html, render_html(report).encode("utf-8"))
+    except OutputError as e:
+        return _fail(str(e))
+    print(f"report: {args.html}", file=sys.stderr)
+    return EXIT_OK
 
-            stdout = Stdout()  # (a closed pipe: quiet)
-            stdout.write(render_text(report))
-            stdout.flush()
-            return EXIT_OK
-        from .output.atomic import write_file_atomically
 
-        try:
-            write_file_atomically(args.html, render_html(report).encode("utf-8"))
-        except OutputError as e:
-            return _fail(str(e))
-        print(f"report: {args.html}", file=sys.stderr)
-        return EXIT_OK
-    if cmd == "pdftext":
-        from bastion.readers.pdf.engines import pdftext_main
+def _pdftext(args: argparse.Namespace) -> int:
+    """``pdftext``: the PDF engines' child (reads a PDF on stdin)."""
+    from bastion.readers.pdf.engines import pdftext_main
 
-        child_argv: list[str] = []
-        if args.max_pages is not None:
-            child_argv += ["-max-pages", str(args.max_pages)]
-        if args.engine:
-            child_argv += ["-engine", args.engine]
-        return pdftext_main(child_argv, sys.stdin.buffer, sys.stdout)
-    raise CliError(f"unknown command {cmd}")
+    child_argv: list[str] = []
+    if args.max_pages is not None:
+        child_argv += ["-max-pages", str(args.max_pages)]
+    if args.engine:
+        child_argv += ["-engine", args.engine]
+    return pdftext_main(child_argv, sys.stdin.buffer, sys.stdout)
 
 
 MANIFEST_SUFFIXES = (".yaml", ".yml")

@@ -86,9 +86,6 @@ DOIT_CONFIG = {
     "minversion": "0.36.0",
 }
 
-RUN_ERRORS = CANNOT_START  # bastion.errors: the one tuple of "this run cannot start"
-
-
 PARALLEL_REFUSED = ("doit's -n/--process is not used by bastion: its reader workers are "
                     "already parallel and sandboxed; use jobs=N (bastion: -j N)")
 
@@ -112,7 +109,7 @@ def _refuse(message: str) -> TaskFailed:
 def _walk_action(run: Run) -> TaskFailed | None:
     try:
         run.walk()
-    except RUN_ERRORS as e:
+    except CANNOT_START as e:
         return TaskFailed(str(e))
     if run.announce_in_actions and run.walk_summary is not None:
         from .walk.stage import describe_problems
@@ -152,7 +149,7 @@ def _finish_action(run: Run) -> TaskFailed | None:
         return TaskFailed(refused)
     try:
         end = finish(run)
-    except RUN_ERRORS as e:
+    except CANNOT_START as e:
         run.close()
         return TaskFailed(str(e))
     if end is not None and run.announce_in_actions:
@@ -218,7 +215,7 @@ def _index_action(run: Run) -> TaskFailed | None:
         finally:
             for shown_ in shown_progress:
                 shown_.close()
-    except RUN_ERRORS as e:
+    except CANNOT_START as e:
         return TaskFailed(str(e))
     if run.announce_in_actions:
         run.announce(describe(run.index_summary, out))

@@ -156,12 +156,10 @@ class Progress:
         self.done = 0
         self.errors = 0
         self.quiet = quiet
-        self.slow_after = slow_after
         self.leave = leave
-        self.t0 = time.monotonic()
-        self._inflight: dict[str, float] = {}  # name -> monotonic start, oldest first
+        self._window = _Window(time.monotonic())
+        self._inflight = _InFlight(slow_after)
         self._lock = threading.Lock()
-        self._samples: collections.deque[tuple[float, int]] = collections.deque()
         self._closed = False
         self._owned = stream is None
         self.stream = real_stderr() if stream is None else stream
@@ -169,14 +167,12 @@ class Progress:
             os.environ.get("TERM", "").lower() not in ("dumb", "unknown")
         default = LIVE_INTERVAL_S if self.tty else PLAIN_INTERVAL_S
         self.interval = max(interval if interval is not None else default, 0.01)
-        self._live: Any = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._drawer = _Drawer()
         if quiet:
             return
         if self.tty:
             try:
-                self._live = self._start_live()
+                self._drawer.live = self._start_live()
             except (ImportError, OSError, ValueError):  # no rich, or the terminal is gone
                 self.tty = False
                 self.interval = max(interval or PLAIN_INTERVAL_S, 0.01)
@@ -186,10 +182,8 @@ class Progress:
         """Start the drawing thread, at the first :meth:`start` or :meth:`update` rather than
         when made: the walk forks its re-walk helpers only while the process has one thread
         (tasks/walk/stage.py), and it decides that after making its Progress, before counting."""
-        if self._thread is None and not self.quiet and not self._closed:
-            self._thread = threading.Thread(target=self._run, name=f"progress-{self.label}",
-                                            daemon=True)
-            self._thread.start()
+        if self._drawer.thread is None and not self.quiet and not self._closed:
+            self._drawer.start(self._run, f"progress-{self.label}")
 
     # -- the caller's side: cheap --------------------------------------------------------------
 
@@ -198,41 +192,41 @@ class Progress:
         (as given to :meth:`start`), no longer in flight."""
         self.done += n
         self.errors += errors
-        if self._thread is None:
+        if self._drawer.thread is None:
             self._begin()
-        if name is not None and self._inflight:
+        if name is not None and self._inflight.names:
             with self._lock:
-                self._inflight.pop(name, None)
+                self._inflight.names.pop(name, None)
 
     def start(self, name: str) -> None:
         """``name`` is being read from now on (shown if still in flight after ``slow_after``).
         Names are shown escaped (tasks/names.py): no control character reaches the terminal."""
         if self.quiet:
             return
-        if self._thread is None:
+        if self._drawer.thread is None:
             self._begin()
         with self._lock:
-            self._inflight[name] = time.monotonic()
+            self._inflight.names[name] = time.monotonic()
 
     def current(self, name: str | None) -> None:
         """For a caller that reads one file at a time: ``name`` is the one in flight now
         (``None``: none)."""
         if self.quiet:
             return
-        if self._thread is None:
+        if self._drawer.thread is None:
             self._begin()
         with self._lock:
-            self._inflight.clear()
+            self._inflight.names.clear()
             if name is not None:
-                self._inflight[name] = time.monotonic()
+                self._inflight.names[name] = time.monotonic()
 
     def print(self, line: str) -> None:
         """Write one line to the real stderr (above the live display), even when quiet: for
         errors and summaries that must not be lost in doit's capture."""
-        if self._live is not None and not self._closed:
+        if self._drawer.live is not None and not self._closed:
             from rich.text import Text
 
-            self._live.console.print(Text(line), soft_wrap=True)
+            self._drawer.live.console.print(Text(line), soft_wrap=True)
             return
         if self._closed and self._owned:  # its duplicate of fd 2 is closed: a new one
             with real_stderr() as stream:
@@ -248,12 +242,10 @@ class Progress:
             return
         self._closed = True
         _open.discard(self)
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
+        self._drawer.stop()
         try:
-            if self._live is not None:
-                self._live.stop()  # transient: the live lines are erased
+            if self._drawer.live is not None:
+                self._drawer.live.stop()  # transient: the live lines are erased
             if not self.quiet and self.leave:
                 self.stream.write(self.snapshot().final() + "\n")
             self.stream.flush()
@@ -275,34 +267,18 @@ class Progress:
     # -- the drawing side: the background thread ------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        slow: tuple[str, float] | None = None
-        more = 0
         with self._lock:  # (the thread draws; print() may draw too)
             now = time.monotonic()
             done = self.done
-            samples = self._samples
-            samples.append((now, done))
-            while len(samples) > 2 and now - samples[1][0] >= RATE_WINDOW_S:
-                samples.popleft()
-            t_then, done_then = samples[0]
-            if now - t_then < 1.0:  # too short a window: the whole run so far
-                t_then, done_then = self.t0, 0
-            rate = (done - done_then) / max(now - t_then, 1e-6)
-            for name, since in self._inflight.items():  # oldest first
-                age = now - since
-                if age < self.slow_after:
-                    break
-                if slow is None:
-                    slow = (escape(name), age)
-                else:
-                    more += 1
-        return Snapshot(self.label, done, self.total, self.errors, now - self.t0, rate,
+            rate = self._window.rate(now, done)
+            slow, more = self._inflight.slow(now)
+        return Snapshot(self.label, done, self.total, self.errors, now - self._window.t0, rate,
                         slow, more)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._drawer.stopping.wait(self.interval):
             try:
-                if self._live is not None:
+                if self._drawer.live is not None:
                     self._draw_live()
                 else:
                     line = self.snapshot().line()
@@ -340,8 +316,8 @@ class Progress:
         console.size = (max(width, 20), max(height, 2))
 
     def _draw_live(self) -> None:
-        self._fit(self._live.console)
-        self._live.refresh()
+        self._fit(self._drawer.live.console)
+        self._drawer.live.refresh()
 
     def _renderable(self) -> Any:
         from rich.console import Group
@@ -350,7 +326,7 @@ class Progress:
         from rich.text import Text
 
         snap = self.snapshot()
-        width = self._live.console.width if self._live is not None else 80
+        width = self._drawer.live.console.width if self._drawer.live is not None else 80
         grid = Table.grid(padding=(0, 1))
         grid.add_column(no_wrap=True)  # the label
         counts = Text(snap.counts(), no_wrap=True, overflow="ellipsis")
@@ -367,6 +343,74 @@ class Progress:
             return grid
         return Group(grid, Text("  " + (snap.reading(width - 2) or ""), no_wrap=True,
                                 overflow="ellipsis", style="dim"))
+
+
+class _Window:
+    """The rate's window: the run's start, and ``(time, done)`` samples of about the last
+    :data:`RATE_WINDOW_S`."""
+
+    __slots__ = ("t0", "samples")
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        self.samples: collections.deque[tuple[float, int]] = collections.deque()
+
+    def rate(self, now: float, done: int) -> float:
+        """Files a second over the window (a window under a second: the whole run so far)."""
+        samples = self.samples
+        samples.append((now, done))
+        while len(samples) > 2 and now - samples[1][0] >= RATE_WINDOW_S:
+            samples.popleft()
+        t_then, done_then = samples[0]
+        if now - t_then < 1.0:  # too short a window: the whole run so far
+            t_then, done_then = self.t0, 0
+        return (done - done_then) / max(now - t_then, 1e-6)
+
+
+class _InFlight:
+    """The files being read: name -> monotonic start, oldest first; one is slow once in
+    flight ``slow_after`` seconds."""
+
+    __slots__ = ("names", "slow_after")
+
+    def __init__(self, slow_after: float) -> None:
+        self.names: dict[str, float] = {}
+        self.slow_after = slow_after
+
+    def slow(self, now: float) -> tuple[tuple[str, float] | None, int]:
+        """The oldest slow file (escaped name, age) and how many more are slow."""
+        slow: tuple[str, float] | None = None
+        more = 0
+        for name, since in self.names.items():  # oldest first
+            age = now - since
+            if age < self.slow_after:
+                break
+            if slow is None:
+                slow = (escape(name), age)
+            else:
+                more += 1
+        return slow, more
+
+
+class _Drawer:
+    """What draws: the drawing thread (started at the first count, not when the display is
+    made), the event that stops it, and on a terminal rich's live display (else None)."""
+
+    __slots__ = ("thread", "stopping", "live")
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.stopping = threading.Event()
+        self.live: Any = None
+
+    def start(self, draw: Any, name: str) -> None:
+        self.thread = threading.Thread(target=draw, name=name, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        if self.thread is not None:
+            self.stopping.set()
+            self.thread.join()
 
 
 def _left_crop(text: str, width: int) -> str:

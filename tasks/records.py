@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 from bastion.readers.runtime.verdict import Status, Verdict
 
 from .output.atomic import dumps
-from .output.directory import OutputDir
 
 STATUSES = tuple(s.value for s in Status)
 
@@ -76,12 +75,6 @@ def to_line(record: WalkRecord | ExtractRecord) -> bytes:
     return (dumps(record.to_json()) + "\n").encode("ascii")
 
 
-def write_jsonl(od: OutputDir, name: str, records: Iterable[Any]) -> None:
-    """Write the output's file ``name`` from records (already sorted by the caller),
-    atomically; lines may be given as bytes."""
-    od.write(name, (r if isinstance(r, bytes) else to_line(r) for r in records))
-
-
 def iter_jsonl(path: Path, chunk: int = 4 << 20) -> Iterator[dict[str, Any]]:
     """The records of a JSON Lines file as dicts, a few MiB at a time (records hold no raw
     newlines: JSON escapes them): each chunk is parsed in one call, and memory stays bounded
@@ -104,13 +97,3 @@ def iter_jsonl(path: Path, chunk: int = 4 << 20) -> Iterator[dict[str, Any]]:
         if rest.strip():
             yield json.loads(rest)
 
-
-def load_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Every record of a JSON Lines file as dicts."""
-    return list(iter_jsonl(path))
-
-
-def iter_walk(path: Path) -> Iterator[WalkRecord]:
-    """walk.jsonl read back as :class:`WalkRecord` s, in file order (sorted by root, path)."""
-    for d in iter_jsonl(path):
-        yield WalkRecord(**d)

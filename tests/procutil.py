@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 
 def alive(pid: int) -> bool:
@@ -64,3 +68,26 @@ def _binds(pid: int, token: str) -> bool:
             return any(line.split()[3].startswith(token) for line in f)
     except (OSError, IndexError):
         return False
+
+
+def before_a_writer(fifo: Path, call: Callable[[], T], give_up: float = 60.0) -> T:
+    """``call()``'s result, and proof that it returned before anything opened ``fifo`` to
+    write: a call that blocks waiting for a writer is let go, after ``give_up`` seconds, by a
+    writer, and the test fails (a causal check, not a bound on how fast the call is)."""
+    returned = threading.Event()
+    writer_came = threading.Event()
+
+    def watchdog() -> None:
+        if not returned.wait(give_up):
+            writer_came.set()
+            os.close(os.open(fifo, os.O_WRONLY))  # lets a blocked open go on
+
+    dog = threading.Thread(target=watchdog, daemon=True)
+    dog.start()
+    try:
+        result = call()
+    finally:
+        returned.set()
+        dog.join()
+    assert not writer_came.is_set(), f"{fifo}: the call waited for a writer"
+    return result

@@ -294,8 +294,16 @@ def test_tool_probe_asks_only_when_told(tmp_path: Path) -> None:
         langs = (f'if [ "$1" = --list-langs ]; then echo {name}-langs >> {calls}; echo '
                  f"'List of available languages in \"{tmp_path}/no-tessdata/\" (0):'; exit 0; fi\n"
                  if name == "tesseract" else "")
-        tool.write_text(f"#!/bin/sh\nsleep 0.5\n{langs}echo {name} >> {calls}\n"
-                        f"echo '{name} {version}'\n")
+        # asked for its version, each tool says it started, waits (at most 10 s) until the
+        # test lets it go and until the other tool has started, and says what it saw
+        other = "tesseract" if name == "pdftotext" else "pdftotext"
+        tool.write_text(
+            f"#!/bin/sh\n{langs}touch {tmp_path}/started-{name}\ni=0\n"
+            f"while [ $i -lt 100 ] && ! [ -e {tmp_path}/release -a -e {tmp_path}/started-{other} ]"
+            f"; do sleep 0.1; i=$((i+1)); done\n"
+            f"[ -e {tmp_path}/release ] && echo {name}-released >> {tmp_path}/events\n"
+            f"[ -e {tmp_path}/started-{other} ] && echo {name}-saw-{other} >> {tmp_path}/events\n"
+            f"echo {name} >> {calls}\necho '{name} {version}'\n")
         tool.chmod(0o755)
     known: dict[str, list] = {}
     probe = ToolProbe(path=str(bindir), known=known)
@@ -303,11 +311,15 @@ def test_tool_probe_asks_only_when_told(tmp_path: Path) -> None:
                            "tesseract": str(bindir / "tesseract")}
     time.sleep(0.6)
     assert not calls.exists()  # nothing asked yet
-    t0 = time.monotonic()
     probe.ask()
-    assert time.monotonic() - t0 < 0.4  # the questions run beside the caller
+    # the questions run beside the caller: ask() returned while both still wait to be let go
+    (tmp_path / "release").touch()
     tools = probe.result()
-    assert time.monotonic() - t0 < 0.95  # at the same time: one after the other takes 1 s
+    # at the same time: each saw the other started before it answered (one after the other,
+    # the first would have answered before the second started)
+    assert sorted((tmp_path / "events").read_text().split()) == [
+        "pdftotext-released", "pdftotext-saw-tesseract", "tesseract-released",
+        "tesseract-saw-pdftotext"]
     assert {t.name: t.version for t in tools.values()} == {"pdftotext": "1.2",
                                                           "tesseract": "5.3.0"}
     assert sorted(calls.read_text().split()) == ["pdftotext", "tesseract", "tesseract-langs"]

@@ -9,7 +9,7 @@ import yaml
 
 from bastion.tasks.manifest import load_manifest
 from bastion.tasks.output.directory import open_output
-from bastion.tasks.walk.stage import RootWalk, Walker
+from bastion.tasks.walk.stage import HelperShare, RootWalk, Walker
 from bastion.tasks.walk.table import decode
 
 
@@ -41,20 +41,26 @@ def test_owner_shares_partition_a_root(tmp_path: Path) -> None:
     shared = collecting(m, tmp_path / "out")
     lines = []
     for owner in range(3):
-        before = len(shared.fresh)
+        before = len(fresh(shared))
         RootWalk(shared, m.roots[0], owner, 3).run()
-        lines.append({row[3] for row, _ in shared.fresh[before:]})
+        lines.append({row[3] for row, _ in fresh(shared)[before:]})
     assert all(lines) and not (lines[0] & lines[1] or lines[1] & lines[2] or lines[0] & lines[2])
-    assert sorted(shared.fresh) == sorted(serial.fresh)
+    assert sorted(fresh(shared)) == sorted(fresh(serial))
     assert shared.stats == serial.stats
 
 
 def collecting(m, out: Path) -> Walker:
-    """A walker whose rows are collected in ``fresh`` (as a forked helper's are), not written."""
+    """A walker whose rows are collected in its share (as a forked helper's are), not written."""
     w = Walker(m, open_output(out))
     assert w.table.count_before == 0
-    w.helper = True
+    w.share = HelperShare()
     return w
+
+
+def fresh(w: Walker) -> list:
+    """The rows a collecting walker made: ``(row, replaced)``."""
+    assert w.share is not None
+    return w.share.fresh
 
 
 def test_a_root_walk_records_through_its_walker(tmp_path: Path) -> None:

@@ -30,7 +30,8 @@ import zipfile
 import zlib
 from typing import Callable
 
-from ..base import NESTED_LIBRARIES, NESTED_TOOLS, Context, Document, Reader, ReadResult, TextSink
+from ..base import (NESTED_LIBRARIES, NESTED_TOOLS, Context, Document, Reader, ReadResult,
+                    TextSink, ToolResult)
 from ..errors import CapReached, CorruptDocument, EncryptedDocument, Unsupported, missing_tool
 from .nested import RATIO_GRACE, Members, Ratio, charge_unpacked
 
@@ -412,23 +413,8 @@ def _read_7z(doc: Document, members: Members, ctx: Context) -> None:
     exe = _seven_zip_tool(ctx)
     where = ctx.tmpdir / "archive.7z"
     where.write_bytes(doc.data)
-    # -p with a password no archive has: a header-encrypted archive fails instead of prompting
-    nopass = "-pbastion-no-password"
-    listing = ctx.run_tool([exe, "l", "-slt", "-ba", "-sccUTF-8", nopass, "--", where.name],
-                           max_output=64 << 20)
-    if listing.returncode != 0:
-        err = listing.stderr.decode("utf-8", "replace")
-        if "password" in err.lower() or "encrypted" in err.lower():
-            raise EncryptedDocument("7z archive with encrypted headers needs a password")
-        raise CorruptDocument(f"7z cannot list the archive: {err.strip()[:300]}")
-    entries = [e for e in _list_7z(listing.stdout.decode("utf-8", "replace"))
-               if not e.get("Attributes", "").startswith("D") and e.get("Folder") != "+"]
-    sizes: list[int] = []
-    for e in entries:
-        try:
-            sizes.append(int(e.get("Size") or 0))
-        except ValueError:
-            raise CorruptDocument(f"7z listing: bad size {e.get('Size')!r}") from None
+    entries = _seven_z_entries(ctx, exe, where.name)
+    sizes = _seven_z_sizes(entries)
     total = sum(sizes)
     limits = ctx.limits
     if total > RATIO_GRACE and total > limits.max_compression_ratio * max(len(doc.data), 1):
@@ -441,18 +427,13 @@ def _read_7z(doc: Document, members: Members, ctx: Context) -> None:
         return
     room = limits.max_unpacked_bytes - ctx.state.unpacked
     over = total > room  # the members that fit are read, then the cap ends the document
-    extracted = ctx.run_tool([exe, "x", "-so", "-bd", nopass, "--", where.name],
+    extracted = ctx.run_tool([exe, "x", "-so", "-bd", _NO_PASSWORD, "--", where.name],
                              max_output=max(room, 0) if over else total + 1)
     if not over and (extracted.truncated or len(extracted.stdout) > total):
         raise CorruptDocument("7z extraction gave more bytes than the listing declares")
     charge_unpacked(ctx, len(extracted.stdout), doc.name)
     body = memoryview(extracted.stdout)
-    failed: dict[str, str] = {}  # member path -> 7-Zip's complaint ("CRC Failed", …)
-    if extracted.returncode != 0:
-        for line in extracted.stderr.decode("utf-8", "replace").splitlines():
-            m = _SEVEN_Z_ERROR.match(line.strip())
-            if m:
-                failed[m.group(2)] = m.group(1)
+    failed = _seven_z_failures(extracted)
     at = 0
     for e, size in zip(entries, sizes):
         path = e["Path"]
@@ -463,15 +444,62 @@ def _read_7z(doc: Document, members: Members, ctx: Context) -> None:
                                                    f"over the {room} left at {path}")
         chunk = bytes(body[at:at + size]) if complete else b""
         at += size
-        if path in failed:
-            members.skip(path, "error", f"7z: {failed[path]}")
-        elif not complete:
-            err = extracted.stderr.decode("utf-8", "replace").strip().replace("\n", " ")
-            members.skip(path, "error", f"7z could not extract the member: {err[:200]}")
-        elif size > limits.max_member_bytes:
-            members.capped(path, CapReached("max_member_bytes", f"declares {size} bytes"))
-        else:
-            members.read(path, chunk)
+        _seven_z_member(members, ctx, path, size, chunk if complete else None,
+                        failed.get(path), extracted)
+
+
+# -p with a password no archive has: a header-encrypted archive fails instead of prompting
+_NO_PASSWORD = "-pbastion-no-password"
+
+
+def _seven_z_entries(ctx: Context, exe: str, name: str) -> list[dict[str, str]]:
+    """The archive's file entries as 7-Zip lists them (directories left out)."""
+    listing = ctx.run_tool([exe, "l", "-slt", "-ba", "-sccUTF-8", _NO_PASSWORD, "--", name],
+                           max_output=64 << 20)
+    if listing.returncode != 0:
+        err = listing.stderr.decode("utf-8", "replace")
+        if "password" in err.lower() or "encrypted" in err.lower():
+            raise EncryptedDocument("7z archive with encrypted headers needs a password")
+        raise CorruptDocument(f"7z cannot list the archive: {err.strip()[:300]}")
+    return [e for e in _list_7z(listing.stdout.decode("utf-8", "replace"))
+            if not e.get("Attributes", "").startswith("D") and e.get("Folder") != "+"]
+
+
+def _seven_z_sizes(entries: list[dict[str, str]]) -> list[int]:
+    """Each entry's declared size (a size that is not a number: a corrupt listing)."""
+    sizes: list[int] = []
+    for e in entries:
+        try:
+            sizes.append(int(e.get("Size") or 0))
+        except ValueError:
+            raise CorruptDocument(f"7z listing: bad size {e.get('Size')!r}") from None
+    return sizes
+
+
+def _seven_z_failures(extracted: ToolResult) -> dict[str, str]:
+    """The members 7-Zip could not extract: member path -> its complaint ("CRC Failed", …)."""
+    failed: dict[str, str] = {}
+    if extracted.returncode != 0:
+        for line in extracted.stderr.decode("utf-8", "replace").splitlines():
+            m = _SEVEN_Z_ERROR.match(line.strip())
+            if m:
+                failed[m.group(2)] = m.group(1)
+    return failed
+
+
+def _seven_z_member(members: Members, ctx: Context, path: str, size: int,
+                    chunk: bytes | None, failure: str | None, extracted: ToolResult) -> None:
+    """One member: 7-Zip's failure, a member cut short (``chunk`` None), one over the member
+    cap, or read."""
+    if failure is not None:
+        members.skip(path, "error", f"7z: {failure}")
+    elif chunk is None:
+        err = extracted.stderr.decode("utf-8", "replace").strip().replace("\n", " ")
+        members.skip(path, "error", f"7z could not extract the member: {err[:200]}")
+    elif size > ctx.limits.max_member_bytes:
+        members.capped(path, CapReached("max_member_bytes", f"declares {size} bytes"))
+    else:
+        members.read(path, chunk)
 
 
 # ---------------------------------------------------------------------------------------------

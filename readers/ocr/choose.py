@@ -40,7 +40,7 @@ A fixed list (``ocr_languages: [deu, eng]``) reads every page with those packs t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Mapping, NamedTuple, Protocol
 
 from ..text import langid
 from . import packs as P
@@ -110,6 +110,53 @@ def _latin(iso: str | None) -> str | None:
     return pack if pack is not None and P.script_of(pack) == "Latin" else None
 
 
+class _Read(NamedTuple):
+    """A reading by a pack, and the language identified in it (``langid``)."""
+
+    reading: Reading
+    pack: str
+    language: str | None
+    prob: float
+
+    @property
+    def confidence(self) -> float:
+        return self.reading.confidence or 0.0
+
+
+# The stopping rules of ``auto`` (the module docstring's steps), each a predicate on a reading.
+
+def _short_and_sure(first: _Read) -> bool:
+    """Step 1: too few letters to identify, read with good confidence (a page number)."""
+    return first.language is None and bool(first.reading.words) \
+        and first.confidence >= SHORT_MIN_CONF
+
+
+def _latin_identified(first: _Read, pack: str | None) -> bool:
+    """Step 1: identified surely as a Latin-script language bastion has a pack for."""
+    return pack is not None and first.prob >= LATIN_PROB and first.confidence >= LATIN_MIN_CONF
+
+
+def _latin_unidentified(first: _Read, pack: str | None) -> bool:
+    """Step 1: a Latin pack's reading that is surely Latin, identified or not (a receipt's
+    few words), or likely Latin (a screenshot's words)."""
+    return P.script_of(first.pack) == "Latin" and (
+        first.confidence >= LATIN_SURE_CONF
+        or (pack is not None and first.prob >= LATIN_LIKELY
+            and first.confidence >= LATIN_MIN_CONF))
+
+
+def _of_osd_script(got: _Read | None) -> bool:
+    """Step 2: the script OSD named read the page as one of its languages."""
+    return got is not None and got.prob >= SCRIPT_PROB and got.language is not None \
+        and got.confidence >= SCRIPT_MIN_CONF
+
+
+def _of_tried_script(got: _Read | None, script: str) -> bool:
+    """Step 3: a tried script's pack read the page as one of that script's languages."""
+    return got is not None and got.language is not None and got.prob >= SCRIPT_PROB \
+        and P.script_of(P.BY_ISO.get(got.language, "")) == script
+
+
 class _Chooser:
     """One page's choice (:func:`choose`)."""
 
@@ -123,11 +170,11 @@ class _Chooser:
         self.cond[pack] = self.installed.get(pack)
         return pack in self.installed
 
-    def read(self, pack: str) -> tuple[Reading, str | None, float]:
+    def read(self, pack: str) -> _Read:
         self.passes += 1
         got = self.recognise(pack)
         lang, prob = langid.identify(got.text)
-        return got, lang, prob
+        return _Read(got, pack, lang, prob)
 
     def done(self, reading: Reading, pack: str, script: str | None, language: str | None,
              missing: tuple[str, ...] = ()) -> PageChoice:
@@ -144,20 +191,19 @@ class _Chooser:
             got.insert(0, first)
         return got
 
-    def in_script(self, script: str, avoid: str | None = None
-                  ) -> tuple[Reading, str, str | None, float] | None:
+    def in_script(self, script: str) -> _Read | None:
         """The page read by ``script``'s first installed pack, then by the pack of the
         language identified in it when that is another installed one of the script."""
-        found = [p for p in self.script_packs(script) if p != avoid]
+        found = self.script_packs(script)
         if not found:
             return None
-        got, lang, prob = self.read(found[0])
-        better = next((p for p in found if P.iso_of(p) == lang), None)
+        got = self.read(found[0])
+        better = next((p for p in found if P.iso_of(p) == got.language), None)
         if better is not None and better != found[0]:
-            again, lang2, prob2 = self.read(better)
-            if lang2 == lang:
-                return again, better, lang2, prob2
-        return got, found[0], lang, prob
+            again = self.read(better)
+            if again.language == got.language:
+                return again
+        return got
 
     def others(self, osd: Osd | None, script: str | None, first: Reading,
                tried: set[str]) -> list[str]:
@@ -178,56 +224,79 @@ class _Chooser:
         return sorted({s for n in self.installed if (s := P.script_of(n)) and s not in tried})
 
     def auto(self) -> PageChoice:
-        base = "eng" if self.have("eng") else None
-        if base is None:  # no English pack: the first installed one reads first
-            self.cond["installed"] = P.current("installed", self.installed)
-            if not self.installed:
-                raise LookupError("no language pack installed")
-            base = sorted(self.installed)[0]
-        first, lang, prob = self.read(base)
-        conf = first.confidence or 0.0
-        if lang is None and first.words and conf >= SHORT_MIN_CONF:
-            return self.done(first, base, P.script_of(base), None)
-        pack = _latin(lang)
-        if pack is not None and prob >= LATIN_PROB and conf >= LATIN_MIN_CONF:
-            if pack == base:
-                return self.done(first, base, "Latin", lang)
-            if self.have(pack):
-                again, lang2, _ = self.read(pack)
-                return self.done(again, pack, "Latin", lang2 or lang)
-            return self.done(first, base, "Latin", lang, (pack,))
-        if P.script_of(base) == "Latin" and (
-                conf >= LATIN_SURE_CONF
-                or (pack is not None and prob >= LATIN_LIKELY and conf >= LATIN_MIN_CONF)):
-            return self.done(first, base, "Latin", lang if prob >= LATIN_PROB else None)
+        """The module docstring's three steps, each ending the choice when its rule holds;
+        nothing convincing: the first reading."""
+        first = self.read(self.base_pack())
+        chosen = self.latin(first)
+        if chosen is not None:
+            return chosen
         osd = self.detect()
         script = P.SCRIPT_ALIASES.get(osd.script or "", osd.script) if osd else None
         tried: set[str] = {"Latin"}
         if script and script != "Latin":
             tried.add(script)
             got = self.in_script(script)
-            if (got is not None and got[3] >= SCRIPT_PROB and got[2] is not None
-                    and (got[0].confidence or 0.0) >= SCRIPT_MIN_CONF):
-                return self.done(got[0], got[1], script, got[2])
-        best: tuple[float, Reading, str, str, str | None] | None = None
-        for other in self.others(osd, script, first, tried):
+            if got is not None and _of_osd_script(got):
+                return self.done(got.reading, got.pack, script, got.language)
+        chosen = self.most_confident(self.others(osd, script, first.reading, tried))
+        if chosen is not None:
+            return chosen
+        return self.done(first.reading, first.pack, script or None,
+                         first.language if first.prob >= LATIN_PROB else None,
+                         self.missing(script))
+
+    def base_pack(self) -> str:
+        """The pack of the first reading: ``eng``, else the first installed one."""
+        if self.have("eng"):
+            return "eng"
+        self.cond["installed"] = P.current("installed", self.installed)
+        if not self.installed:
+            raise LookupError("no language pack installed")
+        return sorted(self.installed)[0]
+
+    def latin(self, first: _Read) -> PageChoice | None:
+        """Step 1: the first reading is kept (or read again with its Latin language's pack)
+        when it is short and sure, or Latin; None: go on to the other scripts."""
+        base = first.pack
+        if _short_and_sure(first):
+            return self.done(first.reading, base, P.script_of(base), None)
+        pack = _latin(first.language)
+        if pack is not None and _latin_identified(first, pack):
+            if pack == base:
+                return self.done(first.reading, base, "Latin", first.language)
+            if self.have(pack):
+                again = self.read(pack)
+                return self.done(again.reading, pack, "Latin", again.language or first.language)
+            return self.done(first.reading, base, "Latin", first.language, (pack,))
+        if _latin_unidentified(first, pack):
+            return self.done(first.reading, base, "Latin",
+                             first.language if first.prob >= LATIN_PROB else None)
+        return None
+
+    def most_confident(self, scripts: list[str]) -> PageChoice | None:
+        """Step 3: one pack of each script in turn, until one reads the page with
+        ``OTHER_GOOD_CONF``; the most confident reading identified as its script's language,
+        from ``OTHER_MIN_CONF``."""
+        best: tuple[_Read, str] | None = None
+        for other in scripts:
             got = self.in_script(other)
-            if (got is None or got[2] is None or got[3] < SCRIPT_PROB
-                    or P.script_of(P.BY_ISO.get(got[2], "")) != other):
+            if got is None or not _of_tried_script(got, other):
                 continue
-            conf = got[0].confidence or 0.0
-            if best is None or conf > best[0]:
-                best = (conf, got[0], got[1], other, got[2])
-            if conf >= OTHER_GOOD_CONF:
+            if best is None or got.confidence > best[0].confidence:
+                best = (got, other)
+            if got.confidence >= OTHER_GOOD_CONF:
                 break
-        if best is not None and best[0] >= OTHER_MIN_CONF:
-            return self.done(best[1], best[2], best[3], best[4])
-        missing: tuple[str, ...] = ()
+        if best is None or best[0].confidence < OTHER_MIN_CONF:
+            return None
+        got, script = best
+        return self.done(got.reading, got.pack, script, got.language)
+
+    def missing(self, script: str | None) -> tuple[str, ...]:
+        """The first pack of the script OSD named, when none of its packs is installed."""
         if script and script != "Latin" and not self.script_packs(script):
             first_pack = P.SCRIPT_DEFAULT.get(script)
-            missing = (first_pack,) if first_pack else ()
-        return self.done(first, base, script or None, lang if prob >= LATIN_PROB else None,
-                         missing)
+            return (first_pack,) if first_pack else ()
+        return ()
 
     def fixed(self, wanted: tuple[str, ...]) -> PageChoice:
         have = [p for p in wanted if self.have(p)]
@@ -236,10 +305,9 @@ class _Chooser:
             have = ["eng"] if self.have("eng") else sorted(self.installed)[:1]
             if not have:
                 raise LookupError("no language pack installed")
-        pack = "+".join(have)
-        got, lang, prob = self.read(pack)
-        script = P.script_of(have[0])
-        return self.done(got, pack, script, lang if prob >= SCRIPT_PROB else None, missing)
+        got = self.read("+".join(have))
+        return self.done(got.reading, got.pack, P.script_of(have[0]),
+                         got.language if got.prob >= SCRIPT_PROB else None, missing)
 
 
 def choose(recognise: Recognise, detect: Detect, installed: Mapping[str, str | None],

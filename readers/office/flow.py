@@ -343,6 +343,42 @@ def _md_only(events: list[Event]) -> list[Event]:
 _EMPTY_CELL = Line("", [(OPEN, Cell()), (CLOSE, None)])
 
 
+def _cell_line(cell: _Block, value: str | None,
+               fallback: str | None) -> tuple[str, list[Event]]:
+    """A closed cell's text (its value, else its parts' text, else the fallback; tabs and
+    newlines as spaces) and its events (a Cell node around them)."""
+    texted = [p for p in cell.parts if p.text]
+    text = value if value else (" ".join(p.text for p in texted) or fallback or "")
+    events: list[Event] = [(OPEN, Cell(cell.colspan))]
+    if value or (not texted and fallback):
+        events.append((TEXT, value or fallback))
+    else:
+        first = True
+        for part in cell.parts:
+            if part.text:
+                if not first:
+                    events.append((LAYOUT, " "))
+                first = False
+            events += part.events
+    events.append((CLOSE, None))
+    if "\t" in text or "\n" in text:
+        text = text.replace("\t", " ").replace("\n", " ")
+    return text, _mapped(events, _spaced)
+
+
+def _hold_empty_cell(row: _Block, cell: _Block, events: list[Event], repeat: int) -> None:
+    """An empty cell held in its row until a cell with text comes (counted like an empty
+    cell of the plain flow; its structure, a table nested in it, kept for the Markdown)."""
+    empty = (Line("", _md_only(events)) if len(events) > 2 or cell.colspan > 1
+             else _EMPTY_CELL)
+    pending = row.pending or []
+    if pending and pending[-1][0] is empty:
+        pending[-1][1] += repeat
+    else:
+        pending.append([empty, repeat])
+    row.pending = pending
+
+
 class StructuredFlow(Flow):
     """A :class:`Flow` whose lines carry their structure (:class:`Line`); the plain text it
     writes is the plain flow's."""
@@ -486,24 +522,7 @@ class StructuredFlow(Flow):
         if not self.frames or self.frames[-1].kind != _CELL:
             return
         cell = self._pop()
-        texted = [p for p in cell.parts if p.text]
-        text = value if value else (" ".join(p.text for p in texted) or fallback or "")
-        node = Cell(cell.colspan)
-        events: list[Event] = [(OPEN, node)]
-        if value or (not texted and fallback):
-            events.append((TEXT, value or fallback))
-        else:
-            first = True
-            for part in cell.parts:
-                if part.text:
-                    if not first:
-                        events.append((LAYOUT, " "))
-                    first = False
-                events += part.events
-        events.append((CLOSE, None))
-        if "\t" in text or "\n" in text:
-            text = text.replace("\t", " ").replace("\n", " ")
-        events = _mapped(events, _spaced)
+        text, events = _cell_line(cell, value, fallback)
         if not self.frames or self.frames[-1].kind != _ROW:
             if text:
                 events[0] = (OPEN, Paragraph())
@@ -514,16 +533,7 @@ class StructuredFlow(Flow):
         row = self.frames[-1]
         row.deferred.extend(cell.deferred)
         if not text or text.isspace():
-            # counted like an empty cell of the plain flow; its structure (a table nested in
-            # it) kept for the Markdown
-            empty = (Line("", _md_only(events)) if len(events) > 2 or cell.colspan > 1
-                     else _EMPTY_CELL)
-            pending = row.pending or []
-            if pending and pending[-1][0] is empty:
-                pending[-1][1] += repeat
-            else:
-                pending.append([empty, repeat])
-            row.pending = pending
+            _hold_empty_cell(row, cell, events, repeat)
             return
         if row.pending:
             for empty, n in row.pending:

@@ -90,16 +90,21 @@ def _split_sections(code: str) -> list[str]:
     return out[:4]
 
 
+# a single character's token kind (any other character is a literal)
+_CHAR_KINDS = {"0": "digit", "#": "digit", "?": "digit", ".": "dot", ",": "comma", "%": "pct",
+               "/": "slash", "@": "at"}
+
+
 def _tokens(section: str) -> list[tuple[str, str]]:
+    """A section's tokens, ``(kind, text)``: ``lit`` (quoted, escaped, a currency symbol,
+    ``General``, any other character), ``elapsed`` (``[h]``), ``ampm``, ``exp`` (its sign),
+    ``dt`` (``yyyy``, ``mm`` …, lower case), ``digit``, ``dot``, ``comma``, ``pct``,
+    ``slash``, ``at``; colours, conditions, padding and fill give none."""
     toks: list[tuple[str, str]] = []
     for m in _TOKEN.finditer(section):
         g = m.lastgroup
-        if g == "q":
-            toks.append(("lit", m.group("q")))
-        elif g == "esc":
-            toks.append(("lit", m.group("esc")))
-        elif g == "cur":
-            toks.append(("lit", m.group("cur")))
+        if g in ("q", "esc", "cur"):
+            toks.append(("lit", m.group(g)))
         elif g == "br":
             inner = m.group("br").lower()
             if inner and set(inner) <= set("hms"):
@@ -114,10 +119,7 @@ def _tokens(section: str) -> list[tuple[str, str]]:
             toks.append(("dt", m.group("dt").lower()))
         elif g == "ch":
             ch = m.group("ch")
-            kind = ("digit" if ch in _DIGIT else "dot" if ch == "." else "comma" if ch == ","
-                    else "pct" if ch == "%" else "slash" if ch == "/" else "at" if ch == "@"
-                    else "lit")
-            toks.append((kind, ch))
+            toks.append((_CHAR_KINDS.get(ch, "lit"), ch))
     return toks
 
 
@@ -137,240 +139,338 @@ def _general(value: float) -> str:
     return text
 
 
-class _Section:
-    __slots__ = ("toks", "kind", "has_sign")
+# The grammar a section is read by: tokens (:func:`_tokens`) make a section of one kind
+# (:func:`_section_kind`); a number section is literals around the number's placeholders
+# (:class:`_Layout`: fixed, scientific or a fraction), a time or date section a run of date
+# and time tokens and literals (:meth:`_Section.time`).
+
+def _section_kind(toks: list[tuple[str, str]]) -> str:
+    """What a section shows: ``elapsed``, ``datetime``, ``date``, ``time``, ``number``,
+    ``text`` (``@``), ``general`` or ``literal`` (text alone)."""
+    kinds = {k for k, _ in toks}
+    dt = [v for k, v in toks if k == "dt"]
+    timey = any(v[0] in "hs" for v in dt)
+    if "elapsed" in kinds:
+        return "elapsed"
+    if _is_date(dt, kinds):
+        return "datetime" if timey else "date"
+    if timey:
+        return "time"
+    if _is_number(toks, kinds):
+        return "number"
+    if "at" in kinds:
+        return "text"
+    if any(k == "lit" and v.lower() == "general" for k, v in toks) or not toks:
+        return "general"
+    return "literal"
+
+
+def _is_date(dt: list[str], kinds: set[str]) -> bool:
+    """Date tokens: a year or a day, or months alone in a section without digits."""
+    return bool(dt) and (any(v[0] in "yd" for v in dt)
+                         or ("digit" not in kinds and all(v[0] == "m" for v in dt)))
+
+
+def _is_number(toks: list[tuple[str, str]], kinds: set[str]) -> bool:
+    """Digit placeholders, or ``General`` with a literal beside it (``"Total: "General``)."""
+    return "digit" in kinds or ("lit", "General") in toks and any(
+        k == "lit" and v.strip() and v != "General" for k, v in toks)
+
+
+def _general_at(toks: list[tuple[str, str]]) -> int | None:
+    return next((i for i, (k, v) in enumerate(toks) if k == "lit" and v.lower() == "general"),
+                None)
+
+
+class _Layout:
+    """A number section's parts: the literals before the number and after it, the number's
+    placeholders (``mid``) and how they show it (``form``: :func:`_fixed`,
+    :func:`_scientific` or :func:`_fraction`), the thousands it divides by (commas right
+    after the number) and the percent signs it multiplies by."""
+
+    __slots__ = ("pre", "mid", "post", "scale", "pct", "form")
 
     def __init__(self, toks: list[tuple[str, str]]) -> None:
-        self.toks = toks
-        kinds = {k for k, _ in toks}
-        dt = [v for k, v in toks if k == "dt"]
-        if "elapsed" in kinds:
-            self.kind = "elapsed"
-        elif dt and any(v[0] in "yd" for v in dt) or (dt and "digit" not in kinds
-                                                      and all(v[0] == "m" for v in dt)):
-            timey = any(v[0] in "hs" for v in dt)
-            self.kind = "datetime" if timey else "date"
-        elif dt and any(v[0] in "hs" for v in dt):
-            self.kind = "time"
-        elif "digit" in kinds or ("lit", "General") in toks and any(
-                k == "lit" and v.strip() and v != "General" for k, v in toks):
-            self.kind = "number"
-        elif "at" in kinds:
-            self.kind = "text"
-        elif any(k == "lit" and v.lower() == "general" for k, v in toks) or not toks:
-            self.kind = "general"
-        else:
-            self.kind = "literal"
-        self.has_sign = any(k == "lit" and "-" in v for k, v in toks)
-
-    # -- numbers ---------------------------------------------------------------------------
-
-    def number(self, value: float) -> str:
-        toks = self.toks
-        gen = next((i for i, (k, v) in enumerate(toks) if k == "lit" and v.lower() == "general"),
-                   None)
-        if gen is not None:
-            pre = "".join(v for k, v in toks[:gen] if k == "lit")
-            return pre + _general(abs(value)) + "".join(v for k, v in toks[gen + 1:] if k == "lit")
         idx = [i for i, (k, _) in enumerate(toks) if k in ("digit", "dot", "exp", "slash")]
         first, last = idx[0], idx[-1]
         if toks[last][0] == "slash":  # a fixed denominator: '# ??/16'
             while last + 1 < len(toks) and toks[last + 1][1].isdigit():
                 last += 1
-        pre = "".join(v for k, v in toks[:first] if k in ("lit", "pct"))
-        post = "".join(v for k, v in toks[last + 1:] if k in ("lit", "pct"))
-        mid = toks[first:last + 1]
-        # trailing commas right after the number divide by 1000 each
-        scale = 0
+        self.pre = "".join(v for k, v in toks[:first] if k in ("lit", "pct"))
+        self.post = "".join(v for k, v in toks[last + 1:] if k in ("lit", "pct"))
+        self.mid = toks[first:last + 1]
+        self.scale = 0
         for k, _ in toks[last + 1:]:
             if k != "comma":
                 break
-            scale += 1
-        pct = sum(1 for k, _ in toks if k == "pct")
-        v = abs(value) * (100 ** pct) / (1000 ** scale)
-        if any(k == "slash" for k, _ in mid):
-            body = self._fraction(mid, v)
-        elif any(k == "exp" for k, _ in mid):
-            body = self._scientific(mid, v)
-        else:
-            body = self._fixed(mid, v)
-        return pre + body + post
+            self.scale += 1
+        self.pct = sum(1 for k, _ in toks if k == "pct")
+        self.form = (_fraction if any(k == "slash" for k, _ in self.mid)
+                     else _scientific if any(k == "exp" for k, _ in self.mid) else _fixed)
 
-    @staticmethod
-    def _fixed(mid: list[tuple[str, str]], v: float) -> str:
-        dot = next((i for i, (k, _) in enumerate(mid) if k == "dot"), None)
-        ipart = mid if dot is None else mid[:dot]
-        fpart = [] if dot is None else mid[dot + 1:]
-        iph = [c for k, c in ipart if k == "digit"][:MAX_DIGITS]
-        fph = [c for k, c in fpart if k == "digit"][:MAX_DIGITS]
-        thousands = any(k == "comma" for k, _ in ipart)
-        d = round_half_up(v, len(fph))
-        text = format(d, "f")
-        istr, _, fstr = text.partition(".")
-        if istr == "0" and "0" not in iph:
-            istr = ""
-        if thousands:
-            zeros = sum(1 for c in iph if c == "0")
-            digits = istr.zfill(zeros) if zeros else istr
-            # group by thousands, keeping the leading zeros the placeholders ask for
-            groups: list[str] = []
-            while len(digits) > 3:
-                groups.insert(0, digits[-3:])
-                digits = digits[:-3]
-            if digits:
-                groups.insert(0, digits)
-            istr = ",".join(groups)
-            ilits = "".join(c for k, c in ipart if k == "lit")
-            itext = istr + ilits
-        else:
-            # fill digits from the right into the placeholders, literals in between
-            places = list(istr)
-            out: list[str] = []
-            slots = [(k, c) for k, c in ipart if k in ("digit", "lit")]
-            n_ph = sum(1 for k, _ in slots if k == "digit")
-            seen = 0
-            for k, c in reversed(slots):
-                if k == "lit":
-                    out.append(c)
-                    continue
-                seen += 1
-                if seen == n_ph and len(places) > 1:  # the leftmost takes every digit left
-                    out.append("".join(places))
-                    places = []
-                elif places:
-                    out.append(places.pop())
-                else:
-                    out.append("0" if c == "0" else " " if c == "?" else "")
-            if places:
-                out.append("".join(places))
-            itext = "".join(reversed(out))
-        if dot is None:
-            return itext
-        f = list(fstr)
-        # trailing '#' show no trailing zeros, '?' a space
-        for i in range(len(fph) - 1, -1, -1):
-            if f[i] != "0" or fph[i] == "0":
-                break
-            f[i] = "" if fph[i] == "#" else " "
-        return itext + "." + "".join(f)
+    def render(self, value: float) -> str:
+        v = abs(value) * (100 ** self.pct) / (1000 ** self.scale)
+        return self.pre + self.form(self.mid, v) + self.post
 
-    @staticmethod
-    def _scientific(mid: list[tuple[str, str]], v: float) -> str:
-        e_at = next(i for i, (k, _) in enumerate(mid) if k == "exp")
-        sign = mid[e_at][1]
-        mant = mid[:e_at]
-        eph = [c for k, c in mid[e_at + 1:] if k == "digit"][:MAX_DIGITS]
-        dot = next((i for i, (k, _) in enumerate(mant) if k == "dot"), None)
-        iph = [c for k, c in (mant if dot is None else mant[:dot]) if k == "digit"]
-        fph = [] if dot is None else [c for k, c in mant[dot + 1:] if k == "digit"]
-        fph = fph[:MAX_DIGITS]
-        step = len(iph) if len(iph) > 1 and "#" in iph else 1
-        if v == 0:
-            exp = 0
-        else:
-            exp = math.floor(math.log10(v))
-            exp -= exp % step
-        m = round_half_up(v / (10 ** exp), len(fph)) if v else Decimal(0)
-        if m >= 10 ** step:
-            exp += step
-            m = round_half_up(v / (10 ** exp), len(fph))
-        mtext = format(m, "f")
-        if dot is None:
-            mtext = mtext.partition(".")[0]
-        esign = "-" if exp < 0 else ("+" if sign == "+" else "")
-        return f"{mtext}E{esign}{str(abs(exp)).zfill(len(eph) or 1)}"
 
-    @staticmethod
-    def _fraction(mid: list[tuple[str, str]], v: float) -> str:
-        s_at = next(i for i, (k, _) in enumerate(mid) if k == "slash")
-        left, right = mid[:s_at], mid[s_at + 1:]
-        den_text = "".join(c for k, c in right if k in ("digit", "lit")).strip()
-        # numerator: the digit placeholders just before '/'; an integer part before a space
-        j = len(left)
-        while j and left[j - 1][0] == "digit":
-            j -= 1
-        has_int = any(k == "digit" for k, _ in left[:j])
-        whole = int(v) if has_int else 0
-        rest = v - whole
-        if den_text.isdigit():
-            den = max(int(den_text), 1)
-            num = int(round_half_up(rest * den, 0))
-        else:
-            places = min(max(sum(1 for k, _ in right if k == "digit"), 1), 6)
-            fr = Fraction(rest).limit_denominator(10 ** places - 1)
-            num, den = fr.numerator, fr.denominator
-        if num == den and has_int:
-            whole, num = whole + 1, 0
-        if num == 0:
-            return str(whole) if has_int else "0"
-        frac = f"{num}/{den}"
-        return f"{whole} {frac}" if has_int and whole else frac
+def _at_dot(part: list[tuple[str, str]]) -> tuple[int | None, list[tuple[str, str]],
+                                                    list[tuple[str, str]]]:
+    """Placeholders split at their decimal point: (its index or None, before, after)."""
+    dot = next((i for i, (k, _) in enumerate(part) if k == "dot"), None)
+    return dot, (part if dot is None else part[:dot]), ([] if dot is None else part[dot + 1:])
 
-    # -- times -----------------------------------------------------------------------------
+
+def _fixed(mid: list[tuple[str, str]], v: float) -> str:
+    """A number in fixed notation: ``#,##0.00``, ``0.0#``, ``(000) 000-0000``."""
+    dot, ipart, fpart = _at_dot(mid)
+    iph = [c for k, c in ipart if k == "digit"][:MAX_DIGITS]
+    fph = [c for k, c in fpart if k == "digit"][:MAX_DIGITS]
+    istr, _, fstr = format(round_half_up(v, len(fph)), "f").partition(".")
+    if istr == "0" and "0" not in iph:
+        istr = ""
+    if any(k == "comma" for k, _ in ipart):
+        itext = _grouped(istr, iph, ipart)
+    else:
+        itext = _placed(istr, ipart)
+    if dot is None:
+        return itext
+    return itext + "." + _decimals(fstr, fph)
+
+
+def _grouped(istr: str, iph: list[str], ipart: list[tuple[str, str]]) -> str:
+    """The integer digits grouped by thousands, keeping the leading zeros the placeholders
+    ask for, the part's literals after them."""
+    zeros = sum(1 for c in iph if c == "0")
+    digits = istr.zfill(zeros) if zeros else istr
+    groups: list[str] = []
+    while len(digits) > 3:
+        groups.insert(0, digits[-3:])
+        digits = digits[:-3]
+    if digits:
+        groups.insert(0, digits)
+    return ",".join(groups) + "".join(c for k, c in ipart if k == "lit")
+
+
+def _placed(istr: str, ipart: list[tuple[str, str]]) -> str:
+    """The integer digits filled from the right into the placeholders, literals in between;
+    the leftmost placeholder takes every digit left."""
+    places = list(istr)
+    out: list[str] = []
+    slots = [(k, c) for k, c in ipart if k in ("digit", "lit")]
+    n_ph = sum(1 for k, _ in slots if k == "digit")
+    seen = 0
+    for k, c in reversed(slots):
+        if k == "lit":
+            out.append(c)
+            continue
+        seen += 1
+        if seen == n_ph and len(places) > 1:
+            out.append("".join(places))
+            places = []
+        elif places:
+            out.append(places.pop())
+        else:
+            out.append("0" if c == "0" else " " if c == "?" else "")
+    if places:
+        out.append("".join(places))
+    return "".join(reversed(out))
+
+
+def _decimals(fstr: str, fph: list[str]) -> str:
+    """The decimals: trailing zeros under ``#`` shown as nothing, under ``?`` as a space."""
+    f = list(fstr)
+    for i in range(len(fph) - 1, -1, -1):
+        if f[i] != "0" or fph[i] == "0":
+            break
+        f[i] = "" if fph[i] == "#" else " "
+    return "".join(f)
+
+
+def _scientific(mid: list[tuple[str, str]], v: float) -> str:
+    """A number in scientific notation: ``0.00E+00``, ``##0.0E+0`` (engineering: the
+    exponent a multiple of the integer placeholders)."""
+    e_at = next(i for i, (k, _) in enumerate(mid) if k == "exp")
+    sign = mid[e_at][1]
+    eph = [c for k, c in mid[e_at + 1:] if k == "digit"][:MAX_DIGITS]
+    dot, ipart, fpart = _at_dot(mid[:e_at])
+    iph = [c for k, c in ipart if k == "digit"]
+    fph = [c for k, c in fpart if k == "digit"][:MAX_DIGITS]
+    step = len(iph) if len(iph) > 1 and "#" in iph else 1
+    m, exp = _mantissa(v, step, len(fph))
+    mtext = format(m, "f")
+    if dot is None:
+        mtext = mtext.partition(".")[0]
+    esign = "-" if exp < 0 else ("+" if sign == "+" else "")
+    return f"{mtext}E{esign}{str(abs(exp)).zfill(len(eph) or 1)}"
+
+
+def _mantissa(v: float, step: int, places: int) -> tuple[Decimal, int]:
+    """The mantissa (rounded to ``places``) and the exponent, a multiple of ``step``."""
+    if v == 0:
+        exp = 0
+    else:
+        exp = math.floor(math.log10(v))
+        exp -= exp % step
+    m = round_half_up(v / (10 ** exp), places) if v else Decimal(0)
+    if m >= 10 ** step:
+        exp += step
+        m = round_half_up(v / (10 ** exp), places)
+    return m, exp
+
+
+def _fraction(mid: list[tuple[str, str]], v: float) -> str:
+    """A number as a fraction: ``# ?/?``, ``# ??/16``, ``?/?``."""
+    s_at = next(i for i, (k, _) in enumerate(mid) if k == "slash")
+    left, right = mid[:s_at], mid[s_at + 1:]
+    den_text = "".join(c for k, c in right if k in ("digit", "lit")).strip()
+    # numerator: the digit placeholders just before '/'; an integer part before a space
+    j = len(left)
+    while j and left[j - 1][0] == "digit":
+        j -= 1
+    has_int = any(k == "digit" for k, _ in left[:j])
+    whole = int(v) if has_int else 0
+    rest = v - whole
+    if den_text.isdigit():
+        den = max(int(den_text), 1)
+        num = int(round_half_up(rest * den, 0))
+    else:
+        places = min(max(sum(1 for k, _ in right if k == "digit"), 1), 6)
+        fr = Fraction(rest).limit_denominator(10 ** places - 1)
+        num, den = fr.numerator, fr.denominator
+    if num == den and has_int:
+        whole, num = whole + 1, 0
+    if num == 0:
+        return str(whole) if has_int else "0"
+    frac = f"{num}/{den}"
+    return f"{whole} {frac}" if has_int and whole else frac
+
+
+def _second_decimals(toks: list[tuple[str, str]]) -> int:
+    """The decimals shown after the seconds (``ss.00``: 2, at most 3)."""
+    frac_digits = 0
+    for i, (k, v) in enumerate(toks):
+        if k == "dot" and i and toks[i - 1][0] == "dt" and toks[i - 1][1][0] == "s":
+            frac_digits = min(sum(1 for k2, _ in toks[i + 1:i + 4] if k2 == "digit"), 3)
+    return frac_digits
+
+
+class _Clock:
+    """A serial day count as the time tokens show it: the seconds in all (``total``: what
+    elapsed time counts) and their fraction, the time of day, and the day (``when``: None
+    when no date is shown)."""
+
+    __slots__ = ("total", "frac", "h", "mi", "s", "when")
+
+    def __init__(self, serial: float, base: datetime | None, frac_digits: int) -> None:
+        total = round_half_up(serial * 86400, frac_digits)
+        self.total = int(total)
+        self.frac = total - self.total
+        self.when = base + timedelta(days=self.total // 86400) if base is not None else None
+        self.h, rem = divmod(self.total % 86400, 3600)
+        self.mi, self.s = divmod(rem, 60)
+
+    def elapsed(self, v: str) -> str:
+        """``[h]``, ``[mm]``, ``[ss]``: the hours, minutes or seconds in all."""
+        unit = v[0]
+        n = self.total // 3600 if unit == "h" else self.total // 60 if unit == "m" else self.total
+        return str(n).zfill(len(v))
+
+    def am_pm(self, v: str) -> str:
+        pm = self.h >= 12
+        return ("PM" if pm else "AM") if v.lower() == "am/pm" else ("P" if pm else "A")
+
+    def decimals(self, digits: int) -> str:
+        """The seconds' decimals, after their point."""
+        return "." + format(self.frac, "f")[2:2 + digits].ljust(digits, "0")
+
+    def date(self, c: str, n: int) -> str | None:
+        """A date token (``y``, ``m`` as a month, ``d``), None when no date is shown."""
+        when = self.when
+        if when is None:
+            return None
+        if c == "m":
+            return _month(when.month, n)
+        if c == "y":
+            return f"{when.year % 100:02d}" if n <= 2 else f"{when.year:04d}"
+        return str(when.day).zfill(n) if n <= 2 else _WEEKDAYS[when.weekday()][:3 if n == 3 else None]
+
+
+# tokens a time or date section shows as they are written
+_AS_WRITTEN = frozenset(("lit", "pct", "comma", "dot", "slash", "digit"))
+
+
+class _Section:
+    """One section of a format code: its tokens and what they show (:func:`_section_kind`);
+    a number section's layout, or where its ``General`` stands."""
+
+    __slots__ = ("toks", "kind", "has_sign", "general", "layout")
+
+    def __init__(self, toks: list[tuple[str, str]]) -> None:
+        self.toks = toks
+        self.kind = _section_kind(toks)
+        self.has_sign = any(k == "lit" and "-" in v for k, v in toks)
+        self.general = _general_at(toks) if self.kind == "number" else None
+        self.layout = (_Layout(toks) if self.kind == "number" and self.general is None
+                       else None)
+
+    def number(self, value: float) -> str:
+        if self.general is not None:  # General with literals around it
+            toks, gen = self.toks, self.general
+            pre = "".join(v for k, v in toks[:gen] if k == "lit")
+            return pre + _general(abs(value)) + "".join(v for k, v in toks[gen + 1:] if k == "lit")
+        assert self.layout is not None
+        return self.layout.render(value)
 
     def time(self, serial: float, base: datetime | None = None) -> str:
         """The time tokens of this section for a serial day count; the date tokens too when
         ``base`` (the workbook's day 0) is given, else they are left out."""
         toks = self.toks
         ampm = any(k == "ampm" for k, _ in toks)
-        frac_digits = 0
-        for i, (k, v) in enumerate(toks):
-            if k == "dot" and i and toks[i - 1][0] == "dt" and toks[i - 1][1][0] == "s":
-                frac_digits = min(sum(1 for k2, _ in toks[i + 1:i + 4] if k2 == "digit"), 3)
-        total = round_half_up(serial * 86400, frac_digits)
-        secs_total = int(total)
-        frac = total - secs_total
-        day_secs = secs_total % 86400
-        when = base + timedelta(days=secs_total // 86400) if base is not None else None
-        h, rem = divmod(day_secs, 3600)
-        mi, s = divmod(rem, 60)
+        frac_digits = _second_decimals(toks)
+        clock = _Clock(serial, base, frac_digits)
         out: list[str] = []
-        prev_h = False
+        prev_h = False  # the last time token was an hour: an ``m`` after it is minutes
         skip_digits = 0
         for i, (k, v) in enumerate(toks):
             if skip_digits and k == "digit":
                 skip_digits -= 1
                 continue
-            if k == "elapsed":
-                unit = v[0]
-                n = (secs_total // 3600 if unit == "h" else secs_total // 60 if unit == "m"
-                     else secs_total)
-                out.append(str(n).zfill(len(v)))
-                prev_h = unit == "h"
-            elif k == "dt":
-                c = v[0]
-                if c == "h":
-                    hh = (h % 12 or 12) if ampm else h
-                    out.append(str(hh).zfill(min(len(v), 2)))
-                    prev_h = True
-                elif c == "m":
-                    nxt = next((t for t in toks[i + 1:] if t[0] in ("dt", "elapsed")), None)
-                    if prev_h or (nxt and nxt[1][0] == "s"):
-                        out.append(str(mi).zfill(min(len(v), 2)))
-                    elif when is not None:
-                        out.append(_month(when.month, len(v)))
-                    prev_h = False
-                elif c == "y" and when is not None:
-                    out.append(f"{when.year % 100:02d}" if len(v) <= 2 else f"{when.year:04d}")
-                    prev_h = False
-                elif c == "d" and when is not None:
-                    n = len(v)
-                    out.append(str(when.day).zfill(n) if n <= 2 else
-                               _WEEKDAYS[when.weekday()][:3 if n == 3 else None])
-                    prev_h = False
-                elif c == "s":
-                    out.append(str(s).zfill(min(len(v), 2)))
-                    prev_h = False
+            if k == "dt":
+                text, prev_h = self._date_time(i, v, clock, ampm, prev_h)
+                if text is not None:
+                    out.append(text)
+            elif k == "elapsed":
+                out.append(clock.elapsed(v))
+                prev_h = v[0] == "h"
             elif k == "ampm":
-                pm = h >= 12
-                out.append(("PM" if pm else "AM") if v.lower() == "am/pm" else
-                           ("P" if pm else "A"))
+                out.append(clock.am_pm(v))
             elif k == "dot" and frac_digits and i and toks[i - 1][0] == "dt":
-                out.append("." + format(frac, "f")[2:2 + frac_digits].ljust(frac_digits, "0"))
+                out.append(clock.decimals(frac_digits))
                 skip_digits = frac_digits
-            elif k in ("lit", "pct", "comma", "dot", "slash", "digit"):
+            elif k in _AS_WRITTEN:
                 out.append(v)
         return "".join(out).strip()
+
+    def _date_time(self, i: int, v: str, clock: _Clock, ampm: bool,
+                   prev_h: bool) -> tuple[str | None, bool]:
+        """Token ``i`` (``v``: ``h``, ``mm``, ``yyyy`` …) as shown, None when it shows a date
+        and none is; and whether it was an hour."""
+        c, n = v[0], len(v)
+        if c == "h":
+            return str((clock.h % 12 or 12) if ampm else clock.h).zfill(min(n, 2)), True
+        if c == "s":
+            return str(clock.s).zfill(min(n, 2)), False
+        if c == "m":
+            if prev_h or self._seconds_next(i):  # minutes, not a month
+                return str(clock.mi).zfill(min(n, 2)), False
+            return clock.date(c, n), False
+        text = clock.date(c, n)
+        return text, prev_h if text is None else False
+
+    def _seconds_next(self, i: int) -> bool:
+        """The next time token after token ``i`` is seconds (``mm:ss``)."""
+        nxt = next((t for t in self.toks[i + 1:] if t[0] in ("dt", "elapsed")), None)
+        return bool(nxt and nxt[1][0] == "s")
 
 
 class NumberFormat:

@@ -508,6 +508,31 @@ class _Captures:
                 self.flow.pending_heading = None
 
 
+class _Deck:
+    """A presentation's slides as read so far: how many, the open shapes (each: inside a
+    slide's title, the Markdown's heading), the open slide's notes lines (written at its
+    end)."""
+
+    __slots__ = ("count", "shapes", "notes")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.shapes: list[bool] = []
+        self.notes: list[Any] = []
+
+
+class _Handlers:
+    """The handlers of a document's elements by tag: at their start (given the
+    attributes), at their end."""
+
+    __slots__ = ("starts", "ends")
+
+    def __init__(self, starts: dict[str, Callable[[dict[str, str]], None]],
+                 ends: dict[str, Callable[[], None]]) -> None:
+        self.starts = starts
+        self.ends = ends
+
+
 class _Content:
     """Events of an ODF document (``styles.xml``, then ``content.xml``, or one flat file)
     turned into lines: paragraphs, slides and embedded objects here, through the flow; list
@@ -525,62 +550,12 @@ class _Content:
         self.inner_bodies = 0  # open office:body elements of inline objects (a flat file's)
         self.skip = 0
         self.in_p = 0  # open text:p / text:h
-        self.slides = 0
         self.held = 0  # depth inside a spreadsheet drawing held for after the rows
-        self.shapes: list[bool] = []  # open shapes: inside a slide's title (the Markdown's)
-        self.notes: list[Any] = []  # the open slide's notes lines, written at its end
-        self.lists = lists = _Lists()
+        self.deck = _Deck()
+        self.lists = _Lists()
         self.sheet = sheet = _Sheet(flow)
-        self.captures = caps = _Captures(flow, sheet, max_chars)
-        f = flow
-        self.starts: dict[str, Callable[[dict[str, str]], None]] = {
-            TEXT + "p": self._p_start,
-            TEXT + "h": self._h_start,
-            TEXT + "s": self._spaces,
-            TEXT + "tab": lambda a: f.add("\t") if self.in_p else None,
-            TEXT + "line-break": lambda a: f.add("\n") if self.in_p else None,
-            TABLE + "table": sheet.table_start,
-            TABLE + "table-row": sheet.row_start,
-            TABLE + "table-cell": sheet.cell_start,
-            TABLE + "covered-table-cell": sheet.cell_start,
-            DRAW + "page": self._page_start,
-            DRAW + "object": self._object,
-            PRESENTATION + "notes": self._notes_start,
-            PRESENTATION + "footer-decl": lambda a: caps.open("footer"),
-            PRESENTATION + "header-decl": lambda a: caps.open("header"),
-            OFFICE + "annotation": lambda a: caps.open("comment"),
-            OFFICEOOO + "annotation": lambda a: caps.open("comment"),
-            SVG + "desc": lambda a: caps.open("alt"),
-            SVG + "title": lambda a: caps.open("alt"),
-            TEXT + "list": lists.list_start,
-            TEXT + "list-item": lists.item_start,
-            TEXT + "list-header": lists.header_item_start,
-            **{tag: self._kind(kind) for tag, kind in _BODY_KIND.items()},
-            **{tag: self._drawing_start for tag in _DRAWING_STARTS},
-        }
-        if flow.structured:  # what only the Markdown shows: links, table header rows
-            self.starts.update({
-                TEXT + "a": lambda a: f.link_start(a.get(XLINK + "href", "")) if self.in_p
-                else None,
-                TABLE + "table-header-rows": sheet.header_start,
-            })
-        self.ends: dict[str, Callable[[], None]] = {
-            TEXT + "p": self._p_end,
-            TEXT + "h": self._p_end,
-            TABLE + "table": sheet.table_end,
-            TABLE + "table-row": sheet.row_end,
-            TABLE + "table-cell": sheet.cell_end,
-            TABLE + "covered-table-cell": sheet.cell_end,
-            PRESENTATION + "notes": self._notes_end,
-            DRAW + "page": self._page_end,
-            TEXT + "list": lists.list_end,
-            TEXT + "list-item": lists.item_end,
-            TEXT + "list-header": lists.item_end,
-            **{tag: self._drawing_end for tag in _DRAWING_STARTS},
-        }
-        if flow.structured:
-            self.ends.update({TEXT + "a": flow.link_end,
-                              TABLE + "table-header-rows": sheet.header_end})
+        self.captures = _Captures(flow, sheet, max_chars)
+        self.handlers = _handlers(self, flow)
 
     # -- dispatch --------------------------------------------------------------------------
 
@@ -600,7 +575,7 @@ class _Content:
                 kind = attrs.get(OFFICE + "mimetype", "").rsplit(".", 1)[-1]
                 self.flow.emit(f"[embedded: inline object ({_INLINE_KINDS.get(kind, kind)})]")
                 return
-            f = self.starts.get(tag)
+            f = self.handlers.starts.get(tag)
             if f is not None:
                 f(attrs)
         elif tag == _OFFICE_BODY:
@@ -634,7 +609,7 @@ class _Content:
                 else:
                     self.in_body = False
                 return
-            f = self.ends.get(tag)
+            f = self.handlers.ends.get(tag)
             if f is not None:
                 f()
         elif tag == _LIST_STYLE or tag == _OUTLINE_STYLE:
@@ -695,7 +670,8 @@ class _Content:
         first = self.lists.item_first
         if first and first[-1]:  # the first paragraph of a list item (checked here: hot)
             self.lists.label_paragraph(self.flow, attrs)
-        if self.shapes and self.shapes[-1]:
+        shapes = self.deck.shapes
+        if shapes and shapes[-1]:
             self.flow.set_block(Heading(2))
 
     def _h_start(self, attrs: dict[str, str]) -> None:
@@ -716,12 +692,13 @@ class _Content:
             self.flow.add(" " * min(max(to_int(attrs.get(TEXT + "c"), 1), 1), _MAX_SPACES))
 
     def _page_start(self, _attrs: dict[str, str]) -> None:
-        self.slides += 1
-        self.flow.heading(f"# slide {self.slides}")
+        self.deck.count += 1
+        self.flow.heading(f"# slide {self.deck.count}")
 
     def _drawing_start(self, attrs: dict[str, str]) -> None:
-        if self.flow.structured and len(self.shapes) < 256:  # a slide's title: a heading
-            self.shapes.append(bool(self.shapes and self.shapes[-1]) or (
+        shapes = self.deck.shapes
+        if self.flow.structured and len(shapes) < 256:  # a slide's title: a heading
+            shapes.append(bool(shapes and shapes[-1]) or (
                 self.kind == "odp" and attrs.get(PRESENTATION + "class") == "title"))
         # shapes nest only in shapes, so counting these elements finds the held one's end
         if self.held:
@@ -731,8 +708,8 @@ class _Content:
             self.held = 1
 
     def _drawing_end(self) -> None:
-        if self.shapes:
-            self.shapes.pop()
+        if self.deck.shapes:
+            self.deck.shapes.pop()
         if self.held:
             self.held -= 1
             if not self.held:
@@ -740,8 +717,8 @@ class _Content:
 
     def _page_end(self) -> None:
         """The notes after the slide's text and its annotations (written after the notes)."""
-        if self.notes:
-            notes, self.notes = self.notes, []
+        if self.deck.notes:
+            notes, self.deck.notes = self.deck.notes, []
             self.flow.pending_heading = "## notes"
             for line in notes:
                 self.flow.emit(line)
@@ -751,13 +728,69 @@ class _Content:
         self.flow.hold()
 
     def _notes_end(self) -> None:
-        self.notes.extend(self.flow.release())
+        self.deck.notes.extend(self.flow.release())
 
     def _object(self, attrs: dict[str, str]) -> None:
         href = attrs.get(XLINK + "href", "")
         if self.objects is not None and href:
             for line in self.objects(href):
                 self.flow.emit(line)
+
+
+def _handlers(content: _Content, flow: Flow) -> _Handlers:
+    """A document's element handlers: the content's own, its lists', its tables', its
+    captures'; a structured flow's links and table header rows besides."""
+    lists, sheet, caps = content.lists, content.sheet, content.captures
+    f = flow
+    starts: dict[str, Callable[[dict[str, str]], None]] = {
+        TEXT + "p": content._p_start,
+        TEXT + "h": content._h_start,
+        TEXT + "s": content._spaces,
+        TEXT + "tab": lambda a: f.add("\t") if content.in_p else None,
+        TEXT + "line-break": lambda a: f.add("\n") if content.in_p else None,
+        TABLE + "table": sheet.table_start,
+        TABLE + "table-row": sheet.row_start,
+        TABLE + "table-cell": sheet.cell_start,
+        TABLE + "covered-table-cell": sheet.cell_start,
+        DRAW + "page": content._page_start,
+        DRAW + "object": content._object,
+        PRESENTATION + "notes": content._notes_start,
+        PRESENTATION + "footer-decl": lambda a: caps.open("footer"),
+        PRESENTATION + "header-decl": lambda a: caps.open("header"),
+        OFFICE + "annotation": lambda a: caps.open("comment"),
+        OFFICEOOO + "annotation": lambda a: caps.open("comment"),
+        SVG + "desc": lambda a: caps.open("alt"),
+        SVG + "title": lambda a: caps.open("alt"),
+        TEXT + "list": lists.list_start,
+        TEXT + "list-item": lists.item_start,
+        TEXT + "list-header": lists.header_item_start,
+        **{tag: content._kind(kind) for tag, kind in _BODY_KIND.items()},
+        **{tag: content._drawing_start for tag in _DRAWING_STARTS},
+    }
+    if flow.structured:  # what only the Markdown shows: links, table header rows
+        starts.update({
+            TEXT + "a": lambda a: f.link_start(a.get(XLINK + "href", "")) if content.in_p
+            else None,
+            TABLE + "table-header-rows": sheet.header_start,
+        })
+    ends: dict[str, Callable[[], None]] = {
+        TEXT + "p": content._p_end,
+        TEXT + "h": content._p_end,
+        TABLE + "table": sheet.table_end,
+        TABLE + "table-row": sheet.row_end,
+        TABLE + "table-cell": sheet.cell_end,
+        TABLE + "covered-table-cell": sheet.cell_end,
+        PRESENTATION + "notes": content._notes_end,
+        DRAW + "page": content._page_end,
+        TEXT + "list": lists.list_end,
+        TEXT + "list-item": lists.item_end,
+        TEXT + "list-header": lists.item_end,
+        **{tag: content._drawing_end for tag in _DRAWING_STARTS},
+    }
+    if flow.structured:
+        ends.update({TEXT + "a": flow.link_end,
+                     TABLE + "table-header-rows": sheet.header_end})
+    return _Handlers(starts, ends)
 
 
 def _parse(content: "_Content", chunks, name: str) -> None:
@@ -906,7 +939,7 @@ def read(doc: Document, sink: TextSink, ctx: Context) -> ReadResult:
         raise CorruptDocument(f"damaged {doc.name or 'document'}: {e!r}") from None
     if not content.kind:
         raise CorruptDocument("not an OpenDocument text, spreadsheet or presentation")
-    details = {"slides": content.slides} if content.kind in ("odp", "odg") else {}
+    details = {"slides": content.deck.count} if content.kind in ("odp", "odg") else {}
     return ReadResult(content.kind, details=details).with_metadata(_doc_meta(props, content))
 
 
@@ -946,8 +979,8 @@ def _doc_meta(props: "Props | None", content: "_Content") -> DocMeta:
     from .docprops import Props, odf_meta
 
     doc_meta = odf_meta(props or Props(), content.kind)
-    if content.kind in ("odp", "odg") and content.slides:
-        doc_meta = DocMeta(**{**_fields_of(doc_meta), "slides": content.slides})
+    if content.kind in ("odp", "odg") and content.deck.count:
+        doc_meta = DocMeta(**{**_fields_of(doc_meta), "slides": content.deck.count})
     return doc_meta
 
 

@@ -18,6 +18,7 @@ import math
 import posixpath
 import re
 import zipfile
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -805,33 +806,46 @@ class _Numbering:
         own = bool(starts or overrides)
         counters = self.counters.setdefault(f"num:{num_id}" if own else abs_id,
                                             [None] * _MAX_LEVELS)
-        # w:startOverride replaces the level's start in this list, at every restart of it
-        count = counters[ilvl]
-        counters[ilvl] = starts.get(ilvl, lvl.start) if count is None else count + 1
-        for d in range(ilvl + 1, _MAX_LEVELS):
-            deeper = levels.get(d)
-            if deeper is None or deeper.restart is None or (deeper.restart and
-                                                            ilvl < deeper.restart):
-                counters[d] = None
-        text = lvl.text if lvl.text is not None else f"%{ilvl + 1}."
-        if lvl.fmt == "bullet":
-            label = "".join(_BULLETS.get(ch, "\u2022" if "\ue000" <= ch <= "\uf8ff" else ch)
-                            for ch in text)
-        else:
-            def number(m: re.Match) -> str:
-                k = int(m.group(1)) - 1
-                level = levels.get(k)
-                if level is None:
-                    return ""
-                count = counters[k]
-                n = count if count is not None else level.start
-                fmt = "decimal" if lvl.legal and level.fmt != "none" else level.fmt
-                return list_number(n, fmt)
-            label = _LEVEL_REF.sub(number, text)
-        label = label.strip()
+        _count(counters, levels, ilvl, starts.get(ilvl, lvl.start))
+        label = _level_text(lvl, ilvl, levels, counters).strip()
         if not label:
             return ""
         return label if lvl.suffix == "nothing" else label + " "
+
+
+def _count(counters: list[int | None], levels: dict[int, _Level], ilvl: int,
+           start: int) -> None:
+    """A paragraph counted at level ``ilvl`` (``start``: the level's first number, which
+    w:startOverride replaces in its list at every restart); the deeper levels that restart
+    after it set back."""
+    count = counters[ilvl]
+    counters[ilvl] = start if count is None else count + 1
+    for d in range(ilvl + 1, _MAX_LEVELS):
+        deeper = levels.get(d)
+        if deeper is None or deeper.restart is None or (deeper.restart and
+                                                        ilvl < deeper.restart):
+            counters[d] = None
+
+
+def _level_text(lvl: _Level, ilvl: int, levels: dict[int, _Level],
+                counters: list[int | None]) -> str:
+    """A level's label text: its bullet characters, or its ``%N`` references replaced by
+    the levels' numbers in their formats."""
+    text = lvl.text if lvl.text is not None else f"%{ilvl + 1}."
+    if lvl.fmt == "bullet":
+        return "".join(_BULLETS.get(ch, "\u2022" if "\ue000" <= ch <= "\uf8ff" else ch)
+                       for ch in text)
+
+    def number(m: re.Match) -> str:
+        k = int(m.group(1)) - 1
+        level = levels.get(k)
+        if level is None:
+            return ""
+        count = counters[k]
+        n = count if count is not None else level.start
+        fmt = "decimal" if lvl.legal and level.fmt != "none" else level.fmt
+        return list_number(n, fmt)
+    return _LEVEL_REF.sub(number, text)
 
 
 _LEVEL_REF = re.compile(r"%([1-9])")
@@ -1447,19 +1461,10 @@ def _read_pptx_comments(pkg: _Package, part: str, authors: dict[str, dict[str, s
 
 
 def _read_pptx(pkg: _Package, main: str, flow: Flow, ctx: Context) -> dict:
-    slides: list[str] = []
-    if main in pkg:
-        rels = {rid: t for rid, typ, t in _read_rels(pkg, main)
-                if typ.endswith("/slide")}
-        ids = collect(pkg.chunks(main), main, frozenset({P + "sldId"}))
-        slides = [rels[a[R + "id"]] for _, a in ids if rels.get(a.get(R + "id", "")) in pkg]
-    if not slides:
-        slides = pkg.like("ppt/slides", "slide")
-        if not slides and main not in pkg:
-            raise CorruptDocument("not a presentation: no presentation or slide parts")
+    slides = _slide_parts(pkg, main)
     walker = _Slide(flow)
     extras = _Extras(pkg, ctx, flow)
-    authors: dict[str, dict[str, str]] | None = None
+    authors: dict[str, dict[str, str]] = {}  # the comments' authors, read at the first comment
     for n, slide in enumerate(slides, 1):
         flow.heading(f"# slide {n}")
         walker.read(pkg, slide)
@@ -1470,16 +1475,7 @@ def _read_pptx(pkg: _Package, main: str, flow: Flow, ctx: Context) -> dict:
                     flow.emit(line)
         for _, typ, target in slide_rels:
             if typ.endswith("/comments") and target in pkg:
-                if authors is None:
-                    authors = {
-                        "legacy": _comment_authors(pkg, "ppt/commentAuthors.xml",
-                                                   P + "cmAuthor", "name"),
-                        "modern": _comment_authors(pkg, "ppt/authors.xml",
-                                                   P188 + "author", "name"),
-                    }
-                modern = "/2018/" in typ or "modernComment" in target
-                for line in _read_pptx_comments(pkg, target, authors, modern):
-                    flow.emit(flow.note(line))
+                _slide_comments(pkg, flow, typ, target, authors)
         for _, typ, target in slide_rels:
             if typ.endswith("/notesSlide") and target in pkg:
                 flow.pending_heading = "## notes"
@@ -1487,6 +1483,35 @@ def _read_pptx(pkg: _Package, main: str, flow: Flow, ctx: Context) -> dict:
                 flow.pending_heading = None
                 break
     return {"slides": len(slides)}
+
+
+def _slide_parts(pkg: _Package, main: str) -> list[str]:
+    """The slides' parts in the presentation's order (else the slide parts found)."""
+    slides: list[str] = []
+    if main in pkg:
+        rels = {rid: t for rid, typ, t in _read_rels(pkg, main)
+                if typ.endswith("/slide")}
+        ids = collect(pkg.chunks(main), main, frozenset({P + "sldId"}))
+        slides = [rels[a[R + "id"]] for _, a in ids if rels.get(a.get(R + "id", "")) in pkg]
+    if not slides:
+        slides = pkg.like("ppt/slides", "slide")
+        if not slides and main not in pkg:
+            raise CorruptDocument("not a presentation: no presentation or slide parts")
+    return slides
+
+
+def _slide_comments(pkg: _Package, flow: Flow, typ: str, target: str,
+                    authors: dict[str, dict[str, str]]) -> None:
+    """A slide's comments part (legacy or modern) as notes; ``authors`` read once, at the
+    first."""
+    if not authors:
+        authors.update({
+            "legacy": _comment_authors(pkg, "ppt/commentAuthors.xml", P + "cmAuthor", "name"),
+            "modern": _comment_authors(pkg, "ppt/authors.xml", P188 + "author", "name"),
+        })
+    modern = "/2018/" in typ or "modernComment" in target
+    for line in _read_pptx_comments(pkg, target, authors, modern):
+        flow.emit(flow.note(line))
 
 
 # -- XLSX -------------------------------------------------------------------------------------
@@ -1731,6 +1756,26 @@ def _parse_comments(pkg: _Package, part: str, item: str, text_tag: str, who_attr
     parse_xml(pkg.chunks(part), part, start, end, text)
 
 
+@dataclass(frozen=True)
+class _Book:
+    """What a workbook's cells are shown with: its shared strings, its cell formats' number
+    formats (by style index), its date system's day zero."""
+
+    shared: list[str]
+    styles: dict[int, NumberFormat]
+    base: datetime
+
+
+class _Comments:
+    """A sheet's comments ``(row, column, line)`` in row order, and how many are written."""
+
+    __slots__ = ("lines", "written")
+
+    def __init__(self, lines: list[tuple[int, int, str]]) -> None:
+        self.lines = lines
+        self.written = 0
+
+
 class _Sheet:
     """One worksheet's rows as tab-separated lines, columns placed by their ``r`` refs.
 
@@ -1740,25 +1785,20 @@ class _Sheet:
     texts and the drawing's relationship id are kept for after the rows.
     """
 
-    def __init__(self, sink: TextSink, max_parts: int, shared: list[str],
-                 styles: dict[int, NumberFormat], base: datetime,
+    def __init__(self, sink: TextSink, max_parts: int, book: _Book,
                  comments: list[tuple[int, int, str]] | None = None) -> None:
         self.sink = sink
         self.max_parts = max_parts
-        self.shared = shared
-        self.styles = styles
-        self.base = base
+        self.book = book
         self.row: list[str] = []
         self.col = 0
         self.cell: dict[str, str] = {}  # the open cell's attributes
         self.skip = 0  # depth in a phonetic run (rPh) of an inline string
         self.columns: dict[str, int] = {}
-        self.comments = comments or []
-        self.next_comment = 0
+        self.comments = _Comments(comments or [])
         self.row_number = 0
         self.headers: dict[str, list[str]] = {}  # "oddHeader" -> its text
         self.drawings: list[str] = []  # r:id of the sheet's drawing and embedded objects
-        self.structured = sink.structured  # its rows a table, its comments notes
         self.table_open = False
         self.width = 0  # the width the sheet's <dimension> declares (0: none)
         self.parser = p = new_parser()
@@ -1777,7 +1817,7 @@ class _Sheet:
                 self.col = 0
                 r = a.get("r")
                 self.row_number = int(r) if r and r.isdigit() else self.row_number + 1
-                if self.comments:
+                if self.comments.lines:
                     self.write_comments(self.row_number - 1)
             elif tag == _RPH or self.skip:
                 self.skip += 1
@@ -1801,7 +1841,7 @@ class _Sheet:
                 if self.row:
                     self.write_row(self.row)
                     self.row = []
-                if self.comments:
+                if self.comments.lines:
                     self.write_comments(self.row_number)
             elif self.skip:
                 self.skip -= 1
@@ -1811,6 +1851,11 @@ class _Sheet:
 
         p.StartElementHandler = start
         p.EndElementHandler = end
+
+    @property
+    def structured(self) -> bool:
+        """A structured sink's: the rows a table, the comments notes."""
+        return self.sink.structured
 
     def write_row(self, row: list[str]) -> None:
         """One row: its cells joined by tabs (a structured sink: a row of the sheet's table)."""
@@ -1838,15 +1883,15 @@ class _Sheet:
 
     def write_comments(self, upto: int) -> None:
         """Write the comments of the rows up to ``upto`` not written yet."""
-        cs = self.comments
-        i = self.next_comment
+        cs = self.comments.lines
+        i = self.comments.written
         while i < len(cs) and cs[i][0] <= upto:
             if self.structured:
                 write_line(self.sink, block_line(Note("comment"), cs[i][2]))
             else:
                 self.sink.write(cs[i][2] + "\n")
             i += 1
-        self.next_comment = i
+        self.comments.written = i
 
     def header_footer(self) -> list[str]:
         """``## header`` / ``## footer`` blocks: each distinct text of the odd, even and
@@ -1884,29 +1929,7 @@ class _Sheet:
         self.col = col + 1
         if not raw:
             return
-        t = a.get("t", "n")
-        if t == "s":
-            try:
-                v = self.shared[int(raw)]
-            except (ValueError, IndexError):
-                return
-        elif t == "n":
-            style = a.get("s")
-            fmt = self.styles.get(int(style)) if style and style.isdigit() else None
-            if fmt is None:
-                v = _number(raw)
-            elif fmt.kind == "number" or fmt.kind == "literal":
-                try:
-                    shown = fmt.render(float(raw))
-                except ValueError:
-                    shown = None
-                v = _number(raw) if shown is None else shown
-            else:
-                v = _serial_date(raw, fmt, self.base)
-        elif t == "b":
-            v = "TRUE" if raw.strip() in ("1", "true") else "FALSE"
-        else:  # inlineStr, str (formula text), e (error), d (ISO date)
-            v = clean(raw)
+        v = self._value(a.get("t", "n"), a.get("s"), raw)
         if not v:
             return
         if "\t" in v or "\n" in v:
@@ -1919,6 +1942,30 @@ class _Sheet:
         row.append(v)
         if len(row) > self.max_parts:
             self._overflow()
+
+    def _value(self, t: str, style: str | None, raw: str) -> str | None:
+        """A cell's value as shown, by its type ``t``: a shared string, a number in its
+        style's format (a date, a time), a boolean, text (inlineStr, str: a formula's text,
+        e: an error, d: an ISO date)."""
+        if t == "s":
+            try:
+                return self.book.shared[int(raw)]
+            except (ValueError, IndexError):
+                return None
+        if t == "n":
+            fmt = self.book.styles.get(int(style)) if style and style.isdigit() else None
+            if fmt is None:
+                return _number(raw)
+            if fmt.kind == "number" or fmt.kind == "literal":
+                try:
+                    shown = fmt.render(float(raw))
+                except ValueError:
+                    shown = None
+                return _number(raw) if shown is None else shown
+            return _serial_date(raw, fmt, self.book.base)
+        if t == "b":
+            return "TRUE" if raw.strip() in ("1", "true") else "FALSE"
+        return clean(raw)
 
     def _overflow(self) -> None:
         if self.row:
@@ -1948,7 +1995,39 @@ class _Drawing(_Slide):
 
 
 def _read_xlsx(pkg: _Package, main: str, sink: TextSink, ctx: Context) -> dict:
-    max_parts = ctx.limits.max_parts
+    sheets, date1904, persons = _workbook(pkg, main)
+    book = _Book(_read_shared_strings(pkg), _read_styles(pkg),
+                 _BASE_1904 if date1904 else _BASE_1900)
+    extras = _Extras(pkg, ctx, make_flow(sink, ctx.limits))
+    structured = sink.structured
+    for name, part in sheets:
+        heading = f"# {one_line(name)}"
+        write_line(sink, marker_line(heading) if structured else heading)
+        sheet_rels = _read_rels(pkg, part)
+        comments = _read_sheet_comments(pkg, sheet_rels, persons) if sheet_rels else []
+        sheet = _Sheet(sink, ctx.limits.max_parts, book, comments)
+        try:
+            feed(sheet.parser, pkg.chunks(part), part)
+        except CapReached:
+            if sheet.row:  # the row open when a byte cap struck
+                sheet.write_row(sheet.row)
+            raise
+        sheet.end_table()
+        sheet.write_comments(1 << 62)
+        _sheet_drawings(pkg, sheet, {rid: (typ, t) for rid, typ, t in sheet_rels}, extras,
+                        sink, ctx)
+        for line in sheet.header_footer():
+            if structured:
+                write_line(sink, marker_line(line) if line.startswith("## ")
+                           else block_line(Paragraph(), line), clean_text=True)
+            else:
+                sink.write(clean(line) + "\n")
+    return {"sheets": len(sheets)}
+
+
+def _workbook(pkg: _Package, main: str) -> tuple[list[tuple[str, str]], bool, dict[str, str]]:
+    """The workbook's sheets ``(name, part)`` in its order (else the sheet parts found), its
+    date system (1904), and the people its threaded comments name (id -> display name)."""
     sheets: list[tuple[str, str]] = []
     date1904 = False
     persons: dict[str, str] = {}
@@ -1970,44 +2049,24 @@ def _read_xlsx(pkg: _Package, main: str, sink: TextSink, ctx: Context) -> dict:
     if not sheets:
         sheets = [(posixpath.basename(p)[:-4], p)
                   for p in pkg.like("xl/worksheets", "sheet")]
-    shared = _read_shared_strings(pkg)
-    styles = _read_styles(pkg)
-    base = _BASE_1904 if date1904 else _BASE_1900
-    extras = _Extras(pkg, ctx, make_flow(sink, ctx.limits))
-    structured = sink.structured
-    for name, part in sheets:
-        heading = f"# {one_line(name)}"
-        write_line(sink, marker_line(heading) if structured else heading)
-        sheet_rels = _read_rels(pkg, part)
-        comments = _read_sheet_comments(pkg, sheet_rels, persons) if sheet_rels else []
-        sheet = _Sheet(sink, max_parts, shared, styles, base, comments)
-        try:
-            feed(sheet.parser, pkg.chunks(part), part)
-        except CapReached:
-            if sheet.row:  # the row open when a byte cap struck
-                sheet.write_row(sheet.row)
-            raise
-        sheet.end_table()
-        sheet.write_comments(1 << 62)
-        rel_map = {rid: (typ, t) for rid, typ, t in sheet_rels}
-        for rid in sheet.drawings:
-            typ, target = rel_map.get(rid, ("", ""))
-            if typ.endswith("/drawing") and target in pkg:
-                flow = make_flow(sink, ctx.limits)
-                drawing = _Drawing(flow, extras)
-                drawing.rels = _rel_map(pkg, target)
-                drawing.links = _link_targets(pkg, target) if structured else {}
-                run_capped(flow, lambda: drawing.parse(pkg, target))
-            else:
-                for line in extras.related(rel_map, rid):
-                    write_line(sink, line)
-        for line in sheet.header_footer():
-            if structured:
-                write_line(sink, marker_line(line) if line.startswith("## ")
-                           else block_line(Paragraph(), line), clean_text=True)
-            else:
-                sink.write(clean(line) + "\n")
-    return {"sheets": len(sheets)}
+    return sheets, date1904, persons
+
+
+def _sheet_drawings(pkg: _Package, sheet: _Sheet, rel_map: dict[str, tuple[str, str]],
+                    extras: _Extras, sink: TextSink, ctx: Context) -> None:
+    """The drawings a sheet anchors (shapes, text boxes, charts, SmartArt), and the other
+    parts its drawing and object elements name."""
+    for rid in sheet.drawings:
+        typ, target = rel_map.get(rid, ("", ""))
+        if typ.endswith("/drawing") and target in pkg:
+            flow = make_flow(sink, ctx.limits)
+            drawing = _Drawing(flow, extras)
+            drawing.rels = _rel_map(pkg, target)
+            drawing.links = _link_targets(pkg, target) if sink.structured else {}
+            run_capped(flow, lambda: drawing.parse(pkg, target))
+        else:
+            for line in extras.related(rel_map, rid):
+                write_line(sink, line)
 
 
 # -- entry point ------------------------------------------------------------------------------

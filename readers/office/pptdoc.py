@@ -173,18 +173,7 @@ def _by_persist(w: _Walker, current_edit: int) -> list[Slide]:
     doc_at = directory.get(doc_ref)
     if doc_at is None or w.header(doc_at)[2] != RT_DOCUMENT:
         raise CorruptDocument("PowerPoint document container not found")
-    lists: dict[int, list[tuple[int, int, list[str]]]] = {}  # instance -> [(persist, id, texts)]
-    for pos, ver, inst, rtype, ln in w.children(doc_at):
-        if rtype != RT_SLIDE_LIST or ver != 0xF:
-            continue
-        entries = lists.setdefault(inst, [])
-        for cpos, _cver, _ci, ctype, cln in w.children(pos):
-            if ctype == RT_SLIDE_PERSIST and cln >= 16:
-                persist, _flags, _ntexts, slide_id = struct.unpack_from(
-                    "<IIII", w.data, cpos + 8)
-                entries.append((persist, slide_id, []))
-            elif ctype in (RT_TEXT_CHARS, RT_TEXT_BYTES) and entries:
-                entries[-1][2].append(w.atom_text(cpos, ctype, cln))
+    lists = _slide_lists(w, doc_at)
     notes_by_id: dict[int, int] = {}
     for persist, slide_id, _texts in lists.get(2, []):
         if persist in directory:
@@ -196,15 +185,39 @@ def _by_persist(w: _Walker, current_edit: int) -> list[Slide]:
         notes: list[str] = []
         if at is not None and w.header(at)[2] == RT_SLIDE:
             own = w.texts_in_order(at)
-            for cpos, _v, _i, ctype, cln in w.children(at):
-                if ctype == RT_SLIDE_ATOM and cln >= 24:
-                    notes_id = struct.unpack_from("<I", w.data, cpos + 8 + 16)[0]
-                    notes_at = notes_by_id.get(notes_id)
-                    if notes_at is not None and w.header(notes_at)[2] == RT_NOTES:
-                        notes = w.texts_in_order(notes_at)
-                    break
+            notes = _slide_notes(w, at, notes_by_id)
         out.append(Slide(_paragraphs(outline + own), _paragraphs(notes)))
     return out
+
+
+def _slide_lists(w: _Walker, doc_at: int) -> dict[int, list[tuple[int, int, list[str]]]]:
+    """The document's slide lists by instance (0: slides, 2: notes), each entry
+    ``(persist id, slide id, outline texts)``."""
+    lists: dict[int, list[tuple[int, int, list[str]]]] = {}
+    for pos, ver, inst, rtype, ln in w.children(doc_at):
+        if rtype != RT_SLIDE_LIST or ver != 0xF:
+            continue
+        entries = lists.setdefault(inst, [])
+        for cpos, _cver, _ci, ctype, cln in w.children(pos):
+            if ctype == RT_SLIDE_PERSIST and cln >= 16:
+                persist, _flags, _ntexts, slide_id = struct.unpack_from(
+                    "<IIII", w.data, cpos + 8)
+                entries.append((persist, slide_id, []))
+            elif ctype in (RT_TEXT_CHARS, RT_TEXT_BYTES) and entries:
+                entries[-1][2].append(w.atom_text(cpos, ctype, cln))
+    return lists
+
+
+def _slide_notes(w: _Walker, at: int, notes_by_id: dict[int, int]) -> list[str]:
+    """The texts of the notes the slide at ``at`` names in its SlideAtom (none: [])."""
+    for cpos, _v, _i, ctype, cln in w.children(at):
+        if ctype == RT_SLIDE_ATOM and cln >= 24:
+            notes_id = struct.unpack_from("<I", w.data, cpos + 8 + 16)[0]
+            notes_at = notes_by_id.get(notes_id)
+            if notes_at is not None and w.header(notes_at)[2] == RT_NOTES:
+                return w.texts_in_order(notes_at)
+            break
+    return []
 
 
 def _by_scan(w: _Walker) -> list[Slide]:

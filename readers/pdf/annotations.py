@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from .pdfium import Pdfium
+from .pdfium import PdfiumAnnots
 from .text import clean_page, decode_text_string
 
 # Annotations whose /Contents is text a reader wrote: every markup annotation (notes, free
@@ -42,10 +42,9 @@ class Notes:
     prototypes of PDFium's functions (most pages have none, or only links: the checked
     bindings cost ≈ 50 µs a page for the count alone)."""
 
-    def __init__(self, api: Pdfium) -> None:
-        self._count, self._get = api.annot_count, api.annot
-        self._subtype, self._value, self._close = (api.annot_subtype, api.annot_value,
-                                                   api.close_annot)
+    def __init__(self, api: PdfiumAnnots) -> None:
+        self._count, self._get = api.count, api.get
+        self._subtype, self._value, self._close = api.subtype, api.value, api.close
 
     def _string(self, annot: int, key: bytes) -> str:
         size = self._value(annot, key, None, 0)

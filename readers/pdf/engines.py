@@ -22,7 +22,8 @@ from .annotations import Notes, miner_annotations, note_text
 from .info import INFO_KEYS
 from .outline import MinerOutline, PdfiumOutline, walk_outline
 from .pages import PageText, PdfMeta
-from .pdfium import PROBE_CHARS, Angles, Gaps, pdfium_api, pdfium_error
+from .pdfium import (PROBE_CHARS, Angles, Gaps, Pdfium, pdfium_annots, pdfium_api,
+                     pdfium_error)
 from .text import clean_page, decode_text_string, first_line
 
 ENCRYPTED = "encrypted PDF (password required)"
@@ -60,11 +61,32 @@ def _pdfium_meta(pdf: Any) -> PdfMeta:
 
 
 def _pdfium_events(data: bytes, max_pages: int) -> Events:
+    pdf = _pdfium_open(data)
+    try:
+        n = len(pdf)
+        yield _pdfium_meta(pdf)
+        api = pdfium_api()
+        angles, reader_notes = Angles(api), Notes(pdfium_annots())
+        probe = _Probe(Gaps(api))
+        handle = ctypes.cast(pdf.raw, ctypes.c_void_p).value
+        for i in range(min(n, max_pages)):
+            try:
+                text, notes = _pdfium_page(api, handle, i, angles, probe, reader_notes)
+            except Exception as e:
+                yield PageText(i + 1, error=f"{type(e).__name__}: {e}")
+                continue
+            yield PageText(i + 1, clean_page(text.replace("\x02", "-")), annotations=tuple(notes))
+    finally:
+        pdf.close()
+
+
+def _pdfium_open(data: bytes) -> Any:
+    """The PDFium document, or the reader's error for a file it refuses."""
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
 
     try:
-        pdf = pdfium.PdfDocument(data)
+        return pdfium.PdfDocument(data)
     except pdfium.PdfiumError as e:
         code = getattr(e, "err_code", None)
         if code == raw.FPDF_ERR_PASSWORD:
@@ -73,64 +95,79 @@ def _pdfium_events(data: bytes, max_pages: int) -> Events:
             raise EncryptedDocument("encrypted PDF (unsupported security handler)") from None
         reason = "no pages" if code == raw.FPDF_ERR_SUCCESS else str(e)
         raise CorruptDocument(f"unreadable PDF: {reason}") from None
+
+
+def _pdfium_page(api: Pdfium, handle: Any, i: int, angles: Angles, probe: "_Probe",
+                 reader_notes: Notes) -> tuple[str, list[str]]:
+    """Page ``i``'s text and its annotation notes (a broken annotation costs the notes,
+    never the text)."""
+    page = api.load_page(handle, i)
+    if not page:
+        raise pdfium_error("Failed to load page.")
     try:
-        n = len(pdf)
-        yield _pdfium_meta(pdf)
-        api = pdfium_api()
-        gaps, angles, reader_notes = Gaps(api), Angles(api), Notes(api)
-        handle = ctypes.cast(pdf.raw, ctypes.c_void_p).value
-        respace: bool | None = None  # None: probing; then every page, or none
-        probed = breaks = 0
-        for i in range(min(n, max_pages)):
-            try:
-                page = api.load_page(handle, i)
-                if not page:
-                    raise pdfium_error("Failed to load page.")
-                try:
-                    textpage = api.load_text(page)
-                    if not textpage:
-                        raise pdfium_error("Failed to load text page.")
-                    try:
-                        text = whole = None  # whole: the page's text_range
-                        if angles.rotated(textpage):
-                            whole = api.text_range(textpage)
-                            text = angles.relayout(textpage, whole)
-                        found = None
-                        if text is None and respace is None:  # probing: the first characters
-                            whole = api.text_range(textpage) if whole is None else whole
-                            limit = PROBE_CHARS - probed
-                            found = gaps.respace(textpage, whole, limit)
-                            if found is not None:
-                                probed += min(len(found[0]), limit)
-                                breaks += found[1]
-                                if breaks >= 2:
-                                    respace = True
-                                elif probed >= PROBE_CHARS:
-                                    respace = False
-                            if limit < len(whole):  # the probe saw part of the page
-                                found = None
-                        if text is None and respace:
-                            if found is None:
-                                whole = api.text_range(textpage) if whole is None else whole
-                                found = gaps.respace(textpage, whole)
-                            if found is not None and found[1]:
-                                text = found[0]
-                        if text is None:
-                            text = api.text_bounded(page, textpage)
-                    finally:
-                        api.close_text(textpage)
-                    try:
-                        notes = reader_notes.read(page)
-                    except Exception:  # a broken annotation costs the notes, never the text
-                        notes = []
-                finally:
-                    api.close_page(page)
-            except Exception as e:
-                yield PageText(i + 1, error=f"{type(e).__name__}: {e}")
-                continue
-            yield PageText(i + 1, clean_page(text.replace("\x02", "-")), annotations=tuple(notes))
+        text = _pdfium_text(api, page, angles, probe)
+        try:
+            notes = reader_notes.read(page)
+        except Exception:
+            notes = []
     finally:
-        pdf.close()
+        api.close_page(page)
+    return text, notes
+
+
+def _pdfium_text(api: Pdfium, page: int, angles: Angles, probe: "_Probe") -> str:
+    """A page's text: laid out again when it is set at an angle, respaced where the document
+    needs it, else PDFium's text within the page's box."""
+    textpage = api.load_text(page)
+    if not textpage:
+        raise pdfium_error("Failed to load text page.")
+    try:
+        whole = None  # the page's text_range, once asked for
+        if angles.rotated(textpage):
+            whole = api.text_range(textpage)
+            text = angles.relayout(textpage, whole)
+            if text is not None:
+                return text
+        text = probe.respaced(api, textpage, whole)
+        return text if text is not None else api.text_bounded(page, textpage)
+    finally:
+        api.close_text(textpage)
+
+
+class _Probe:
+    """Whether a document's glued words are put apart (:class:`Gaps`): decided on its first
+    PROBE_CHARS characters (two gaps found there: every page is respaced; none: no page)."""
+
+    __slots__ = ("gaps", "respace", "probed", "breaks")
+
+    def __init__(self, gaps: Gaps) -> None:
+        self.gaps = gaps
+        self.respace: bool | None = None  # None: probing; then every page, or none
+        self.probed = self.breaks = 0
+
+    def respaced(self, api: Pdfium, textpage: int, whole: str | None) -> str | None:
+        """The page's text with its gaps as spaces; None when PDFium's own text stands
+        (the document is not respaced, or the page has no gap)."""
+        found = None
+        if self.respace is None:  # probing: the first characters
+            whole = api.text_range(textpage) if whole is None else whole
+            limit = PROBE_CHARS - self.probed
+            found = self.gaps.respace(textpage, whole, limit)
+            if found is not None:
+                self.probed += min(len(found[0]), limit)
+                self.breaks += found[1]
+                if self.breaks >= 2:
+                    self.respace = True
+                elif self.probed >= PROBE_CHARS:
+                    self.respace = False
+            if limit < len(whole):  # the probe saw part of the page
+                found = None
+        if not self.respace:
+            return None
+        if found is None:
+            whole = api.text_range(textpage) if whole is None else whole
+            found = self.gaps.respace(textpage, whole)
+        return found[0] if found is not None and found[1] else None
 
 
 def _miner_pages(doc: Any) -> list[tuple[int, dict[str, Any]]]:
@@ -258,7 +295,7 @@ def pdftotext_events(
             if meta is None:
                 probed.append(_pdfium_meta(pdf))
             api = pdfium_api()
-            reader, handle = Notes(api), ctypes.cast(pdf.raw, ctypes.c_void_p).value
+            reader, handle = Notes(pdfium_annots()), ctypes.cast(pdf.raw, ctypes.c_void_p).value
             for i in range(min(len(pdf), max_pages)):
                 try:
                     page = api.load_page(handle, i)

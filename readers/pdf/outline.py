@@ -8,7 +8,7 @@ import ctypes
 from typing import Any, Hashable, Protocol
 
 from .pages import OutlineEntry
-from .pdfium import pdfium_api
+from .pdfium import pdfium_bookmarks
 from .text import decode_text_string
 
 MAX_OUTLINE_ITEMS = 10_000
@@ -53,10 +53,11 @@ def walk_outline(src: OutlineSource) -> list[OutlineEntry]:
 
 class PdfiumOutline:
     """Outline items as PDFium bookmarks (PDFium resolves named destinations itself), raw
-    handles (ints) through :class:`Pdfium`'s plain prototypes."""
+    handles (ints) through :class:`~bastion.readers.pdf.pdfium.PdfiumBookmarks`' plain
+    prototypes."""
 
     def __init__(self, pdf: Any) -> None:
-        self.api = pdfium_api()
+        self.api = pdfium_bookmarks()
         self.pdf = ctypes.cast(pdf.raw, ctypes.c_void_p).value
 
     def first_child(self, node: int | None) -> int | None:
@@ -69,16 +70,16 @@ class PdfiumOutline:
         return node
 
     def title(self, node: int) -> str:
-        n = self.api.bookmark_title(node, None, 0)
+        n = self.api.title(node, None, 0)
         buf = ctypes.create_string_buffer(n)
-        self.api.bookmark_title(node, buf, n)
+        self.api.title(node, buf, n)
         return buf.raw[: max(n - 2, 0)].decode("utf-16-le", "replace").strip()
 
     def page(self, node: int) -> int | None:
         api = self.api
-        dest = api.bookmark_dest(self.pdf, node)
+        dest = api.dest(self.pdf, node)
         if not dest:
-            action = api.bookmark_action(node)
+            action = api.action(node)
             if action and api.action_type(action) == api.ACTION_GOTO:
                 dest = api.action_dest(self.pdf, action)
         if not dest:

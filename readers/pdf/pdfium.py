@@ -12,6 +12,17 @@ import math
 import operator
 from typing import Any
 
+def _prototype(fn: Any, restype: Any, *argtypes: Any, hold_gil: bool = False) -> Any:
+    """A PDFium function as a plain ctypes prototype on raw handles (ints)."""
+    address = ctypes.cast(fn, ctypes.c_void_p).value
+    assert address is not None  # a function of the loaded library
+    kind = ctypes.PYFUNCTYPE if hold_gil else ctypes.CFUNCTYPE
+    return kind(restype, *argtypes)(address)
+
+
+_VP, _I32, _F64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+
+
 class Pdfium:
     """The PDFium functions the text pass calls on every page or character, through plain
     ctypes prototypes on raw handles (ints).  pypdfium2's bindings check their argument types
@@ -19,18 +30,13 @@ class Pdfium:
     character three times as dear.  The per-character ones hold the GIL (``PYFUNCTYPE``: no
     release and re-acquire around a call of a microsecond); the page-level ones release it.
     ``text_range`` and ``text_bounded`` give exactly what pypdfium2's ``get_text_range()`` and
-    ``get_text_bounded()`` give."""
+    ``get_text_bounded()`` give.  A page's annotations and the outline's bookmarks have their
+    own (:class:`PdfiumAnnots`, :class:`PdfiumBookmarks`)."""
 
     def __init__(self) -> None:
         import pypdfium2.raw as raw
 
-        def plain(fn: Any, restype: Any, *argtypes: Any, hold_gil: bool = False) -> Any:
-            address = ctypes.cast(fn, ctypes.c_void_p).value
-            assert address is not None  # a function of the loaded library
-            kind = ctypes.PYFUNCTYPE if hold_gil else ctypes.CFUNCTYPE
-            return kind(restype, *argtypes)(address)
-
-        vp, i32, f64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+        plain, vp, i32, f64 = _prototype, _VP, _I32, _F64
         self.load_page = plain(raw.FPDF_LoadPage, vp, vp, i32)
         self.close_page = plain(raw.FPDF_ClosePage, None, vp)
         self.load_text = plain(raw.FPDFText_LoadPage, vp, vp)
@@ -45,22 +51,6 @@ class Pdfium:
         self.loose_box = plain(raw.FPDFText_GetLooseCharBox, i32, vp, i32, vp, hold_gil=True)
         self.angle = plain(raw.FPDFText_GetCharAngle, ctypes.c_float, vp, i32, hold_gil=True)
         self.origin = plain(raw.FPDFText_GetCharOrigin, i32, vp, i32, vp, vp, hold_gil=True)
-        self.annot_count = plain(raw.FPDFPage_GetAnnotCount, i32, vp, hold_gil=True)
-        self.annot = plain(raw.FPDFPage_GetAnnot, vp, vp, i32, hold_gil=True)
-        self.annot_subtype = plain(raw.FPDFAnnot_GetSubtype, i32, vp, hold_gil=True)
-        self.annot_value = plain(raw.FPDFAnnot_GetStringValue, ctypes.c_ulong, vp,
-                                 ctypes.c_char_p, vp, ctypes.c_ulong, hold_gil=True)
-        self.close_annot = plain(raw.FPDFPage_CloseAnnot, None, vp, hold_gil=True)
-        self.first_child = plain(raw.FPDFBookmark_GetFirstChild, vp, vp, vp, hold_gil=True)
-        self.next_sibling = plain(raw.FPDFBookmark_GetNextSibling, vp, vp, vp, hold_gil=True)
-        self.bookmark_title = plain(raw.FPDFBookmark_GetTitle, ctypes.c_ulong, vp, vp,
-                                    ctypes.c_ulong, hold_gil=True)
-        self.bookmark_dest = plain(raw.FPDFBookmark_GetDest, vp, vp, vp, hold_gil=True)
-        self.bookmark_action = plain(raw.FPDFBookmark_GetAction, vp, vp, hold_gil=True)
-        self.action_type = plain(raw.FPDFAction_GetType, ctypes.c_ulong, vp, hold_gil=True)
-        self.action_dest = plain(raw.FPDFAction_GetDest, vp, vp, vp, hold_gil=True)
-        self.dest_page = plain(raw.FPDFDest_GetDestPageIndex, i32, vp, vp, hold_gil=True)
-        self.ACTION_GOTO = raw.PDFACTION_GOTO
         self._rect = raw.FS_RECTF
 
     def text_range(self, textpage: int) -> str:
@@ -109,6 +99,43 @@ class Pdfium:
         return codecs.decode(buffer, "utf-16-le", "ignore")
 
 
+class PdfiumAnnots:
+    """PDFium's functions on a page's annotations (:class:`~bastion.readers.pdf.annotations.
+    Notes`), as plain prototypes holding the GIL."""
+
+    def __init__(self) -> None:
+        import pypdfium2.raw as raw
+
+        plain, vp, i32 = _prototype, _VP, _I32
+        self.count = plain(raw.FPDFPage_GetAnnotCount, i32, vp, hold_gil=True)
+        self.get = plain(raw.FPDFPage_GetAnnot, vp, vp, i32, hold_gil=True)
+        self.subtype = plain(raw.FPDFAnnot_GetSubtype, i32, vp, hold_gil=True)
+        self.value = plain(raw.FPDFAnnot_GetStringValue, ctypes.c_ulong, vp, ctypes.c_char_p,
+                           vp, ctypes.c_ulong, hold_gil=True)
+        self.close = plain(raw.FPDFPage_CloseAnnot, None, vp, hold_gil=True)
+
+
+class PdfiumBookmarks:
+    """PDFium's functions on the outline's bookmarks and their destinations
+    (:class:`~bastion.readers.pdf.outline.PdfiumOutline`), as plain prototypes holding the
+    GIL."""
+
+    def __init__(self) -> None:
+        import pypdfium2.raw as raw
+
+        plain, vp, i32 = _prototype, _VP, _I32
+        self.first_child = plain(raw.FPDFBookmark_GetFirstChild, vp, vp, vp, hold_gil=True)
+        self.next_sibling = plain(raw.FPDFBookmark_GetNextSibling, vp, vp, vp, hold_gil=True)
+        self.title = plain(raw.FPDFBookmark_GetTitle, ctypes.c_ulong, vp, vp, ctypes.c_ulong,
+                           hold_gil=True)
+        self.dest = plain(raw.FPDFBookmark_GetDest, vp, vp, vp, hold_gil=True)
+        self.action = plain(raw.FPDFBookmark_GetAction, vp, vp, hold_gil=True)
+        self.action_type = plain(raw.FPDFAction_GetType, ctypes.c_ulong, vp, hold_gil=True)
+        self.action_dest = plain(raw.FPDFAction_GetDest, vp, vp, vp, hold_gil=True)
+        self.dest_page = plain(raw.FPDFDest_GetDestPageIndex, i32, vp, vp, hold_gil=True)
+        self.ACTION_GOTO = raw.PDFACTION_GOTO
+
+
 def pdfium_error(message: str) -> Exception:
     """pypdfium2's error, as its helpers raise it (a failed page's error names it)."""
     import pypdfium2 as pdfium
@@ -118,8 +145,20 @@ def pdfium_error(message: str) -> Exception:
 
 @functools.cache
 def pdfium_api() -> Pdfium:
-    """PDFium's bound functions: built on first use, once per process."""
+    """PDFium's bound functions of the text pass: built on first use, once per process."""
     return Pdfium()
+
+
+@functools.cache
+def pdfium_annots() -> PdfiumAnnots:
+    """PDFium's bound annotation functions: built on first use, once per process."""
+    return PdfiumAnnots()
+
+
+@functools.cache
+def pdfium_bookmarks() -> PdfiumBookmarks:
+    """PDFium's bound bookmark functions: built on first use, once per process."""
+    return PdfiumBookmarks()
 
 
 # PDFium puts a space where the content stream's positioning leaves a gap wider than about
@@ -244,14 +283,18 @@ class Angles:
         """The page's text (``text``: its ``text_range``) with each rotated run's lines split
         and ordered as it reads; None when PDFium's text does not map one character to one
         index."""
-        n = len(text)
-        if n != self._count(handle):
+        if len(text) != self._count(handle):
             return None
+        return "\n".join(line for line in _reading_order(self._lines(handle, text)) if line)
+
+    def _lines(self, handle: int, text: str) -> list[list[Any]]:
+        """The page's lines in each character's own frame, in PDFium's order: ``[step,
+        across, along, size, chars]`` — a line ends where the baseline moves across the text
+        direction or the text runs back."""
         x, y = ctypes.c_double(), ctypes.c_double()
         px, py = ctypes.addressof(x), ctypes.addressof(y)
         box = (ctypes.c_float * 4)()  # left, top, right, bottom
         pbox = ctypes.addressof(box)
-        # lines: [step, across, along, size, chars]
         lines: list[list[Any]] = []
         line: list[Any] | None = None
         for i, ch in enumerate(text):
@@ -278,24 +321,31 @@ class Angles:
                 lines.append(line)
             line[2] = along
             line[4].append(ch)
-        out: list[str] = []
-        k = 0
-        while k < len(lines):  # a run of lines at one angle; rotated runs are re-ordered
-            j = k
-            while j < len(lines) and lines[j][0] == lines[k][0]:
-                j += 1
-            run = lines[k:j]
-            if run[0][0] == 0:
-                out += ["".join(l[4]).strip() for l in run]
-            else:  # top to bottom, then along the line; pieces of one line joined
-                run = sorted(run, key=lambda l: (-round(l[1] / (0.5 * l[3])), l[2]))
-                last: list[Any] | None = None
-                for l in run:
-                    piece = "".join(l[4]).strip()
-                    if last is not None and abs(l[1] - last[1]) < 0.5 * l[3]:
-                        out[-1] = f"{out[-1]} {piece}".strip()
-                    else:
-                        out.append(piece)
-                    last = l
-            k = j
-        return "\n".join(l for l in out if l)
+        return lines
+
+
+def _reading_order(lines: list[list[Any]]) -> list[str]:
+    """The lines' texts as they read: each run of lines at one angle in turn, an upright
+    run as it stands, a rotated one top to bottom, then along the line (pieces of one line
+    joined)."""
+    out: list[str] = []
+    k = 0
+    while k < len(lines):
+        j = k
+        while j < len(lines) and lines[j][0] == lines[k][0]:
+            j += 1
+        run = lines[k:j]
+        if run[0][0] == 0:
+            out += ["".join(l[4]).strip() for l in run]
+        else:
+            run = sorted(run, key=lambda l: (-round(l[1] / (0.5 * l[3])), l[2]))
+            last: list[Any] | None = None
+            for l in run:
+                piece = "".join(l[4]).strip()
+                if last is not None and abs(l[1] - last[1]) < 0.5 * l[3]:
+                    out[-1] = f"{out[-1]} {piece}".strip()
+                else:
+                    out.append(piece)
+                last = l
+        k = j
+    return out

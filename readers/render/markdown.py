@@ -100,8 +100,7 @@ class _Frame:
     between its rows, ``deferred``), a section, a link."""
 
     __slots__ = ("node", "inline", "parts", "cells", "rows", "deferred", "absorbed",
-                 "flushed", "implicit", "header", "chars", "streaming", "width", "carry",
-                 "blocks", "layout")
+                 "flushed", "implicit", "header", "grid", "blocks", "layout")
 
     def __init__(self, node: Any, implicit: bool = False) -> None:
         self.node = node
@@ -114,14 +113,28 @@ class _Frame:
         self.flushed = False  # a leaf whose text so far is written (its next text continues)
         self.implicit = implicit  # a table or row no event opened (a row or cell outside one)
         self.header = False
-        self.chars = 0  # a table's characters held
-        self.streaming = False  # a table whose header is written: rows go out as they come
-        self.width = 0
-        self.carry: dict[int, int] = {}  # a table's columns still covered by a rowspan
+        self.grid = _Grid() if isinstance(node, Table) else _NO_GRID  # a table's
         # what a cell holds as blocks (a row's, a table's: per cell, per row), for a table
         # found to be one of layout (:func:`_is_layout`), whose blocks are written as blocks
         self.blocks: list[Any] = []
         self.layout = False  # it holds structure: a heading, a list, code, a table
+
+
+class _Grid:
+    """A table's columns as its rows come: its width, the columns still covered by a
+    rowspan, the characters held, and whether it streams (its header is written: its rows
+    go out as they come)."""
+
+    __slots__ = ("width", "carry", "chars", "streaming")
+
+    def __init__(self) -> None:
+        self.width = 0
+        self.carry: dict[int, int] = {}
+        self.chars = 0
+        self.streaming = False
+
+
+_NO_GRID = _Grid()  # (a frame that is not a table's: never written to)
 
 
 def _has_text(inline: list[tuple[str, Any]]) -> bool:
@@ -164,7 +177,7 @@ class Markdown:
         elif isinstance(node, Table):
             self._flush_open_leaf()
             frame = _Frame(node)
-            frame.width = min(max(node.columns, 0), MAX_COLUMNS)
+            frame.grid.width = min(max(node.columns, 0), MAX_COLUMNS)
             self.frames.append(frame)
         else:  # Section and anything else: a container with no mark of its own
             self.frames.append(_Frame(node))
@@ -335,11 +348,11 @@ class Markdown:
                 self.frames.cell_part(flat, ("blocks", [i for row in frame.blocks
                                                         for cell in row for i in cell])
                                       if layout else ("raw", _table_text(frame)), True)
-        elif layout and not frame.streaming:  # a layout table: its cells' blocks, in order
+        elif layout and not frame.grid.streaming:  # a layout table: its cells' blocks, in order
             for row in frame.blocks:
                 for cell in row:
                     self._place_items(cell)
-        elif not frame.streaming and frame.rows:  # (a streaming one's rows are written)
+        elif not frame.grid.streaming and frame.rows:  # (a streaming one's rows are written)
             _write_table(frame, self.writer)
         for block in frame.deferred:
             self._place(block)
@@ -608,24 +621,26 @@ def _table_row(table: _Frame, cells: list[tuple[str, int, int]], header: bool,
                writer: _Writer, blocks: list[Any]) -> None:
     """A row of a top-level table: held (its spans laid out) until the table's width is
     known, or, once a long table is written as it goes, written fitted to its width."""
-    laid = _lay_out(cells, table.carry)
-    if table.streaming:
-        writer.out.append("\n" + _row_line(_fit(laid, table.width)))
+    grid = table.grid
+    laid = _lay_out(cells, grid.carry)
+    if grid.streaming:
+        writer.out.append("\n" + _row_line(_fit(laid, grid.width)))
         return
     table.blocks.append(blocks)
     table.rows.append(([(c, 1, 1) for c in laid], header))
-    table.chars += sum(len(c) for c in laid) + len(laid)
-    if len(table.rows) >= TABLE_ROWS or table.chars >= TABLE_CHARS:
+    grid.chars += sum(len(c) for c in laid) + len(laid)
+    if len(table.rows) >= TABLE_ROWS or grid.chars >= TABLE_CHARS:
         _write_table(table, writer)  # its header and rows so far; the next as they come
         table.rows, table.blocks = [], []
-        table.streaming = True
+        grid.streaming = True
 
 
 def _write_table(table: _Frame, writer: _Writer) -> None:
     """The rows held as a GFM table, as wide as the widest row (or the declared width)."""
     rows = [[c for c, _, _ in cells] for cells, _ in table.rows]
-    table.width = min(max([table.width] + [len(r) for r in rows]), MAX_COLUMNS) or 1
-    writer.write("\n".join(_table_lines(rows, table.width)), "block")
+    grid = table.grid
+    grid.width = min(max([grid.width] + [len(r) for r in rows]), MAX_COLUMNS) or 1
+    writer.write("\n".join(_table_lines(rows, grid.width)), "block")
 
 
 def _flat_table(table: _Frame) -> str:

@@ -140,46 +140,66 @@ def _attribute(s: str, pos: int) -> tuple[tuple[str, str] | None, int]:
         pos += 1
     if pos >= end or s[pos] == ">":
         return None, pos
+    name, pos, valued = _attribute_name(s, pos)
+    if valued is None:
+        return None, pos
+    if not valued:
+        return (name, ""), pos
+    pos = _spaces(s, pos)
+    if pos >= end:
+        return None, pos
+    return _attribute_value(s, pos, name)
+
+
+def _spaces(s: str, pos: int) -> int:
+    """The position after the spaces at ``pos``."""
+    while pos < len(s) and s[pos] in _SPACE:
+        pos += 1
+    return pos
+
+
+def _attribute_name(s: str, pos: int) -> tuple[str, int, bool | None]:
+    """An attribute's name (lowercased), the position after it (and after its ``=``), and
+    whether a value follows (None: the window ended)."""
+    end = len(s)
     name: list[str] = []
     while True:
         if pos >= end:
-            return None, pos
+            return "", pos, None
         c = s[pos]
         if c == "=" and name:
-            pos += 1
-            break
+            return "".join(name), pos + 1, True
         if c in _SPACE:
-            while pos < end and s[pos] in _SPACE:
-                pos += 1
+            pos = _spaces(s, pos)
             if pos >= end:
-                return None, pos
+                return "", pos, None
             if s[pos] != "=":
-                return ("".join(name), ""), pos
-            pos += 1
-            break
+                return "".join(name), pos, False
+            return "".join(name), pos + 1, True
         if c in "/>":
-            return ("".join(name), ""), pos
+            return "".join(name), pos, False
         name.append(c.lower())
         pos += 1
-    while pos < end and s[pos] in _SPACE:
-        pos += 1
-    if pos >= end:
-        return None, pos
+
+
+def _attribute_value(s: str, pos: int, name: str) -> tuple[tuple[str, str] | None, int]:
+    """An attribute's value at ``pos``: quoted, empty (at ``>``), or unquoted."""
+    end = len(s)
     c = s[pos]
-    value: list[str] = []
     if c in "\"'":
         close = s.find(c, pos + 1)
         if close < 0:
             return None, end
-        return ("".join(name), s[pos + 1:close].lower()), close + 1
+        return (name, s[pos + 1:close].lower()), close + 1
     if c == ">":
-        return ("".join(name), ""), pos
+        return (name, ""), pos
+    value: list[str] = []
     while pos < end and s[pos] not in _SPACE and s[pos] != ">":
         value.append(s[pos].lower())
         pos += 1
     if pos >= end:
         return None, pos
-    return ("".join(name), "".join(value)), pos
+    return (name, "".join(value)), pos
 
 
 def _content_charset(content: str) -> str | None:
@@ -350,23 +370,32 @@ class _Structure:
                 return
 
     def start(self, tag: str, attrs: list) -> None:
+        if tag == "a" or tag == "br" or tag == "img":
+            self._inline(tag, attrs)
+            return
+        if tag in _BLOCKS:
+            self._end_paragraph()
+        if not self._block(tag, attrs) and not self._table_part(tag, attrs) and tag in _BLOCKS:
+            self.event(MARK, Break())
+
+    def _inline(self, tag: str, attrs: list) -> None:
+        """A link opened, a line break, a picture in a link (its alt text is the link's,
+        Markdown only)."""
         if tag == "a":
             self._close_to(("a",))
-            a = dict(attrs)
-            href = a.get("href")
+            href = dict(attrs).get("href")
             self._open("a", Link(href) if isinstance(href, str) and href.strip() else None)
-            return
-        if tag == "br":
+        elif tag == "br":
             self.event(MARK, LineBreak())
-            return
-        if tag == "img":  # a picture in a link: its alt text is the link's (Markdown only)
+        else:
             alt = dict(attrs).get("alt")
             if isinstance(alt, str) and alt.strip() and any(t == "a" and opened
                                                             for t, opened in self.tags):
                 self.event(MD, " ".join(alt.split()))
-            return
-        if tag in _BLOCKS:
-            self._end_paragraph()
+
+    def _block(self, tag: str, attrs: list) -> bool:
+        """A heading, paragraph, list, list item, preformatted text, quote or caption opened
+        (False: the tag is none of them)."""
         level = _HEADINGS.get(tag)
         if level is not None:
             self._open(tag, Heading(level))
@@ -376,12 +405,24 @@ class _Structure:
             self._close_to(("li",), stop=_LISTS)
             self._open("li", self._item(dict(attrs)))
         elif tag in _LISTS:
-            a = dict(attrs)
-            start = (a.get("start") or "1").strip()[:9]
+            start = (dict(attrs).get("start") or "1").strip()[:9]
             self.lists.append([1 if tag == "ol" else 0,
                                int(start) if start.isdigit() else 1])
             self._open(tag, None)
-        elif tag == "table":
+        elif tag == "pre" or tag == "listing" or tag == "xmp" or tag == "plaintext":
+            self._open(tag, Code())
+        elif tag == "blockquote":
+            self._open(tag, Note("quote"))
+        elif tag == "caption" or tag == "figcaption":
+            self._open(tag, Caption())
+        else:
+            return False
+        return True
+
+    def _table_part(self, tag: str, attrs: list) -> bool:
+        """A table, a row group, a row or a cell opened, the parts it implies closed first
+        (False: the tag is none of them)."""
+        if tag == "table":
             self._open("table", Table())
         elif tag in _ROW_PARTS:
             self._close_to(_ROW_PARTS | {"tr", "td", "th"}, stop=("table",))
@@ -394,14 +435,9 @@ class _Structure:
             self._close_to(_CELLS, stop=("tr", "table"))
             a = dict(attrs)
             self._open(tag, Cell(_span(a, "colspan"), _span(a, "rowspan")))
-        elif tag == "pre" or tag == "listing" or tag == "xmp" or tag == "plaintext":
-            self._open(tag, Code())
-        elif tag == "blockquote":
-            self._open(tag, Note("quote"))
-        elif tag == "caption" or tag == "figcaption":
-            self._open(tag, Caption())
-        elif tag in _BLOCKS:
-            self.event(MARK, Break())
+        else:
+            return False
+        return True
 
     def _item(self, attrs: dict[str, str]) -> ListItem:
         level = max(len(self.lists) - 1, 0)

@@ -43,79 +43,97 @@ def info_meta(data: bytes) -> DocMeta:
     start = data.find(b"{\\info", 0, HEAD)
     if start < 0:
         return DocMeta()
-    codec = _codec(data)
-    texts: dict[bytes, list[str]] = {}
-    times: dict[bytes, dict[bytes, int]] = {}
-    counts: dict[str, Any] = {}
-    depth = 0
-    dest: bytes | None = None  # the destination being read, and the depth it opened at
-    dest_depth = 0
-    pending = bytearray()
-    skip = 0  # fallback characters to skip after \uN
-    uc = 1
-
-    def flush() -> None:
-        if pending and dest in _TEXT:
-            texts.setdefault(dest, []).append(pending.decode(codec, "replace"))
-        pending.clear()
-
+    info = _Info(_codec(data))
     for m in _TOKEN.finditer(data, start, min(len(data), start + MAX_INFO)):
         word, param, hexa, sym, brace, run = m.groups()
         if brace is not None:
-            flush()
-            if brace == b"{":
-                depth += 1
-            else:
-                depth -= 1
-                if dest is not None and depth < dest_depth:
-                    dest = None
-                if depth <= 0:
-                    break
-            continue
-        if word is not None:
-            if word in _TEXT or word in _TIMES:
-                flush()
-                dest, dest_depth = word, depth
-            elif word in _COUNTS and param is not None:
-                counts[_COUNTS[word]] = int(param)
-            elif dest in _TIMES and param is not None:
-                times.setdefault(dest, {})[word] = int(param)
-            elif word == b"u" and param is not None and dest in _TEXT:
-                flush()
-                unit = int(param)
-                texts.setdefault(dest, []).append(chr(unit + 65536 if unit < 0 else unit))
-                skip = uc
-            elif word == b"uc" and param is not None:
-                uc = max(0, int(param))
-            continue
-        if skip:
-            skip -= 1
-            if run is not None and len(run) > 1:
-                pending.extend(run[1:])
-            continue
-        if hexa is not None:
-            pending.append(int(hexa, 16))
-        elif sym is not None and sym in b"\\{}":
-            pending.extend(sym)
-        elif run is not None:
-            pending.extend(run)
-    flush()
-
-    def text(key: bytes) -> str | None:
-        return "".join(texts.get(key, ())) or None
-
-    def when(key: bytes) -> datetime | None:
-        t = times.get(key)
-        try:
-            return datetime(t[b"yr"], t.get(b"mo", 1), t.get(b"dy", 1), t.get(b"hr", 0),
-                            t.get(b"min", 0), t.get(b"sec", 0)) if t and b"yr" in t else None
-        except ValueError:
-            return None
-
+            if not info.brace(brace):
+                break
+        elif word is not None:
+            info.word(word, param)
+        else:
+            info.characters(hexa, sym, run)
+    info.flush()
+    text, when = info.text, info.when
     return DocMeta.make(
         title=text(b"title"), authors=split_people(text(b"author")),
         created=when(b"creatim"), modified=when(b"revtim"), subject=text(b"subject"),
         description=text(b"doccomm"), keywords=split_keywords(text(b"keywords")),
         fields={"last_modified_by": text(b"operator"), "company": text(b"company"),
                 "category": text(b"category"), "manager": text(b"manager")},
-        **counts)
+        **info.counts)
+
+
+class _Info:
+    """The info group as read so far: the destination being read (and the depth it opened
+    at), its characters pending decoding, the texts, times and counts found."""
+
+    def __init__(self, codec: str) -> None:
+        self.codec = codec
+        self.texts: dict[bytes, list[str]] = {}
+        self.times: dict[bytes, dict[bytes, int]] = {}
+        self.counts: dict[str, Any] = {}
+        self.depth = 0
+        self.dest: bytes | None = None
+        self.dest_depth = 0
+        self.pending = bytearray()
+        self.skip = 0  # fallback characters to skip after \uN
+        self.uc = 1
+
+    def flush(self) -> None:
+        if self.pending and self.dest in _TEXT:
+            self.texts.setdefault(self.dest, []).append(self.pending.decode(self.codec, "replace"))
+        self.pending.clear()
+
+    def brace(self, brace: bytes) -> bool:
+        """A group opened or closed; False once the info group is closed."""
+        self.flush()
+        if brace == b"{":
+            self.depth += 1
+            return True
+        self.depth -= 1
+        if self.dest is not None and self.depth < self.dest_depth:
+            self.dest = None
+        return self.depth > 0
+
+    def word(self, word: bytes, param: bytes | None) -> None:
+        """A control word: a destination opened, a count, a time's part, a character."""
+        if word in _TEXT or word in _TIMES:
+            self.flush()
+            self.dest, self.dest_depth = word, self.depth
+        elif word in _COUNTS and param is not None:
+            self.counts[_COUNTS[word]] = int(param)
+        elif self.dest in _TIMES and param is not None:
+            self.times.setdefault(self.dest, {})[word] = int(param)
+        elif word == b"u" and param is not None and self.dest in _TEXT:
+            self.flush()
+            unit = int(param)
+            self.texts.setdefault(self.dest, []).append(chr(unit + 65536 if unit < 0 else unit))
+            self.skip = self.uc
+        elif word == b"uc" and param is not None:
+            self.uc = max(0, int(param))
+
+    def characters(self, hexa: bytes | None, sym: bytes | None, run: bytes | None) -> None:
+        """Text: an escape, a symbol, a run (a \\uN's fallback skipped first)."""
+        if self.skip:
+            self.skip -= 1
+            if run is not None and len(run) > 1:
+                self.pending.extend(run[1:])
+            return
+        if hexa is not None:
+            self.pending.append(int(hexa, 16))
+        elif sym is not None and sym in b"\\{}":
+            self.pending.extend(sym)
+        elif run is not None:
+            self.pending.extend(run)
+
+    def text(self, key: bytes) -> str | None:
+        return "".join(self.texts.get(key, ())) or None
+
+    def when(self, key: bytes) -> datetime | None:
+        t = self.times.get(key)
+        try:
+            return datetime(t[b"yr"], t.get(b"mo", 1), t.get(b"dy", 1), t.get(b"hr", 0),
+                            t.get(b"min", 0), t.get(b"sec", 0)) if t and b"yr" in t else None
+        except ValueError:
+            return None

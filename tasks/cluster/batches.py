@@ -24,6 +24,7 @@ import json
 import math
 import os
 import queue
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from bastion.readers.base import Limits
@@ -81,6 +82,28 @@ Refuse = Callable[[list[Item], str], None]  # the documents get error/cluster re
 Finish = Callable[[list[Item], "worker.BatchResult"], None]
 
 
+@dataclass(frozen=True)
+class BatchInputs:
+    """What every batch's jobs are made from: the run's limits, the tools planned with, the
+    roots (a job's path is its root's), the extra readers (the tests')."""
+
+    limits: Limits
+    tools: Mapping[str, Tool]
+    roots: Mapping[str, Root]
+    extra_readers: tuple[str, ...]
+
+
+class _Pace:
+    """The documents of the finished batches and their reading time (the batch size
+    follows them)."""
+
+    __slots__ = ("docs", "seconds")
+
+    def __init__(self) -> None:
+        self.docs = 0
+        self.seconds = 0.0
+
+
 class BatchQueue:
     """The batch being filled and the batches in flight, on one connection."""
 
@@ -88,10 +111,7 @@ class BatchQueue:
                  roots: Mapping[str, Root], extra_readers: tuple[str, ...],
                  expected: Callable[[], int], finish: Finish, refuse: Refuse) -> None:
         self.conn = conn
-        self.limits = limits
-        self.tools = tools
-        self.roots = roots
-        self.extra_readers = extra_readers
+        self.inputs = BatchInputs(limits, tools, roots, extra_readers)
         self.expected = expected  # how many items the run will submit (the batch size)
         self.finish = finish
         self.refuse = refuse
@@ -101,8 +121,7 @@ class BatchQueue:
         self.batches = 0
         self.batches_failed = 0
         self.sent = 0  # items sent in batches (or refused)
-        self.timed_docs = 0  # documents of the finished batches, and their reading time
-        self.timed_seconds = 0.0
+        self.pace = _Pace()
         self._done: queue.Queue[Any] = queue.Queue()  # futures that finished, in order
 
     # -- submitting -------------------------------------------------------------------------------
@@ -119,17 +138,17 @@ class BatchQueue:
             self.collect(block=False)
 
     def _batch_count(self) -> int:
-        return batch_count(self.expected() - self.sent, self.conn.threads, self.timed_docs,
-                           self.timed_seconds)
+        return batch_count(self.expected() - self.sent, self.conn.threads, self.pace.docs,
+                           self.pace.seconds)
 
     def _job(self, item: Item) -> Job:
         """The item's job: its path under its root as the cluster's workers see it; the
         plan index of its (sha256, key) as its id (a worker's batch numbers them afresh)."""
-        root = self.roots[item.root]
+        root = self.inputs.roots[item.root]
         path = os.path.join(str(root.path), item.path)
         if root.follow_symlinks:  # a file reached through a followed link: read the target
             path = os.path.realpath(path)
-        return item.job(item.canonical, path, self.tools)
+        return item.job(item.canonical, path, self.inputs.tools)
 
     def send(self) -> None:
         """Submit the batch being filled (waiting first while enough are in flight)."""
@@ -142,7 +161,7 @@ class BatchQueue:
         # group by tool requirement: a batch asks for the tools of every document in it
         groups: dict[tuple[tuple[str, str], ...], list[Item]] = {}
         for item in items:
-            need = tuple(sorted((t, self.tools[t].key) for t in item.tools))
+            need = tuple(sorted((t, self.inputs.tools[t].key) for t in item.tools))
             groups.setdefault(need, []).append(item)
         for need, group in groups.items():
             self._submit_group(dict(need), group)
@@ -164,8 +183,9 @@ class BatchQueue:
             self.refuse(items, reason)
             return
         jobs = tuple(self._job(i) for i in items)
-        batch = worker.Batch(jobs, self.limits, need, self.extra_readers)
-        key = batch_key(jobs, self.limits, need, self.extra_readers)
+        limits, extra_readers = self.inputs.limits, self.inputs.extra_readers
+        batch = worker.Batch(jobs, limits, need, extra_readers)
+        key = batch_key(jobs, limits, need, extra_readers)
         try:
             future = self.conn.client.submit(worker.run_batch, batch, key=key, retries=RETRIES,
                                              resources=resources)
@@ -208,8 +228,8 @@ class BatchQueue:
             except Exception as e:  # noqa: BLE001 — lost between finishing and gathering
                 self.inflight[future] = items
                 self.conn.lose(e)
-            self.timed_docs += len(result.outcomes)
-            self.timed_seconds += result.seconds
+            self.pace.docs += len(result.outcomes)
+            self.pace.seconds += result.seconds
             self.finish(items, result)
             return
         if status == "cancelled":  # the scheduler forgot it: the connection was lost

@@ -32,7 +32,7 @@ cluster) extracts only what is missing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -116,7 +116,8 @@ class ClusterSession(ExtractSession):
         except ClusterError as e:
             self.failed = str(e)
             raise
-        self.workers = self.conn.threads  # the summary's "workers": batches that run at once
+        # the summary's "workers": batches that run at once
+        self.settings = replace(self.settings, workers=self.conn.threads)
         self._connected = True
 
     # -- submitting -------------------------------------------------------------------------------

@@ -14,16 +14,15 @@ from dataclasses import dataclass
 
 from bastion.errors import WorkerError
 
-from ..output.atomic import OutputError
 
 INSTALL_HINT = "--cluster needs Dask: pip install 'bastion[dask]'"
 
 
-class ClusterError(WorkerError, OutputError):
+class ClusterError(WorkerError):
     """The cluster cannot go on: Dask is not installed, the scheduler cannot be reached or was
-    lost, no worker joined.  A :class:`~bastion.readers.runtime.pool.WorkerError` (the pool of workers is
-    gone) and an :class:`~bastion.tasks.output.atomic.OutputError` (the run cannot complete its output), so
-    whichever step meets it reports it as one line and the run exits 1."""
+    lost, no worker joined.  A :class:`~bastion.errors.WorkerError` (the cluster is the run's
+    pool of workers), so, one of :data:`~bastion.errors.CANNOT_START`, whichever step meets it
+    reports it as one line and the run exits 1."""
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,27 @@ def render_text(report: Report) -> str:
         lines.append(f"extract run {shown(ex.get('started_at'))}, {ex.get('duration_s')} s, "
                      f"{ex.get('extracted')} read now, {ex.get('reused')} reused")
     lines.append("")
+    _text_records(lines, report)
+    _text_section(lines, "errors by kind:", _sorted(report.errors))
+    _text_section(lines, "caps reached (text cut short):", _sorted(report.limits))
+    _text_section(lines, "unsupported, by type:", _sorted(report.unsupported))
+    if report.empty.count:
+        _text_section(lines, "empty (read, no text):", [("empty", report.empty)])
+    lines.append("")
+    lines.append("slowest documents: " + _timing_note(report))
+    tools = _tools(report)
+    lines.append("")
+    lines.append("tools: " + (", ".join(f"{shown(t.get('name'))} {shown(t.get('version'))}"
+                                        for t in tools) if tools else "none found"
+                              + (" (--no-external)" if ex.get("no_external") else "")
+                              if ex else "not known (no extract.summary.json)"))
+    if report.walk:
+        _text_walk(lines, report)
+    return "\n".join(lines) + "\n"
+
+
+def _text_records(lines: list[str], report: Report) -> None:
+    """The records by status, then by type."""
     if not report.has_records:
         lines.append(NO_EXTRACT)
     lines.append(f"records: {report.records}")
@@ -167,43 +188,33 @@ def render_text(report: Report) -> str:
             parts = ", ".join(f"{row[s]} {s}" for s in STATUSES if row.get(s))
             lines.append(f"  {shown(mime):{width}} {sum(row.values()):>7}  ({parts})")
 
-    def section(title: str, groups: list[tuple[str, Group]]) -> None:
-        if not groups:
-            return
-        lines.append("")
-        lines.append(title)
-        for key, g in groups:
-            lines.append(f"  {shown(key)}: {g.count}")
-            for name, message in g.files:
-                lines.append(f"    {shown(name)}: {shown(message)}")
-            if g.count > len(g.files):
-                lines.append(f"    … and {g.count - len(g.files)} more")
 
-    section("errors by kind:", _sorted(report.errors))
-    section("caps reached (text cut short):", _sorted(report.limits))
-    section("unsupported, by type:", _sorted(report.unsupported))
-    if report.empty.count:
-        section("empty (read, no text):", [("empty", report.empty)])
+def _text_section(lines: list[str], title: str, groups: list[tuple[str, Group]]) -> None:
+    """Groups of files under a title, each with its count and the files kept (none: nothing)."""
+    if not groups:
+        return
     lines.append("")
-    lines.append("slowest documents: " + _timing_note(report))
-    tools = _tools(report)
+    lines.append(title)
+    for key, g in groups:
+        lines.append(f"  {shown(key)}: {g.count}")
+        for name, message in g.files:
+            lines.append(f"    {shown(name)}: {shown(message)}")
+        if g.count > len(g.files):
+            lines.append(f"    … and {g.count - len(g.files)} more")
+
+
+def _text_walk(lines: list[str], report: Report) -> None:
+    """The walk's counts, its warnings kept, its read errors."""
+    walk = report.walk or {}
     lines.append("")
-    lines.append("tools: " + (", ".join(f"{shown(t.get('name'))} {shown(t.get('version'))}"
-                                        for t in tools) if tools else "none found"
-                              + (" (--no-external)" if ex.get("no_external") else "")
-                              if ex else "not known (no extract.summary.json)"))
-    walk = report.walk
-    if walk:
-        lines.append("")
-        lines.append("walk: " + ", ".join(f"{k} {shown(v)}" for k, v in _walk_lines(walk)))
-        for sample in walk.get("warning_samples") or []:
-            lines.append(f"  warning: {shown(sample)}")
-        if (walk.get("warnings") or 0) > len(walk.get("warning_samples") or []):
-            lines.append(f"  … {walk['warnings'] - len(walk['warning_samples'])} more "
-                         "warnings (not kept)")
-        section("walk read errors:", [("files", report.walk_errors)]
-                if report.walk_errors.count else [])
-    return "\n".join(lines) + "\n"
+    lines.append("walk: " + ", ".join(f"{k} {shown(v)}" for k, v in _walk_lines(walk)))
+    for sample in walk.get("warning_samples") or []:
+        lines.append(f"  warning: {shown(sample)}")
+    if (walk.get("warnings") or 0) > len(walk.get("warning_samples") or []):
+        lines.append(f"  … {walk['warnings'] - len(walk['warning_samples'])} more "
+                     "warnings (not kept)")
+    _text_section(lines, "walk read errors:", [("files", report.walk_errors)]
+                  if report.walk_errors.count else [])
 
 
 # -- the page -----------------------------------------------------------------------------------
@@ -241,6 +252,24 @@ def render_html(report: Report) -> str:
         + "</p>",
         f'<h2>Records <span id="records">{report.records}</span></h2>',
     ]
+    _html_records(out, report)
+    _html_section(out, "Errors by kind", "errors", _sorted(report.errors), "No document failed.")
+    _html_section(out, "Caps reached (text cut short)", "limits", _sorted(report.limits),
+                  "No document reached a cap.")
+    _html_section(out, "Unsupported, by type", "unsupported", _sorted(report.unsupported),
+                  "Every type had a reader.")
+    _html_section(out, "Empty (read, no text)", "empty", [("empty", report.empty)]
+                  if report.empty.count else [], "No document was empty.")
+    out.append(f'<h2 id="slowest">Slowest documents</h2><p class="meta">'
+               f"{_e(_timing_note(report))}</p>")
+    _html_tools(out, report, ex)
+    _html_walk(out, report)
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def _html_records(out: list[str], report: Report) -> None:
+    """The records by status (cards), then by type (a table)."""
     if not report.has_records:
         out.append(f'<p class="meta" id="no-extract">{_e(NO_EXTRACT)}</p>')
     out.append('<div class="cards">')
@@ -259,31 +288,28 @@ def render_html(report: Report) -> str:
                        + "</tr>")
         out.append("</table>")
 
-    def section(title: str, ident: str, groups: list[tuple[str, Group]], empty: str) -> None:
-        out.append(f'<h2 id="{ident}">{title}</h2>')
-        if not groups:
-            out.append(f'<p class="meta">{empty}</p>')
-            return
-        for key, g in groups:
-            out.append(f'<details open data-group="{_e(key)}" data-count="{g.count}">'
-                       f"<summary><b>{_e(key)}</b>: {g.count}</summary><table>")
-            for name, message in g.files:
-                out.append(f'<tr><td class="file">{_e(name)}</td><td>{_e(message)}</td></tr>')
-            out.append("</table>")
-            if g.count > len(g.files):
-                out.append(f'<p class="more">… and {g.count - len(g.files)} more (the first '
-                           f"{len(g.files)} are listed; every one is in extract.jsonl)</p>")
-            out.append("</details>")
 
-    section("Errors by kind", "errors", _sorted(report.errors), "No document failed.")
-    section("Caps reached (text cut short)", "limits", _sorted(report.limits),
-            "No document reached a cap.")
-    section("Unsupported, by type", "unsupported", _sorted(report.unsupported),
-            "Every type had a reader.")
-    section("Empty (read, no text)", "empty", [("empty", report.empty)]
-            if report.empty.count else [], "No document was empty.")
-    out.append(f'<h2 id="slowest">Slowest documents</h2><p class="meta">'
-               f"{_e(_timing_note(report))}</p>")
+def _html_section(out: list[str], title: str, ident: str, groups: list[tuple[str, Group]],
+                  empty: str) -> None:
+    """Groups of files under a heading, each a details element (none: the ``empty`` line)."""
+    out.append(f'<h2 id="{ident}">{title}</h2>')
+    if not groups:
+        out.append(f'<p class="meta">{empty}</p>')
+        return
+    for key, g in groups:
+        out.append(f'<details open data-group="{_e(key)}" data-count="{g.count}">'
+                   f"<summary><b>{_e(key)}</b>: {g.count}</summary><table>")
+        for name, message in g.files:
+            out.append(f'<tr><td class="file">{_e(name)}</td><td>{_e(message)}</td></tr>')
+        out.append("</table>")
+        if g.count > len(g.files):
+            out.append(f'<p class="more">… and {g.count - len(g.files)} more (the first '
+                       f"{len(g.files)} are listed; every one is in extract.jsonl)</p>")
+        out.append("</details>")
+
+
+def _html_tools(out: list[str], report: Report, ex: dict) -> None:
+    """The tools the extract run found, or why none are listed."""
     out.append('<h2 id="tools">Tools</h2>')
     tools = _tools(report)
     if tools:
@@ -298,22 +324,24 @@ def render_html(report: Report) -> str:
     else:
         out.append('<p class="meta">No external tool was found'
                    + (" (--no-external)" if ex.get("no_external") else "") + ".</p>")
+
+
+def _html_walk(out: list[str], report: Report) -> None:
+    """The walk's counts, its warnings kept, its read errors."""
     walk = report.walk
     out.append('<h2 id="walk">Walk</h2>')
-    if walk:
-        out.append("<table>" + "".join(f'<tr><td>{_e(k)}</td><td class="n" data-walk="{_e(k)}">'
-                                       f"{_e(v)}</td></tr>" for k, v in _walk_lines(walk))
-                   + "</table>")
-        samples = walk.get("warning_samples") or []
-        if samples:
-            out.append('<h3>Warnings</h3><ul id="warnings">'
-                       + "".join(f'<li class="file">{_e(s)}</li>' for s in samples) + "</ul>")
-            if (walk.get("warnings") or 0) > len(samples):
-                out.append(f'<p class="more">… {walk["warnings"] - len(samples)} more warnings '
-                           "(not kept)</p>")
-        if report.walk_errors.count:
-            section("Walk read errors", "walk-errors", [("files", report.walk_errors)], "")
-    else:
+    if not walk:
         out.append('<p class="meta">No walk summary.</p>')
-    out.append("</body></html>")
-    return "\n".join(out) + "\n"
+        return
+    out.append("<table>" + "".join(f'<tr><td>{_e(k)}</td><td class="n" data-walk="{_e(k)}">'
+                                   f"{_e(v)}</td></tr>" for k, v in _walk_lines(walk))
+               + "</table>")
+    samples = walk.get("warning_samples") or []
+    if samples:
+        out.append('<h3>Warnings</h3><ul id="warnings">'
+                   + "".join(f'<li class="file">{_e(s)}</li>' for s in samples) + "</ul>")
+        if (walk.get("warnings") or 0) > len(samples):
+            out.append(f'<p class="more">… {walk["warnings"] - len(samples)} more warnings '
+                       "(not kept)</p>")
+    if report.walk_errors.count:
+        _html_section(out, "Walk read errors", "walk-errors", [("files", report.walk_errors)], "")

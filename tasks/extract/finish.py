@@ -20,7 +20,7 @@ from .records import ExtractSummary, Tally, build_records, summarize
 from ..forgotten import trim_forgotten
 from ..output.atomic import STATE_DIR
 from .store import Store
-from .table import Records, walk_gen
+from .table import Change, Records, walk_gen
 from .run import Run
 from .values import RunEnd
 
@@ -46,8 +46,9 @@ def _finish(run: Run) -> RunEnd | None:
         return None
     if noop_from is not None:
         return _finish_noop(run, noop_from)
-    if run.merge is not None:
-        return _finish_merge(run)
+    planned = run.planned
+    if planned is not None and planned.change is not None:
+        return _finish_merge(run, planned.change, planned.change_from or {})
     plan = run.plan()
     assert run.store is not None
     try:
@@ -67,8 +68,9 @@ def _finish(run: Run) -> RunEnd | None:
         row = runs.record_extract(run.store.db, od, summary.to_json())
         if run.toolcache is not None:
             run.toolcache.save(od)
-        if run.forgotten:
-            trim_forgotten(od, run.forgotten, plan.items, run.store.made)
+        forgot = run.planned.forgotten if run.planned is not None else frozenset()
+        if forgot:
+            trim_forgotten(od, set(forgot), plan.items, run.store.made)
     finally:
         run.store.close()
         if run.progress is not None:
@@ -134,22 +136,22 @@ def _summary(run: Run, tally: Tally, extracted: int, removed: int) -> ExtractSum
         worker_identity=getattr(pool, "identity", None))
 
 
-def _finish_merge(run: Run) -> RunEnd | None:
-    """The end of a run that planned only the walk's change (tasks/extract/table.py): the
-    changed keys' rows replaced, the lines spliced into extract.jsonl, the counts adjusted."""
+def _finish_merge(run: Run, change: Change, merged_into: Mapping[str, Any]) -> RunEnd | None:
+    """The end of a run that planned only the walk's ``change`` (tasks/extract/table.py):
+    the changed keys' rows replaced, the lines spliced into extract.jsonl, the counts of the
+    run it is ``merged_into`` adjusted."""
     plan = run.plan()
-    change = run.merge
-    assert run.store is not None and change is not None  # (finish() comes here with one)
+    assert run.store is not None  # (finish() comes here with a plan)
     try:
         _drained(run)
         od = run.lock()
         fresh = Tally()
         table = Records(run.store.db, od)
-        count = int((run.merge_from or {}).get("records", 0))
+        count = int(merged_into.get("records", 0))
         dropped = table.apply(change, build_records(plan, run.store.verdicts_for,
                                                        run.store.made, fresh),
                               count, run.store.run)
-        tally = Tally.of_summary(run.merge_from or {})
+        tally = Tally.of_summary(dict(merged_into))
         for rec in dropped:
             tally.remove(rec)
         tally.merge(fresh)

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Status, Verdict
@@ -27,14 +27,13 @@ from ..output.directory import MODES, OutputDir, open_output, refuse
 from ..output.tag import root_conflict
 from ..manifest import Manifest
 from ..names import shown
-from .plan import Item, Plan
+from .plan import Item
 from ..progress import Progress
 from . import stamp
 from .store import Store
-from .table import Change
 from .toolcache import ToolCache
 from .runplan import RunPlan, check_walk
-from .values import Decision, RunEnd, RunInputs, run_inputs
+from .values import Decision, Planned, RunEnd, RunInputs, run_inputs
 
 __all__ = ["Run", "check_stages", "check_walk"]
 
@@ -53,7 +52,7 @@ def check_stages(manifest: Manifest, out: Path, stages: list[str]) -> None:
 class Run(RunPlan):
     """Everything one invocation shares.  Errors that are the run's (bad manifest, missing
     walk, locked output) are raised by the steps that meet them, as the exceptions of
-    :data:`bastion.tasks.pipeline.RUN_ERRORS`; a document's failure is only ever a record."""
+    :data:`bastion.errors.CANNOT_START`; a document's failure is only ever a record."""
 
     def __init__(self, cfg: RunConfig, *, extra_readers: tuple[str, ...] = (),
                  lock: OutputLock | None = None) -> None:
@@ -70,10 +69,7 @@ class Run(RunPlan):
         self.walked = False
         self.tools: dict[str, Tool] = {}
         self.toolcache: ToolCache | None = None
-        self._plan: Plan | None = None
-        self.retries: dict[tuple[str, str], tuple[int, int]] = {}
-        self.verdicts: dict[tuple[str, str], Verdict] = {}
-        self.stale: Sequence[Item] = ()
+        self.planned: Planned | None = None  # what plan() made (tasks/extract/values.py)
         self.cursor = 0  # how many stale items were handed to doit (RunConfig.slice)
         self.store: Store | None = None
         self.session: Any = None  # bastion.tasks.extract.session.ExtractSession, once extracting
@@ -81,9 +77,6 @@ class Run(RunPlan):
         self.decision: Decision | None = None  # what the extract stage does (decide())
         self.end: RunEnd | None = None  # what finish() returned
         self.walk_read: dict[str, Any] = {}
-        self.forgotten: set[str] = set()
-        self.merge: Change | None = None  # the walk's change, when only it is planned
-        self.merge_from: dict[str, Any] | None = None  # the last summary, then
         self.announce_in_actions = True  # the CLI prints the summaries itself
         # where lines for the person go: stderr as it is now, before doit replaces
         # sys.stderr with its capture inside actions

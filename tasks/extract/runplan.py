@@ -2,24 +2,25 @@
 inputs, why a task is up to date, and the slices of stale items handed to doit.
 
 :class:`RunPlan` is the base of :class:`bastion.tasks.extract.run.Run`: its methods read and set the
-run's attributes (``cfg``, ``tools``, ``toolcache``, ``store``, ``verdicts``, ``stale``,
-``cursor``, ``forgotten``, ``merge``, ``walk_read``, ``decision``, ``end``, ``_plan``), which
+run's attributes (``cfg``, ``tools``, ``toolcache``, ``store``, ``planned``, ``cursor``,
+``walk_read``, ``decision``, ``end``), which
 ``Run.__init__`` makes, and its ``given`` (the frozen :class:`~bastion.tasks.extract.values.RunInputs`)
 and ``lock``.  What the stage will do is a returned value, :meth:`RunPlan.decide`'s
-:class:`~bastion.tasks.extract.values.Decision`.  The plan itself is
+:class:`~bastion.tasks.extract.values.Decision`; the plan is one too, :meth:`RunPlan.plan`'s
+:class:`~bastion.tasks.extract.values.Planned` (made by :func:`make_plan` or :func:`plan_change`).  The plan itself is
 :func:`bastion.tasks.extract.plan.plan` (made from the walk table here), or :func:`plan_change` when only
 the walk's change needs planning.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from bastion.readers.runtime.toolset import Tool
-from bastion.readers.runtime.verdict import Verdict
 
 from bastion.errors import CANNOT_START
 
@@ -34,8 +35,8 @@ from .plan import Item, Plan, Select, describe, plan
 from . import backoff, stamp
 from .store import Store
 from .toolcache import ToolCache
-from .table import Change, Records, StoreTexts, changed, walk_records
-from .values import Decision, RunEnd, RunInputs
+from .table import Records, StoreTexts, changed, walk_records
+from .values import Decision, Planned, RunEnd, RunInputs
 
 if TYPE_CHECKING:
     from bastion.readers.dispatch import Registry
@@ -69,17 +70,11 @@ class RunPlan:
     tools: dict[str, Tool]
     toolcache: ToolCache | None
     store: Store | None
-    verdicts: dict[tuple[str, str], Verdict]
-    stale: Sequence[Item]
+    planned: Planned | None  # what plan() made (once per run)
     cursor: int
-    forgotten: set[str]
-    merge: Change | None  # the walk's change, when only it is planned
-    merge_from: dict[str, Any] | None  # the summary it is merged into
     walk_read: dict[str, Any]
     decision: Decision | None  # what decide() returned
     end: RunEnd | None  # what the run's finish returned
-    _plan: Plan | None
-    retries: dict[tuple[str, str], tuple[int, int]]  # the store's repeat offenders
 
     def given(self) -> RunInputs:
         """The run's frozen inputs (a :class:`Run` loads them once)."""
@@ -111,12 +106,23 @@ class RunPlan:
     def out(self) -> Path:
         return self.load()[1]
 
+    @property
+    def stale(self) -> Sequence[Item]:
+        """The planned items to extract (none before the plan)."""
+        return self.planned.stale if self.planned is not None else ()
+
     # -- the plan ---------------------------------------------------------------------------------
 
     def plan(self) -> Plan:
         """The plan (computed once): the walk's records against the stored verdicts."""
-        if self._plan is not None:
-            return self._plan
+        if self.planned is None:
+            self.planned = self._make_plan()
+            self._disown(self.planned.plan)
+        return self.planned.plan
+
+    def _make_plan(self) -> Planned:
+        """The plan of only what the walk changed (:func:`plan_change`), else of everything
+        (:func:`make_plan`), with the tools probed and the store opened first."""
         manifest, out = self.load()
         self.walk_read = check_walk(manifest, out)
         self.installed()  # the libraries' versions an earlier run of this installation found
@@ -128,39 +134,23 @@ class RunPlan:
             self.store = Store(out, self.store_dir)
         # the runs a repeat offender waits are counted here: one per run that plans to extract
         backoff.start_run(self.store, count=not self.cfg.listing)
-        self.retries = backoff.retries(self.store)
+        retries = backoff.retries(self.store)
         merged = None if self.cfg.all_tasks or self.cfg.listing else plan_change(self, select)
         if merged is not None:  # only what the walk found changed (tasks/extract/table.py)
-            self._plan, self.verdicts, self.merge = merged
-            self.stale = self._plan.stale
-            self._disown()
-            return self._plan
-        self.verdicts = {}  # looked up a chunk at a time, never all held (tasks/extract/plan.py)
-        deferred = () if self.cfg.retry_errors else backoff.deferred(self.retries,
-                                                                      self.store.run)
-        db = self.store.db
-        # the walk table's rows, streamed in walk order (walk.jsonl is their export)
-        self._plan = plan(lambda: walk_records(db), self.store.verdicts_for, select,
-                          self.tools, manifest.limits, StoreTexts(self.store.root), deferred,
-                          manifest.markdown, self._owners)
-        self.forgotten = forgotten(out / STATE_DIR)
-        if self.forgotten:  # doit forget: those files are redone, whatever the store says
-            every = ALL in self.forgotten
-            self._plan.unfresh(lambda item: every or self.is_forgotten(item))
-        self.stale = self._plan.stale
-        self._disown()
-        return self._plan
+            return dataclasses.replace(merged, retries=retries)
+        return make_plan(self.store, manifest, select, self.tools, retries,
+                         forgotten(out / STATE_DIR), self.cfg.retry_errors, self._owners)
 
     def _owners(self, shas: list[str]) -> dict[str, str]:
         """Whose texts the plain names of these sha256s hold (tasks/extract/owners.py)."""
         assert self.store is not None
         return owners.owners(self.store.db, shas) if self.store.db_path.exists() else {}
 
-    def _disown(self) -> None:
+    def _disown(self, plan: Plan) -> None:
         """Before any text is placed: the plain names this run gives to another key than
         their owner's are no one's (tasks/extract/owners.py), unless nothing is run."""
-        if not self.cfg.listing and self.store is not None and self._plan is not None:
-            owners.disown(self.store.db, self._plan.disowned())
+        if not self.cfg.listing and self.store is not None:
+            owners.disown(self.store.db, plan.disowned())
 
     def decide(self) -> Decision:
         """What the extract stage does (once per run: later doit slices get the same value):
@@ -180,7 +170,7 @@ class RunPlan:
         """The summary of the last complete run (its row in ``runs``) when its stamp still holds
         (:func:`bastion.tasks.extract.stamp.nothing_to_do`): then the run does no per-file
         work; else None."""
-        if self.cfg.all_tasks or self.cfg.listing or self._plan is not None:
+        if self.cfg.all_tasks or self.cfg.listing or self.planned is not None:
             return None
         manifest, out = self.load()
         self.walk_read = check_walk(manifest, out)
@@ -250,15 +240,15 @@ class RunPlan:
         return fingerprint, digest
 
     def is_forgotten(self, item: Item) -> bool:
-        return bool(self.forgotten) and (
-            ALL in self.forgotten or f"extract:{task_name(item.root, item.path)}"
-            in self.forgotten)
+        return self.planned is not None and is_forgotten(self.planned.forgotten, item)
 
     def why(self, item: Item) -> str:
         """Why a file's task is up to date or not, in words (``doit info``, ``doit list``)."""
         assert self.store is not None
-        known = self.verdicts or self.store.verdicts_for([item.sha256])
-        retry = self.retries.get((item.sha256, item.key))
+        planned = self.planned
+        known = (planned.verdicts if planned is not None else None) or \
+            self.store.verdicts_for([item.sha256])
+        retry = (planned.retries if planned is not None else {}).get((item.sha256, item.key))
         return describe(item, known.get((item.sha256, item.key)),
                         forgotten=self.is_forgotten(item),
                         other_key=any(sha == item.sha256 and key != item.key
@@ -307,15 +297,41 @@ class RunPlan:
     @property
     def more_slices(self) -> bool:
         """Whether stale items remain for another doit run (``RunConfig.slice``)."""
-        return (self._plan is not None and not self.cfg.all_tasks
+        return (self.planned is not None and not self.cfg.all_tasks
                 and self.cursor < len(self.stale) and self.end is None)
 
 
-def plan_change(run: RunPlan, select: Select) -> tuple[Plan, dict, Change] | None:
-    """The plan of only what the walk changed since the records were made, its verdicts and
-    the :class:`Change`; None when the last complete run's stamp does not hold for
-    everything but the walk, the export does not match the rows, or the walk's log does not
-    reach back to them (then the caller plans everything)."""
+def is_forgotten(names: frozenset[str], item: Item) -> bool:
+    """Whether ``doit forget`` named the item's task (or every task)."""
+    return bool(names) and (
+        ALL in names or f"extract:{task_name(item.root, item.path)}" in names)
+
+
+def make_plan(store: Store, manifest: Manifest, select: Select, tools: dict[str, Tool],
+              retries: dict[tuple[str, str], tuple[int, int]], forgot: set[str],
+              retry_errors: bool, owners_of: Any) -> Planned:
+    """The plan of everything: the walk table's rows (streamed in walk order: walk.jsonl is
+    their export) against the stored verdicts, looked up a chunk at a time and never all
+    held (tasks/extract/plan.py); the repeat offenders not due deferred (unless
+    ``retry_errors``); the files ``doit forget`` named (``forgot``) planned stale."""
+    deferred = () if retry_errors else backoff.deferred(retries, store.run)
+    db = store.db
+    planned = plan(lambda: walk_records(db), store.verdicts_for, select, tools,
+                   manifest.limits, StoreTexts(store.root), deferred, manifest.markdown,
+                   owners_of)
+    names = frozenset(forgot)
+    if names:  # doit forget: those files are redone, whatever the store says
+        every = ALL in names
+        planned.unfresh(lambda item: every or is_forgotten(names, item))
+    return Planned(planned, retries, forgotten=names)
+
+
+def plan_change(run: RunPlan, select: Select) -> Planned | None:
+    """The plan of only what the walk changed since the records were made, with the
+    verdicts it read, the :class:`~bastion.tasks.extract.table.Change` and the summary it is
+    merged into; None when the last complete run's stamp does not hold for everything but the
+    walk, the export does not match the rows, or the walk's log does not reach back to them
+    (then the caller plans everything)."""
     store = run.store
     assert store is not None  # (opened by the plan before it asks)
     if not stamp.has_stamp(run.lock()):
@@ -345,5 +361,4 @@ def plan_change(run: RunPlan, select: Select) -> tuple[Plan, dict, Change] | Non
             # these bytes have a verdict under another key: another file of the tree may
             # read them under that key, and the store's names for the two depend on both
             return None
-    run.merge_from = dict(summary)
-    return planned, verdicts, change
+    return Planned(planned, {}, change=change, change_from=dict(summary), verdicts=verdicts)

@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -41,6 +41,18 @@ RUNNING = f"{STATE_DIR}/extracting"  # present while a session may be writing th
 SCRATCH = f"{STATE_DIR}/tmp"  # the workers' private directories (when the output's path is secure)
 
 
+@dataclass(frozen=True)
+class PoolSettings:
+    """What the worker pool is started with: how many workers, the run's limits, the extra
+    readers (the tests'), whether workers may run as root (the manifest's
+    allow_root_workers)."""
+
+    workers: int
+    limits: Limits
+    extra_readers: tuple[str, ...] = ()
+    allow_root: bool = False
+
+
 class ExtractSession:
     """Workers, commits and progress for one run.  ``on_verdict(item, verdict)`` is told of
     every verdict once it is recorded (the progress display)."""
@@ -51,13 +63,10 @@ class ExtractSession:
                  extra_readers: tuple[str, ...] = (), allow_root: bool = False) -> None:
         self.out = out
         self.store = store
-        self.limits = limits
-        self.workers = workers
+        self.settings = PoolSettings(workers, limits, extra_readers, allow_root)
         self.tools = tools
         self.roots = roots
         self.on_verdict = on_verdict
-        self.extra_readers = extra_readers
-        self.allow_root = allow_root  # the manifest's allow_root_workers
         self.pool: WorkerPool | None = None
         self.jobs: dict[int, Item] = {}  # in flight, by job id
         self.job_seq = 0
@@ -67,6 +76,10 @@ class ExtractSession:
         self._private_scratch: Path | None = None  # see _scratch_root
         self.dirs = DocumentDirs(roots)  # each job's directory, opened beneath its root
         self.stopping = False  # close() has begun: the pool hands back what it held
+
+    @property
+    def workers(self) -> int:
+        return self.settings.workers
 
     # -- workers --------------------------------------------------------------------------------
 
@@ -84,8 +97,10 @@ class ExtractSession:
                     shutil.rmtree(stale)
             except OSError:
                 pass
-        self.pool = WorkerPool(self.workers, self.limits, tmp_root, self._on_result,
-                               extra_readers=self.extra_readers, allow_root=self.allow_root)
+        settings = self.settings
+        self.pool = WorkerPool(settings.workers, settings.limits, tmp_root, self._on_result,
+                               extra_readers=settings.extra_readers,
+                               allow_root=settings.allow_root)
         self._warm_one(self.pool)
         return self.pool
 

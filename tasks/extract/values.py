@@ -3,7 +3,8 @@
 A run goes ``RunInputs`` (settings, manifest, output path, reader registry; built by
 :func:`run_inputs`, the one function the CLI and ``dodo.py`` both reach through
 :class:`bastion.tasks.extract.run.Run`) → :class:`Decision` (refused, nothing to do, or a plan:
-:meth:`bastion.tasks.extract.runplan.RunPlan.decide`) → the session reading documents → the
+:meth:`bastion.tasks.extract.runplan.RunPlan.decide`; the plan itself a :class:`Planned`,
+:meth:`~bastion.tasks.extract.runplan.RunPlan.plan`'s) → the session reading documents → the
 outputs written → :class:`RunEnd` (:func:`bastion.tasks.extract.finish.finish`).  Each is
 made once and never changed; what reads them (``tasks/pipeline.py``, ``tasks/cli.py``,
 ``tasks/clean.py``) reads a returned value, not a flag some step set on the run.
@@ -16,17 +17,20 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..config import RunConfig, load
 from ..manifest import Manifest
 
 if TYPE_CHECKING:
     from bastion.readers.dispatch import Registry
+    from bastion.readers.runtime.verdict import Verdict
 
+    from .plan import Item, Plan
     from .records import ExtractSummary
+    from .table import Change
 
-__all__ = ["Decision", "RunEnd", "RunInputs", "run_inputs"]
+__all__ = ["Decision", "Planned", "RunEnd", "RunInputs", "run_inputs"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +86,25 @@ class RunEnd:
     summary: ExtractSummary
     not_yet: int = 0
     noop: bool = False  # the last run's stamp held: no per-file work was done
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The plan step's value (made once per run): the plan; the store's repeat offenders it
+    was made with, ``(sha256, key) -> (failures, next run to try)``; the files ``doit forget``
+    named (planned in full only); and, when only the walk's change was planned
+    (:func:`bastion.tasks.extract.runplan.plan_change`), that change, the summary of the run
+    it is merged into, and the verdicts the plan read (else none: a plan in full looks them
+    up a chunk at a time)."""
+
+    plan: Plan
+    retries: Mapping[tuple[str, str], tuple[int, int]]
+    forgotten: frozenset[str] = frozenset()
+    change: Change | None = None
+    change_from: Mapping[str, Any] | None = None
+    verdicts: Mapping[tuple[str, str], Verdict] = dataclasses.field(default_factory=dict)
+
+    @property
+    def stale(self) -> Sequence[Item]:
+        """The items to extract, in the order they are handed out."""
+        return self.plan.stale

@@ -48,10 +48,10 @@ def export_walk(od: OutputDir, table: WalkTable) -> bool:
                and table.export == [table.prev_gen, before])
     if trusted and not table.written:
         return False
-    if (trusted and not table.reset and table.removed is not None
-            and table.fresh_keys is not None):
+    keys = table.keys
+    if trusted and not table.reset and keys.removed is not None and keys.made is not None:
         limit = max(MIN_CHANGES, int(table.count_before * MAX_SHARE))
-        if len(table.fresh_keys) + len(table.removed) <= limit:
+        if len(keys.made) + len(keys.removed) <= limit:
             try:
                 splice(od, walk_jsonl, _changes(table))
             except ValueError:
@@ -75,8 +75,8 @@ def _lines(table: WalkTable) -> Iterator[bytes]:
 def _changes(table: WalkTable) -> list[tuple[tuple[str, str], bytes | None]]:
     """The keys this walk removed (None) and the lines of the rows it made."""
     changes: list[tuple[tuple[str, str], bytes | None]] = [
-        (k, None) for k in table.removed or ()]
-    for root, path in table.fresh_keys or ():
+        (k, None) for k in table.keys.removed or ()]
+    for root, path in table.keys.made or ():
         rel, _, name = path.rpartition("/")
         row = table.db.execute(SELECT + " WHERE root = ? AND dir = ? AND name = ?",
                                (root, encode(rel), encode(name))).fetchone()

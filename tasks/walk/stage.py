@@ -45,7 +45,8 @@ from ..names import shown
 from .table import Row, WalkTable, encode
 from .upgrade import upgrade
 
-__all__ = ["WALK_VERSION", "RootWalk", "WalkStats", "Walker", "describe_problems", "run_walk"]
+__all__ = ["WALK_VERSION", "HelperShare", "RootWalk", "WalkStats", "Walker", "describe_problems",
+           "run_walk"]
 
 WALK_VERSION = 4  # bump when records or detection change: the table's rows are then dropped
 MAX_WARNINGS_KEPT = 100
@@ -108,6 +109,18 @@ class WalkStats:
         self.warning_samples.extend(samples[:MAX_WARNINGS_KEPT - len(self.warning_samples)])
 
 
+class HelperShare:
+    """A forked helper's part of a shared walk, sent back to the walker as plain data: the
+    rows it made, ``(row, replaced)``, and the previous rows it found gone, ``(root, dir,
+    name)``."""
+
+    __slots__ = ("fresh", "gone")
+
+    def __init__(self) -> None:
+        self.fresh: list[tuple[Row, bool]] = []
+        self.gone: list[tuple[str, str, str]] = []
+
+
 class Walker:
     """Walks the roots of one manifest into the walk table, and exports ``walk.jsonl``.
 
@@ -120,7 +133,6 @@ class Walker:
     def __init__(self, manifest: Manifest, od: OutputDir, *, no_hash: bool = False,
                  progress: Callable[[int], None] | None = None) -> None:
         self.manifest = manifest
-        self.out = od.path
         self.no_hash = no_hash
         self.progress = progress
         self.stats = WalkStats()
@@ -130,9 +142,8 @@ class Walker:
         self.selectors = {root.name: Selector.for_root(root) for root in manifest.roots}
         self.listed: set[tuple[str, str]] = set()  # (root, directory) listed by this walk
         self.seen = 0  # previous rows found again (kept or replaced)
-        self.helper = False  # a forked helper: rows go back to the walker, not the table
-        self.fresh: list[tuple[Row, bool]] = []  # a helper's rows (row, replaced)
-        self.gone: list[tuple[str, str, str]] = []  # a helper's removed (root, dir, name)
+        # a forked helper's share: its rows go back to the walker, not to the table
+        self.share: HelperShare | None = None
         self.records = 0
         self.buf = bytearray(READ_CHUNK)
         try:  # the output never walked: the checked descriptor's, not whatever its path is now
@@ -147,7 +158,7 @@ class Walker:
         if self._table is None:
             od, settings, roots = self.od, self.settings, self.manifest.roots
             self._table = WalkTable(
-                lambda: connect_read(od) if self.helper else connect(od), settings, roots,
+                lambda: connect_read(od) if self.share is not None else connect(od), settings, roots,
                 lambda db: upgrade(od, db, settings, roots))
         return self._table
 
@@ -210,14 +221,13 @@ class Walker:
         gone)."""
         if owner:
             self.progress = None
-            self.stats, self.seen, self.fresh, self.gone = WalkStats(), 0, [], []
-            self.helper = True
+            self.stats, self.seen, self.share = WalkStats(), 0, HelperShare()
         for root in self.manifest.roots:
             self._walk_root(root, owner, owners)
-        if not owner:
+        if not owner or self.share is None:
             return None
         s = self.stats
-        return s.counts(), s.warning_samples, self.seen, self.fresh, self.gone
+        return s.counts(), s.warning_samples, self.seen, self.share.fresh, self.share.gone
 
     def _walk_root(self, root: Root, owner: int = 0, owners: int = 1) -> None:
         """Walk one root; with ``owners`` > 1, record only the entries ``owner`` owns."""
@@ -281,16 +291,16 @@ class Walker:
         row = (root.name, encode(rel), encode(name), encode(relpath), fields[0], fields[1],
                fields[2], st.st_ctime_ns, fields[3], st.st_dev, *fields[4:], int(stat_only),
                self.table.gen)
-        if self.helper:
-            self.fresh.append((row, c is not None))
+        if self.share is not None:
+            self.share.fresh.append((row, c is not None))
         else:
             self.table.add(row, c is not None)
 
     def gone_rows(self, root: Root, rel: str, names: Iterable[str]) -> None:
         """Previous rows of a directory listed by this walk whose files it did not record."""
         for name in names:
-            if self.helper:
-                self.gone.append((root.name, rel, name))
+            if self.share is not None:
+                self.share.gone.append((root.name, rel, name))
             else:
                 self.table.remove(root.name, rel, name)
 
@@ -393,9 +403,7 @@ class RootWalk:
     def _dir(self, dfd: int, dirpath: str, rel: str, real: str | None) -> None:
         """One directory: files compared with their previous rows (or read), subdirectories
         pushed on the stack."""
-        walker, sel, stats, stack = self.walker, self.sel, self.stats, self.stack
-        owner, owners = self.owner, self.owners
-        shared = owners > 1
+        walker, stats = self.walker, self.stats
         try:
             with os.scandir(dfd) as it:
                 entries = list(it)
@@ -403,70 +411,12 @@ class RootWalk:
             self._unreadable_dir(rel, e)
             return
         dc = walker.previous(self.root, rel)
-        if owner == 0:
+        if self.owner == 0:
             walker.listed.add((self.root.name, rel))
-        prefix = f"{rel}/" if rel else ""
-        base = dirpath.rstrip("/") + "/"
-        reused = nbytes = 0
-        for entry in entries:
-            name = entry.name
-            try:
-                if entry.is_file(follow_symlinks=False):
-                    if shared and hash(name) % owners != owner:
-                        continue
-                    c = dc.get(name)
-                    if c is not None and real is None and c[5]:  # a re-walk's path: one lstat
-                        st = entry.stat(follow_symlinks=False)
-                        if (c[1] == st.st_size and c[2] == st.st_mtime_ns
-                                and c[3] == st.st_ino and c[4] == st.st_ctime_ns):
-                            del dc[name]
-                            reused += 1
-                            nbytes += st.st_size
-                            continue
-                    relpath = prefix + name
-                    if root_selects(sel, relpath) and (
-                            real is None or not sel.excluded(f"{real}/{name}")):
-                        walker._file(self.root, dc, rel, name, (dfd, name), relpath,
-                                     entry.stat(follow_symlinks=False))
-                elif entry.is_dir(follow_symlinks=False):
-                    relpath = prefix + name
-                    st = entry.stat(follow_symlinks=False)
-                    if not stat.S_ISDIR(st.st_mode):  # swapped between listing and stat
-                        if stat.S_ISLNK(st.st_mode) and (
-                                not shared or hash(name) % owners == owner):
-                            self._symlink(dc, rel, entry, base + name, relpath)
-                        elif not shared or hash(name) % owners == owner:
-                            stats.vanished += 1
-                            stats.warn(f"{self.root.name}/{relpath}: replaced during the walk")
-                        continue
-                    sub_real = None if real is None else f"{real}/{name}"
-                    if self._skip_dir(st, relpath, sub_real):
-                        continue
-                    self.visited.add((st.st_dev, st.st_ino))
-                    stack.append((base + name, relpath, sub_real, (st.st_dev, st.st_ino)))
-                elif shared and hash(name) % owners != owner:
-                    if sel.follow_symlinks and entry.is_symlink():
-                        # every process walks a followed directory link's subtree
-                        self._symlink(dc, rel, entry, base + name, prefix + name,
-                                      record=False)
-                elif entry.is_symlink():
-                    self._symlink(dc, rel, entry, base + name, prefix + name)
-                else:
-                    relpath = prefix + name
-                    if root_selects(sel, relpath) and (
-                            real is None or not sel.excluded(f"{real}/{name}")):
-                        self._other(dc, rel, name, relpath, entry.stat(follow_symlinks=False))
-            except OSError as e:
-                if not shared or hash(name) % owners == owner:  # counted once in a shared walk
-                    if isinstance(e, FileNotFoundError):
-                        stats.vanished += 1
-                        stats.warn(f"{self.root.name}/{prefix}{name}: vanished during the walk")
-                    else:
-                        stats.unreadable += 1
-                        stats.warn(f"{self.root.name}/{prefix}{name}: {e.strerror}")
+        listing = _Listing(self, dfd, dirpath.rstrip("/") + "/", rel, real, dc)
+        reused, nbytes = listing.entries(entries)
         if dc:  # previous rows whose files this walk did not record (in this share)
-            walker.gone_rows(self.root, rel, [name for name in dc if not shared
-                                              or hash(name) % owners == owner])
+            walker.gone_rows(self.root, rel, [name for name in dc if self._owns(name)])
         if reused:
             walker.seen += reused
             stats.files += reused
@@ -474,6 +424,11 @@ class RootWalk:
             stats.bytes += nbytes
             if walker.progress:
                 walker.progress(reused)
+
+    def _owns(self, name: str) -> bool:
+        """Whether this process records the entry ``name`` (every entry, unless the walk is
+        shared: then its owner's, ``hash(name) % owners``)."""
+        return self.owners == 1 or hash(name) % self.owners == self.owner
 
     def _skip_dir(self, st: os.stat_result, relpath: str, real: str | None = None) -> bool:
         if self.walker.out_id == (st.st_dev, st.st_ino):
@@ -526,6 +481,120 @@ class RootWalk:
         self.walker._add(self.root, dc, rel, name, relpath,
                          ("other", st.st_size, st.st_mtime_ns, st.st_ino, None,
                           "not a regular file (never opened)", None, None), st, False)
+
+
+class _Listing:
+    """One directory of a root's walk, listed: its descriptor, its path (ending in ``/``),
+    its path relative to the root, its real path relative to the root beneath a followed
+    link (else None), the prefix of its entries' relative paths, and its previous rows by
+    name (taken out as their files are found).  Its entries are compared with those rows,
+    recorded through the walk, or pushed on its stack."""
+
+    __slots__ = ("walk", "fd", "path", "rel", "real", "prefix", "rows")
+
+    def __init__(self, walk: RootWalk, fd: int, path: str, rel: str, real: str | None,
+                 rows: dict[str, tuple]) -> None:
+        self.walk, self.fd, self.path, self.rel, self.real, self.rows = (
+            walk, fd, path, rel, real, rows)
+        self.prefix = f"{rel}/" if rel else ""
+
+    def entries(self, entries: list[os.DirEntry]) -> tuple[int, int]:
+        """A directory's entries in their listing's order.  A file whose previous row holds
+        its stat is kept with one ``lstat`` (the re-walk's path, here in the loop); any other
+        entry is recorded (:meth:`_file_entry`, :meth:`_other_entry`).  Returns how many
+        files were kept, and their bytes."""
+        walk = self.walk
+        owner, owners, shared = walk.owner, walk.owners, walk.owners > 1
+        dc, unresolved = self.rows, self.real is None
+        reused = nbytes = 0
+        for entry in entries:
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    name = entry.name
+                    if shared and hash(name) % owners != owner:
+                        continue
+                    c = dc.get(name)
+                    if c is not None and unresolved and c[5]:  # a re-walk's path: one lstat
+                        st = entry.stat(follow_symlinks=False)
+                        if (c[1] == st.st_size and c[2] == st.st_mtime_ns
+                                and c[3] == st.st_ino and c[4] == st.st_ctime_ns):
+                            del dc[name]
+                            reused += 1
+                            nbytes += st.st_size
+                            continue
+                    self._file_entry(entry)
+                else:
+                    self._other_entry(entry)
+            except OSError as e:
+                self._entry_error(entry.name, e)
+        return reused, nbytes
+
+    def _selected(self, name: str, relpath: str) -> bool:
+        """Whether the root's selector records the entry (by its path, and by its real path
+        beneath a followed directory link)."""
+        sel = self.walk.sel
+        return root_selects(sel, relpath) and (
+            self.real is None or not sel.excluded(f"{self.real}/{name}"))
+
+    def _file_entry(self, entry: os.DirEntry) -> None:
+        """A regular file new or changed since its row: recorded (read) when selected."""
+        name = entry.name
+        relpath = self.prefix + name
+        if self._selected(name, relpath):
+            walk = self.walk
+            walk.walker._file(walk.root, self.rows, self.rel, name, (self.fd, name), relpath,
+                              entry.stat(follow_symlinks=False))
+
+    def _other_entry(self, entry: os.DirEntry) -> None:
+        """A directory (pushed), a symbolic link (recorded or followed), anything else
+        (recorded, never opened).  In a shared walk every process walks every directory and
+        follows every directory link; it records only the entries it owns."""
+        name, walk = entry.name, self.walk
+        if entry.is_dir(follow_symlinks=False):
+            self._subdir(entry)
+        elif not walk._owns(name):
+            if walk.sel.follow_symlinks and entry.is_symlink():
+                # every process walks a followed directory link's subtree
+                walk._symlink(self.rows, self.rel, entry, self.path + name, self.prefix + name,
+                              record=False)
+        elif entry.is_symlink():
+            walk._symlink(self.rows, self.rel, entry, self.path + name, self.prefix + name)
+        else:
+            relpath = self.prefix + name
+            if self._selected(name, relpath):
+                walk._other(self.rows, self.rel, name, relpath,
+                            entry.stat(follow_symlinks=False))
+
+    def _subdir(self, entry: os.DirEntry) -> None:
+        """A subdirectory, pushed on the stack unless pruned; one swapped for a link or a
+        file between the listing and its stat is that link, or a warning."""
+        name, walk = entry.name, self.walk
+        relpath = self.prefix + name
+        st = entry.stat(follow_symlinks=False)
+        if not stat.S_ISDIR(st.st_mode):  # swapped between listing and stat
+            if stat.S_ISLNK(st.st_mode) and walk._owns(name):
+                walk._symlink(self.rows, self.rel, entry, self.path + name, relpath)
+            elif walk._owns(name):
+                walk.stats.vanished += 1
+                walk.stats.warn(f"{walk.root.name}/{relpath}: replaced during the walk")
+            return
+        sub_real = None if self.real is None else f"{self.real}/{name}"
+        if walk._skip_dir(st, relpath, sub_real):
+            return
+        walk.visited.add((st.st_dev, st.st_ino))
+        walk.stack.append((self.path + name, relpath, sub_real, (st.st_dev, st.st_ino)))
+
+    def _entry_error(self, name: str, e: OSError) -> None:
+        """An entry that vanished or could not be read: counted once in a shared walk."""
+        walk = self.walk
+        if not walk._owns(name):
+            return
+        if isinstance(e, FileNotFoundError):
+            walk.stats.vanished += 1
+            walk.stats.warn(f"{walk.root.name}/{self.prefix}{name}: vanished during the walk")
+        else:
+            walk.stats.unreadable += 1
+            walk.stats.warn(f"{walk.root.name}/{self.prefix}{name}: {e.strerror}")
 
 
 def run_walk(manifest: Manifest, od: OutputDir, *, no_hash: bool = False,

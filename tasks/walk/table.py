@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable
 from ..output.modes import OutputError
 from .. import runs
 
-__all__ = ["BATCH_ROWS", "Row", "WalkTable", "decode", "encode", "root_settings"]
+__all__ = ["BATCH_ROWS", "ExportKeys", "Row", "WalkTable", "decode", "encode", "root_settings"]
 
 BATCH_ROWS = 5000  # rows written per transaction
 REMOVED_KEPT = 200_000  # keys of removed rows held for the export's splice, at most
@@ -86,6 +86,54 @@ def set_state(db: sqlite3.Connection, name: str, value: Any) -> None:
     db.execute("INSERT OR REPLACE INTO walk_state VALUES (?, ?)", (name, json.dumps(value)))
 
 
+class _Connection:
+    """The database, connected by the process that uses it: a forked helper opens its own
+    (a connection never crosses a fork)."""
+
+    __slots__ = ("connect", "db", "pid")
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+        self.connect = connect
+        self.db: sqlite3.Connection | None = None
+        self.pid = os.getpid()
+
+    def get(self) -> sqlite3.Connection:
+        if self.db is None or self.pid != os.getpid():
+            self.db = self.connect()  # (in a forked helper: its own connection)
+            self.pid = os.getpid()
+        return self.db
+
+    def close(self) -> None:
+        if self.db is not None and self.pid == os.getpid():
+            self.db.close()
+        self.db = None
+
+
+class ExportKeys:
+    """The keys ``(root, path)`` a walk changed, for the export's splice
+    (:mod:`bastion.tasks.walk.export`): of every row it removed or replaced (in the previous
+    walk's export), and of every row it made; each None once it holds more than
+    :data:`REMOVED_KEPT`."""
+
+    __slots__ = ("removed", "made")
+
+    def __init__(self) -> None:
+        self.removed: list[tuple[str, str]] | None = []
+        self.made: list[tuple[str, str]] | None = []
+
+    def add_removed(self, root: str, path: str) -> None:
+        if self.removed is not None:
+            self.removed.append((root, path))
+            if len(self.removed) > REMOVED_KEPT:
+                self.removed = None
+
+    def add_made(self, root: str, path: str) -> None:
+        if self.made is not None:
+            self.made.append((root, path))
+            if len(self.made) > REMOVED_KEPT:
+                self.made = None
+
+
 class WalkTable:
     """One walk's view of the ``walk`` table (see the module): the previous rows by
     directory, and the changes written.  ``connect`` opens the database (again in a forked
@@ -94,16 +142,11 @@ class WalkTable:
     def __init__(self, connect: Any, settings: list, roots: Iterable[Any],
                  upgrade: Callable[[sqlite3.Connection], Any] | None = None) -> None:
         roots = list(roots)
-        self._connect = connect
-        self._db: sqlite3.Connection | None = None
-        self._pid = os.getpid()
+        self._connection = _Connection(connect)
         self.roots = {r.name: root_settings(r) for r in roots}
         self.rows: list[Row] = []  # to insert at the next flush
         self.gone: list[tuple[str, bytes, bytes]] = []  # (root, dir, name) to delete
-        # keys (root, path) of every row this walk removed or replaced, in the previous
-        # walk's export; None once there are too many to hold
-        self.removed: list[tuple[str, str]] | None = []
-        self.fresh_keys: list[tuple[str, str]] | None = []  # rows this walk made
+        self.keys = ExportKeys()  # of the rows this walk removed, replaced and made
         self.written = False  # a batch was committed: the export no longer matches
         self.reset = False  # rows were dropped wholesale (settings): written in full
         self.added = self.deleted = 0  # rows added (not replacing one), rows removed
@@ -116,7 +159,6 @@ class WalkTable:
             self.gen = (state(db, "gen") or 0) + 1
             self.count_before = state(db, "count") or 0
             self.export = state(db, "export")  # [gen, identity of walk.jsonl] or None
-            self.prev_gen = self.gen - 1
             self.log = ChangeLog(db, self.gen, self.count_before)
             if state(db, "dirs") != state(db, "gen"):  # walk_dirs not made from these rows
                 with db:
@@ -141,10 +183,12 @@ class WalkTable:
 
     @property
     def db(self) -> sqlite3.Connection:
-        if self._db is None or self._pid != os.getpid():
-            self._db = self._connect()  # (in a forked helper: its own connection)
-            self._pid = os.getpid()
-        return self._db
+        return self._connection.get()
+
+    @property
+    def prev_gen(self) -> int:
+        """The previous walk's generation."""
+        return self.gen - 1
 
     def _drop(self, sql: str, dirs_sql: str, args: tuple) -> None:
         """Rows whose settings changed, dropped before the walk (nothing of them is reused)."""
@@ -208,12 +252,9 @@ class WalkTable:
     def add(self, row: Row, replaced: bool) -> None:
         """A row made by this walk (``replaced``: it takes the place of a previous one)."""
         self.rows.append(row)
-        if self.fresh_keys is not None:
-            self.fresh_keys.append((row[0], decode(row[3])))
-            if len(self.fresh_keys) > REMOVED_KEPT:
-                self.fresh_keys = None
+        self.keys.add_made(row[0], decode(row[3]))
         if replaced:
-            self._removed(row[0], decode(row[3]))
+            self.keys.add_removed(row[0], decode(row[3]))
         else:
             self.added += 1
         if len(self.rows) >= BATCH_ROWS:
@@ -223,15 +264,9 @@ class WalkTable:
         """A previous row whose file this walk did not record."""
         self.gone.append((root, encode(rel), encode(name)))
         self.deleted += 1
-        self._removed(root, f"{rel}/{name}" if rel else name)
+        self.keys.add_removed(root, f"{rel}/{name}" if rel else name)
         if len(self.gone) >= BATCH_ROWS:
             self.flush()
-
-    def _removed(self, root: str, path: str) -> None:
-        if self.removed is not None:
-            self.removed.append((root, path))
-            if len(self.removed) > REMOVED_KEPT:
-                self.removed = None
 
     def flush(self) -> None:
         """Commit the rows and removals held (one transaction)."""
@@ -318,9 +353,7 @@ class WalkTable:
         runs.record(self.db, summary)
 
     def close(self) -> None:
-        if self._db is not None and self._pid == os.getpid():
-            self._db.close()
-        self._db = None
+        self._connection.close()
 
 
 class ChangeLog:
