@@ -7,7 +7,7 @@ import signal
 import socket
 import stat
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..base import Limits
 from .procs import libc, mark_in_worker, set_parent_death_signal
@@ -94,21 +94,11 @@ def landlock_ruleset(writable: list[Path], readable: list[str] | None = None,
     abi = syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     if abi < 1:
         return 0, None
-    fs = _LL_WRITE_RIGHTS_V1 | (_LL_READ_RIGHTS if readable is not None else 0)
-    if abi >= 2:
-        fs |= _LL_REFER
-    if abi >= 3:
-        fs |= _LL_TRUNCATE
-    net = _LL_NET_ALL if abi >= 4 else 0
-    scoped = _LL_SCOPE_ALL if abi >= 6 else 0
+    fs, net, scoped = _handled(abi, reading=readable is not None)
 
     class RulesetAttr(ctypes.Structure):
         _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64),
                     ("scoped", ctypes.c_uint64)]
-
-    class PathBeneath(ctypes.Structure):
-        _pack_ = 1
-        _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
     attr = RulesetAttr(fs, net, scoped)
     size = 24 if scoped else 16 if net else 8
@@ -122,27 +112,52 @@ def landlock_ruleset(writable: list[Path], readable: list[str] | None = None,
                       | (_LL_READ_FILE if readable is not None else 0)))
         rules += [(p, _LL_READ_RIGHTS) for p in readable or ()]
         for path, rights in rules:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except FileNotFoundError:
-                if path == "/dev/null" or readable is None or (path, fs) in rules:
-                    raise
-                continue  # a read path this host has not (/lib32, a tool's absent data)
-            try:
-                if stat.S_ISDIR(os.fstat(fd).st_mode):
-                    allowed = rights & fs
-                else:  # a file takes only file rights
-                    allowed = rights & fs & _LL_FILE_RIGHTS
-                rule = PathBeneath(allowed, fd)
-                if syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0) < 0:
-                    raise OSError(ctypes.get_errno(), "landlock_add_rule")
-            finally:
-                os.close(fd)
+            optional = path != "/dev/null" and readable is not None and (path, fs) not in rules
+            _add_rule(syscall, ruleset, path, rights, fs, optional)
     except BaseException:
         os.close(ruleset)
         raise
     os.set_inheritable(ruleset, False)
     return int(abi), int(ruleset)
+
+
+def _handled(abi: int, reading: bool) -> tuple[int, int, int]:
+    """The (filesystem, network, scope) rights a ruleset of Landlock ``abi`` handles: every
+    change (and with ``reading``, reading, listing and executing), TCP, and the scopes."""
+    fs = _LL_WRITE_RIGHTS_V1 | (_LL_READ_RIGHTS if reading else 0)
+    if abi >= 2:
+        fs |= _LL_REFER
+    if abi >= 3:
+        fs |= _LL_TRUNCATE
+    return fs, _LL_NET_ALL if abi >= 4 else 0, _LL_SCOPE_ALL if abi >= 6 else 0
+
+
+def _add_rule(syscall: Any, ruleset: int, path: str, rights: int, fs: int,
+              optional: bool) -> None:
+    """Allow ``rights`` (of the handled ``fs``) beneath ``path`` in ``ruleset``; a file takes
+    only file rights; an ``optional`` path this host has not (/lib32, a tool's absent data)
+    is left out."""
+    import ctypes
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if not optional:
+            raise
+        return
+    try:
+        allowed = rights & fs
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            allowed &= _LL_FILE_RIGHTS
+        rule = PathBeneath(allowed, fd)
+        if syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0) < 0:
+            raise OSError(ctypes.get_errno(), "landlock_add_rule")
+    finally:
+        os.close(fd)
 
 
 def prepared_enforce(ruleset: int | None) -> Callable[[], None]:
