@@ -330,6 +330,19 @@ def _spaced(s: str) -> str:
     return s.replace("\t", " ").replace("\n", " ") if "\t" in s or "\n" in s else s
 
 
+def _joined(parts: list[Line]) -> list[Event]:
+    """The parts' events one after another, a layout space between two that hold text."""
+    events: list[Event] = []
+    first = True
+    for part in parts:
+        if part.text:
+            if not first:
+                events.append((LAYOUT, " "))
+            first = False
+        events += part.events
+    return events
+
+
 def _cleaned(s: str) -> str:
     return s if s.isascii() else clean(s)
 
@@ -353,13 +366,7 @@ def _cell_line(cell: _Block, value: str | None,
     if value or (not texted and fallback):
         events.append((TEXT, value or fallback))
     else:
-        first = True
-        for part in cell.parts:
-            if part.text:
-                if not first:
-                    events.append((LAYOUT, " "))
-                first = False
-            events += part.events
+        events += _joined(cell.parts)
     events.append((CLOSE, None))
     if "\t" in text or "\n" in text:
         text = text.replace("\t", " ").replace("\n", " ")
@@ -656,15 +663,7 @@ def _open_line(frame: _Block) -> Line | None:
         text = " ".join(p.text for p in frame.parts if p.text)
         if not text or text.isspace():
             return None
-        events: list[Event] = [(OPEN, Paragraph())]
-        first = True
-        for part in frame.parts:
-            if part.text:
-                if not first:
-                    events.append((LAYOUT, " "))
-                first = False
-            events += part.events
-        events.append((CLOSE, None))
+        events: list[Event] = [(OPEN, Paragraph()), *_joined(frame.parts), (CLOSE, None)]
         return Line(text, events)
     text = "".join(frame.parts)
     if not text or text.isspace():
