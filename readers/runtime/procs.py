@@ -20,7 +20,7 @@ import select
 import shutil
 import signal
 import subprocess
-from typing import IO, Callable
+from typing import IO, Any, Callable
 
 # The whole environment a child gets: nothing from the parent's leaks in.
 CHILD_ENV: dict[str, str] = {
@@ -54,7 +54,7 @@ def mark_in_worker() -> None:
     _in_worker = True
 
 
-def libc():
+def libc() -> Any:
     import ctypes
 
     return ctypes.CDLL(None, use_errno=True)

@@ -59,7 +59,10 @@ import sys
 import time
 from array import array
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (a worker imports what it needs when it needs it)
+    from ..base import Limits
 
 MAX_JOB = 1 << 18  # bytes of one job message (names, types, the tools): the pool's cap too
 MAX_FDS = 128  # descriptors one job message may carry (two a job): the pool's cap too
@@ -105,7 +108,7 @@ def _read_checked(fd: int, size: int, sha256: str) -> bytes:
     return data
 
 
-def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
+def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits: Limits, seq: int,
            text_fd: int, ocr_memo: Any = None, registry: Any = None,
            md_fd: int | None = None) -> dict[str, Any]:
     """Read one document (in a process the zygote forked) with a reader of ``registry`` (the
@@ -204,7 +207,8 @@ def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits, seq: int,
     return result
 
 
-def serve(jobs: socket.socket, answers: int, scratch: Path, limits, registry: Any) -> None:
+def serve(jobs: socket.socket, answers: int, scratch: Path, limits: Limits,
+          registry: Any) -> None:
     """A document's process, after the zygote forked it: its jobs from the parent's
     messages, one answer line each on its pipe, until the parent closes its end."""
     import shutil
@@ -332,7 +336,7 @@ def read_paths() -> list[str]:
                         *sys.path) if p and os.path.isabs(p)]
 
 
-def scratch_bytes(limits) -> int:
+def scratch_bytes(limits: Limits) -> int:
     """The bytes a document may put in its scratch: what it may unpack, and its text."""
     return limits.max_unpacked_bytes + limits.max_output_bytes
 
@@ -348,7 +352,8 @@ WARM: dict[str, tuple[str, ...]] = {
 }
 
 
-def prepare(spec: dict[str, Any], limits, scratch: Path, registry: Any = None) -> None:
+def prepare(spec: dict[str, Any], limits: Limits, scratch: Path,
+            registry: Any = None) -> None:
     """What the zygote loads when the parent first names a reader family (``spec``: its
     ``reader``, or for a job naming none its ``mime`` to choose one by, and its ``tools``):
     the family's module and what its documents import (:data:`WARM`), and, for the PDF and
