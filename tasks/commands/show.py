@@ -119,46 +119,24 @@ def _show(stored: Stored, paths: list[str], as_json: bool, file_of: FileOf,
     code = EXIT_OK
     printed = 0
     for given in paths:
-        found = stored.resolve(given)
-        if not found:
-            _say(f"{given}: no walked file of that name in {stored.path}")
+        found = _one_walked(stored, given)
+        row = stored.record_row(*found) if found is not None else None
+        if found is not None and row is None:
+            _say(f"{found[0]}/{found[1]}: walked, not extracted yet (run the extract stage)")
+        if found is None or row is None:
             code = EXIT_NOT_SHOWN
             continue
-        if len(found) > 1:
-            names = ", ".join(f"{r}/{p}" for r, p in found)
-            _say(f"{given}: names {len(found)} walked files ({names}): give ROOT/PATH")
-            code = EXIT_NOT_SHOWN
-            continue
-        root, path = found[0]
-        label = f"{root}/{path}"
-        row = stored.record_row(root, path)
-        if row is None:
-            _say(f"{label}: walked, not extracted yet (run the extract stage)")
-            code = EXIT_NOT_SHOWN
-            continue
+        root, path = found
         record = stored.record(row)
-        rel = file_of(record)
-        text: str | None = None
-        if rel is None and file_of is MARKDOWN and record.get("status") == "ok":
-            _say(f"{label}: no Markdown stored (sweep with 'markdown: true' in the manifest)")
+        text = _text_of(stored, f"{root}/{path}", record, file_of)
+        if text is None:
             code = EXIT_NOT_SHOWN
-        elif rel is None:
-            why = record.get("error")
-            kind = f" ({record['error_kind']})" if record.get("error_kind") else ""
-            _say(f"{label}: {record.get('status')}{kind}{': ' + why if why else ''}: no text")
-            code = EXIT_NOT_SHOWN
-        else:
-            try:
-                text = stored.out.read(rel).decode("utf-8", "replace")
-            except (OSError, ValueError) as e:
-                why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-                _say(f"{label}: cannot read its text {rel}: {why}")
-                code = EXIT_NOT_SHOWN
         if as_json:
             stdout.write(json.dumps({"root": root, "path": path, "record": record,
                                      "text": text}) + "\n")
         elif text is not None:
             if len(paths) > 1:
+                label = f"{root}/{path}"
                 shown_label = shown(label) if stdout.tty else label
                 stdout.write(("\n" if printed else "") + f"==> {shown_label} <==\n")
             stdout.text(text)
@@ -167,3 +145,39 @@ def _show(stored: Stored, paths: list[str], as_json: bool, file_of: FileOf,
             return code
     stdout.flush()
     return code
+
+
+def _one_walked(stored: Stored, given: str) -> tuple[str, str] | None:
+    """The one walked file (root, path) ``given`` names; None (said on stderr) when it
+    names none or several."""
+    found = stored.resolve(given)
+    if not found:
+        _say(f"{given}: no walked file of that name in {stored.path}")
+        return None
+    if len(found) > 1:
+        names = ", ".join(f"{r}/{p}" for r, p in found)
+        _say(f"{given}: names {len(found)} walked files ({names}): give ROOT/PATH")
+        return None
+    root, path = found[0]
+    return root, path
+
+
+def _text_of(stored: Stored, label: str, record: dict[str, Any],
+             file_of: FileOf) -> str | None:
+    """The stored file ``file_of`` chooses for a record, read; None (said on stderr) when
+    the record has none (not ok, no Markdown) or it cannot be read."""
+    rel = file_of(record)
+    if rel is None and file_of is MARKDOWN and record.get("status") == "ok":
+        _say(f"{label}: no Markdown stored (sweep with 'markdown: true' in the manifest)")
+        return None
+    if rel is None:
+        why = record.get("error")
+        kind = f" ({record['error_kind']})" if record.get("error_kind") else ""
+        _say(f"{label}: {record.get('status')}{kind}{': ' + why if why else ''}: no text")
+        return None
+    try:
+        return stored.out.read(rel).decode("utf-8", "replace")
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        _say(f"{label}: cannot read its text {rel}: {why}")
+        return None
