@@ -22,7 +22,6 @@ MAX_ATTRIBUTES = 15
 COMPLEX_ALLOWED = {
     # readers/runtime/ is reshaped for issue 41 (sandbox, answers, fleet, workermain, zygote)
     ("readers/runtime/workermain.py", "handle"),  # 29
-    ("readers/runtime/schema.py", "encode"),  # 21
     # the lead's store fix touches plan(); reshaped after it lands
     ("tasks/extract/plan.py", "plan"),  # 43
     # tasks/commands/{stdout,show,grep,search,onefile}.py are issue 42's, reshaped by their owner

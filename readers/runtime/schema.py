@@ -371,17 +371,37 @@ def encode(msg: dict[str, Any], cap: int = MAX_ANSWER) -> bytes:
     sidecar = msg.get("sidecar")
     if not isinstance(sidecar, dict):
         return _dumps(msg)
-    notes: list[str] = []
     sidecar = dict(sidecar)
+    notes = _to_bounds(sidecar)
+    msg = dict(msg, sidecar=sidecar)
+    whole = {k: len(v) for k, v in sidecar.items() if isinstance(v, list)}
+    had = set(sidecar)
+    line = _to_cap(msg, sidecar, cap)
+    notes += _cap_notes(sidecar, had, whole, cap)
+    verdict = msg.get("verdict")
+    if notes and isinstance(verdict, dict):
+        warnings = list(verdict.get("warnings") or ())
+        notes = notes[:MAX_WARNINGS]
+        msg["verdict"] = dict(verdict, warnings=warnings[:MAX_WARNINGS - len(notes)] + notes)
+        line = _dumps(msg)
+    return line
+
+
+def _to_bounds(sidecar: dict[str, Any]) -> list[str]:
+    """Cut each list of ``sidecar`` over its schema bound to it (in place); the cuts named."""
+    notes = []
     for key, most in _MOST.items():
         value = sidecar.get(key)
         if isinstance(value, list) and len(value) > most:
             sidecar[key] = value[:most]
             notes.append(f"sidecar {key} cut to {most} of {len(value)} entries: its cap reached")
-    msg = dict(msg, sidecar=sidecar)
+    return notes
+
+
+def _to_cap(msg: dict[str, Any], sidecar: dict[str, Any], cap: int) -> bytes:
+    """``msg``'s line, its ``sidecar``'s biggest part halved (a list) or left out (in place)
+    while the line is over the cap."""
     line = _dumps(msg)
-    whole = {k: len(v) for k, v in sidecar.items() if isinstance(v, list)}
-    had = set(sidecar)
     while len(line) >= cap - _ROOM:
         sizes = {k: len(_dumps(sidecar[k])) for k in _CUT_FIRST if k in sidecar}
         if not sizes:
@@ -393,19 +413,20 @@ def encode(msg: dict[str, Any], cap: int = MAX_ANSWER) -> bytes:
         else:
             del sidecar[key]
         line = _dumps(msg)
+    return line
+
+
+def _cap_notes(sidecar: dict[str, Any], had: set[str], whole: dict[str, int],
+               cap: int) -> list[str]:
+    """What :func:`_to_cap` cut, in words."""
+    notes = []
     for key in _CUT_FIRST:
         if key in had and key not in sidecar:
             notes.append(f"sidecar {key} left out: answer cap of {cap >> 20} MiB reached")
         elif key in whole and len(sidecar[key]) < whole[key]:
             notes.append(f"sidecar {key} cut to {len(sidecar[key])} of {whole[key]} entries: "
                          f"answer cap of {cap >> 20} MiB reached")
-    verdict = msg.get("verdict")
-    if notes and isinstance(verdict, dict):
-        warnings = list(verdict.get("warnings") or ())
-        notes = notes[:MAX_WARNINGS]
-        msg["verdict"] = dict(verdict, warnings=warnings[:MAX_WARNINGS - len(notes)] + notes)
-        line = _dumps(msg)
-    return line
+    return notes
 
 
 def _dumps(msg: Any) -> bytes:
