@@ -168,13 +168,7 @@ def _run(args: Any) -> int:
         ex.start()  # the worker boots while this process hashes and types the first file
         for label in args.files:
             try:
-                if label == STDIN:
-                    result = ex.extract_bytes(_read_stdin(sys.stdin.buffer),
-                                              args.name or "stdin")
-                    path = None
-                else:
-                    result = ex.extract_file(label)
-                    path = os.path.abspath(label)
+                result, path = _extract(ex, label, args)
             except (OSError, ValueError) as e:
                 why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
                 print(f"bastion: {label}: cannot read: {why}", file=sys.stderr)
@@ -184,26 +178,39 @@ def _run(args: Any) -> int:
                 code = EXIT_ERRORS
             _note(label, result, args.quiet)
             try:
-                if args.json:
-                    line = json.dumps(_record(label, path, result), ensure_ascii=False,
-                                      sort_keys=False)
-                    out.write(((json_shown(line) if tty else line) + "\n")
-                              .encode("utf-8", "replace"))
-                else:
-                    if several:
-                        out.write(f"{chr(10) if printed else ''}==> "
-                                  f"{shown(label) if tty else label} <==\n"
-                                  .encode("utf-8", "surrogateescape"))
-                    text = (result.markdown if args.markdown else result.text) or ""
-                    if tty and text:
-                        text = shown_text(text) + ("" if text.endswith("\n") else "\n")
-                    out.write(text.encode("utf-8", "replace"))
-                out.flush()
+                _print(out, label, path, result, args, tty,
+                       header=several, first=not printed)
                 printed += 1
             except BrokenPipeError:  # `bastion text big.pdf | head`: the reader has enough
                 _quiet_stdout()
                 return code
     return code
+
+
+def _extract(ex: Any, label: str, args: Any) -> tuple[Any, str | None]:
+    """The result of reading ``label`` (a file, or ``-``: standard input), and its absolute
+    path (None for standard input)."""
+    if label == STDIN:
+        return ex.extract_bytes(_read_stdin(sys.stdin.buffer), args.name or "stdin"), None
+    return ex.extract_file(label), os.path.abspath(label)
+
+
+def _print(out: Any, label: str, path: str | None, result: Any, args: Any, tty: bool, *,
+           header: bool, first: bool) -> None:
+    """One document's output: its record (``--json``), or its text or Markdown after a
+    ``==>`` header when several are printed; escaped on a terminal."""
+    if args.json:
+        line = json.dumps(_record(label, path, result), ensure_ascii=False, sort_keys=False)
+        out.write(((json_shown(line) if tty else line) + "\n").encode("utf-8", "replace"))
+    else:
+        if header:
+            out.write(f"{'' if first else chr(10)}==> {shown(label) if tty else label} <==\n"
+                      .encode("utf-8", "surrogateescape"))
+        text = (result.markdown if args.markdown else result.text) or ""
+        if tty and text:
+            text = shown_text(text) + ("" if text.endswith("\n") else "\n")
+        out.write(text.encode("utf-8", "replace"))
+    out.flush()
 
 
 def _isatty(stream: Any) -> bool:
