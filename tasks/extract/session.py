@@ -230,7 +230,7 @@ class ExtractSession:
                 self.store.write_text(stem, markdown, ".md")
             elif markdown_path is not None:
                 self.store.adopt_text(stem, markdown_path, ".md")
-            else:
+            elif not self.store.empty:
                 self.store.remove_meta(stem, ".md")  # (one an earlier run left)
             verdict = replace(verdict, markdown=markdown is not None
                               or markdown_path is not None)
