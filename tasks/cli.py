@@ -283,7 +283,7 @@ def _start(cfg: RunConfig, stages: list[str], extra_readers: tuple[str, ...],
         # The workers start first: they boot on the other cores while this process loads
         # doit (~40 ms), walks and plans.
         run.prestart()
-        failed = getattr(run.session, "failed", None)  # a cluster that cannot be used
+        failed = run.session.failed if run.session is not None else None  # a cluster that cannot be used
         if failed:
             run.release()
             return _fail(failed)
@@ -312,7 +312,7 @@ def _doit(cfg: RunConfig, stages: list[str], run: Run) -> int:
                 rc = DoitMain(ModuleTaskLoader(pipeline.namespace(run)), config_filenames=(),
                               extra_config=backends).run(argv)
                 more = rc == 0 and run.more_slices
-                run.slice_done(more)  # the collector may take the slice's garbage (Run.pause_gc)
+                run.slice_done(more)  # the collector may take the slice's garbage (tasks/extract/slices.py)
                 if not more:
                     break
     finally:

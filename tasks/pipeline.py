@@ -140,15 +140,13 @@ def _extract_action(run: Run, item: Item) -> TaskFailed | None:
 
 
 def _finish_action(run: Run) -> TaskFailed | None:
-    from .extract.finish import finish
-
-    run.resume_gc()  # the slice's tasks are done (Run.pause_gc)
+    run.resume_gc()  # the slice's tasks are done (tasks/extract/slices.py)
     refused = _refused(run)
     if refused:
         run.close()
         return TaskFailed(refused)
     try:
-        end = finish(run)
+        end = run.finish()
     except CANNOT_START as e:
         run.close()
         return TaskFailed(str(e))
@@ -195,30 +193,14 @@ def _index_action(run: Run) -> TaskFailed | None:
     last doit slice of a run: the records are written then)."""
     if run.more_slices:
         return None
-    from .index.stage import describe, sync
-    from .progress import Progress
-
-    shown_progress: list[Progress] = []
-
-    def progress(done: int, total: int) -> None:
-        if not shown_progress:
-            shown_progress.append(Progress("index", total, quiet=run.cfg.quiet, leave=False))
-        shown_progress[0].update(1)
+    from .index.stage import describe
 
     try:
-        manifest, out = run.load()
-        if "index" not in manifest.stages:
-            return TaskFailed(f"'index' is not in the stages of {manifest.path.name} "
-                              f"(stages: {', '.join(manifest.stages)})")
-        try:
-            run.index_summary = sync(run.lock(), progress=progress)
-        finally:
-            for shown_ in shown_progress:
-                shown_.close()
+        summary = run.index()
     except CANNOT_START as e:
         return TaskFailed(str(e))
     if run.announce_in_actions:
-        run.announce(describe(run.index_summary, out))
+        run.announce(describe(summary, run.out))
     return None
 
 
@@ -435,7 +417,7 @@ def extract_tasks(run: Run) -> Iterator[dict]:
     plan = run.plan()
     every = cfg.all_tasks
     batch = plan.items if every else run.items_for()
-    run.pause_gc()  # until the slice's end (Run.pause_gc: its tasks make no garbage to collect)
+    run.pause_gc()  # until the slice's end (tasks/extract/slices.py: its tasks make no garbage)
     names = set()
     for item in batch:
         name = task_name(item.root, item.path)

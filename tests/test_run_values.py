@@ -14,7 +14,6 @@ import pytest
 from bastion.tasks import pipeline
 from bastion.tasks.clean import clean_extract, clean_item
 from bastion.tasks.config import RunConfig
-from bastion.tasks.extract.finish import finish
 from bastion.tasks.extract.run import Run
 from bastion.tasks.extract.values import Decision, RunEnd, RunInputs, run_inputs
 
@@ -44,7 +43,7 @@ def sweep(run: Run) -> tuple[Decision, RunEnd | None]:
         if decision.refused is None and not decision.nothing_to_do:
             for item in run.items_for():
                 run.extract(item)
-        return decision, finish(run) if decision.refused is None else None
+        return decision, run.finish() if decision.refused is None else None
     finally:
         run.release()
 
@@ -57,7 +56,7 @@ def test_the_decision_and_the_end_of_a_first_run_and_a_no_op(tmp_path: Path) -> 
     assert end is not None and not end.noop and end.not_yet == 0
     # c.txt has a.txt's bytes: one reading for both, the copy's record counted reused
     assert end.summary.records == 3 and end.summary.extracted == 2 and end.summary.reused == 1
-    assert finish(run) is end  # the run's end is one value
+    assert run.finish() is end  # the run's end is one value
     with pytest.raises(dataclasses.FrozenInstanceError):
         end.not_yet = 1  # type: ignore[misc]
     for gone in ("refused", "not_yet", "cleaned_all", "noop_from", "finished", "summary"):
