@@ -26,10 +26,9 @@ import dataclasses
 import functools
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from bastion.errors import CANNOT_START
-from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
 from ..config import PrerequisiteError, RunConfig
@@ -39,7 +38,7 @@ from ..output.held import HeldOutput
 from ..manifest import Manifest
 from ..names import shown
 from ..progress import Progress
-from . import runplan, stamp, steps
+from . import runplan, steps
 from .plan import Item, Plan
 from .runplan import Keys, check_walk
 from .slices import Slices
@@ -48,8 +47,6 @@ from .toolcache import ToolCache
 from .values import Clock, Decision, Outcomes, Planned, RunEnd, RunInputs, run_inputs
 
 if TYPE_CHECKING:  # the session (and the worker pool) is imported when a run extracts
-    from bastion.readers.dispatch import Registry
-
     from ..index.stage import IndexSummary
     from .session import Session
 
@@ -68,10 +65,9 @@ def check_stages(manifest: Manifest, out: Path, stages: list[str]) -> None:
 
 
 class Run:
-    """One invocation's values and resources (see the module doc).  Errors that are the run's
-    (bad manifest, missing walk, locked output) are raised by the steps that meet them, as
-    the exceptions of :data:`bastion.errors.CANNOT_START`; a document's failure is only ever a
-    record."""
+    """One invocation's values and resources (see the module doc).  The run's errors (bad
+    manifest, missing walk, locked output) are raised by the steps that meet them, as the
+    exceptions of :data:`bastion.errors.CANNOT_START`; a document's failure is only a record."""
 
     def __init__(self, cfg: RunConfig, *, extra_readers: tuple[str, ...] = (),
                  lock: OutputLock | None = None) -> None:
@@ -102,51 +98,18 @@ class Run:
             self._given = run_inputs(self.cfg, self.extra_readers)
         return self._given
 
-    def load(self) -> tuple[Manifest, Path]:
-        """The manifest and the output directory."""
-        given = self.given()
-        return given.manifest, given.out
-
-    @property
-    def manifest(self) -> Manifest:
-        return self.given().manifest
-
     @property
     def out(self) -> Path:
         return self.given().out
 
-    @property
-    def registry(self) -> Registry:
-        """The reader registry this run's plan chooses from (:attr:`RunInputs.registry`)."""
-        return self.given().registry
-
     @functools.cached_property
     def keys(self) -> Keys:
-        """The inputs that decide a task key besides a file's bytes (their digest taken once
-        the tools answered)."""
+        """The inputs that decide a task key besides a file's bytes."""
         return Keys(self.given(), self.lock)
 
     def _keep(self, **returned: Any) -> None:
         """Keep what a step returned (each once)."""
         self.outcomes = dataclasses.replace(self.outcomes, **returned)
-
-    @property
-    def walk_summary(self) -> dict[str, Any] | None:
-        """The walk this run made (its summary), or None."""
-        return self.outcomes.walked
-
-    @property
-    def index_summary(self) -> IndexSummary | None:
-        """What the index stage did, or None (doit found it up to date)."""
-        return self.outcomes.index
-
-    @property
-    def decision(self) -> Decision | None:
-        return self.outcomes.decision
-
-    @property
-    def planned(self) -> Planned | None:
-        return self.outcomes.planned
 
     @property
     def end(self) -> RunEnd | None:
@@ -159,25 +122,17 @@ class Run:
         planned = self.outcomes.planned
         return planned.stale if planned is not None else ()
 
-    @property
-    def tools(self) -> Mapping[str, Tool]:
-        """The tools on PATH and their identities, once probed (they are in the keys)."""
-        return self.toolcache.tools if self.toolcache is not None else {}
-
     # -- the resources ----------------------------------------------------------------------------
 
     def lock(self) -> OutputDir:
-        """The output directory, opened, checked and locked once per run with the manifest's
-        modes (tasks/output/held.py): the checked directory everything this run writes goes
-        through."""
-        manifest, out = self.load()
-        return self.output.lock(manifest, out, self.announce)
+        """The output directory, checked and locked once per run (tasks/output/held.py): what
+        everything this run writes goes through."""
+        given = self.given()
+        return self.output.lock(given.manifest, given.out, self.announce)
 
     def store_dir(self) -> OutputDir:
-        """The output directory the store goes through: the locked one (:meth:`lock`), except
-        for a listing command (``doit list``, ``info``) that has not locked it: that one only
-        reads the verdicts, through the output opened and checked but not locked, so that it
-        still works while a run holds the lock."""
+        """The output directory the store goes through: the locked one, except for a listing
+        command (``doit list``, ``info``) that has not locked it (it only reads verdicts)."""
         if self.cfg.listing:
             unlocked = self.output.unlocked(self.out)
             if unlocked is not None:
@@ -209,24 +164,13 @@ class Run:
         return self.session
 
     def prestart(self) -> None:
-        """Start the workers now, before doit is loaded and the walk runs: a worker's start
-        (interpreter, sandbox) then overlaps the CLI's loading of doit, the walk
-        and the plan.  A failure here is left for the first document to report.
-
-        An output with no stamp (a first run, a fresh directory) cannot be a no-op: there the
-        tools' version questions (a process per tool) are only started, and the workers
-        start at once, so that the questions and the registry's loading overlap their start."""
+        """Start the workers now, before doit is loaded and the walk runs (:func:`steps.prestart
+        <bastion.tasks.extract.steps.prestart>`); a failure here is left for the first
+        document to report."""
         from bastion.errors import WorkerError
 
         try:
-            if not (self.cfg.all_tasks or self.cfg.listing):
-                if not stamp.has_stamp(self.lock()):
-                    self.tool_cache()
-                else:
-                    tools = self.tool_cache().tools
-                    if stamp.likely_nothing_to_do(self.lock(), self.keys.digest(tools)):
-                        return  # workers start at the first document, if one comes
-            self.start_session()
+            steps.prestart(self.cfg, self.lock, self.tool_cache, self.keys, self.start_session)
         except (OutputError, WorkerError, OSError):
             self.close()
 
@@ -243,7 +187,7 @@ class Run:
     def release(self) -> None:
         """Stop the workers (:meth:`close`), release the lock this run took (a lock it was
         given stays its giver's) and close what it opened."""
-        self.slice_done(False)
+        self.slices.done(False)
         self.close()
         self.output.release()
 
@@ -259,14 +203,12 @@ class Run:
         self._keep(walked=steps.walk(given, self.lock()))
 
     def _check_walk(self) -> None:
-        given = self.given()
-        self._keep(walk_read=check_walk(given.manifest, given.out))
+        self._keep(walk_read=check_walk(self.given().manifest, self.out))
 
     def decide(self) -> Decision:
         """What the extract stage does (once per run: later doit slices get the same value):
-        refused (the reason: a bad manifest, no walk, a locked output), nothing to do (the last
-        complete run's stamp holds: :func:`~bastion.tasks.extract.runplan.nothing_to_do`), or
-        the plan, made here."""
+        refused (the reason: a bad manifest, no walk, a locked output), nothing to do (the
+        stamp holds: :func:`~bastion.tasks.extract.runplan.nothing_to_do`), or planned."""
         decision = self.outcomes.decision
         if decision is None:
             try:
@@ -289,8 +231,7 @@ class Run:
                                      lambda: self.keys.digest(tools))
 
     def plan(self) -> Plan:
-        """The plan (made once: :func:`~bastion.tasks.extract.runplan.make_planned`): the
-        walk's records against the stored verdicts."""
+        """The plan (made once: :func:`~bastion.tasks.extract.runplan.make_planned`)."""
         return self._planned().plan
 
     def _planned(self) -> Planned:
@@ -302,10 +243,9 @@ class Run:
             self._keep(planned=planned)
         return planned
 
-    def items_for(self, names: Iterable[str] | None = None) -> Sequence[Item]:
+    def items_for(self) -> Sequence[Item]:
         """The next slice of stale items (or all of them)."""
-        planned = self._planned()
-        return self.slices.take(planned.stale, self.cfg.slice)
+        return self.slices.take(self._planned().stale, self.cfg.slice)
 
     @property
     def more_slices(self) -> bool:
@@ -313,17 +253,6 @@ class Run:
         planned = self.outcomes.planned
         return (planned is not None and not self.cfg.all_tasks
                 and self.slices.remain(planned.stale) and self.outcomes.end is None)
-
-    def pause_gc(self) -> None:
-        """No cyclic garbage collection while a slice's tasks are made and run
-        (tasks/extract/slices.py)."""
-        self.slices.pause_gc()
-
-    def resume_gc(self) -> None:
-        self.slices.resume_gc()
-
-    def slice_done(self, more: bool) -> None:
-        self.slices.done(more)
 
     def extract(self, item: Item) -> None:
         """Hand one item to a worker (its verdict is committed when it arrives)."""
@@ -355,23 +284,9 @@ class Run:
 
     def index(self) -> IndexSummary:
         """The index stage (tasks/extract/steps.py ``index``); what it did."""
-        summary = steps.index(self.manifest, self.lock, quiet=self.cfg.quiet)
+        summary = steps.index(self.given().manifest, self.lock, quiet=self.cfg.quiet)
         self._keep(index=summary)
         return summary
-
-    # -- what the plan says of one item -------------------------------------------------------
-
-    def why(self, item: Item) -> str:
-        """Why a file's task is up to date or not, in words (``doit info``, ``doit list``)."""
-        return runplan.why(item, self.outcomes.planned, self.open_store())
-
-    def is_forgotten(self, item: Item) -> bool:
-        planned = self.outcomes.planned
-        return planned is not None and runplan.is_forgotten(planned.forgotten, item)
-
-    def made_items(self) -> list[Item]:
-        """The planned items whose verdicts this run made."""
-        return runplan.made_items(self.plan(), self.open_store())
 
     # -- lines for the person -------------------------------------------------------------------
 

@@ -14,19 +14,22 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from bastion.readers.runtime.verdict import Verdict
 
-from ..config import PrerequisiteError
+from ..config import PrerequisiteError, RunConfig
 from ..manifest import Manifest
 from ..output.directory import OutputDir
 from ..progress import Progress
+from . import stamp
 from .plan import Item
+from .runplan import Keys
 from .store import Store
+from .toolcache import ToolCache
 from .values import Planned, RunInputs
 
 if TYPE_CHECKING:  # the session (and the worker pool) is imported when a run extracts
     from ..index.stage import IndexSummary
     from .session import Session
 
-__all__ = ["extract", "index", "open_session", "walk"]
+__all__ = ["extract", "index", "open_session", "prestart", "walk"]
 
 
 def walk(given: RunInputs, od: OutputDir) -> dict[str, Any]:
@@ -62,6 +65,25 @@ def open_session(given: RunInputs, store: Store, *,
                           workers=given.cfg.workers, roots=roots, on_verdict=on_verdict,
                           extra_readers=given.extra_readers,
                           allow_root=manifest.allow_root_workers)
+
+
+def prestart(cfg: RunConfig, lock: Callable[[], OutputDir], toolcache: Callable[[], ToolCache],
+             keys: Keys, start: Callable[[], object]) -> None:
+    """Start the workers (``start()``) before doit is loaded and the walk runs: a worker's
+    start (interpreter, sandbox) then overlaps the CLI's loading of doit, the walk and the
+    plan.  An output with no stamp (a first run, a fresh directory) cannot be a no-op: there
+    the tools' version questions (a process per tool: ``toolcache()``) are only started, and
+    the workers start at once, so that the questions and the registry's loading overlap
+    their start; where the stamp likely holds, no worker is started (one starts at the first
+    document, if one comes)."""
+    if not (cfg.all_tasks or cfg.listing):
+        if not stamp.has_stamp(lock()):
+            toolcache()
+        else:
+            tools = toolcache().tools
+            if stamp.likely_nothing_to_do(lock(), keys.digest(tools)):
+                return
+    start()
 
 
 def extract(item: Item, planned: Planned, session: Session, progress: Progress, *,

@@ -4,7 +4,7 @@ and what its steps returned so far.
 A run goes ``RunInputs`` (settings, manifest, output path, reader registry; built by
 :func:`run_inputs`, the one function the CLI and ``dodo.py`` both reach through
 :class:`bastion.tasks.extract.run.Run`) → :class:`Decision` (refused, nothing to do, or a plan:
-:func:`bastion.tasks.extract.runplan.decide`; the plan itself a :class:`Planned`,
+:meth:`bastion.tasks.extract.run.Run.decide`; the plan itself a :class:`Planned`,
 :func:`~bastion.tasks.extract.runplan.make_planned`'s) → the session reading documents → the
 outputs written → :class:`RunEnd` (:func:`bastion.tasks.extract.finish.finish`).  Each is
 made once and never changed; what reads them (``tasks/pipeline.py``, ``tasks/cli.py``,
