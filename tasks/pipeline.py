@@ -416,7 +416,7 @@ def extract_tasks(run: Run) -> Iterator[dict]:
         return
     if decision.nothing_to_do:
         return  # the last run's stamp holds: no per-file work (tasks/extract/stamp.py)
-    from .extract.runplan import is_forgotten, why
+    from .extract import runplan
 
     plan = run.plan()
     planned = run.outcomes.planned
@@ -432,8 +432,8 @@ def extract_tasks(run: Run) -> Iterator[dict]:
         full = f"extract:{name}"
         action, clean = Call(_extract_action, (run, item)), Call(_clean_item, (run, item))
         if every:
-            reason = why(item, run.outcomes.planned, run.open_store())
-            forgot = planned is not None and is_forgotten(planned.forgotten, item)
+            reason = runplan.why(item, planned, run.open_store())
+            forgot = planned is not None and runplan.is_forgotten(planned.forgotten, item)
             task = FileTask(full, action, clean, Freshness(item.fresh and not forgot, reason),
                             reason)
         else:
