@@ -65,7 +65,7 @@ class StandIn:
         self.workers = []
         self.pending = []
 
-    def warm(self):
+    def warm(self, n=1):
         pass
 
     def submit(self, job):
@@ -96,18 +96,18 @@ def collecting(phase, info):
 
 
 gc.callbacks.append(collecting)
-real_finish = finish_module._finish
+real_finish = finish_module.finish
 
 
-def timed_finish(run):
+def timed_finish(*args, **kwargs):
     t = time.monotonic()
     try:
-        return real_finish(run)
+        return real_finish(*args, **kwargs)
     finally:
         spent["finish"] += time.monotonic() - t
 
 
-finish_module._finish = timed_finish
+finish_module.finish = timed_finish
 from bastion.tasks.cli import main
 
 rc = main(sys.argv[3:])

@@ -273,7 +273,8 @@ def _start(cfg: RunConfig, stages: list[str], extra_readers: tuple[str, ...],
     run = Run(cfg, extra_readers=extra_readers, lock=lock)
     run.announce_in_actions = False
     try:
-        manifest, out = run.load()
+        given = run.given()
+        manifest, out = given.manifest, given.out
         check_stages(manifest, out, stages)
         run.lock()
     except CANNOT_START as e:
@@ -283,7 +284,7 @@ def _start(cfg: RunConfig, stages: list[str], extra_readers: tuple[str, ...],
         # The workers start first: they boot on the other cores while this process loads
         # doit (~40 ms), walks and plans.
         run.prestart()
-        failed = getattr(run.session, "failed", None)  # a cluster that cannot be used
+        failed = run.session.failed if run.session else None  # a cluster that cannot be used
         if failed:
             run.release()
             return _fail(failed)
@@ -312,7 +313,7 @@ def _doit(cfg: RunConfig, stages: list[str], run: Run) -> int:
                 rc = DoitMain(ModuleTaskLoader(pipeline.namespace(run)), config_filenames=(),
                               extra_config=backends).run(argv)
                 more = rc == 0 and run.more_slices
-                run.slice_done(more)  # the collector may take the slice's garbage (Run.pause_gc)
+                run.slices.done(more)  # the collector may take the slice's garbage (tasks/extract/slices.py)
                 if not more:
                     break
     finally:
@@ -328,7 +329,7 @@ def _ended(run: Run, stages: list[str], out: Path) -> int:
     from .walk.stage import describe_problems
 
     code = EXIT_OK
-    walked = run.walk_summary or {}
+    walked = run.outcomes.walked or {}
     problems = describe_problems(walked, out) if walked else None
     if "extract" in stages:
         end = run.end  # what the run's finish returned (tasks/extract/values.py RunEnd)
@@ -339,11 +340,11 @@ def _ended(run: Run, stages: list[str], out: Path) -> int:
             print(shown(problems), file=sys.stderr)
         print(shown(pipeline.describe_extract(summary, out)), file=sys.stderr)
     elif "walk" in stages:
-        print(shown(pipeline.describe_walk(run.walk_summary, out)), file=sys.stderr)
+        print(shown(pipeline.describe_walk(run.outcomes.walked, out)), file=sys.stderr)
         if problems:
             print(shown(problems), file=sys.stderr)
     if "index" in stages:
-        print(shown(_describe_index(run.index_summary, out)), file=sys.stderr)
+        print(shown(_describe_index(run.outcomes.index, out)), file=sys.stderr)
     if walked.get("partial"):  # like rsync's "partial transfer": docs/architecture.md
         code = EXIT_ERRORS_AND_PARTIAL if code == EXIT_ERRORS else EXIT_PARTIAL
     return code

@@ -111,11 +111,11 @@ def _walk_action(run: Run) -> TaskFailed | None:
         run.walk()
     except CANNOT_START as e:
         return TaskFailed(str(e))
-    if run.announce_in_actions and run.walk_summary is not None:
+    if run.announce_in_actions and run.outcomes.walked is not None:
         from .walk.stage import describe_problems
 
-        run.announce(describe_walk(run.walk_summary, run.out))
-        problems = describe_problems(run.walk_summary, run.out)
+        run.announce(describe_walk(run.outcomes.walked, run.out))
+        problems = describe_problems(run.outcomes.walked, run.out)
         if problems:
             run.say(problems)
     return None
@@ -123,7 +123,8 @@ def _walk_action(run: Run) -> TaskFailed | None:
 
 def _refused(run: Run) -> str | None:
     """Why the extract stage cannot run, as decided (``Run.decide``), or None."""
-    return run.decision.refused if run.decision is not None else None
+    decision = run.outcomes.decision
+    return decision.refused if decision is not None else None
 
 
 def _extract_action(run: Run, item: Item) -> TaskFailed | None:
@@ -140,15 +141,13 @@ def _extract_action(run: Run, item: Item) -> TaskFailed | None:
 
 
 def _finish_action(run: Run) -> TaskFailed | None:
-    from .extract.finish import finish
-
-    run.resume_gc()  # the slice's tasks are done (Run.pause_gc)
+    run.slices.resume_gc()  # the slice's tasks are done (tasks/extract/slices.py)
     refused = _refused(run)
     if refused:
         run.close()
         return TaskFailed(refused)
     try:
-        end = finish(run)
+        end = run.finish()
     except CANNOT_START as e:
         run.close()
         return TaskFailed(str(e))
@@ -195,30 +194,14 @@ def _index_action(run: Run) -> TaskFailed | None:
     last doit slice of a run: the records are written then)."""
     if run.more_slices:
         return None
-    from .index.stage import describe, sync
-    from .progress import Progress
-
-    shown_progress: list[Progress] = []
-
-    def progress(done: int, total: int) -> None:
-        if not shown_progress:
-            shown_progress.append(Progress("index", total, quiet=run.cfg.quiet, leave=False))
-        shown_progress[0].update(1)
+    from .index.stage import describe
 
     try:
-        manifest, out = run.load()
-        if "index" not in manifest.stages:
-            return TaskFailed(f"'index' is not in the stages of {manifest.path.name} "
-                              f"(stages: {', '.join(manifest.stages)})")
-        try:
-            run.index_summary = sync(run.lock(), progress=progress)
-        finally:
-            for shown_ in shown_progress:
-                shown_.close()
+        summary = run.index()
     except CANNOT_START as e:
         return TaskFailed(str(e))
     if run.announce_in_actions:
-        run.announce(describe(run.index_summary, out))
+        run.announce(describe(summary, run.out))
     return None
 
 
@@ -363,7 +346,8 @@ class IndexFreshness:
         from .output.readonly import open_read
 
         try:
-            manifest, out = self.run.load()
+            given = self.run.given()
+            manifest, out = given.manifest, given.out
             if "index" not in manifest.stages or not out.is_dir():
                 return False  # (the action says why, or makes it)
             with open_read(out) as read:
@@ -432,10 +416,13 @@ def extract_tasks(run: Run) -> Iterator[dict]:
         return
     if decision.nothing_to_do:
         return  # the last run's stamp holds: no per-file work (tasks/extract/stamp.py)
+    from .extract import runplan
+
     plan = run.plan()
+    planned = run.outcomes.planned
     every = cfg.all_tasks
     batch = plan.items if every else run.items_for()
-    run.pause_gc()  # until the slice's end (Run.pause_gc: its tasks make no garbage to collect)
+    run.slices.pause_gc()  # until the slice's end (tasks/extract/slices.py: its tasks make no garbage)
     names = set()
     for item in batch:
         name = task_name(item.root, item.path)
@@ -445,9 +432,10 @@ def extract_tasks(run: Run) -> Iterator[dict]:
         full = f"extract:{name}"
         action, clean = Call(_extract_action, (run, item)), Call(_clean_item, (run, item))
         if every:
-            reason = run.why(item)
-            task = FileTask(full, action, clean,
-                            Freshness(item.fresh and not run.is_forgotten(item), reason), reason)
+            reason = runplan.why(item, planned, run.open_store())
+            forgot = planned is not None and runplan.is_forgotten(planned.forgotten, item)
+            task = FileTask(full, action, clean, Freshness(item.fresh and not forgot, reason),
+                            reason)
         else:
             task = FileTask(full, action, clean, item.fresh)
         group.task_dep.append(full)  # (what doit's loader does for a subtask's dict)
@@ -632,7 +620,9 @@ def describe_partial(run: Run, end: RunEnd) -> str | None:
     """What a run of single named tasks did (``doit extract:<file>``), or None."""
     if not run.cfg.all_tasks or run.cfg.listing:
         return None
-    done = sorted(f"{i.root}/{i.path}" for i in run.made_items())
+    from .extract.runplan import made_items
+
+    done = sorted(f"{i.root}/{i.path}" for i in made_items(run.plan(), run.open_store()))
     shown = ", ".join(done[:10]) + (f", … ({len(done) - 10} more)" if len(done) > 10 else "")
     return (f"extract: re-extracted {len(done)} file(s){': ' + shown if done else ''}; "
             f"{end.not_yet} file(s) not extracted yet (run doit extract); records in "

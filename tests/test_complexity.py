@@ -35,9 +35,6 @@ ATTRIBUTES_ALLOWED = {
     # doit's Task, made without Task.__init__ (its cost per file): the attributes are doit's
     # protocol, not bastion's state (a doit upgrade is checked by tests/test_pipeline_tasks.py)
     ("tasks/pipeline.py", "FileTask"),  # 34
-    # the run as an object: issue 44's "a run as functions over frozen values", begun (its
-    # plan is a frozen Planned), not done
-    ("tasks/extract/run.py", "Run"),  # 26
 }
 
 

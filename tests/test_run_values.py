@@ -14,9 +14,8 @@ import pytest
 from bastion.tasks import pipeline
 from bastion.tasks.clean import clean_extract, clean_item
 from bastion.tasks.config import RunConfig
-from bastion.tasks.extract.finish import finish
 from bastion.tasks.extract.run import Run
-from bastion.tasks.extract.values import Decision, RunEnd, RunInputs, run_inputs
+from bastion.tasks.extract.values import Decision, Outcomes, RunEnd, RunInputs, run_inputs
 
 
 def tree(tmp_path: Path) -> Path:
@@ -44,7 +43,7 @@ def sweep(run: Run) -> tuple[Decision, RunEnd | None]:
         if decision.refused is None and not decision.nothing_to_do:
             for item in run.items_for():
                 run.extract(item)
-        return decision, finish(run) if decision.refused is None else None
+        return decision, run.finish() if decision.refused is None else None
     finally:
         run.release()
 
@@ -57,7 +56,7 @@ def test_the_decision_and_the_end_of_a_first_run_and_a_no_op(tmp_path: Path) -> 
     assert end is not None and not end.noop and end.not_yet == 0
     # c.txt has a.txt's bytes: one reading for both, the copy's record counted reused
     assert end.summary.records == 3 and end.summary.extracted == 2 and end.summary.reused == 1
-    assert finish(run) is end  # the run's end is one value
+    assert run.finish() is end  # the run's end is one value
     with pytest.raises(dataclasses.FrozenInstanceError):
         end.not_yet = 1  # type: ignore[misc]
     for gone in ("refused", "not_yet", "cleaned_all", "noop_from", "finished", "summary"):
@@ -114,3 +113,20 @@ def test_the_cli_and_dodo_build_the_same_frozen_inputs(tmp_path: Path) -> None:
     assert given.out == out and given.manifest.digest == run_inputs(cfg).manifest.digest
     with pytest.raises(dataclasses.FrozenInstanceError):
         given.out = tmp_path  # type: ignore[misc]
+
+
+def test_what_each_step_returned_is_kept_once_in_one_frozen_value(tmp_path: Path) -> None:
+    """The run keeps what its steps returned in one frozen :class:`Outcomes` (issue 44): the
+    walk's summary, the walk read back, the decision, the plan (with the tools its keys were
+    planned with: the ones the session is handed with each item), the end."""
+    m, out = tree(tmp_path), tmp_path / "out"
+    run = new_run(m, out)
+    decision, end = sweep(run)
+    done = run.outcomes
+    assert isinstance(done, Outcomes) and done.decision is decision and done.end is end
+    assert done.walked is not None and done.walked["files"] == 3
+    assert done.walk_read["manifest_digest"] == run.given().manifest.digest
+    assert done.planned is not None and run.toolcache is not None
+    assert done.planned.tools is run.toolcache.tools
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        done.end = None  # type: ignore[misc]

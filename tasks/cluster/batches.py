@@ -25,7 +25,7 @@ import math
 import os
 import queue
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from bastion.readers.base import Limits
 from bastion.readers.runtime.job import Job
@@ -84,13 +84,21 @@ Finish = Callable[[list[Item], "worker.BatchResult"], None]
 
 @dataclass(frozen=True)
 class BatchInputs:
-    """What every batch's jobs are made from: the run's limits, the tools planned with, the
-    roots (a job's path is its root's), the extra readers (the tests')."""
+    """What every batch's jobs are made from: the run's limits, the roots (a job's path is its
+    root's), the extra readers (the tests').  The tools each item's key was planned with come
+    with the item (:meth:`BatchQueue.add`)."""
 
     limits: Limits
-    tools: Mapping[str, Tool]
     roots: Mapping[str, Root]
     extra_readers: tuple[str, ...]
+
+
+class _Queued(NamedTuple):
+    """An item of the batch being filled: its job, and the tools it needs (name, key)."""
+
+    item: Item
+    job: Job
+    need: tuple[tuple[str, str], ...]
 
 
 class _Pace:
@@ -107,15 +115,15 @@ class _Pace:
 class BatchQueue:
     """The batch being filled and the batches in flight, on one connection."""
 
-    def __init__(self, conn: ClusterConnection, *, limits: Limits, tools: Mapping[str, Tool],
+    def __init__(self, conn: ClusterConnection, *, limits: Limits,
                  roots: Mapping[str, Root], extra_readers: tuple[str, ...],
                  expected: Callable[[], int], finish: Finish, refuse: Refuse) -> None:
         self.conn = conn
-        self.inputs = BatchInputs(limits, tools, roots, extra_readers)
+        self.inputs = BatchInputs(limits, roots, extra_readers)
         self.expected = expected  # how many items the run will submit (the batch size)
         self.finish = finish
         self.refuse = refuse
-        self.current: list[Item] = []
+        self.current: list[_Queued] = []  # the batch being filled
         self.current_bytes = 0
         self.inflight: dict[Any, list[Item]] = {}  # future -> its items
         self.batches = 0
@@ -126,11 +134,13 @@ class BatchQueue:
 
     # -- submitting -------------------------------------------------------------------------------
 
-    def add(self, item: Item) -> None:
-        """Add one item to the batch being filled (sent when full)."""
+    def add(self, item: Item, tools: Mapping[str, Tool]) -> None:
+        """Add one item to the batch being filled (sent when full), its job made with
+        ``tools`` (the tools its key was planned with)."""
         if self.current and self.current_bytes + item.size > BATCH_BYTES:
             self.send()
-        self.current.append(item)
+        need = tuple(sorted((t, tools[t].key) for t in item.tools))
+        self.current.append(_Queued(item, self._job(item, tools), need))
         self.current_bytes += item.size
         if len(self.current) >= self._batch_count() or self.current_bytes >= BATCH_BYTES:
             self.send()
@@ -141,32 +151,32 @@ class BatchQueue:
         return batch_count(self.expected() - self.sent, self.conn.threads, self.pace.docs,
                            self.pace.seconds)
 
-    def _job(self, item: Item) -> Job:
+    def _job(self, item: Item, tools: Mapping[str, Tool]) -> Job:
         """The item's job: its path under its root as the cluster's workers see it; the
         plan index of its (sha256, key) as its id (a worker's batch numbers them afresh)."""
         root = self.inputs.roots[item.root]
         path = os.path.join(str(root.path), item.path)
         if root.follow_symlinks:  # a file reached through a followed link: read the target
             path = os.path.realpath(path)
-        return item.job(item.canonical, path, self.inputs.tools)
+        return item.job(item.canonical, path, tools)
 
     def send(self) -> None:
         """Submit the batch being filled (waiting first while enough are in flight)."""
-        items, self.current, self.current_bytes = self.current, [], 0
-        if not items:
+        queued, self.current, self.current_bytes = self.current, [], 0
+        if not queued:
             return
-        self.sent += len(items)
+        self.sent += len(queued)
         while len(self.inflight) >= max(2, IN_FLIGHT_PER_THREAD * self.conn.threads):
             self.collect(block=True)
         # group by tool requirement: a batch asks for the tools of every document in it
-        groups: dict[tuple[tuple[str, str], ...], list[Item]] = {}
-        for item in items:
-            need = tuple(sorted((t, self.inputs.tools[t].key) for t in item.tools))
-            groups.setdefault(need, []).append(item)
+        groups: dict[tuple[tuple[str, str], ...], list[_Queued]] = {}
+        for one in queued:
+            groups.setdefault(one.need, []).append(one)
         for need, group in groups.items():
             self._submit_group(dict(need), group)
 
-    def _submit_group(self, need: dict[str, str], items: list[Item]) -> None:
+    def _submit_group(self, need: dict[str, str], group: list[_Queued]) -> None:
+        items = [one.item for one in group]
         code = f"bastion-code={worker.code_identity()}"
         resources = {code: 1.0}
         resources.update((worker.tool_resource(n, k), 1.0) for n, k in need.items())
@@ -182,7 +192,7 @@ class BatchQueue:
                           f"({names}): install them on the workers")
             self.refuse(items, reason)
             return
-        jobs = tuple(self._job(i) for i in items)
+        jobs = tuple(one.job for one in group)
         limits, extra_readers = self.inputs.limits, self.inputs.extra_readers
         batch = worker.Batch(jobs, limits, need, extra_readers)
         key = batch_key(jobs, limits, need, extra_readers)

@@ -1,9 +1,10 @@
 """The extract stage on a Dask distributed cluster (``bastion extract --cluster …``).
 
-A :class:`ClusterSession` has the interface the run uses from
-:class:`bastion.tasks.extract.session.ExtractSession` (``start``, ``submit``, ``drain``, ``close``,
-``recorded``, ``pool``): :meth:`bastion.tasks.extract.run.Run.start_session` picks it when
-``RunConfig.cluster`` is set.  The documents go to the cluster in batches; the verdicts come
+A :class:`ClusterSession` is a :class:`bastion.tasks.extract.session.Session` (``start``,
+``submit``, ``drain``, ``close``, ``counts``, ``describe``), as the local
+:class:`~bastion.tasks.extract.session.ExtractSession` is, and commits as it does
+(:class:`bastion.tasks.extract.commits.Commits`): :func:`bastion.tasks.extract.run.open_session`
+picks it when ``RunConfig.cluster`` is set.  The documents go to the cluster in batches; the verdicts come
 back and are committed here, exactly as a local run commits them, so the client stays the only
 writer of the store, the verdict index, ``extract.jsonl`` and the summary, and the output is
 byte-identical to a local run's whatever order the batches finish in.
@@ -32,7 +33,7 @@ cluster) extracts only what is missing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -47,7 +48,8 @@ from .spec import ClusterError, ClusterSpec, parse_cluster, require_dask
 from .worker import Batch, BatchResult, run_batch
 from ..manifest import Root
 from ..extract.plan import Item
-from ..extract.session import ExtractSession
+from ..extract.commits import Commits
+from ..extract.session import WorkerCounts
 from ..extract.store import Store
 
 __all__ = ["Batch", "BatchResult", "ClusterError", "ClusterSession", "ClusterSpec", "ClusterStats",
@@ -65,31 +67,36 @@ class ClusterStats:
     killed: int = 0
 
 
-class ClusterSession(ExtractSession):
-    """The run's session when its documents are extracted on a Dask cluster."""
+class ClusterSession(Commits):
+    """The run's session when its documents are extracted on a Dask cluster (a
+    :class:`bastion.tasks.extract.session.Session`)."""
 
     def __init__(self, spec: ClusterSpec, *, out: Path, store: Store, limits: Limits,
-                 tools: Mapping[str, Tool], roots: Mapping[str, Root],
+                 roots: Mapping[str, Root],
                  on_verdict: Callable[[Item, Verdict], None] | None = None,
                  extra_readers: tuple[str, ...] = (),
                  expected: Callable[[], int] = lambda: 0,
                  more_slices: Callable[[], bool] = lambda: False) -> None:
-        super().__init__(out=out, store=store, limits=limits, workers=0, tools=tools,
-                         roots=roots, on_verdict=on_verdict, extra_readers=extra_readers)
+        super().__init__(out=out, store=store, on_verdict=on_verdict)
         self.spec = spec
         self.more_slices = more_slices  # whether more items come after a drain (the run's next doit slice)
-        self.pool: ClusterStats | None = None  # type: ignore[assignment]
+        self.pool: ClusterStats | None = None
         self.conn = ClusterConnection(spec, limits, extra_readers)
-        self.batches = BatchQueue(self.conn, limits=limits, tools=tools, roots=roots,
+        self.batches = BatchQueue(self.conn, limits=limits, roots=roots,
                                   extra_readers=extra_readers, expected=expected,
                                   finish=self._record_batch, refuse=self._refuse)
         self.failed: str | None = None  # why the cluster could not be used
+        self.threads = 0  # the summary's "workers": batches that run at once (once connected)
         self._connected = False
         self._writer_pool: Any = None  # threads placing texts in the store
 
+    @property
+    def workers(self) -> int:
+        return self.threads
+
     # -- starting ---------------------------------------------------------------------------------
 
-    def start(self) -> ClusterStats:  # type: ignore[override]
+    def start(self) -> ClusterStats:
         """Start connecting to the cluster (or starting the local one) in the background:
         the first batch waits for it (:meth:`ready`).  Idempotent; a ClusterError when Dask
         is missing, or when the cluster already proved unusable."""
@@ -116,19 +123,19 @@ class ClusterSession(ExtractSession):
         except ClusterError as e:
             self.failed = str(e)
             raise
-        # the summary's "workers": batches that run at once
-        self.settings = replace(self.settings, workers=self.conn.threads)
+        self.threads = self.conn.threads
         self._connected = True
 
     # -- submitting -------------------------------------------------------------------------------
 
-    def submit(self, item: Item) -> None:
-        """Add one item to the batch being filled (sent when full); an item whose
-        (sha256, key) was already handed out in this run is the same document."""
+    def submit(self, item: Item, tools: Mapping[str, Tool]) -> None:
+        """Add one item to the batch being filled (sent when full), its job made with
+        ``tools``; an item whose (sha256, key) was already handed out in this run is the same
+        document."""
         if not self.take(item):
             return
         self.ready()
-        self.batches.add(item)
+        self.batches.add(item, tools)
 
     # -- committing -------------------------------------------------------------------------------
 
@@ -209,6 +216,10 @@ class ClusterSession(ExtractSession):
             self.conn.close(self.batches.take_inflight())
             if self.pool is not None:  # the writer threads are done: nothing writes the store
                 self.release_store()
+
+    def counts(self) -> WorkerCounts:
+        stats = self.pool
+        return WorkerCounts(stats.spawned, stats.killed) if stats is not None else WorkerCounts()
 
     def describe(self) -> dict[str, Any]:
         """The summary's ``cluster`` entry: the scheduler and the workers that took part."""

@@ -4,7 +4,8 @@
 :func:`build_records` joins the plan (walk order, so already sorted by root and path) with the
 verdicts by (sha256, key); a file whose verdict is not there yet (a partial run) is ``skipped``
 with "not extracted yet".  The stage's other parts: :mod:`bastion.tasks.extract.plan` (what to do),
-:mod:`bastion.tasks.extract.session` (the workers and the commits), :mod:`bastion.tasks.extract.run` (one invocation).
+:mod:`bastion.tasks.extract.session` (the workers), :mod:`bastion.tasks.extract.commits` (the commits),
+:mod:`bastion.tasks.extract.run` (one invocation).
 """
 
 from __future__ import annotations

@@ -1,39 +1,54 @@
-"""One invocation of bastion: an explicit :class:`Run` value, built by the CLI and by
-``dodo.py`` alike, that the doit task generators close over.
+"""One invocation of bastion: the :class:`Run` the CLI and ``dodo.py`` alike build, which the
+doit task generators and actions close over.
 
-A run holds its settings (:class:`bastion.tasks.config.RunConfig`), the manifest and the output
-directory, the walk it made, the plan (:func:`bastion.tasks.extract.plan.plan`, computed once), the session
-that owns the workers and the commits (:class:`bastion.tasks.extract.session.ExtractSession`), and at the end
-the summary.  Nothing is kept in module globals: a second run in the same process (the CLI's
-``main`` called again, the tests) builds a new ``Run``.  Its plan side (the plan, the no-op
-check, the slices handed to doit) is its base, :class:`bastion.tasks.extract.runplan.RunPlan`.
+A run is values flowing through functions: its frozen inputs
+(:class:`~bastion.tasks.extract.values.RunInputs`), then what each step returned — the walk's
+summary, the extract stage's :class:`~bastion.tasks.extract.values.Decision` and
+:class:`~bastion.tasks.extract.values.Planned`, its :class:`~bastion.tasks.extract.values.RunEnd`,
+the index's summary — kept together in one frozen
+:class:`~bastion.tasks.extract.values.Outcomes`, each set once.  The steps are functions
+(:mod:`~bastion.tasks.extract.steps`: walk, session, one document, index;
+:mod:`~bastion.tasks.extract.runplan`: the no-op check and the plan;
+:mod:`~bastion.tasks.extract.finish`: the end) that take those values and the state that must
+change as arguments.  A :class:`Run` holds that state, the resources of one invocation — the
+output's lock (:class:`~bastion.tasks.output.held.HeldOutput`), the store, the session (the
+workers: :class:`~bastion.tasks.extract.session.Session`), the progress display, the tools'
+cache, the slices handed to doit — and each of its step methods calls its function once and
+keeps what it returned, because doit calls the tasks' actions one at a time.
+
+Nothing is kept in module globals: a second run in the same process (the CLI's ``main``
+called again, the tests) builds a new ``Run``.
 """
 
 from __future__ import annotations
 
-import gc
-import os
+import dataclasses
+import functools
 import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
-from bastion.readers.runtime.toolset import Tool
+from bastion.errors import CANNOT_START
 from bastion.readers.runtime.verdict import Status, Verdict
 
 from ..config import PrerequisiteError, RunConfig
 from ..output.atomic import OutputError, OutputLock
-from ..output.directory import MODES, OutputDir, open_output, refuse
-from ..output.tag import root_conflict
+from ..output.directory import OutputDir
+from ..output.held import HeldOutput
 from ..manifest import Manifest
 from ..names import shown
-from .plan import Item
 from ..progress import Progress
-from . import stamp
+from . import runplan, steps
+from .plan import Item, Plan
+from .runplan import Keys, check_walk
+from .slices import Slices
 from .store import Store
 from .toolcache import ToolCache
-from .runplan import RunPlan, check_walk
-from .values import Decision, Planned, RunEnd, RunInputs, run_inputs
+from .values import Clock, Decision, Outcomes, Planned, RunEnd, RunInputs, run_inputs
+
+if TYPE_CHECKING:  # the session (and the worker pool) is imported when a run extracts
+    from ..index.stage import IndexSummary
+    from .session import Session
 
 __all__ = ["Run", "check_stages", "check_walk"]
 
@@ -49,45 +64,32 @@ def check_stages(manifest: Manifest, out: Path, stages: list[str]) -> None:
         check_walk(manifest, out)
 
 
-class Run(RunPlan):
-    """Everything one invocation shares.  Errors that are the run's (bad manifest, missing
-    walk, locked output) are raised by the steps that meet them, as the exceptions of
-    :data:`bastion.errors.CANNOT_START`; a document's failure is only ever a record."""
+class Run:
+    """One invocation's values and resources (see the module doc).  The run's errors (bad
+    manifest, missing walk, locked output) are raised by the steps that meet them, as the
+    exceptions of :data:`bastion.errors.CANNOT_START`; a document's failure is only a record."""
 
     def __init__(self, cfg: RunConfig, *, extra_readers: tuple[str, ...] = (),
                  lock: OutputLock | None = None) -> None:
         self.cfg = cfg
-        # the output's lock and checked directory: taken by :meth:`lock` (or given, taken by
-        # the caller, who releases it), released by :meth:`release`
-        self._lock = lock
-        self._owns_lock = lock is None
-        self._unlocked: OutputDir | None = None  # a listing command's (store_dir)
         self.extra_readers = extra_readers
-        self._given: RunInputs | None = None
-        self.walk_summary: dict[str, Any] | None = None  # the walk this run made
-        self.index_summary: Any = None  # what the index stage did (tasks/index/stage.py)
-        self.walked = False
-        self.tools: dict[str, Tool] = {}
-        self.toolcache: ToolCache | None = None
-        self.planned: Planned | None = None  # what plan() made (tasks/extract/values.py)
-        self.cursor = 0  # how many stale items were handed to doit (RunConfig.slice)
+        self._given: RunInputs | None = None  # loaded at the first use (given())
+        self.clock = Clock.now()
+        self.outcomes = Outcomes()  # what the steps returned so far
+        # the resources: the output's lock (given, taken by the caller who releases it, or
+        # taken at the first use), the store, the workers, the progress display, the tools
+        self.output = HeldOutput(lock)
         self.store: Store | None = None
-        self.session: Any = None  # bastion.tasks.extract.session.ExtractSession, once extracting
+        self.session: Session | None = None
         self.progress: Progress | None = None
-        self.decision: Decision | None = None  # what the extract stage does (decide())
-        self.end: RunEnd | None = None  # what finish() returned
-        self.walk_read: dict[str, Any] = {}
+        self.toolcache: ToolCache | None = None
+        self.slices = Slices()
         self.announce_in_actions = True  # the CLI prints the summaries itself
         # where lines for the person go: stderr as it is now, before doit replaces
         # sys.stderr with its capture inside actions
         self.console = sys.stderr
-        self.t0 = time.monotonic()
-        self.started = time.time()
-        self._told_tightened = False
-        self._gc_was: bool | None = None  # while paused (pause_gc): whether it was enabled
-        self._frozen = False  # the slice's objects left out of collections (resume_gc)
 
-    # -- settings ---------------------------------------------------------------------------------
+    # -- the frozen inputs and what the steps returned -----------------------------------------
 
     def given(self) -> RunInputs:
         """The run's frozen inputs (:func:`bastion.tasks.extract.values.run_inputs`), loaded
@@ -96,171 +98,81 @@ class Run(RunPlan):
             self._given = run_inputs(self.cfg, self.extra_readers)
         return self._given
 
-    def lock(self) -> OutputDir:
-        """Open, check and lock the output directory (tasks/output/directory.py: a symlink, another
-        user's or a group/world-writable one is refused), with the manifest's modes, once per
-        run; the checked directory everything this run writes goes through."""
-        if self._lock is None or self._lock.fd is None:
-            why = root_conflict(self.out, self.manifest.roots)
-            if why is not None:  # before anything in it is opened, let alone tightened
-                raise refuse(Path(os.path.abspath(self.out)), why)
-            self._lock = OutputLock.acquire(self.out, MODES[self.manifest.output_mode])
-            self._owns_lock = True
-        else:
-            self._lock.use_modes(MODES[self.manifest.output_mode])
-        od = self._lock.dir
-        if od.tightened and not self._told_tightened:
-            self._told_tightened = True
-            self.announce(f"tightened {od.tightened} file(s) and director(ies) of "
-                          f"{self.out} to {od.modes.dir:o}/{od.modes.file:o}")
-        return od
+    @property
+    def out(self) -> Path:
+        return self.given().out
 
-    def store_dir(self) -> OutputDir:
-        """The output directory the store goes through: the locked one (:meth:`lock`), except
-        for a listing command (``doit list``, ``info``) that has not locked it: that one only
-        reads the verdicts, through the output opened and checked but not locked, so that it
-        still works while a run holds the lock."""
-        if self.cfg.listing and self._lock is None:
-            if self._unlocked is None:
-                self._unlocked = open_output(self.out)
-            return self._unlocked
-        return self.lock()
+    @functools.cached_property
+    def keys(self) -> Keys:
+        """The inputs that decide a task key besides a file's bytes."""
+        return Keys(self.given(), self.lock)
 
-    def release(self) -> None:
-        """Stop the workers (:meth:`close`) and release the lock this run took (a lock it was
-        given stays its giver's) and close what it opened."""
-        self.slice_done(False)
-        self.close()
-        if self._lock is not None and self._owns_lock:
-            self._lock.release()
-            self._lock = None
-        if self._unlocked is not None:
-            self._unlocked.close()
-            self._unlocked = None
+    def _keep(self, **returned: Any) -> None:
+        """Keep what a step returned (each once)."""
+        self.outcomes = dataclasses.replace(self.outcomes, **returned)
 
     @property
-    def tightened(self) -> int:
-        """Files and directories of the output this run narrowed to its modes."""
-        return self._lock.dir.tightened if self._lock is not None else 0
+    def end(self) -> RunEnd | None:
+        """What the run's finish returned (None before it, and between doit slices)."""
+        return self.outcomes.end
 
-    # -- the walk ---------------------------------------------------------------------------------
+    @property
+    def stale(self) -> Sequence[Item]:
+        """The planned items to extract (none before the plan)."""
+        planned = self.outcomes.planned
+        return planned.stale if planned is not None else ()
 
-    def walk(self) -> None:
-        """The walk stage (once per run: later doit slices of the same run reuse it)."""
-        manifest, out = self.load()
-        if self.walked or self.cfg.walk == "reuse" or "walk" not in manifest.stages:
-            check_walk(manifest, out)  # extract from the walk already there
-            return
-        from ..walk.stage import run_walk
+    # -- the resources ----------------------------------------------------------------------------
 
-        od = self.lock()
-        progress = Progress("walk", 0, quiet=self.cfg.quiet, leave=False)
-        try:
-            self.walk_summary = run_walk(manifest, od, no_hash=self.cfg.no_hash,
-                                         progress=progress.update)
-        finally:
-            progress.close()
-        self.walked = True
+    def lock(self) -> OutputDir:
+        """The output directory, checked and locked once per run (tasks/output/held.py): what
+        everything this run writes goes through."""
+        given = self.given()
+        return self.output.lock(given.manifest, given.out, self.announce)
 
-    # -- extracting -------------------------------------------------------------------------------
+    def store_dir(self) -> OutputDir:
+        """The output directory the store goes through: the locked one, except for a listing
+        command (``doit list``, ``info``) that has not locked it (it only reads verdicts)."""
+        if self.cfg.listing:
+            unlocked = self.output.unlocked(self.out)
+            if unlocked is not None:
+                return unlocked
+        return self.lock()
 
-    def start_session(self) -> Any:
+    def open_store(self) -> Store:
+        """The store (made at the first use: its database opens when it is first read)."""
+        if self.store is None:
+            self.store = Store(self.out, self.store_dir)
+        return self.store
+
+    def tool_cache(self) -> ToolCache:
+        """The tools' cache, their version questions started (answered by its ``tools``)."""
+        if self.toolcache is None:
+            self.toolcache = ToolCache(self.out, self.cfg.no_external)
+        self.toolcache.ask()
+        return self.toolcache
+
+    def start_session(self) -> Session:
         """The session (workers started); the output is locked first."""
         if self.session is None:
-            from .session import ExtractSession
-
-            manifest, out = self.load()
+            given = self.given()
             self.lock()
-            if self.store is None:
-                self.store = Store(out, self.store_dir)
-            common: dict[str, Any] = dict(
-                out=out, store=self.store, limits=manifest.limits, tools=self.tools,
-                roots={r.name: r for r in manifest.roots},
-                on_verdict=self._on_verdict, extra_readers=self.extra_readers)
-            if self.cfg.cluster:  # the documents go to a Dask cluster (tasks/cluster/run.py)
-                from ..cluster.run import ClusterSession, parse_cluster
-
-                self.session = ClusterSession(parse_cluster(self.cfg.cluster),
-                                              expected=lambda: len(self.stale),
-                                              more_slices=lambda: self.more_slices, **common)
-            else:
-                self.session = ExtractSession(workers=self.cfg.workers,
-                                              allow_root=manifest.allow_root_workers, **common)
-        if self.session.pool is None:
-            self.session.start()
+            self.session = steps.open_session(
+                given, self.open_store(), on_verdict=self._on_verdict,
+                expected=lambda: len(self.stale), more_slices=lambda: self.more_slices)
+        self.session.start()
         return self.session
 
     def prestart(self) -> None:
-        """Start the workers now, before doit is loaded and the walk runs: a worker's start
-        (interpreter, sandbox) then overlaps the CLI's loading of doit, the walk
-        and the plan.  A failure here is left for the first document to report.
-
-        An output with no stamp (a first run, a fresh directory) cannot be a no-op: there the
-        tools' version questions (a process per tool) are only started, and the workers
-        start at once, so that the questions and the registry's loading overlap their start."""
+        """Start the workers now, before doit is loaded and the walk runs (:func:`steps.prestart
+        <bastion.tasks.extract.steps.prestart>`); a failure here is left for the first
+        document to report."""
         from bastion.errors import WorkerError
 
         try:
-            if not (self.cfg.all_tasks or self.cfg.listing):
-                if not stamp.has_stamp(self.lock()):
-                    self._ask_tools()
-                else:
-                    self.tools.update(self._probe_tools())
-                    if stamp.likely_nothing_to_do(self.lock(), self.inputs()):
-                        return  # workers start at the first document, if one comes
-            self.start_session()
+            steps.prestart(self.cfg, self.lock, self.tool_cache, self.keys, self.start_session)
         except (OutputError, WorkerError, OSError):
             self.close()
-
-    def pause_gc(self) -> None:
-        """No cyclic garbage collection while a slice's tasks are made and run (until
-        :meth:`resume_gc`, at the slice's finish).  A slice's tasks and doit's nodes for them
-        are hundreds of thousands of objects that live until the slice ends, and every full
-        collection while they pile up walks them all: ≈ 1 s of a 20,000-file sweep's parent,
-        a fifth of its CPU (docs/performance.md, issue 40).  The walk runs before, with the
-        collector on."""
-        if self._gc_was is None:
-            self._gc_was = gc.isenabled()
-            gc.disable()
-
-    def resume_gc(self) -> None:
-        """The collector on again (as it was before :meth:`pause_gc`), what the slice made
-        left out of its collections while the slice's doit run holds it (``gc.freeze``:
-        until :meth:`slice_done`), so the finish pays no collection of it either."""
-        if self._gc_was is not None:
-            gc.freeze()
-            self._frozen = True
-            if self._gc_was:
-                gc.enable()
-            self._gc_was = None
-
-    def slice_done(self, more: bool) -> None:
-        """A slice's doit run is over: what it made is garbage the collector may take, at
-        once when another slice follows (so that no two slices' garbage is ever held), else
-        whenever it next runs (idempotent)."""
-        self.resume_gc()
-        if self._frozen:
-            self._frozen = False
-            gc.unfreeze()
-            if more:
-                gc.collect()
-
-    def extract(self, item: Item) -> None:
-        """Hand one item to a worker (its verdict is committed when it arrives)."""
-        session = self.start_session()
-        if self.progress is None:
-            # a run of named tasks (doit extract:<file>, wildcards) does not know its count
-            total = 0 if self.cfg.all_tasks else len(self.stale)
-            # no final line of its own: the summary line follows
-            self.progress = Progress("extract", total, quiet=self.cfg.quiet, leave=False)
-        name = f"{item.root}/{item.path}"
-        # the stale slices hold one item per (sha256, key); every item (--all, named tasks)
-        # may repeat one: the plan marks what was handed out
-        if self.cfg.all_tasks and not self.plan().hand_out(item):
-            self.progress.update(1, name=None)  # the same content as a file handed out
-            return
-        self.progress.start(name)
-        session.submit(item)
 
     def _on_verdict(self, item: Item, verdict: Verdict) -> None:
         if self.progress is not None:
@@ -271,6 +183,112 @@ class Run(RunPlan):
         """Stop the workers, if any (the end of a run that did not reach ``finish``)."""
         if self.session is not None:
             self.session.close()
+
+    def release(self) -> None:
+        """Stop the workers (:meth:`close`), release the lock this run took (a lock it was
+        given stays its giver's) and close what it opened."""
+        self.slices.done(False)
+        self.close()
+        self.output.release()
+
+    # -- the steps: each calls its function once and keeps what it returned --------------------
+
+    def walk(self) -> None:
+        """The walk stage (once per run: later doit slices of the same run reuse it)."""
+        given = self.given()
+        if (self.outcomes.walked is not None or self.cfg.walk == "reuse"
+                or "walk" not in given.manifest.stages):
+            check_walk(given.manifest, given.out)  # extract from the walk already there
+            return
+        self._keep(walked=steps.walk(given, self.lock()))
+
+    def _check_walk(self) -> None:
+        self._keep(walk_read=check_walk(self.given().manifest, self.out))
+
+    def decide(self) -> Decision:
+        """What the extract stage does (once per run: later doit slices get the same value):
+        refused (the reason: a bad manifest, no walk, a locked output), nothing to do (the
+        stamp holds: :func:`~bastion.tasks.extract.runplan.nothing_to_do`), or planned."""
+        decision = self.outcomes.decision
+        if decision is None:
+            try:
+                noop = self._nothing_to_do()
+                if noop is None:
+                    self.plan()
+                decision = Decision(noop_from=noop)
+            except CANNOT_START as e:
+                decision = Decision(refused=str(e))
+            self._keep(decision=decision)
+        return decision
+
+    def _nothing_to_do(self) -> dict[str, Any] | None:
+        cfg = self.cfg
+        if cfg.all_tasks or cfg.listing or self.outcomes.planned is not None:
+            return None
+        self._check_walk()
+        tools = self.tool_cache().tools
+        return runplan.nothing_to_do(self.lock(), self.open_store(),
+                                     lambda: self.keys.digest(tools))
+
+    def plan(self) -> Plan:
+        """The plan (made once: :func:`~bastion.tasks.extract.runplan.make_planned`)."""
+        return self._planned().plan
+
+    def _planned(self) -> Planned:
+        planned = self.outcomes.planned
+        if planned is None:
+            self._check_walk()
+            planned = runplan.make_planned(self.given(), self.open_store(), self.tool_cache(),
+                                           lock=self.lock, keys=self.keys)
+            self._keep(planned=planned)
+        return planned
+
+    def items_for(self) -> Sequence[Item]:
+        """The next slice of stale items (or all of them)."""
+        return self.slices.take(self._planned().stale, self.cfg.slice)
+
+    @property
+    def more_slices(self) -> bool:
+        """Whether stale items remain for another doit run (``RunConfig.slice``)."""
+        planned = self.outcomes.planned
+        return (planned is not None and not self.cfg.all_tasks
+                and self.slices.remain(planned.stale) and self.outcomes.end is None)
+
+    def extract(self, item: Item) -> None:
+        """Hand one item to a worker (its verdict is committed when it arrives)."""
+        session = self.start_session()
+        if self.progress is None:
+            # a run of named tasks (doit extract:<file>, wildcards) does not know its count
+            total = 0 if self.cfg.all_tasks else len(self.stale)
+            # no final line of its own: the summary line follows
+            self.progress = Progress("extract", total, quiet=self.cfg.quiet, leave=False)
+        steps.extract(item, self._planned(), session, self.progress, every=self.cfg.all_tasks)
+
+    def finish(self) -> RunEnd | None:
+        """Drain the workers, write the records and the summary: the run's end, once per run
+        (later calls return the same value), or None between doit slices (only a commit)."""
+        from .finish import Resources, finish
+
+        if self.outcomes.end is None:
+            decision = self.outcomes.decision
+            more = self.more_slices
+            if (decision is None or decision.noop_from is None) and not more:
+                self._planned()
+            res = Resources(self.lock, self.open_store(), self.session, self.progress,
+                            self.toolcache)
+            end = finish(self.given(), self.outcomes, res, keys=self.keys, clock=self.clock,
+                         more_slices=more)
+            if end is not None:
+                self._keep(end=end)
+        return self.outcomes.end
+
+    def index(self) -> IndexSummary:
+        """The index stage (tasks/extract/steps.py ``index``); what it did."""
+        summary = steps.index(self.given().manifest, self.lock, quiet=self.cfg.quiet)
+        self._keep(index=summary)
+        return summary
+
+    # -- lines for the person -------------------------------------------------------------------
 
     def announce(self, line: str) -> None:
         """A line for the person running bastion, on the real stderr (fd 2: doit captures

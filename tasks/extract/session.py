@@ -1,10 +1,13 @@
-"""The running side of one extract run: the worker pool, the batched commits, progress.
+"""The running side of one extract run: the session a run hands its items to, and the local
+one, whose workers are the sandboxed reader pool.
 
-An :class:`ExtractSession` hands planned items to the sandboxed workers
-(:class:`bastion.readers.runtime.pool.WorkerPool`) and commits each verdict as it arrives: the text first
-(moved into the store), then, in batches, the verdicts (one ``syncfs`` and one transaction per
-:data:`COMMIT_EVERY` verdicts or :data:`COMMIT_SECONDS`, whichever comes first).  Items of one
-(sha256, key) share one job.
+:class:`Session` is what a run asks of a session, local or on a cluster: start, submit an item
+with the tools its key was planned with, drain, close, and the figures the summary names.  An
+:class:`ExtractSession` hands planned items to the sandboxed workers
+(:class:`bastion.readers.runtime.pool.WorkerPool`) and commits each verdict as it arrives
+(:class:`bastion.tasks.extract.commits.Commits`: the text first, moved into the store, then
+the verdicts in batches); :class:`bastion.tasks.cluster.run.ClusterSession` sends them to a
+Dask cluster instead.  Items of one (sha256, key) share one job.
 """
 
 from __future__ import annotations
@@ -13,10 +16,9 @@ import errno
 import os
 import shutil
 import tempfile
-import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from bastion.readers.base import Limits
 from bastion.readers.runtime.pool import JobResult, WorkerPool
@@ -24,21 +26,56 @@ from bastion.readers.runtime.toolset import Tool
 from bastion.readers.runtime.verdict import Status, Verdict
 
 from ..output.atomic import STATE_DIR, OutputError
-from ..interrupts import critical
 from ..manifest import Root
+from .commits import COMMIT_EVERY, COMMIT_SECONDS, RUNNING, Commits
 from .docopen import DocumentDirs, Unopenable
 from .plan import Item
 from .store import Store
 
-# verdicts per commit (one syncfs + one transaction), or the verdicts of COMMIT_SECONDS: a
-# kill -9 redoes at most that much finished work.  Each commit costs ≈ 15–25 ms whatever its
-# size (the syncfs's journal commit, the WAL's checkpoint), so at a few thousand small
-# documents a second the count, not the time, would decide how often: 500 made it 40 commits
-# per 20,000 files (docs/performance.md, issue 40).
-COMMIT_EVERY = 5000
-COMMIT_SECONDS = 2.0
-RUNNING = f"{STATE_DIR}/extracting"  # present while a session may be writing the store
+__all__ = ["COMMIT_EVERY", "COMMIT_SECONDS", "RUNNING", "SCRATCH", "ExtractSession",
+           "PoolSettings", "Session", "WorkerCounts"]
+
 SCRATCH = f"{STATE_DIR}/tmp"  # the workers' private directories (when the output's path is secure)
+
+
+@dataclass(frozen=True)
+class WorkerCounts:
+    """The sandboxed workers a session started and killed (on a cluster: across its
+    workers), and a worker's identity measured from ``/proc`` (local workers only)."""
+
+    started: int = 0
+    killed: int = 0
+    identity: dict[str, Any] | None = None
+
+
+class Session(Protocol):
+    """What a run asks of its session (:class:`ExtractSession`, or on a Dask cluster
+    :class:`bastion.tasks.cluster.run.ClusterSession`)."""
+
+    failed: str | None  # why the session cannot be used (a cluster that cannot be reached)
+
+    @property
+    def workers(self) -> int:
+        """The documents it reads at once (the summary's ``workers``)."""
+
+    def start(self) -> object:
+        """Start the workers (idempotent)."""
+
+    def submit(self, item: Item, tools: Mapping[str, Tool]) -> None:
+        """Hand one item to a worker, its job made with ``tools`` (the tools its key was
+        planned with); its verdict is committed when it arrives."""
+
+    def drain(self) -> None:
+        """Wait for the items in flight and commit their verdicts."""
+
+    def close(self) -> None:
+        """Commit what was recorded and stop the workers (idempotent)."""
+
+    def counts(self) -> WorkerCounts:
+        """The workers started and killed so far."""
+
+    def describe(self) -> dict[str, Any] | None:
+        """The summary's ``cluster`` entry (None for a local session)."""
 
 
 @dataclass(frozen=True)
@@ -53,26 +90,22 @@ class PoolSettings:
     allow_root: bool = False
 
 
-class ExtractSession:
-    """Workers, commits and progress for one run.  ``on_verdict(item, verdict)`` is told of
-    every verdict once it is recorded (the progress display)."""
+class ExtractSession(Commits):
+    """The local workers of one run and its commits (:class:`Commits`): a :class:`Session`.
+    ``on_verdict(item, verdict)`` is told of every verdict once it is recorded (the progress
+    display)."""
+
+    failed: str | None = None  # (a local session is always usable: its first document says)
 
     def __init__(self, *, out: Path, store: Store, limits: Limits, workers: int,
-                 tools: Mapping[str, Tool], roots: Mapping[str, Root],
+                 roots: Mapping[str, Root],
                  on_verdict: Callable[[Item, Verdict], None] | None = None,
                  extra_readers: tuple[str, ...] = (), allow_root: bool = False) -> None:
-        self.out = out
-        self.store = store
+        super().__init__(out=out, store=store, on_verdict=on_verdict)
         self.settings = PoolSettings(workers, limits, extra_readers, allow_root)
-        self.tools = tools
-        self.roots = roots
-        self.on_verdict = on_verdict
         self.pool: WorkerPool | None = None
         self.jobs: dict[int, Item] = {}  # in flight, by job id
         self.job_seq = 0
-        self.pending: list[tuple[str, str, Verdict]] = []  # texts not yet known durable
-        self.pending_plain: list[tuple[str, str]] = []  # their pairs whose texts are plain-named
-        self.last_commit = time.monotonic()
         self._private_scratch: Path | None = None  # see _scratch_root
         self.dirs = DocumentDirs(roots)  # each job's directory, opened beneath its root
         self.stopping = False  # close() has begun: the pool hands back what it held
@@ -115,33 +148,6 @@ class ExtractSession:
         (docs/performance.md, issue 40)."""
         pool.warm(1)
 
-    def claim_store(self) -> None:
-        """Clear the temp files a killed run left in the output and the store (the texts and
-        sidecars it was writing), and mark the store as being written.  Only a run that did
-        not close its session leaves the marker, so a million-text store is not listed on
-        every run."""
-        od = self.store.dir
-        od.remove_stale_temps("")
-        try:
-            od.stat(RUNNING)
-            unfinished = True
-        except OSError:
-            unfinished = False
-        buckets = self.store._bucket_dirs()
-        if unfinished:
-            for bucket in buckets:
-                od.remove_stale_temps(f"extract/{bucket}")
-        else:
-            od.dir_fd(STATE_DIR)
-            od.write(RUNNING, b"", sync=False)
-        # a store without a bucket holds no text or sidecar: nothing to remove before a
-        # text is placed (each (sha256, key) is placed once a run: Plan.hand_out)
-        self.store.empty = not buckets
-
-    def release_store(self) -> None:
-        """Nothing of this run writes the store any more: the marker goes."""
-        self.store.dir.unlink(RUNNING)
-
     def _scratch_root(self) -> Path:
         """Where the workers' private directories go.  The workers name them by path, so
         under ``.bastion/tmp`` only when no other user can swap a component of the output's
@@ -156,18 +162,8 @@ class ExtractSession:
             self._private_scratch = Path(tempfile.mkdtemp(prefix="bastion-scratch-"))
         return self._private_scratch
 
-    def take(self, item: Item) -> bool:
-        """Whether ``item`` is work for a worker: not when no reader takes its type (recorded
-        here as ``unsupported``).  (An item whose (sha256, key) was handed out already in this
-        run never comes: :meth:`bastion.tasks.extract.plan.Plan.hand_out`.)"""
-        if item.reader is None:
-            self.record(item, Verdict(status=Status.UNSUPPORTED,
-                                      error=f"no reader for {item.mime}"), None, {})
-            return False
-        return True
-
-    def submit(self, item: Item) -> None:
-        """Extract one item (returns once a worker has it)."""
+    def submit(self, item: Item, tools: Mapping[str, Tool]) -> None:
+        """Extract one item, its job made with ``tools`` (returns once a worker has it)."""
         if not self.take(item):
             return
         pool = self.start()
@@ -179,7 +175,7 @@ class ExtractSession:
                         None, {})
             return
         self.jobs[self.job_seq] = item
-        pool.submit(item.job(self.job_seq, path, self.tools))
+        pool.submit(item.job(self.job_seq, path, tools))
 
     def _on_result(self, result: JobResult) -> None:
         item = self.jobs.pop(result.job.id)
@@ -198,83 +194,6 @@ class ExtractSession:
                               "far are kept: free space and run again)")
         self.record(item, result.verdict, result.text_path, result.sidecar,
                     markdown_path=result.markdown_path)
-
-    # -- commits --------------------------------------------------------------------------------
-
-    def record(self, item: Item, verdict: Verdict, text_path: Path | None,
-               sidecar: dict[str, Any], text: bytes | None = None, *,
-               markdown_path: Path | None = None, markdown: bytes | None = None) -> None:
-        """Put a verdict's text (a worker's file, or ``text`` bytes made elsewhere: a cluster
-        worker), its Markdown (``markdown_path`` or ``markdown``, when the job asked for it)
-        and sidecar in place and queue the verdict for commit.  The sidecar (PDFs: pages,
-        title, outline, how each page's text was made; any document's metadata and its
-        embedded documents') is kept beside a text that has any."""
-        with critical():  # a text in the store always has its verdict queued
-            verdict = self.place(item, verdict, text_path, sidecar, text,
-                                 markdown_path=markdown_path, markdown=markdown)
-            self.queue(item, verdict)
-
-    def place(self, item: Item, verdict: Verdict, text_path: Path | None,
-              sidecar: dict[str, Any], text: bytes | None = None, *,
-              markdown_path: Path | None = None, markdown: bytes | None = None) -> Verdict:
-        """The text, Markdown and sidecar of a verdict into the store (or out of it): files
-        only, so several items may be placed at once from threads (tasks/cluster/run.py
-        does).  The verdict to record: with ``markdown`` set when its Markdown was stored."""
-        stem = item.stem
-        if verdict.status is Status.OK and (text_path is not None or text is not None):
-            if text is not None:
-                self.store.write_text(stem, text)
-            elif text_path is not None:
-                self.store.adopt_text(stem, text_path)
-            if markdown is not None:
-                self.store.write_text(stem, markdown, ".md")
-            elif markdown_path is not None:
-                self.store.adopt_text(stem, markdown_path, ".md")
-            elif not self.store.empty:
-                self.store.remove_meta(stem, ".md")  # (one an earlier run left)
-            verdict = replace(verdict, markdown=markdown is not None
-                              or markdown_path is not None)
-            if ("outline" in sidecar or "page_sources" in sidecar or "metadata" in sidecar
-                    or "embedded" in sidecar):
-                self.store.write_meta(stem, sidecar)
-            elif not self.store.empty:
-                self.store.remove_meta(stem)
-        elif not self.store.empty:
-            self.store.remove_text(stem)
-        return verdict
-
-    def recorded(self, item: Item) -> bool:
-        """Whether this run recorded a verdict of ``item``'s (sha256, key) already: queued,
-        or committed under this run (the store's ``run`` column)."""
-        pair = (item.sha256, item.key)
-        return any(p[:2] == pair for p in self.pending) or pair in self.store.made([pair[0]])
-
-    def queue(self, item: Item, verdict: Verdict) -> None:
-        """Queue a placed verdict for commit (committing when the batch is full or old)."""
-        self.pending.append((item.sha256, item.key, verdict))
-        if verdict.status is Status.OK and item.stem == item.sha256:
-            self.pending_plain.append((item.sha256, item.key))
-        if (len(self.pending) >= COMMIT_EVERY
-                or time.monotonic() - self.last_commit >= COMMIT_SECONDS):
-            self.commit()
-        if self.on_verdict is not None:
-            self.on_verdict(item, verdict)
-
-    def commit(self) -> None:
-        """Make the pending verdicts (and their texts) durable."""
-        with critical():
-            self.store.put_many(self.pending, self.pending_plain)
-            self.pending, self.pending_plain = [], []
-        self.last_commit = time.monotonic()
-
-    def _commit_quietly(self) -> None:
-        """Commit what is pending, on the way out: a failure here (the disk full) leaves
-        texts without verdicts, which the next run simply redoes."""
-        if self.pending:
-            try:
-                self.commit()
-            except (OutputError, OSError):
-                pass
 
     def drain(self) -> None:
         """Wait for every job in flight and commit."""
@@ -299,6 +218,15 @@ class ExtractSession:
         if self._private_scratch is not None and self.pool is not None and self.pool.closed:
             shutil.rmtree(self._private_scratch, ignore_errors=True)
             self._private_scratch = None
+
+    def counts(self) -> WorkerCounts:
+        pool = self.pool
+        if pool is None:
+            return WorkerCounts()
+        return WorkerCounts(pool.spawned, pool.killed, pool.identity)
+
+    def describe(self) -> dict[str, Any] | None:
+        return None
 
 
 _FULL = tuple(os.strerror(e) for e in (errno.ENOSPC, errno.EDQUOT))

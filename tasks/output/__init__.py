@@ -2,6 +2,7 @@
 
 - ``directory``: the output directory: its checks, its descriptor, the writes through it
 - ``atomic``   : atomic file writes and the output directory's lock
+- ``held``     : the output one run holds: locked once with the manifest's modes, released at its end
 - ``ops``      : the *at system calls on descriptors inside a checked output, never following a link
 - ``tag``      : what makes a directory a bastion output, and where an output may not be
 - ``modes``    : the rules an output is held to, and the walk that gives its tree its modes
