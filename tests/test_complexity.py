@@ -22,9 +22,6 @@ MAX_ATTRIBUTES = 15
 COMPLEX_ALLOWED = {
     # a document's job from its message to its answer: its steps still to be named (issue 44)
     ("readers/runtime/workermain.py", "handle"),  # 29
-    # the plan: the walk's rows, the readers chosen, the verdicts and owners looked up, in one
-    # loop; its steps still to be named (issue 44)
-    ("tasks/extract/plan.py", "plan"),  # 43
 }
 
 # Classes setting more than MAX_ATTRIBUTES attributes, left to their owners (path, class).
