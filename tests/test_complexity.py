@@ -26,7 +26,6 @@ COMPLEX_ALLOWED: set[tuple[str, str]] = set()
 ATTRIBUTES_ALLOWED = {
     # readers/runtime/ is reshaped for issue 41
     ("readers/runtime/fleet.py", "Fleet"),  # 16
-    ("readers/runtime/worker.py", "Worker"),  # 16
     # doit's Task, made without Task.__init__ (its cost per file): the attributes are doit's
     # protocol, not bastion's state (a doit upgrade is checked by tests/test_pipeline_tasks.py)
     ("tasks/pipeline.py", "FileTask"),  # 34

@@ -88,7 +88,7 @@ class Fleet:
         """Let ``w`` hold ``job`` and give it to its process as soon as it may (a new worker
         in place of a free ``w`` whose view lacks a hidden tool path: :meth:`ToolPaths.widen`)."""
         tools = self.tools(job.tools)
-        if self.tools.widen(tools, w.view) and w.hand.free():
+        if self.tools.widen(tools, w.launch.view) and w.hand.free():
             self.retire(w)
             w = self.spawn()
         try:
