@@ -24,8 +24,6 @@ COMPLEX_ALLOWED: set[tuple[str, str]] = set()
 
 # Classes setting more than MAX_ATTRIBUTES attributes, left to their owners (path, class).
 ATTRIBUTES_ALLOWED = {
-    # readers/runtime/ is reshaped for issue 41
-    ("readers/runtime/fleet.py", "Fleet"),  # 16
     # doit's Task, made without Task.__init__ (its cost per file): the attributes are doit's
     # protocol, not bastion's state (a doit upgrade is checked by tests/test_pipeline_tasks.py)
     ("tasks/pipeline.py", "FileTask"),  # 34
