@@ -428,16 +428,20 @@ class Standing:
     markdown: bool  # an ok verdict's Markdown must be there too
     installed: Mapping[str, str]  # the OCR language packs here (_packs_here)
 
-    def fresh(self, items: list[Item], found: Mapping[tuple[str, str], Verdict],
-              owner: Mapping[str, str] | None) -> list[int]:
+    def judge(self, items: Iterable[Item], found: Mapping[tuple[str, str], Verdict],
+              owner: Mapping[str, str] | None) -> tuple[list[int], list[tuple[str]]]:
         """The indexes of the ``items`` whose verdict stored for their (sha256, key) (in
-        ``found``) stands; ``owner``: the key owning each sha256's plain-named text (None:
-        every plain name is its verdict's).  (One loop, its rule inline: it is asked of every
-        item of a run.)"""
+        ``found``) stands, and the sha256s whose plain-named texts another key owns
+        (``owner``: the key owning each sha256's plain names; None: every plain name is its
+        verdict's).  One loop, its rule inline: it is asked of every item of a run."""
         texts, deferred, markdown, installed = (self.texts, self.deferred, self.markdown,
                                                 self.installed)
-        out = []
+        owned_by, checked = owner or {}, owner is not None
+        fresh, owned = [], []
         for item in items:
+            plain = checked and item.stem == item.sha256  # its text has the plain name
+            if plain and owned_by.get(item.sha256, item.key) != item.key:
+                owned.append((item.sha256,))
             v = found.get((item.sha256, item.key))
             if v is not None and (
                     # not an error, or a repeat offender's whose retry is not due this run
@@ -445,12 +449,11 @@ class Standing:
                     # not ok, or its text (and Markdown) stored under a name its key owns
                     v.status is not Status.OK or f"{item.stem}.txt" in texts and (
                         not markdown or f"{item.stem}.md" in texts) and (
-                        owner is None or item.stem != item.sha256
-                        or owner.get(item.sha256) == item.key)) and (
+                        not plain or owned_by.get(item.sha256) == item.key)) and (
                     # not read by OCR, or with the language packs it looked at as they were
                     v.ocr_packs is None or ocr_packs.holds(v.ocr_packs, installed)):
-                out.append(item.index)
-        return out
+                fresh.append(item.index)
+        return fresh, owned
 
 
 def _freshen(made: Plan, at: int, lookup: Lookup, owners: Owners | None,
@@ -461,11 +464,9 @@ def _freshen(made: Plan, at: int, lookup: Lookup, owners: Owners | None,
     if not found:
         return  # (a first run: no item is read back)
     owner = None if owners is None else owners(_shas(made, at, least=True))
-    items = list(made.items[at:at + CHUNK])
-    made.set_fresh(rule.fresh(items, found, owner), True)
-    if owner is not None:
-        made.own([(i.sha256,) for i in items
-                  if i.stem == i.sha256 and owner.get(i.sha256, i.key) != i.key])
+    fresh, owned = rule.judge(made.items[at:at + CHUNK], found, owner)
+    made.set_fresh(fresh, True)
+    made.own(owned)
 
 
 # the distinct sha256s of a chunk of items, all of them or those keeping the plain name
