@@ -2,8 +2,9 @@
 
 A :class:`Worker` is one long-lived process, a zygote (:mod:`bastion.readers.runtime.workermain`,
 started through :func:`bastion.readers.runtime.procs.start_worker`, run by
-:mod:`bastion.readers.runtime.zygote`), and what the parent keeps of it: its control socket,
-its directory, the reader families it was asked to load, and the jobs it holds (its
+:mod:`bastion.readers.runtime.zygote`), and what the parent keeps of it: how it was started
+(a :class:`Launch`: its process, its control socket, its directory, its uid, its view), what its
+ready message said, the reader families it was asked to load, and the jobs it holds (its
 :class:`~bastion.readers.runtime.handout.Handout`, which gives them to the document's process
 the zygote forked last).  It knows how to start itself (:meth:`Worker.start`), read the
 zygote's messages (:meth:`Worker.receive`: ready, a spare's channel, a process's end), ask it
