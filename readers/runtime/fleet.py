@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import selectors
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,14 +71,6 @@ class Fleet:
         self.seq = 0
         self.spawned = self.killed = 0  # workers started; jobs failed by a death or a kill
         self.out: list[Outcome] = []
-
-    @property
-    def extra_readers(self) -> tuple[str, ...]:
-        return self.policy.extra_readers
-
-    @extra_readers.setter
-    def extra_readers(self, modules: tuple[str, ...]) -> None:
-        self.policy = replace(self.policy, extra_readers=modules)  # for the workers to come
 
     def spawn(self) -> Worker:
         if not self.spawned:

@@ -79,6 +79,45 @@ class Launch:
     view: frozenset[str]  # the tools' paths bound into its view
     at: float  # time.monotonic() when it started
 
+    @classmethod
+    def start(cls, wdir: Path, limits: Limits, *, user: tuple[int, int] | None,
+              extra_readers: tuple[str, ...], contain: str,
+              tool_view: frozenset[str] = frozenset()) -> "Launch":
+        """Make its directory ``wdir`` and start a worker in it (:class:`StartError` when
+        the process cannot be started; ``tool_view``: tools' paths to bind into its view, as
+        the interpreter's); its control socket and stderr do not block."""
+        wdir.mkdir(parents=True, exist_ok=False)
+        mount = user is not None
+        if user is not None:  # its own directory, seen as WORKER_DIR in its namespace
+            os.chown(wdir, *user)
+            os.chmod(wdir, 0o700)
+        seen_as = str(WORKER_DIR) if mount else str(wdir)
+        scratch = str(SCRATCH_DIR) if mount else str(wdir / "scratch")
+        config = {"dir": seen_as, "bind": str(wdir) if mount else None, "user": user,
+                  "scratch": scratch,
+                  "view": [*view_paths(), *sorted(tool_view)] if mount else [],
+                  "limits": limits.as_dict(), "extra_readers": list(extra_readers),
+                  "contain": containment(contain, mount)[1]}
+        config["env"] = dict(CHILD_ENV, TMPDIR=scratch)  # set by the worker itself
+        # messages kept whole, with descriptors (a spare's channel): SOCK_SEQPACKET
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        boot = _BOOT.format(control=theirs.fileno(), path=worker_path(),
+                            config=json.dumps(config)).encode()
+        try:
+            proc = start_worker([sys.executable, "-I", "-S"], boot, str(wdir), theirs.fileno(),
+                                contain, mount)
+        except OSError as e:
+            ours.close()
+            raise StartError(str(e)) from None
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        launch = cls(proc, ours, wdir, user, tool_view if mount else frozenset(),
+                     time.monotonic())
+        assert proc.stderr is not None
+        os.set_blocking(proc.stderr.fileno(), False)
+        return launch
+
 
 class Worker:
     """One worker and what the parent keeps of it; the jobs it holds are its ``hand``'s."""
@@ -123,40 +162,9 @@ class Worker:
     def start(cls, wdir: Path, limits: Limits, *, user: tuple[int, int] | None,
               extra_readers: tuple[str, ...], contain: str,
               tool_view: frozenset[str] = frozenset()) -> "Worker":
-        """Make its directory ``wdir`` and start a worker in it (:class:`StartError` when
-        the process cannot be started; ``tool_view``: tools' paths to bind into its view, as
-        the interpreter's); its control socket and stderr do not block."""
-        wdir.mkdir(parents=True, exist_ok=False)
-        mount = user is not None
-        if user is not None:  # its own directory, seen as WORKER_DIR in its namespace
-            os.chown(wdir, *user)
-            os.chmod(wdir, 0o700)
-        seen_as = str(WORKER_DIR) if mount else str(wdir)
-        scratch = str(SCRATCH_DIR) if mount else str(wdir / "scratch")
-        config = {"dir": seen_as, "bind": str(wdir) if mount else None, "user": user,
-                  "scratch": scratch,
-                  "view": [*view_paths(), *sorted(tool_view)] if mount else [],
-                  "limits": limits.as_dict(), "extra_readers": list(extra_readers),
-                  "contain": containment(contain, mount)[1]}
-        config["env"] = dict(CHILD_ENV, TMPDIR=scratch)  # set by the worker itself
-        # messages kept whole, with descriptors (a spare's channel): SOCK_SEQPACKET
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        boot = _BOOT.format(control=theirs.fileno(), path=worker_path(),
-                            config=json.dumps(config)).encode()
-        try:
-            proc = start_worker([sys.executable, "-I", "-S"], boot, str(wdir), theirs.fileno(),
-                                contain, mount)
-        except OSError as e:
-            ours.close()
-            raise StartError(str(e)) from None
-        finally:
-            theirs.close()
-        ours.setblocking(False)
-        worker = cls(Launch(proc, ours, wdir, user, tool_view if mount else frozenset(),
-                            time.monotonic()))
-        assert proc.stderr is not None
-        os.set_blocking(proc.stderr.fileno(), False)
-        return worker
+        """A worker started in a new directory ``wdir`` (:meth:`Launch.start`)."""
+        return cls(Launch.start(wdir, limits, user=user, extra_readers=extra_readers,
+                                contain=contain, tool_view=tool_view))
 
     def exited(self) -> bool:
         """Whether the worker is known to have exited (its keeper may not have followed)."""
