@@ -42,18 +42,26 @@ class Outcome:
     alone: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How a fleet starts and keeps its workers, fixed for the pool's life (but for the
+    readers put first, which a test seam may change for the workers started after)."""
+
+    limits: Limits
+    tmp_root: Path  # where the workers' directories and the texts' files go
+    recycle_after: int  # documents a worker reads before another takes its place
+    rss_limit: int  # the peak memory past which a shared process takes no more documents
+    extra_readers: tuple[str, ...]  # reader modules put before the registry's (tests)
+    contain: str  # how a worker holds its descendants (procs.py)
+
+
 class Fleet:
     """The workers of one pool, one selector over all they say, and the outcomes of jobs."""
 
     def __init__(self, limits: Limits, tmp_root: Path, *, recycle_after: int, rss_limit: int,
                  extra_readers: tuple[str, ...], contain: str, user: SlotUsers | None) -> None:
-        self.limits = limits
-        self.tmp_root = tmp_root
-        self.recycle_after = recycle_after
-        self.rss_limit = rss_limit
-        self.extra_readers = extra_readers
-        self.contain = contain
-        self.user = user
+        self.policy = Policy(limits, tmp_root, recycle_after, rss_limit, extra_readers, contain)
+        self.user = user  # the slots' uids, taken by a worker for its life
         # the answers read, and the texts' files (the pool's own)
         self.answers = Answers(tmp_root / f"s{os.getpid()}", limits)
         self.tools = ToolPaths(user.sample if user else None)  # as the workers run them
@@ -68,11 +76,12 @@ class Fleet:
         if not self.spawned:
             precompile_readers()
         self.seq += 1
-        wdir, ids = self.tmp_root / f"w{os.getpid()}-{self.seq}", None
+        policy = self.policy
+        wdir, ids = policy.tmp_root / f"w{os.getpid()}-{self.seq}", None
         try:
             ids = None if self.user is None else self.user.take()
-            worker = Worker.start(wdir, self.limits, user=ids,
-                                  extra_readers=self.extra_readers, contain=self.contain,
+            worker = Worker.start(wdir, policy.limits, user=ids,
+                                  extra_readers=policy.extra_readers, contain=policy.contain,
                                   tool_view=self.tools.view)
         except (OSError, StartError) as e:
             if ids is not None and self.user is not None:
@@ -88,7 +97,7 @@ class Fleet:
         """Let ``w`` hold ``job`` and give it to its process as soon as it may (a new worker
         in place of a free ``w`` whose view lacks a hidden tool path: :meth:`ToolPaths.widen`)."""
         tools = self.tools(job.tools)
-        if self.tools.widen(tools, w.view) and w.hand.free():
+        if self.tools.widen(tools, w.launch.view) and w.hand.free():
             self.retire(w)
             w = self.spawn()
         try:
@@ -162,7 +171,7 @@ class Fleet:
                 except OSError:
                     data = b""
                 if data:
-                    w.keep_stderr(data, self.limits.stderr_bytes)
+                    w.keep_stderr(data, self.policy.limits.stderr_bytes)
                 else:
                     self.sel.unregister(key.fileobj)
         now = time.monotonic()
@@ -231,11 +240,11 @@ class Fleet:
                        + (f" (status {status})" if not w.err else ""), held=True)
             return
         if dead is not None:
-            self._end_job(dead, *w.child_death(status, self.limits.stderr_bytes))
+            self._end_job(dead, *w.child_death(status, self.policy.limits.stderr_bytes))
         for s in again:
             self.answers.discard(s)
             self.out.append(Outcome("again", s.job, alone=s.alone))
-        if w.hand.done >= self.recycle_after:
+        if w.hand.done >= self.policy.recycle_after:
             self.retire(w)
 
     def _answer(self, w: Worker, line: bytes) -> None:
@@ -250,7 +259,7 @@ class Fleet:
             return
         self.out.append(Outcome("result", result.job, result))  # called back after the next
         rss = msg.get("rss") or 0
-        if (msg.get("fatal") or rss > self.rss_limit) and w.hand.child is not None:
+        if (msg.get("fatal") or rss > self.policy.rss_limit) and w.hand.child is not None:
             w.hand.child.shut()  # a shared process that ran out of memory takes no more
 
     # -- failures -------------------------------------------------------------------------------
@@ -260,14 +269,14 @@ class Fleet:
         given, the first it held, when the zygote died loading its family); the others go
         back to the queue."""
         queue = w.hand.queue
-        self._blame(w, *w.death(self.limits.stderr_bytes),
+        self._blame(w, *w.death(self.policy.limits.stderr_bytes),
                     held=bool(queue) and queue[0].needs > w.forked)
 
     def _fail(self, w: Worker, kind: str, message: str, *, held: bool = False) -> None:
         """Kill a worker (with everything it started) and fail the job it read (``held``: or
         the first it holds, given to no process yet; none when ``kind`` is empty)."""
         w.killed = message
-        w.read_stderr(self.limits.stderr_bytes)
+        w.read_stderr(self.policy.limits.stderr_bytes)
         stderr = first_line(bytes(w.err))
         self._blame(w, kind, f"{message}: {stderr}" if kind == "crash" and stderr else message,
                     held=held)

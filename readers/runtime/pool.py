@@ -13,6 +13,7 @@ each job, reads the answers and calls back.  See ``docs/architecture.md``.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import selectors
 import stat
@@ -111,11 +112,11 @@ class WorkerPool:
 
     @property
     def extra_readers(self) -> tuple[str, ...]:
-        return self.fleet.extra_readers
+        return self.fleet.policy.extra_readers
 
     @extra_readers.setter
-    def extra_readers(self, modules: tuple[str, ...]) -> None:
-        self.fleet.extra_readers = modules  # for the workers started from now on
+    def extra_readers(self, modules: tuple[str, ...]) -> None:  # for the workers started next
+        self.fleet.policy = dataclasses.replace(self.fleet.policy, extra_readers=modules)
 
     # -- public ---------------------------------------------------------------------------------
 

@@ -2,8 +2,9 @@
 
 A :class:`Worker` is one long-lived process, a zygote (:mod:`bastion.readers.runtime.workermain`,
 started through :func:`bastion.readers.runtime.procs.start_worker`, run by
-:mod:`bastion.readers.runtime.zygote`), and what the parent keeps of it: its control socket,
-its directory, the reader families it was asked to load, and the jobs it holds (its
+:mod:`bastion.readers.runtime.zygote`), and what the parent keeps of it: how it was started
+(a :class:`Launch`: its process, its control socket, its directory, its uid, its view), what its
+ready message said, the reader families it was asked to load, and the jobs it holds (its
 :class:`~bastion.readers.runtime.handout.Handout`, which gives them to the document's process
 the zygote forked last).  It knows how to start itself (:meth:`Worker.start`), read the
 zygote's messages (:meth:`Worker.receive`: ready, a spare's channel, a process's end), ask it
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import time
 from array import array
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable
 
@@ -40,7 +42,8 @@ from .schema import load
 from .procs import CHILD_ENV, containment, start_worker, stop_worker, worker_status
 from .sandbox import SCRATCH_DIR, WORKER_DIR, blocking_ancestor, passable, reachable
 
-__all__ = ["Child", "Gone", "Misbehaved", "StartError", "ToolPaths", "Worker", "open_document"]
+__all__ = ["Child", "Gone", "Misbehaved", "Launch", "StartError", "ToolPaths", "Worker",
+           "open_document"]
 
 # the directory holding the ``bastion`` package, which the worker imports
 # ``bastion.readers.runtime.workermain`` from: readers/.. is a checkout's root, or in an installation the
@@ -63,36 +66,23 @@ class StartError(Exception):
     """A worker's process could not be started (the pool says so as its ``WorkerError``)."""
 
 
-class Worker:
-    """One worker and what the parent keeps of it; the jobs it holds are its ``hand``'s."""
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """A worker as it was started, fixed for its life: its process (whose stderr is a pipe of
+    ours), the parent's end of its control socket, its directory, whom it runs as, the tools'
+    paths bound into its view, and when it started."""
 
-    __slots__ = ("proc", "control", "dir", "err", "ready", "killed", "started", "contained",
-                 "pid", "pidfd", "user", "identity", "hand", "prepared", "gen", "forked", "view")
-
-    def __init__(self, proc: subprocess.Popen, control: socket.socket, wdir: Path,
-                 user: tuple[int, int] | None = None, view: frozenset[str] = frozenset()) -> None:
-        self.proc = proc
-        self.control = control  # the parent's end of the control socket
-        self.dir = wdir
-        self.err = bytearray()
-        self.ready = False
-        self.killed: str | None = None
-        self.started = time.monotonic()
-        self.contained: str | None = None  # how it holds its descendants (its ready message)
-        self.pid = proc.pid  # the worker itself, once its ready message says (else its keeper)
-        self.pidfd: int | None = None  # readable once the worker (not its keeper) has exited
-        self.user = user  # the uid and gid it runs as (None: the pool's own)
-        self.identity: dict[str, Any] | None = None  # as measured from /proc at its ready message
-        self.hand = Handout(wdir.name, self.err, self.started)
-        self.prepared: dict[tuple[str, str, str], int] = {}  # what it was asked to load: gen
-        self.gen = 0  # prepare messages sent
-        self.forked = 0  # prepare messages its zygote had applied when it forked its last spare
-        self.view = view  # the tools' paths bound into its view
+    proc: subprocess.Popen
+    control: socket.socket  # the parent's end of the control socket
+    dir: Path
+    user: tuple[int, int] | None  # the uid and gid it runs as (None: the pool's own)
+    view: frozenset[str]  # the tools' paths bound into its view
+    at: float  # time.monotonic() when it started
 
     @classmethod
     def start(cls, wdir: Path, limits: Limits, *, user: tuple[int, int] | None,
               extra_readers: tuple[str, ...], contain: str,
-              tool_view: frozenset[str] = frozenset()) -> "Worker":
+              tool_view: frozenset[str] = frozenset()) -> "Launch":
         """Make its directory ``wdir`` and start a worker in it (:class:`StartError` when
         the process cannot be started; ``tool_view``: tools' paths to bind into its view, as
         the interpreter's); its control socket and stderr do not block."""
@@ -122,10 +112,59 @@ class Worker:
         finally:
             theirs.close()
         ours.setblocking(False)
-        worker = cls(proc, ours, wdir, user, tool_view if mount else frozenset())
+        launch = cls(proc, ours, wdir, user, tool_view if mount else frozenset(),
+                     time.monotonic())
         assert proc.stderr is not None
         os.set_blocking(proc.stderr.fileno(), False)
-        return worker
+        return launch
+
+
+class Worker:
+    """One worker and what the parent keeps of it; the jobs it holds are its ``hand``'s."""
+
+    __slots__ = ("launch", "err", "ready", "killed", "contained", "pid", "pidfd", "identity",
+                 "hand", "prepared", "gen", "forked")
+
+    def __init__(self, launch: Launch) -> None:
+        self.launch = launch
+        self.err = bytearray()
+        self.ready = False
+        self.killed: str | None = None
+        self.contained: str | None = None  # how it holds its descendants (its ready message)
+        # the worker itself, once its ready message says (else its keeper)
+        self.pid = launch.proc.pid
+        self.pidfd: int | None = None  # readable once the worker (not its keeper) has exited
+        self.identity: dict[str, Any] | None = None  # as measured from /proc at its ready message
+        self.hand = Handout(launch.dir.name, self.err, launch.at)
+        self.prepared: dict[tuple[str, str, str], int] = {}  # what it was asked to load: gen
+        self.gen = 0  # prepare messages sent
+        self.forked = 0  # prepare messages its zygote had applied when it forked its last spare
+
+    @property
+    def proc(self) -> subprocess.Popen:
+        return self.launch.proc
+
+    @property
+    def control(self) -> socket.socket:
+        """The parent's end of its control socket."""
+        return self.launch.control
+
+    @property
+    def dir(self) -> Path:
+        return self.launch.dir
+
+    @property
+    def user(self) -> tuple[int, int] | None:
+        """The uid and gid it runs as (None: the pool's own)."""
+        return self.launch.user
+
+    @classmethod
+    def start(cls, wdir: Path, limits: Limits, *, user: tuple[int, int] | None,
+              extra_readers: tuple[str, ...], contain: str,
+              tool_view: frozenset[str] = frozenset()) -> "Worker":
+        """A worker started in a new directory ``wdir`` (:meth:`Launch.start`)."""
+        return cls(Launch.start(wdir, limits, user=user, extra_readers=extra_readers,
+                                contain=contain, tool_view=tool_view))
 
     def exited(self) -> bool:
         """Whether the worker is known to have exited (its keeper may not have followed)."""
@@ -226,7 +265,7 @@ class Worker:
         """When its clock is up: its start's while it holds a job before its ready message,
         else its hand's (:meth:`Handout.due`)."""
         if not self.ready:
-            return self.started + STARTUP_DEADLINE_S if self.hand.queue else None
+            return self.launch.at + STARTUP_DEADLINE_S if self.hand.queue else None
         return self.hand.due()
 
     def overdue(self, now: float) -> tuple[str, str] | None:

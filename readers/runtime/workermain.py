@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # (a worker imports what it needs when it needs it)
     from ..base import Limits
+    from ..dispatch import Outcome
 
 MAX_JOB = 1 << 18  # bytes of one job message (names, types, the tools): the pool's cap too
 MAX_FDS = 128  # descriptors one job message may carry (two a job): the pool's cap too
@@ -118,93 +119,139 @@ def handle(job: dict[str, Any], fd: int | None, scratch: Path, limits: Limits, s
     ``pure`` job's embedded documents are read only by pure readers
     (:func:`bastion.readers.runtime.batch.pure_nested`): where another would be needed, the
     answer asks for a process of its own instead."""
+    result: dict[str, Any] = {"id": job["id"], "fatal": False, "text": None}
+    read = _read(job, fd, scratch, limits, ocr_memo, registry, md_fd is not None)
+    if read is None:
+        return {"id": job["id"], "alone": True}
+    outcome, used, result["fatal"] = read
+    if outcome.status == "ok":
+        outcome = _write_text(outcome, text_fd, limits)
+        if outcome.status == "ok":
+            result["text"] = job.get("text") or f"t{seq}.txt"
+    if outcome.status == "ok" and md_fd is not None and outcome.markdown is not None:
+        outcome = _write_markdown(outcome, md_fd, limits)
+        if outcome.status == "ok":
+            result["markdown"] = job.get("markdown") or f"m{seq}.md"
+        else:
+            result["text"] = None
+    result.update(_verdict(outcome, used), rss=_rss())
+    return result
+
+
+def _read(job: dict[str, Any], fd: int | None, scratch: Path, limits: Limits, ocr_memo: Any,
+          registry: Any, markdown: bool) -> tuple[Outcome, set[str], bool] | None:
+    """The job's document read (:func:`_read_document`), whatever its reader did: (its
+    outcome, the tools it used, whether this process is spent — out of memory or recursion —
+    and may take no other document); None when a pure job needs a process of its own
+    (:class:`~bastion.readers.runtime.batch.OwnProcess`)."""
+    from .batch import OwnProcess
+
+    try:
+        return _read_document(job, fd, scratch, limits, ocr_memo, registry, markdown)
+    except OwnProcess:
+        return None
+    except MemoryError:
+        return _error("reader ran out of memory (memory cap)", "memory"), set(), True
+    except RecursionError:
+        return _error("reader recursed too deep", "crash"), set(), True
+    except Exception as e:  # a reader bug: still exactly one record
+        return _error(f"reader failed: {type(e).__name__}: {e}"[:500], "internal"), set(), False
+
+
+def _error(message: str, kind: str, extractor: str | None = None) -> Outcome:
+    """The outcome of a document that could not be read (or its text not written)."""
+    from ..dispatch import Outcome
+
+    return Outcome("error", extractor=extractor, error=message, error_kind=kind)
+
+
+def _read_document(job: dict[str, Any], fd: int | None, scratch: Path, limits: Limits,
+                   ocr_memo: Any, registry: Any, markdown: bool
+                   ) -> tuple[Outcome, set[str], bool]:
+    """The document behind ``fd`` (closed here) checked against the walk's size and sha256,
+    then read by the reader the parent chose, with a context of the job's tools, deadline and
+    scratch: (its outcome, the tools it used, False); a document that is not what the walk
+    saw is an error outcome."""
     from ..base import Document
-    from .batch import OwnProcess, pure_nested
+    from .batch import pure_nested
     from .context import LocalContext
-    from ..dispatch import BUILTIN, Outcome, read_document, read_nested
+    from ..dispatch import BUILTIN, read_document, read_nested
     from ..errors import ChangedSinceWalk, ReaderError
 
+    try:
+        if fd is None:  # the parent could not open it
+            raise ChangedSinceWalk(job.get("open_error") or "no document descriptor")
+        data = _read_checked(fd, job["size"], job["sha256"])  # (which closes fd)
+    except ReaderError as e:
+        return _error(e.message, e.kind), set(), False
+    registry = registry or BUILTIN
+    ctx = LocalContext(limits, job.get("tools") or {}, scratch,
+                       deadline=time.monotonic() + float(job.get("deadline", 60)),
+                       nested=pure_nested if job.get("pure") else read_nested,
+                       ocr_memo=ocr_memo, registry=registry)
+    reader = registry.by_name(job.get("reader"))  # chosen by the parent, not again here
+    if reader is None and job.get("reader") is not None:
+        raise RuntimeError(f"no reader named {job.get('reader')!r} in this worker")
+    outcome = read_document(Document(data, job["name"], job["mime"]), ctx, reader,
+                            markdown=markdown)
+    return outcome, ctx.tools_used, False
+
+
+def _write_text(outcome: Outcome, text_fd: int, limits: Limits) -> Outcome:
+    """``outcome``'s text written to the parent's file ``text_fd`` (made durable by the
+    parent: syncfs), within the output cap: the same outcome, or the error that stopped it
+    (the file emptied)."""
+    try:
+        encoded = outcome.text.encode("utf-8", "replace")  # lone surrogates → "?"
+        if len(encoded) > limits.max_output_bytes:
+            raise OSError(27, "File too large")
+        _write_all(text_fd, encoded)
+        return outcome
+    except OSError as e:
+        if e.errno == 27:  # EFBIG: over RLIMIT_FSIZE / the output cap
+            failed = _error(f"text over the {limits.max_output_bytes} byte output limit",
+                            "output_limit", outcome.extractor)
+        else:
+            failed = _error(f"cannot write text: {e.strerror}", "internal", outcome.extractor)
+        try:
+            os.ftruncate(text_fd, 0)
+        except OSError:
+            pass
+        return failed
+
+
+def _write_markdown(outcome: Outcome, md_fd: int, limits: Limits) -> Outcome:
+    """``outcome``'s Markdown written to the parent's file ``md_fd``, within the output cap
+    (cut at a line, a note says so: docs/readers.md): the same outcome, or the error that
+    stopped it."""
+    from ..render.markdown import capped
+
+    assert outcome.markdown is not None
+    try:
+        _write_all(md_fd, capped(outcome.markdown, limits.max_output_bytes))
+        return outcome
+    except OSError as e:
+        return _error(f"cannot write text: {e.strerror}", "internal", outcome.extractor)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` written to ``fd`` (a pipe or a file may take it in parts)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _verdict(outcome: Outcome, used: set[str]) -> dict[str, Any]:
+    """The answer's ``verdict`` (its JSON form) and ``sidecar`` (the outline, the pages'
+    sources) of ``outcome``, whose reader called the tools ``used``."""
     from .verdict import Verdict
 
-    result: dict[str, Any] = {"id": job["id"], "fatal": False, "text": None}
-    used: set[str] = set()
-    try:
-        try:
-            if fd is None:  # the parent could not open it
-                raise ChangedSinceWalk(job.get("open_error") or "no document descriptor")
-            owned, fd = fd, None  # _read_checked closes it
-            data = _read_checked(owned, job["size"], job["sha256"])
-        except ReaderError as e:
-            outcome = Outcome("error", extractor=None, error=e.message, error_kind=e.kind)
-        else:
-            registry = registry or BUILTIN
-            ctx = LocalContext(limits, job.get("tools") or {}, scratch,
-                               deadline=time.monotonic() + float(job.get("deadline", 60)),
-                               nested=pure_nested if job.get("pure") else read_nested,
-                               ocr_memo=ocr_memo, registry=registry)
-            reader = registry.by_name(job.get("reader"))  # chosen by the parent, not again here
-            if reader is None and job.get("reader") is not None:
-                raise RuntimeError(f"no reader named {job.get('reader')!r} in this worker")
-            outcome = read_document(Document(data, job["name"], job["mime"]), ctx, reader,
-                                    markdown=md_fd is not None)
-            used = ctx.tools_used
-            del data
-    except OwnProcess:
-        return {"id": job["id"], "alone": True}
-    except MemoryError:
-        outcome = Outcome("error", error="reader ran out of memory (memory cap)",
-                          error_kind="memory")
-        result["fatal"] = True
-    except RecursionError:
-        outcome = Outcome("error", error="reader recursed too deep", error_kind="crash")
-        result["fatal"] = True
-    except Exception as e:  # a reader bug: still exactly one record
-        outcome = Outcome("error", error=f"reader failed: {type(e).__name__}: {e}"[:500],
-                          error_kind="internal")
-    finally:
-        if fd is not None:
-            os.close(fd)
-    if outcome.status == "ok":
-        name = job.get("text") or f"t{seq}.txt"
-        try:
-            encoded = outcome.text.encode("utf-8", "replace")  # lone surrogates → "?"
-            if len(encoded) > limits.max_output_bytes:
-                raise OSError(27, "File too large")
-            view = memoryview(encoded)  # made durable by the parent (syncfs)
-            while view:
-                view = view[os.write(text_fd, view):]
-            result["text"] = name
-        except OSError as e:
-            if e.errno == 27:  # EFBIG: over RLIMIT_FSIZE / the output cap
-                outcome = Outcome("error", extractor=outcome.extractor,
-                                  error=f"text over the {limits.max_output_bytes} byte output "
-                                        "limit", error_kind="output_limit")
-            else:
-                outcome = Outcome("error", extractor=outcome.extractor,
-                                  error=f"cannot write text: {e.strerror}", error_kind="internal")
-            try:
-                os.ftruncate(text_fd, 0)
-            except OSError:
-                pass
-    if outcome.status == "ok" and md_fd is not None and outcome.markdown is not None:
-        from ..render.markdown import capped
-
-        try:  # within the output cap (cut at a line, a note says so): docs/readers.md
-            view = memoryview(capped(outcome.markdown, limits.max_output_bytes))
-            while view:
-                view = view[os.write(md_fd, view):]
-            result["markdown"] = job.get("markdown") or f"m{seq}.md"
-        except OSError as e:
-            outcome = Outcome("error", extractor=outcome.extractor,
-                              error=f"cannot write text: {e.strerror}", error_kind="internal")
-            result["text"] = None
     verdict = Verdict.of_outcome(
         outcome.status, chars=len(outcome.text), extractor=outcome.extractor,
         error=outcome.error, error_kind=outcome.error_kind, limit=outcome.limit,
         result=outcome.result, warnings=outcome.warnings, tools_used=used)
     sidecar = outcome.result.sidecar() if outcome.result is not None else {}
-    result.update(verdict=verdict.to_json(), sidecar=sidecar, rss=_rss())
-    return result
+    return {"verdict": verdict.to_json(), "sidecar": sidecar}
 
 
 def serve(jobs: socket.socket, answers: int, scratch: Path, limits: Limits,
@@ -239,10 +286,8 @@ def serve(jobs: socket.socket, answers: int, scratch: Path, limits: Limits,
                 os.close(text_fd)
                 if md_fd is not None:
                     os.close(md_fd)
-            line = encode(answer)  # within the answer cap: a sidecar too big is cut (schema.py)
-            view = memoryview(line)
-            while view:
-                view = view[os.write(answers, view):]
+            # within the answer cap: a sidecar too big is cut (schema.py)
+            _write_all(answers, encode(answer))
             own = scratch / f"job{seq}"
             if job.get("pure") and os.path.isdir(own):  # the next document of this process
                 shutil.rmtree(own, ignore_errors=True)  # starts without this one's files (the

@@ -347,19 +347,50 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
     and stored too (in the keys); ``owners``: the key whose text each sha256's plain names
     hold (the store's ``plain`` table: an ``ok`` verdict stands on a plain name only while its
     key owns it); None: every plain name is its verdict's (a plan of no store)."""
-    if callable(walk):
-        reread: Callable[[], Iterable[WalkRecord]] = walk
-        held: list[WalkRecord] | None = None
-        records = walk()
-    else:
-        held = []
-        records = walk
-        reread = lambda: ()  # noqa: E731  (the held records are given instead)
+    records, reread, held = _source(walk)
     made = Plan(lambda: (r for r in reread() if r.kind != "file" or r.sha256 is None),
                 markdown)
+    _fill(made, records, held,
+          lambda mime, name: _choose(select(mime, name), mime, tools, limits, markdown))
+    made._link()
+    lookup: Lookup = verdicts if callable(verdicts) else (lambda shas: verdicts)
+    rule = Standing(texts, deferred, markdown, _packs_here(tools))
+    for at in range(0, made.count, CHUNK):
+        _freshen(made, at, lookup, owners, rule)
+    if held is not None:
+        kept = tuple(held)
+        made.skipped_source = lambda: kept
+    return made
+
+
+def _source(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]]
+            ) -> tuple[Iterable[WalkRecord], Callable[[], Iterable[WalkRecord]],
+                       list[WalkRecord] | None]:
+    """The records to plan, how to read them again, and the list the records without a
+    sha256 are to be held in (None: they are read again instead)."""
+    if callable(walk):
+        return walk(), walk, None
+    return walk, lambda: (), []  # (the held records are given instead of a second reading)
+
+
+def _choose(reader: Reader | None, mime: str, tools: Mapping[str, Tool], limits: Limits,
+           markdown: bool) -> Choice:
+    """What follows from choosing ``reader`` for files of type ``mime``: their key, the
+    reader's tools present here and their deadline (the tools' own when it waits on one)."""
+    present = tuple(sorted(t for t in reader.tools if t in tools)) if reader else ()
+    deadline = limits.deadline_s
+    if reader is not None and reader.uses_tool_deadline and present:
+        deadline = limits.tool_deadline_s
+    return Choice(mime, reader, task_key(reader, mime, limits, tools, markdown), present,
+                  deadline)
+
+
+def _fill(made: Plan, records: Iterable[WalkRecord], held: list[WalkRecord] | None,
+          chosen_for: Callable[[str, str], Choice]) -> None:
+    """The walk's hashed files written to the plan's items, :data:`CHUNK` rows at a time,
+    each with its :class:`Choice` (``chosen_for(mime, name)``, once per (MIME type,
+    suffixes)); the other records held in ``held`` (when it is a list)."""
     chosen: dict[tuple[str, str], int] = {}
-    installed = {n[len(ocr_packs.TOOL_PREFIX):]: t.key for n, t in tools.items()
-                 if n.startswith(ocr_packs.TOOL_PREFIX)}
     rows: list[tuple] = []
     for rec in records:
         sha = rec.sha256
@@ -369,55 +400,86 @@ def plan(walk: Iterable[WalkRecord] | Callable[[], Iterable[WalkRecord]],
             continue
         mime = rec.mime or "application/octet-stream"
         name = rec.path.rsplit("/", 1)[-1]
-        at = chosen.get((mime, _suffixes(name)))
+        pair = (mime, _suffixes(name))
+        at = chosen.get(pair)
         if at is None:
-            reader = select(mime, name)
-            present = tuple(sorted(t for t in reader.tools if t in tools)) if reader else ()
-            deadline = limits.deadline_s
-            if reader is not None and reader.uses_tool_deadline and present:
-                deadline = limits.tool_deadline_s
-            at = chosen[(mime, _suffixes(name))] = len(made.choices)
-            made.choices.append(Choice(mime, reader,
-                                       task_key(reader, mime, limits, tools, markdown),
-                                       present, deadline))
+            at = chosen[pair] = len(made.choices)
+            made.choices.append(chosen_for(mime, name))
         rows.append((made.count + len(rows), rec.root, encode(rec.path), sha, rec.size or 0,
                      at, made.choices[at].key))
         if len(rows) >= CHUNK:
             made._add(rows)
             rows = []
     made._add(rows)
-    made._link()
-    lookup: Lookup = verdicts if callable(verdicts) else (lambda shas: verdicts)
-    for at in range(0, made.count, CHUNK):
-        found = lookup([sha for sha, in made.db.execute(
-            "SELECT DISTINCT sha256 FROM items WHERE idx >= ? AND idx < ? ORDER BY sha256",
-            (at, at + CHUNK))])
-        if not found:
-            continue  # (a first run: no item is read back)
-        owner: Mapping[str, str] = {}
-        if owners is not None:
-            owner = owners([sha for sha, in made.db.execute(
-                "SELECT DISTINCT sha256 FROM items WHERE idx >= ? AND idx < ? AND least "
-                "ORDER BY sha256", (at, at + CHUNK))])
+
+
+def _packs_here(tools: Mapping[str, Tool]) -> dict[str, str]:
+    """The OCR language packs found here (readers/ocr/packs.py), by name: their identity."""
+    return {n[len(ocr_packs.TOOL_PREFIX):]: t.key for n, t in tools.items()
+            if n.startswith(ocr_packs.TOOL_PREFIX)}
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """When a stored verdict stands (its item is fresh): see the module docstring."""
+
+    texts: Container[str]  # the file names in the store
+    deferred: Container[tuple[str, str]]  # (sha256, key) of errors not retried this run
+    markdown: bool  # an ok verdict's Markdown must be there too
+    installed: Mapping[str, str]  # the OCR language packs here (_packs_here)
+
+    def judge(self, items: Iterable[Item], found: Mapping[tuple[str, str], Verdict],
+              owner: Mapping[str, str] | None) -> tuple[list[int], list[tuple[str]]]:
+        """The indexes of the ``items`` whose verdict stored for their (sha256, key) (in
+        ``found``) stands, and the sha256s whose plain-named texts another key owns
+        (``owner``: the key owning each sha256's plain names; None: every plain name is its
+        verdict's).  One loop, its rule inline: it is asked of every item of a run."""
+        texts, deferred, markdown, installed = (self.texts, self.deferred, self.markdown,
+                                                self.installed)
+        owned_by, checked = owner or {}, owner is not None
         fresh, owned = [], []
-        for item in made.items[at:at + CHUNK]:
-            plain = owners is not None and item.stem == item.sha256
-            if plain and owner.get(item.sha256, item.key) != item.key:
+        for item in items:
+            plain = checked and item.stem == item.sha256  # its text has the plain name
+            if plain and owned_by.get(item.sha256, item.key) != item.key:
                 owned.append((item.sha256,))
             v = found.get((item.sha256, item.key))
             if v is not None and (
+                    # not an error, or a repeat offender's whose retry is not due this run
                     v.status is not Status.ERROR or (item.sha256, item.key) in deferred) and (
+                    # not ok, or its text (and Markdown) stored under a name its key owns
                     v.status is not Status.OK or f"{item.stem}.txt" in texts and (
                         not markdown or f"{item.stem}.md" in texts) and (
-                        not plain or owner.get(item.sha256) == item.key)) and (
+                        not plain or owned_by.get(item.sha256) == item.key)) and (
+                    # not read by OCR, or with the language packs it looked at as they were
                     v.ocr_packs is None or ocr_packs.holds(v.ocr_packs, installed)):
                 fresh.append(item.index)
-        made.set_fresh(fresh, True)
-        made.own(owned)
-    if held is not None:
-        kept = tuple(held)
-        made.skipped_source = lambda: kept
-    return made
+        return fresh, owned
+
+
+def _freshen(made: Plan, at: int, lookup: Lookup, owners: Owners | None,
+             rule: Standing) -> None:
+    """The items ``at`` to ``at`` + :data:`CHUNK` marked fresh where their stored verdict
+    stands, and the plain names another key owns noted (:meth:`Plan.own`)."""
+    found = lookup(_shas(made, at, least=False))
+    if not found:
+        return  # (a first run: no item is read back)
+    owner = None if owners is None else owners(_shas(made, at, least=True))
+    fresh, owned = rule.judge(made.items[at:at + CHUNK], found, owner)
+    made.set_fresh(fresh, True)
+    made.own(owned)
+
+
+# the distinct sha256s of a chunk of items, all of them or those keeping the plain name
+SHAS = "SELECT DISTINCT sha256 FROM items WHERE idx >= ? AND idx < ? ORDER BY sha256"
+SHAS_LEAST = ("SELECT DISTINCT sha256 FROM items WHERE idx >= ? AND idx < ? AND least "
+              "ORDER BY sha256")
+
+
+def _shas(made: Plan, at: int, *, least: bool) -> list[str]:
+    """The distinct sha256s of the items ``at`` to ``at`` + :data:`CHUNK`, sorted (``least``:
+    of those whose key is the least their bytes are read under: their texts' plain names)."""
+    return [sha for sha, in made.db.execute(
+        SHAS_LEAST if least else SHAS, (at, at + CHUNK))]
 
 
 def _chunks(rows: Rows) -> Iterator[list[Item]]:
