@@ -413,21 +413,10 @@ def test_unpacked_bytes_cap_ends_the_document():
     assert out.text.rstrip().endswith("reached: over 3145728 bytes decompressed at f2.txt]")
 
 
-def poisoned(data: bytes, member: str, at: int = 0) -> bytes:
-    """The zip ``data`` with ``member``'s deflate stream made invalid ``at`` bytes in (a block
-    of the reserved type): a reader that inflates that far gets an error, one that stops
-    before (or never starts) cannot tell."""
-    info = zipfile.ZipFile(io.BytesIO(data)).getinfo(member)
-    name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)
-    start = info.header_offset + 30 + name_len + extra_len + at
-    assert at < info.compress_size
-    return data[:start] + b"\xff" + data[start + 1:]
-
-
 def test_a_member_over_the_ratio_is_not_inflated():
     # its first deflate byte is poisoned: a reader that started to inflate it would say so
-    data = poisoned(make_zip({"zeros.bin": bytes(50 * MiB), "note.txt": "noteword\n"}),
-                    "zeros.bin")
+    data = og.poison_member(make_zip({"zeros.bin": bytes(50 * MiB), "note.txt": "noteword\n"}),
+                            "zeros.bin")
     assert len(data) < MiB
     with pytest.raises(zlib.error, match="invalid block type"):
         zipfile.ZipFile(io.BytesIO(data)).read("zeros.bin")
