@@ -103,3 +103,10 @@ def eventually(cond: Callable[[], bool], what: str, give_up: float = 60.0) -> No
     while not cond():
         assert time.monotonic() < end, f"{what} (still so after {give_up:g} s)"
         time.sleep(0.02)
+
+
+def bytes_read() -> int:
+    """The bytes this process has read so far, by any thread (``rchar`` of /proc/self/io:
+    from files, pipes and the page cache alike)."""
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
