@@ -31,6 +31,8 @@ from bastion.readers.runtime.identity import SLOT_BASE
 from bastion.readers.runtime.pool import Job, JobResult, WorkerError, WorkerPool
 from bastion.readers.runtime.sandbox import MAX_PROCS, SCRATCH_DIR
 
+from procutil import eventually  # tests/ is on sys.path
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the pool drops root only as root")
 
 LIMITS = Limits(deadline_s=30, max_output_bytes=1 << 20)
@@ -399,10 +401,7 @@ def test_a_worker_reaches_neither_another_workers_scratch_nor_its_proc(tmp_path:
         holder = next(w for w in p.pool.workers if w.job is not None)
         scratch = f"/proc/{holder.pid}/root{SCRATCH_DIR}"  # in its own mount namespace
         mark = Path(scratch) / "job1" / "grandchild.pid"
-        end = time.monotonic() + 10
-        while not mark.exists() and time.monotonic() < end:
-            time.sleep(0.01)
-        assert mark.exists()
+        eventually(mark.exists, "the holding document never started its grandchild")
         other_doc = p.docs / "1.hostile"
         spec = {"paths": [str(holder.dir), scratch, str(mark), str(other_doc)],
                 "pids": [holder.pid]}

@@ -42,7 +42,7 @@ from bastion.readers.base import Limits, MiB
 from bastion.readers.runtime.pool import Job, JobResult, WorkerPool
 from bastion.tasks.cli import main
 
-from procutil import alive, bytes_read, pids_with, workers_of  # noqa: E402  (tests/ is on sys.path)
+from procutil import alive, bytes_read, eventually, pids_with, workers_of  # noqa: E402  (tests/ is on sys.path)
 
 pytestmark = pytest.mark.slow  # every test here runs real pools, clusters or doit runs (> 1 s)
 
@@ -79,7 +79,9 @@ def temps_under(out: Path) -> list[str]:
             if n.startswith(".tmp-")]
 
 
-def wait_no_workers(out: Path, within: float = 10.0) -> list[int]:
+def wait_no_workers(out: Path, within: float = 60.0) -> list[int]:
+    """The run's workers left after ``within`` seconds: a net against a survivor, not a bound
+    on how soon the kernel finishes a kill."""
     end = time.monotonic() + within
     while time.monotonic() < end:
         left = workers_of(out)
@@ -437,10 +439,8 @@ def test_kill_9_during_a_shared_rewalk_then_rerun(tmp_path: Path, kill_tree) -> 
     proc = subprocess.run([sys.executable, "-c", KILLER, "rewalk-shared", "0", "sweep", str(m),
                            "--out", str(out), "-q", "-j", "2"], cwd=str(REPO), env=ENV,
                           capture_output=True, timeout=RUN_TIMEOUT)
-    end = time.monotonic() + 10
-    while (pids_with(str(out)) or workers_of(out)) and time.monotonic() < end:
-        time.sleep(0.05)
-    assert pids_with(str(out)) + workers_of(out) == [], "walk helpers or workers outlived the parent"
+    eventually(lambda: pids_with(str(out)) + workers_of(out) == [],
+               "walk helpers or workers outlived the parent")
     _check_after_kill(tmp_path, root, files, out, proc.returncode)
 
 
