@@ -12,7 +12,7 @@ import time
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
-I = TypeVar("I")
+In = TypeVar("In")
 
 
 def _timed(call: Callable[[], T]) -> tuple[T, float]:
@@ -21,7 +21,7 @@ def _timed(call: Callable[[], T]) -> tuple[T, float]:
     return result, time.thread_time() - start
 
 
-def linear(read: Callable[[I], T], big: I, small: I, by: int = 8) -> T:
+def linear(read: Callable[[In], T], big: In, small: In, by: int = 8) -> T:
     """``read(big)``'s result, once its work is shown to grow linearly: ``big`` is ``by`` times
     ``small`` (``by`` times the work; a quadratic step makes it ``by**2``).  Fails when the
     work grows more than three times as fast as the input (the least of two runs of
