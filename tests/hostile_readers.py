@@ -552,7 +552,7 @@ def memscan(arg: str) -> dict:
         if len(prefix) >= 2:
             searches.append((prefix, group))
         else:
-            searches.extend((first, [form]) for form in group for _, first, _ in [form])
+            searches.extend((form[1], [form]) for form in group)
     overlap = max(len(a) + len(b) for group in forms for _, a, b in group)
     found: dict[int, str] = {}
     context: dict[int, str] = {}
