@@ -346,6 +346,17 @@ def docx_bomb(path: str, size: int) -> None:
             f.write(b"</w:body></w:document>")
 
 
+def poison_member(data: bytes, member: str, at: float = 0.0) -> bytes:
+    """The zip ``data`` with a byte of ``member``'s compressed stream replaced, ``at`` (0 to 1)
+    of the way in: at 0, a deflate block of the reserved type.  A reader that inflates that
+    far gets an error (a bad block, a bad CRC at the end); one that stops before (or never
+    starts) cannot tell."""
+    info = zipfile.ZipFile(io.BytesIO(data)).getinfo(member)
+    name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)
+    start = info.header_offset + 30 + name_len + extra_len + int(at * info.compress_size)
+    return data[:start] + bytes([data[start] ^ 0xFF if at else 0xFF]) + data[start + 1:]
+
+
 def zero_bomb(size: int) -> bytes:
     """A zip with one member of ``size`` zero bytes."""
     buf = io.BytesIO()

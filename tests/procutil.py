@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -91,3 +92,21 @@ def before_a_writer(fifo: Path, call: Callable[[], T], give_up: float = 60.0) ->
         dog.join()
     assert not writer_came.is_set(), f"{fifo}: the call waited for a writer"
     return result
+
+
+def eventually(cond: Callable[[], bool], what: str, give_up: float = 60.0) -> None:
+    """Wait until ``cond()`` holds (a killed process gone, a file there) and fail with ``what``
+    if it never does.  ``give_up`` is a net against a hang, not a bound on how soon: what is
+    waited for is caused by something that already happened (a kill sent, a file's writer
+    started), and what it guards against (a survivor of a 1000 s sleep) lasts far longer."""
+    end = time.monotonic() + give_up
+    while not cond():
+        assert time.monotonic() < end, f"{what} (still so after {give_up:g} s)"
+        time.sleep(0.02)
+
+
+def bytes_read() -> int:
+    """The bytes this process has read so far, by any thread (``rchar`` of /proc/self/io:
+    from files, pipes and the page cache alike)."""
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])

@@ -132,6 +132,9 @@ def _cmdline_has(pid: int, token: bytes) -> bool:
         return False
 
 
+GONE = 60.0  # how long a wait for what a kill or a stop ends: a net, not a bound on how soon
+
+
 def wait_until(cond, within: float, step: float = 0.05) -> bool:
     end = time.monotonic() + within
     while time.monotonic() < end:
@@ -160,7 +163,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         client.close()
         lc.close()
         # every sandboxed worker dies with its Dask worker (PDEATHSIG): none is left
-        assert wait_until(lambda: not sandbox_workers(scratch), 10.0), sandbox_workers(scratch)
+        assert wait_until(lambda: not sandbox_workers(scratch), GONE), sandbox_workers(scratch)
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +208,7 @@ def test_extract_batch_keeps_its_pool_between_batches(tmp_path: Path) -> None:
     assert first[:4] == second
     assert first[4].verdict.status == "error" and first[4].verdict.error_kind == "changed"
     assert first[4].text is None
-    assert wait_until(lambda: not sandbox_workers(tmp_path / "w"), 5.0)
+    assert wait_until(lambda: not sandbox_workers(tmp_path / "w"), GONE)
 
 
 def test_a_batch_resubmitted_is_the_same_task(cluster, tmp_path: Path) -> None:
@@ -356,7 +359,7 @@ def test_parse_cluster() -> None:
 def test_an_unreachable_scheduler_is_a_one_line_error(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("bastion.tasks.cluster.connect.CONNECT_TIMEOUT_S", 3.0)
+    monkeypatch.setattr("bastion.tasks.cluster.connect.CONNECT_TIMEOUT_S", 1.0)
     root = tmp_path / "r"
     root.mkdir()
     (root / "a.txt").write_text("a\n")
@@ -364,14 +367,25 @@ def test_an_unreachable_scheduler_is_a_one_line_error(tmp_path: Path,
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # tried once, for the timeout: the real Client, its construction counted
+    import distributed
+
+    tries: list[object] = []
+
+    class Counted(distributed.Client):
+        def __init__(self, *args, **kw) -> None:
+            tries.append(kw.get("timeout"))
+            super().__init__(*args, **kw)
+
+    monkeypatch.setattr(distributed, "Client", Counted)
     capsys.readouterr()
-    t0 = time.monotonic()
     rc = main(["sweep", str(m), "--out", str(tmp_path / "out"), "--cluster",
                f"tcp://127.0.0.1:{port}", "-q"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1
     assert len(err) == 1 and "cannot reach the Dask scheduler" in err[0], err
-    assert time.monotonic() - t0 < 3.0 + 10  # tried for the timeout, once
+    assert err[0].endswith(f"Timed out trying to connect to tcp://127.0.0.1:{port} after 1 s")
+    assert tries == [1.0]
 
 
 # -- the scheduler lost mid-run ---------------------------------------------------------------------
@@ -441,7 +455,7 @@ def test_scheduler_lost_mid_run_then_a_rerun_finishes(tmp_path: Path,
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
-    assert wait_until(lambda: not sandbox_workers(scratch), 10.0), sandbox_workers(scratch)
+    assert wait_until(lambda: not sandbox_workers(scratch), GONE), sandbox_workers(scratch)
     # the next run (local) finishes only what is missing
     assert sweep(m, out, extract_only=True, extra=HOSTILE) == 2
     assert summary(out)["extracted"] == 64 - len(kept)
@@ -499,7 +513,7 @@ def test_a_worker_with_other_tools_gets_no_document_that_uses_them(cluster, tmp_
     # a batch per PDF, three idle workers: without the restriction the odd one would get some
     # (and refuse them: ToolMismatch, in the task stream)
     assert ran_on_odd == [] and workers["odd-tools"]["documents"] == 0
-    assert wait_until(lambda: not sandbox_workers(tmp_path / "odd"), 10.0)
+    assert wait_until(lambda: not sandbox_workers(tmp_path / "odd"), GONE)
 
 
 def test_ctrl_c_cancels_the_batches_and_a_rerun_finishes(cluster, tmp_path: Path) -> None:
@@ -552,7 +566,7 @@ def test_ctrl_c_cancels_the_batches_and_a_rerun_finishes(cluster, tmp_path: Path
             lambda dask_scheduler: [str(k) for k in dask_scheduler.tasks
                                     if str(k).startswith("bastion-batch-")])
 
-    assert wait_until(lambda: not batches_left(), 20.0), batches_left()
+    assert wait_until(lambda: not batches_left(), GONE), batches_left()
     assert sweep(m, out, cluster=address, extract_only=True) == 0
     assert summary(out)["extracted"] < 3000  # what was recorded before the interrupt was kept
     assert compare_outputs(reference, out) == []
@@ -721,4 +735,4 @@ def test_local_cluster_worker_killed_mid_run(tmp_path: Path) -> None:
     from bastion.tasks.cluster.local import _alive_in_group
 
     # the helper, its workers, their sandboxed workers: stopped by the run's stopping thread
-    assert wait_until(lambda: not _alive_in_group(seen["helper"]), 10.0)
+    assert wait_until(lambda: not _alive_in_group(seen["helper"]), GONE)

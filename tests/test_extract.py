@@ -27,7 +27,7 @@ import bastion.tasks.extract.plan
 from bastion.tasks.cli import main
 from bastion.tasks.commands.compare import compare_outputs
 
-from procutil import workers_of  # tests/ is on sys.path
+from procutil import eventually, workers_of  # tests/ is on sys.path
 
 REPO = Path(__file__).resolve().parent.parent
 TESSERACT = shutil.which("tesseract")
@@ -650,10 +650,7 @@ def test_kill_9_mid_run_then_rerun_is_complete_and_consistent(tmp_path: Path) ->
         log.close()
     assert not (out / "extract.jsonl").exists(), "killed too late: the run had finished"
     # the workers die with their parent (PR_SET_PDEATHSIG)
-    end = time.monotonic() + 2.0
-    while workers_of(out) and time.monotonic() < end:
-        time.sleep(0.05)
-    assert workers_of(out) == [], "workers survived their parent's kill -9"
+    eventually(lambda: workers_of(out) == [], "workers survived their parent's kill -9")
     partial = len(store_texts(out))
     committed = _committed(out)
     assert 0 < committed <= partial < 3000

@@ -42,7 +42,7 @@ from bastion.readers.base import Limits, MiB
 from bastion.readers.runtime.pool import Job, JobResult, WorkerPool
 from bastion.tasks.cli import main
 
-from procutil import alive, pids_with, workers_of  # noqa: E402  (tests/ is on sys.path)
+from procutil import alive, bytes_read, eventually, pids_with, workers_of  # noqa: E402  (tests/ is on sys.path)
 
 pytestmark = pytest.mark.slow  # every test here runs real pools, clusters or doit runs (> 1 s)
 
@@ -79,7 +79,9 @@ def temps_under(out: Path) -> list[str]:
             if n.startswith(".tmp-")]
 
 
-def wait_no_workers(out: Path, within: float = 10.0) -> list[int]:
+def wait_no_workers(out: Path, within: float = 60.0) -> list[int]:
+    """The run's workers left after ``within`` seconds: a net against a survivor, not a bound
+    on how soon the kernel finishes a kill."""
     end = time.monotonic() + within
     while time.monotonic() < end:
         left = workers_of(out)
@@ -437,10 +439,8 @@ def test_kill_9_during_a_shared_rewalk_then_rerun(tmp_path: Path, kill_tree) -> 
     proc = subprocess.run([sys.executable, "-c", KILLER, "rewalk-shared", "0", "sweep", str(m),
                            "--out", str(out), "-q", "-j", "2"], cwd=str(REPO), env=ENV,
                           capture_output=True, timeout=RUN_TIMEOUT)
-    end = time.monotonic() + 10
-    while (pids_with(str(out)) or workers_of(out)) and time.monotonic() < end:
-        time.sleep(0.05)
-    assert pids_with(str(out)) + workers_of(out) == [], "walk helpers or workers outlived the parent"
+    eventually(lambda: pids_with(str(out)) + workers_of(out) == [],
+               "walk helpers or workers outlived the parent")
     _check_after_kill(tmp_path, root, files, out, proc.returncode)
 
 
@@ -778,6 +778,7 @@ def test_character_device_recorded_never_opened(tmp_path: Path) -> None:
     assert os.stat(dev).st_atime_ns == before  # never read
 
 
+@pytest.mark.timeout(600)  # a net: reading 100 GB takes minutes
 def test_sparse_100_gb_file_not_read_past_the_cap(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
@@ -787,10 +788,12 @@ def test_sparse_100_gb_file_not_read_past_the_cap(tmp_path: Path) -> None:
     (root / "small.txt").write_bytes(b"small\n")
     m = manifest(tmp_path / "m.yaml", {"r": root}, "limits:\n  max_file_bytes: 1MiB\n")
     out = tmp_path / "out"
-    t0 = time.monotonic()
+    before = bytes_read()
     assert sweep(m, out) == 0
-    # reading 100 GB of zeros takes minutes; the whole run must not come near that
-    assert time.monotonic() - t0 < 120
+    # what the run read (the walk reads in this process): its own files, the head of the
+    # big one to type it, never the 100 GB past the cap
+    read = bytes_read() - before
+    assert read < 256 * MiB, f"the run read {read >> 20} MiB"
     walk = {r["path"]: r for r in jsonl(out / "walk.jsonl")}
     assert walk["huge.bin"]["sha256"] is None
     assert walk["huge.bin"]["size"] == 100 * 1024**3

@@ -44,8 +44,20 @@ def swept(tmp_path_factory) -> Path:
     shutil.copytree(SAMPLES, tree / "samples", ignore=shutil.ignore_patterns("ORIGIN.md"))
     shutil.copytree(REPO / "examples" / "docs", tree / "examples",
                     ignore=shutil.ignore_patterns(".agent"))
-    odd = tree / "odd"
-    odd.mkdir()
+    _odd_files(tree / "odd")
+    manifest = base / "manifest.yaml"
+    manifest.write_text(f"version: 1\nroots:\n  - name: t\n    path: {tree}\n"
+                        "stages: [walk, extract]\n", encoding="utf-8")
+    out = base / "out"
+    rc = main(["sweep", str(manifest), "--out", str(out), "-q", "-j", "2"])
+    assert rc in (0, 2), rc
+    return out
+
+
+def _odd_files(odd: Path) -> None:
+    """Files that make each status but ``ok``: empty, unsupported, error, skipped; and a name
+    that is not UTF-8."""
+    odd.mkdir(parents=True)
     (odd / "empty.txt").write_bytes(b"")
     (odd / "blob.bin").write_bytes(bytes(range(256)) * 8)
     (odd / "broken.docx").write_bytes(b"PK\x03\x04 this is not a zip")
@@ -53,12 +65,24 @@ def swept(tmp_path_factory) -> Path:
     with open(os.fsencode(odd) + b"/na\xffme <b>.txt", "wb") as f:  # not UTF-8
         f.write(b"a name that is not UTF-8\n")
     os.mkfifo(odd / "fifo")
+
+
+@pytest.fixture(scope="module")
+def every_status(tmp_path_factory) -> Path:
+    """A small sweep with a record of each status (the odd files beside a text and a page):
+    for the tests that need records of each kind, not of each format (``swept``'s sweep of
+    every sample reads with the tools and takes long)."""
+    base = tmp_path_factory.mktemp("statuses")
+    tree = base / "tree"
+    _odd_files(tree / "odd")
+    (tree / "note.txt").write_text("a plain note\n")
+    (tree / "page.html").write_text("<html><head><title>T</title></head><body><p>page</p>"
+                                    "</body></html>")
     manifest = base / "manifest.yaml"
     manifest.write_text(f"version: 1\nroots:\n  - name: t\n    path: {tree}\n"
                         "stages: [walk, extract]\n", encoding="utf-8")
     out = base / "out"
-    rc = main(["sweep", str(manifest), "--out", str(out), "-q", "-j", "2"])
-    assert rc in (0, 2), rc
+    assert main(["sweep", str(manifest), "--out", str(out), "-q", "--no-external"]) == 2
     return out
 
 
@@ -118,9 +142,9 @@ def test_the_vocabularies_follow_the_code() -> None:
     ({"status": "error", "error_kind": None, "error": "x"}, "error_kind"),
     ({"status": "empty"}, "text"),  # a text file named on a record that is not ok
 ])
-def test_a_record_that_breaks_the_contract_is_refused(swept: Path, change: dict,
+def test_a_record_that_breaks_the_contract_is_refused(every_status: Path, change: dict,
                                                       needle: str) -> None:
-    ok = next(json.loads(line) for line in (swept / "extract.jsonl").open("rb")
+    ok = next(json.loads(line) for line in (every_status / "extract.jsonl").open("rb")
               if json.loads(line)["status"] == "ok")
     assert list(validator("extract-record").iter_errors(ok)) == []
     errors = list(validator("extract-record").iter_errors({**ok, **change}))
@@ -128,9 +152,9 @@ def test_a_record_that_breaks_the_contract_is_refused(swept: Path, change: dict,
                           for e in errors), [e.message for e in errors]
 
 
-def test_a_damaged_output_is_reported_line_by_line(swept: Path, tmp_path: Path) -> None:
+def test_a_damaged_output_is_reported_line_by_line(every_status: Path, tmp_path: Path) -> None:
     out = tmp_path / "copy"
-    shutil.copytree(swept, out, ignore=shutil.ignore_patterns(".bastion", ".lock"))
+    shutil.copytree(every_status, out, ignore=shutil.ignore_patterns(".bastion", ".lock"))
     lines = (out / "walk.jsonl").read_bytes().splitlines(keepends=True)
     bad = json.loads(lines[1])
     bad["kind"] = "portal"
@@ -183,15 +207,16 @@ def test_the_duckdb_example_of_records_md_runs(examples_out: Path) -> None:
 
 
 def test_duckdb_refuses_names_that_are_not_utf8_and_the_documented_way_round(
-        swept: Path) -> None:
+        every_status: Path) -> None:
     duckdb = _need("duckdb")
     _need("pandas")
     with pytest.raises(duckdb.Error, match="surrogate"):  # what docs/records.md says
-        duckdb.sql(f"SELECT count(*) FROM read_json_auto('{swept}/extract.jsonl')").fetchall()
+        duckdb.sql(f"SELECT count(*) FROM read_json_auto('{every_status}/extract.jsonl')"
+                   ).fetchall()
     code = next(b for b in _records_md_blocks("python", "FROM frame"))
-    scope: dict = {"OUT": str(swept)}
+    scope: dict = {"OUT": str(every_status)}
     exec(compile(code, "docs/records.md (pandas + duckdb)", "exec"), scope)
-    summary = json.loads((swept / "extract.summary.json").read_text())
+    summary = json.loads((every_status / "extract.summary.json").read_text())
     assert dict(scope["kinds"]) == summary["error_kinds"]
 
 
@@ -247,11 +272,11 @@ def test_the_duckdb_example_on_the_database_runs(examples_out: Path) -> None:
     assert dict(scope["statuses"])["error"] == 1  # the broken .docx
 
 
-def test_the_pandas_example_of_records_md_runs(swept: Path) -> None:
+def test_the_pandas_example_of_records_md_runs(every_status: Path) -> None:
     _need("pandas")
     code = next(b for b in _records_md_blocks("python", "value_counts"))
-    scope: dict = {"OUT": str(swept)}
+    scope: dict = {"OUT": str(every_status)}
     exec(compile(code, "docs/records.md (pandas)", "exec"), scope)
-    assert scope["by_status"].to_dict() == _counts(swept)
-    assert len(scope["records"]) == sum(_counts(swept).values())
-    assert scope["unsupported_types"].sum() == _counts(swept)["unsupported"]
+    assert scope["by_status"].to_dict() == _counts(every_status)
+    assert len(scope["records"]) == sum(_counts(every_status).values())
+    assert scope["unsupported_types"].sum() == _counts(every_status)["unsupported"]

@@ -13,7 +13,6 @@ import os
 import struct
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -130,9 +129,10 @@ def test_detect_file_by_path_does_not_block_on_a_fifo(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_walking_a_zip_whose_directory_lies_stays_small_and_quick(tmp_path: Path) -> None:
     """``bastion walk`` over a 63 MB ZIP whose end record claims 1 entry and whose directory
-    holds a million: the walk (a real subprocess) peaks under 400 MB and takes under a
-    minute, and records the file as a plain ZIP.  (zipfile read the whole directory: 3
-    million entries took the walk to 2 GB.)"""
+    holds a million: the walk (a real subprocess) peaks under 400 MB, and records the file as
+    a plain ZIP.  (zipfile read the whole directory: 3 million entries took the walk to 2 GB,
+    and minutes.  The peak is what shows the directory was not read: a wall-clock bound
+    flaked under load.)"""
     root = tmp_path / "root"
     root.mkdir()
     (root / "bomb.docx").write_bytes(lying_zip(1_000_000))
@@ -147,13 +147,10 @@ def test_walking_a_zip_whose_directory_lies_stays_small_and_quick(tmp_path: Path
             "print(next(ln for ln in open('/proc/self/status')\n"
             "           if ln.startswith('VmHWM:')).split()[1])\n"
             "sys.exit(rc)\n")
-    started = time.monotonic()
     r = subprocess.run([sys.executable, "-c", code, str(m), str(out)], cwd=REPO,
-                       capture_output=True, text=True, timeout=300)
-    took = time.monotonic() - started
+                       capture_output=True, text=True, timeout=300)  # a net against a hang
     assert r.returncode == 0, r.stderr
     peak_mb = int(r.stdout.split()[-1]) / 1024
     assert peak_mb < 400, peak_mb
-    assert took < 60, took
     rec = json.loads((out / "walk.jsonl").read_text())
     assert rec["mime"] == detect.ZIP and rec["sha256"], rec
